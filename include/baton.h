@@ -1,0 +1,170 @@
+/*
+ * Baton: collective communication for host and CUDA buffers.
+ *
+ * The API mirrors NCCL's: same names with the "baton" prefix, same argument
+ * order, same in-place conventions. A program written against nccl.h ports
+ * by renaming. Every function returns a batonResult_t; on failure a
+ * human-readable reason is available from batonGetLastError().
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef BATON_H_
+#define BATON_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BATON_MAJOR 0
+#define BATON_MINOR 1
+#define BATON_PATCH 0
+/* Encoded as in NCCL >= 2.9: major * 10000 + minor * 100 + patch. */
+#define BATON_VERSION_CODE (BATON_MAJOR * 10000 + BATON_MINOR * 100 + BATON_PATCH)
+
+/* Opaque communicator handle. */
+typedef struct batonComm* batonComm_t;
+/* Opaque stream handle: a host stream from batonStreamCreate, or (CUDA builds)
+ * a cudaStream_t cast to batonStream_t. NULL runs the call synchronously. */
+typedef struct batonStream* batonStream_t;
+
+#define BATON_UNIQUE_ID_BYTES 128
+/* Rendezvous address and secret of a communicator being created. Produced by
+ * batonGetUniqueId on one process and distributed to all ranks by the user. */
+typedef struct {
+  char internal[BATON_UNIQUE_ID_BYTES];
+} batonUniqueId;
+
+typedef enum {
+  batonSuccess = 0,
+  batonUnhandledCudaError = 1,
+  batonSystemError = 2,
+  batonInternalError = 3,
+  batonInvalidArgument = 4,
+  batonInvalidUsage = 5,
+  batonRemoteError = 6,
+  batonInProgress = 7,
+  batonTimeout = 8,
+  batonNumResults = 9
+} batonResult_t;
+
+typedef enum {
+  batonInt8 = 0,
+  batonChar = 0,
+  batonUint8 = 1,
+  batonInt32 = 2,
+  batonInt = 2,
+  batonUint32 = 3,
+  batonInt64 = 4,
+  batonUint64 = 5,
+  batonFloat16 = 6,
+  batonHalf = 6,
+  batonFloat32 = 7,
+  batonFloat = 7,
+  batonFloat64 = 8,
+  batonDouble = 8,
+  batonBfloat16 = 9,
+  batonNumTypes = 10
+} batonDataType_t;
+
+/* batonAvg on integer types is the sum followed by C integer division. */
+typedef enum {
+  batonSum = 0,
+  batonProd = 1,
+  batonMax = 2,
+  batonMin = 3,
+  batonAvg = 4,
+  batonNumOps = 5
+} batonRedOp_t;
+
+/* Color for batonCommSplit: the rank takes part in no new communicator. */
+#define BATON_SPLIT_NOCOLOR (-1)
+
+/* ---- Library and communicator ---------------------------------------- */
+
+batonResult_t batonGetVersion(int* version);
+
+/* Opens a rendezvous listener in this process and fills *uniqueId with its
+ * address and a random secret. The process must stay alive until every rank
+ * has joined; it may fork the ranks itself. */
+batonResult_t batonGetUniqueId(batonUniqueId* uniqueId);
+
+/* Collective over nranks processes: each calls it with the same id and a
+ * distinct rank in [0, nranks). Blocks until all have joined or BATON_TIMEOUT. */
+batonResult_t batonCommInitRank(batonComm_t* comm, int nranks, batonUniqueId commId, int rank);
+
+/* Like batonCommInitRank with rank, size and rendezvous taken from the
+ * environment of batonrun, mpirun (Open MPI), PMI, srun (Slurm) or torchrun.
+ * See README.md for the variables. */
+batonResult_t batonCommInitFromEnv(batonComm_t* comm);
+
+/* Collective over comm: ranks passing the same color form a new
+ * communicator, ordered by key then by parent rank. BATON_SPLIT_NOCOLOR
+ * yields *newcomm == NULL. */
+batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm);
+
+/* Waits for queued work, then frees the communicator. */
+batonResult_t batonCommDestroy(batonComm_t comm);
+/* Stops outstanding work at once (peers see an error), then frees. */
+batonResult_t batonCommAbort(batonComm_t comm);
+/* batonSuccess, or the sticky error of a failed asynchronous operation. */
+batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError);
+batonResult_t batonCommCount(const batonComm_t comm, int* count);
+batonResult_t batonCommUserRank(const batonComm_t comm, int* rank);
+
+const char* batonGetErrorString(batonResult_t result);
+/* The message of the last failure seen on comm (or in this thread, when comm
+ * is NULL or invalid). Never NULL; "" when there was none. */
+const char* batonGetLastError(batonComm_t comm);
+
+/* ---- Host streams ------------------------------------------------------ */
+
+/* A host stream runs the calls queued on it in order, asynchronously to the
+ * caller, so communication can overlap computation. */
+batonResult_t batonStreamCreate(batonStream_t* stream);
+/* Waits for every call queued so far; returns the first error among them. */
+batonResult_t batonStreamSynchronize(batonStream_t stream);
+/* batonSuccess when idle, batonInProgress while work is queued, or an error. */
+batonResult_t batonStreamQuery(batonStream_t stream);
+/* Waits for queued work, then frees the stream. */
+batonResult_t batonStreamDestroy(batonStream_t stream);
+
+/* ---- Collectives ------------------------------------------------------- */
+
+batonResult_t batonAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                             batonDataType_t datatype, batonRedOp_t op, batonComm_t comm,
+                             batonStream_t stream);
+batonResult_t batonBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                             batonDataType_t datatype, int root, batonComm_t comm,
+                             batonStream_t stream);
+batonResult_t batonReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          batonDataType_t datatype, batonRedOp_t op, int root, batonComm_t comm,
+                          batonStream_t stream);
+/* In place when sendbuff == recvbuff + rank * sendcount * size(datatype). */
+batonResult_t batonAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                             batonDataType_t datatype, batonComm_t comm, batonStream_t stream);
+/* In place when recvbuff == sendbuff + rank * recvcount * size(datatype). */
+batonResult_t batonReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                 batonDataType_t datatype, batonRedOp_t op, batonComm_t comm,
+                                 batonStream_t stream);
+batonResult_t batonAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                            batonDataType_t datatype, batonComm_t comm, batonStream_t stream);
+batonResult_t batonSend(const void* sendbuff, size_t count, batonDataType_t datatype, int peer,
+                        batonComm_t comm, batonStream_t stream);
+batonResult_t batonRecv(void* recvbuff, size_t count, batonDataType_t datatype, int peer,
+                        batonComm_t comm, batonStream_t stream);
+batonResult_t batonBarrier(batonComm_t comm, batonStream_t stream);
+
+/* Calls between batonGroupStart and batonGroupEnd (per thread, nestable) are
+ * queued and launched together at the outermost batonGroupEnd, so any pattern
+ * of batonSend/batonRecv completes without deadlock. */
+batonResult_t batonGroupStart(void);
+batonResult_t batonGroupEnd(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* BATON_H_ */

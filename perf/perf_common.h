@@ -1,0 +1,137 @@
+// Shared driver of the Baton perf binaries (all_reduce_perf, broadcast_perf, ...).
+//
+// The binaries reproduce NVIDIA nccl-tests: same flags, same size sweep, same timing and
+// bandwidth formulas, same table, so results and scripts carry over between NCCL and Baton. The
+// driver here owns everything that is common (argument parsing, communicator, buffers, the
+// sweep, timing, data checking, printing); one small file per collective describes only what
+// differs, by implementing `Collective` and calling `PerfMain` from its main():
+//
+//   class AllReduce : public baton_perf::Collective { ... };
+//   int main(int argc, char** argv) { return baton_perf::PerfMain(argc, argv, AllReduce()); }
+//
+// SPDX-License-Identifier: BSD-3-Clause
+#ifndef BATON_PERF_PERF_COMMON_H_
+#define BATON_PERF_PERF_COMMON_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "baton.h"
+
+namespace baton_perf {
+
+// Element counts of one call for a given size, as nccl-tests' getCollByteCount gives them.
+struct CollCounts {
+  size_t send_count = 0;           // elements of input each rank provides
+  size_t recv_count = 0;           // elements of output each rank checks
+  size_t param_count = 0;          // the count argument of the Baton call
+  size_t send_inplace_offset = 0;  // in place, the input is at recv + rank * this (elements)
+  size_t recv_inplace_offset = 0;  // in place, the output is at recv + rank * this (elements)
+};
+
+// Deterministic test data. Input(rank, index) is a pseudo-random function of (seed, rank, index)
+// whose values keep every reduction exact whatever the order the library reduces in:
+//   sum, avg, min, max: small integers (negative ones too for signed and floating types), bounded
+//                       so that the sum over all ranks fits the type's exact integer range
+//                       (fp16: 2048, bf16: 256, int8: 127, ...);
+//   prod:               1 or 2, with at most as many 2s per element as the type can multiply
+//                       without overflow, so every product is an exact power of two.
+// Integer avg rounds like C integer division, as Baton documents; floating avg is the only
+// result that is not exact (the division rounds), so the check allows a relative error there.
+class DataPattern {
+ public:
+  DataPattern(batonDataType_t type, batonRedOp_t op, int nranks, uint64_t seed);
+
+  // buf[i] = Input(rank, first_index + i) for i < count.
+  void FillInput(void* buf, size_t count, size_t first_index, int rank) const;
+  // buf[i] = op over ranks 0..nranks-1 of Input(r, first_index + i) (avg: the sum / nranks),
+  // computed with a plain loop, independently of Baton.
+  void FillReduced(void* buf, size_t count, size_t first_index) const;
+
+  batonDataType_t type() const { return type_; }
+  batonRedOp_t op() const { return op_; }
+  int nranks() const { return nranks_; }
+
+ private:
+  batonDataType_t type_;
+  batonRedOp_t op_;
+  int nranks_;
+  uint64_t seed_;
+};
+
+// Bytes per element of `type` (0 for an invalid one).
+size_t TypeSize(batonDataType_t type);
+
+// Address of element `index` of a buffer of `type`: blocks of gathered or scattered data.
+inline void* ElementAt(void* base, size_t index, batonDataType_t type) {
+  return static_cast<char*>(base) + index * TypeSize(type);
+}
+
+// What InitData gets: where this rank's input goes and where the expected output goes.
+struct InitArgs {
+  const CollCounts& counts;
+  const DataPattern& pattern;  // seeded for this run; pattern.op() is batonSum for "none"
+  int rank;
+  int nranks;
+  int root;        // -1 for collectives without a root
+  void* input;     // send_count elements: the send buffer, or its in-place slot in recv
+  void* expected;  // recv_count elements; the driver compares the output with it
+};
+
+// What Run gets: the arguments of the Baton call, in-place pointers already resolved.
+struct RunArgs {
+  const void* send;
+  void* recv;
+  size_t count;  // CollCounts::param_count
+  batonDataType_t type;
+  batonRedOp_t op;
+  int root;
+  batonComm_t comm;
+  batonStream_t stream;
+  int rank;  // for point-to-point collectives, which name their peers
+  int nranks;
+};
+
+// One collective: everything that differs between the nccl-tests binaries.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+
+  // Name for the JSON records, e.g. "AllReduce".
+  virtual const char* Name() const = 0;
+  // Reduction collectives sweep the -o ops; the others run once and print op "none".
+  virtual bool UsesOp() const = 0;
+  // Rooted collectives run every root for -r -1 and print it; the others print root -1.
+  virtual bool UsesRoot() const = 0;
+  // Counts for a size of `count` elements (the -b/-e size divided by the element size).
+  virtual CollCounts GetCounts(size_t count, int nranks) const = 0;
+  // Bytes algbw is computed from (nccl-tests' getBw): by default param_count elements; the
+  // gathering and scattering collectives count all ranks' shares.
+  virtual double AlgBytes(const CollCounts& counts, size_t type_size, int nranks) const {
+    (void)nranks;
+    return static_cast<double>(counts.param_count) * static_cast<double>(type_size);
+  }
+  // busbw = algbw * factor: the fraction of the data that crosses the slowest link of an
+  // optimal algorithm, which makes busbw comparable with the hardware's peak bandwidth.
+  virtual double BusBwFactor(int nranks) const = 0;
+  // Fills args.input (this rank's data) and args.expected. The driver has zeroed the receive
+  // buffer before, so a rank that provides no input (a non-root of a broadcast) can skip it.
+  virtual void InitData(const InitArgs& args) const = 0;
+  // Whether this rank's output is defined and checked (a reduce leaves non-roots' undefined).
+  virtual bool ChecksRank(int rank, int root) const {
+    (void)rank;
+    (void)root;
+    return true;
+  }
+  // The Baton call itself.
+  virtual batonResult_t Run(const RunArgs& args) const = 0;
+};
+
+// Parses the nccl-tests flags, creates the communicator with batonCommInitFromEnv, runs the
+// sweep and prints the table on rank 0. Returns the process exit status: 0 when every check
+// passed, 1 on wrong results, a failed Baton call or bad arguments.
+int PerfMain(int argc, char** argv, const Collective& coll);
+
+}  // namespace baton_perf
+
+#endif  // BATON_PERF_PERF_COMMON_H_

@@ -1,0 +1,21 @@
+// Identity of the host a rank runs on, for choosing shared memory vs network.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace baton {
+
+// Two ranks share a host (and so can use shared memory) when hostname, boot
+// id and network namespace all agree. Ranks in different network namespaces
+// count as different hosts: that is how tests simulate a cluster on one
+// machine. BATON_HOSTID, when set, replaces all three.
+uint64_t HostHash();
+
+// A short description of what went into HostHash, for logs.
+std::string HostIdentity();
+
+// 64-bit FNV-1a, used for host identity and derived ids.
+uint64_t Fnv1a64(const void* data, size_t len, uint64_t seed = 0xcbf29ce484222325ull);
+
+}  // namespace baton

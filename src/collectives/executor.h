@@ -1,0 +1,53 @@
+// The executor: runs one rank's Schedule over a ChannelSet.
+#pragma once
+
+#include <chrono>
+
+#include "collectives/schedule.h"
+#include "core/status.h"
+#include "transport/transport.h"
+
+namespace baton {
+
+// How long to spin and when to give up.
+struct ExecutorConfig {
+  double timeout_s = 300;  // BATON_TIMEOUT: fail after this long without progress
+  std::chrono::nanoseconds spin{20000};  // poll this long before sleeping
+};
+
+// Runs schedules. Sends and receives to every peer progress together in one
+// loop (a rank stalled sending still drains what its peers send), each
+// per-peer queue in schedule order. When nothing moves it spins briefly,
+// then sleeps on the doorbell or the sockets, never burning a core that an
+// oversubscribed peer needs.
+class Executor {
+ public:
+  Executor(ChannelSet* channels, ExecutorConfig config) : channels_(channels), config_(config) {}
+
+  Status run(const Schedule& schedule);
+
+ private:
+  // Ops to or from one peer in one direction, in schedule order.
+  struct Queue {
+    Channel* channel = nullptr;
+    int peer = -1;
+    bool is_send = false;
+    std::vector<int> ops;
+    size_t cursor = 0;
+    size_t done = 0;  // bytes of the head op moved so far
+  };
+
+  Status describeStall(const Schedule& schedule, const std::vector<Queue>& queues) const;
+
+  ChannelSet* channels_;
+  ExecutorConfig config_;
+};
+
+// Runs a schedule whose ops are all local copies (a 1-rank communicator).
+void RunLocalOps(const Schedule& schedule);
+// Runs one kCopy op (a copy, or a division for avg).
+void RunCopyOp(const Op& op);
+// Where a kRecv op's incoming bytes go.
+RecvTarget RecvTargetOf(const Op& op);
+
+}  // namespace baton

@@ -1,0 +1,87 @@
+// A schedule: what one rank does for one collective, as a list of steps
+// (send, receive with optional reduction, local copy) with dependencies.
+// Algorithms only build schedules; the Executor runs them over any
+// transport, and tests run them over an in-memory one.
+#pragma once
+
+#include <baton.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace baton {
+
+// One step of a schedule.
+struct Op {
+  enum class Kind : uint8_t { kSend, kRecv, kCopy };
+  Kind kind = Kind::kCopy;
+  int32_t peer = -1;                    // kSend/kRecv: communicator rank
+  uint64_t bytes = 0;
+  const uint8_t* src = nullptr;         // kSend, kCopy
+  uint8_t* dst = nullptr;               // kRecv, kCopy
+  const uint8_t* reduce_with = nullptr;  // kRecv: dst = reduce_with (op) incoming
+  batonDataType_t datatype = batonUint8;
+  batonRedOp_t redop = batonSum;
+  uint32_t post_divisor = 0;            // kRecv/kCopy: divide the result (avg)
+  int32_t deps[2] = {-1, -1};           // ops of this schedule to finish first
+};
+
+// The steps of one rank. Sends to a peer happen in the order they appear,
+// and so do receives from a peer: that order is the wire protocol, so the
+// schedules of two peers must list their messages to each other alike.
+struct Schedule {
+  std::vector<Op> ops;
+  // Memory the schedule owns (partial sums, barrier tokens). A deque-like
+  // list of blocks keeps earlier pointers valid as more is added.
+  std::vector<std::vector<uint8_t>> scratch;
+
+  uint8_t* allocScratch(size_t bytes) {
+    scratch.emplace_back(bytes);
+    return scratch.back().data();
+  }
+  // Appends an op and returns its index (for dependencies).
+  int add(const Op& op) {
+    ops.push_back(op);
+    return static_cast<int>(ops.size()) - 1;
+  }
+  // Appends all of `other`'s ops after ours (group calls), keeping their
+  // dependencies pointing at the same ops.
+  void append(Schedule&& other);
+};
+
+// Inputs of an algorithm: one rank's view of one call.
+struct CollArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements: per rank for allgather/reducescatter/alltoall
+  batonDataType_t datatype = batonFloat32;
+  batonRedOp_t op = batonSum;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+  // Ring order: ranks in the order data travels (ranks of a host together).
+  const std::vector<int>* ring = nullptr;
+  size_t chunk_bytes = 512 << 10;  // pipelining granularity
+};
+
+// [begin, end) of part `i` when `total` items are split into `parts` nearly
+// equal contiguous parts (the first total % parts get one more).
+inline void Partition(size_t total, size_t parts, size_t i, size_t* begin, size_t* end) {
+  size_t q = total / parts, r = total % parts;
+  *begin = q * i + (i < r ? i : r);
+  *end = *begin + q + (i < r ? 1 : 0);
+}
+
+// Algorithms. Each fills `out` for args.rank.
+void BuildRingAllReduce(const CollArgs& args, Schedule* out);
+void BuildChainBroadcast(const CollArgs& args, Schedule* out);
+void BuildChainReduce(const CollArgs& args, Schedule* out);
+void BuildRingAllGather(const CollArgs& args, Schedule* out);
+void BuildRingReduceScatter(const CollArgs& args, Schedule* out);
+void BuildPairwiseAlltoAll(const CollArgs& args, Schedule* out);
+void BuildDisseminationBarrier(const CollArgs& args, Schedule* out);
+void BuildSend(const CollArgs& args, int peer, Schedule* out);
+void BuildRecv(const CollArgs& args, int peer, Schedule* out);
+
+}  // namespace baton

@@ -1,0 +1,166 @@
+#include "core/comm.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "bootstrap/host_id.h"
+#include "core/env.h"
+#include "core/log.h"
+
+namespace baton {
+
+CommConfig CommConfig::FromEnv() {
+  CommConfig c;
+  c.timeout_s = static_cast<double>(GetEnvInt("BATON_TIMEOUT", 300));
+  if (c.timeout_s <= 0) c.timeout_s = 365.0 * 24 * 3600;  // 0: wait forever
+  if (auto t = GetEnv("BATON_TRANSPORT")) {
+    if (*t == "tcp" || *t == "TCP" || *t == "net") {
+      c.transport.force_tcp = true;
+    } else if (*t != "shm" && *t != "auto" && *t != "SHM") {
+      BATON_WARN(kLogEnv, "ignoring BATON_TRANSPORT=%s (use shm, tcp or auto)", t->c_str());
+    }
+  }
+  c.transport.buffsize = GetEnvSize("BATON_BUFFSIZE", 4 << 20);
+  if (c.transport.buffsize < (64 << 10)) c.transport.buffsize = 64 << 10;
+  c.chunk_bytes = GetEnvSize("BATON_CHUNKSIZE", 512 << 10);
+  if (c.chunk_bytes < 4096) c.chunk_bytes = 4096;
+  return c;
+}
+
+namespace {
+
+int CountNumaNodes() {
+  int n = 0;
+  if (DIR* d = opendir("/sys/devices/system/node")) {
+    while (dirent* e = readdir(d))
+      if (strncmp(e->d_name, "node", 4) == 0 && isdigit(static_cast<unsigned char>(e->d_name[4])))
+        ++n;
+    closedir(d);
+  }
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, bool wants_tcp) {
+  PeerInfo info{};
+  info.rank = rank;
+  info.pid = getpid();
+  info.host_hash = HostHash();
+  info.listen_addr = ToWire(listen_addr);
+  gethostname(info.hostname, sizeof(info.hostname) - 1);
+  info.wants_tcp = wants_tcp ? 1 : 0;
+  info.ncpus = static_cast<int32_t>(std::thread::hardware_concurrency());
+  info.numa_nodes = CountNumaNodes();
+  return info;
+}
+
+Status Communicator::Create(const UniqueIdData& id, int nranks, int rank,
+                            std::shared_ptr<Communicator>* out) {
+  auto comm = std::make_shared<Communicator>();
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  comm->config_ = CommConfig::FromEnv();
+  SetLogRank(rank);
+  const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
+
+  SockAddr addr, bound;
+  std::string ifname;
+  BATON_RETURN_IF_ERROR(SelectInterfaceAddress(&addr, &ifname));
+  Fd listener;
+  BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
+  PeerInfo mine = LocalPeerInfo(rank, bound, comm->config_.transport.force_tcp);
+  BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
+  std::vector<Fd> mesh;
+  BATON_RETURN_IF_ERROR(ConnectMesh(id, rank, listener.get(), comm->peers_, deadline, &mesh));
+  listener.reset();
+
+  ChannelSetup setup{&id, rank, nranks, &comm->peers_, &mesh, comm->config_.transport, deadline};
+  BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
+
+  // Ring order: hosts in order of their lowest rank, ranks within a host in
+  // rank order.
+  std::map<uint64_t, int> host_first;
+  for (const auto& p : comm->peers_) host_first.emplace(p.host_hash, p.rank);
+  comm->ring_.resize(nranks);
+  for (int r = 0; r < nranks; ++r) comm->ring_[r] = r;
+  std::stable_sort(comm->ring_.begin(), comm->ring_.end(), [&](int a, int b) {
+    return host_first[comm->peers_[a].host_hash] < host_first[comm->peers_[b].host_hash];
+  });
+
+  ExecutorConfig exec;
+  exec.timeout_s = comm->config_.timeout_s;
+  // Oversubscribed (more local ranks than cores): a spinning rank steals
+  // the core its peer needs, so sleep almost at once.
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  const bool oversubscribed = comm->channels_->localRanks() > cores;
+  exec.spin = std::chrono::microseconds(
+      GetEnvInt("BATON_SPIN_US", oversubscribed ? 2 : 20));
+  comm->executor_ = std::make_unique<Executor>(comm->channels_.get(), exec);
+
+  BATON_INFO(kLogInit, "rank %d of %d ready (%d local ranks, host %s, pid %d)", rank, nranks,
+             comm->channels_->localRanks(), mine.hostname, mine.pid);
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+Communicator::~Communicator() = default;
+
+Status Communicator::run(const Schedule& schedule) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  if (batonResult_t err = async_error_.load(); err != batonSuccess)
+    return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
+  if (channels_->aborted()) return RemoteError("communicator was aborted");
+  Status st = nranks_ == 1 ? (RunLocalOps(schedule), Status::Ok()) : executor_->run(schedule);
+  if (!st.ok()) {
+    sticky_message_ = st.message();
+    async_error_.store(st.code());
+    BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
+    // Tell the peers now rather than letting them wait for BATON_TIMEOUT.
+    channels_->abort();
+  }
+  return st;
+}
+
+void Communicator::abort() {
+  if (channels_) channels_->abort();
+  batonResult_t expected = batonSuccess;
+  async_error_.compare_exchange_strong(expected, batonRemoteError);
+}
+
+void Communicator::recordAsyncError(const Status& st) {
+  if (st.ok()) return;
+  setLastError(st.message());
+}
+
+void Communicator::setLastError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  last_error_ = message;
+}
+
+std::string Communicator::lastError() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return last_error_;
+}
+
+void Communicator::addPending() {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  ++pending_;
+}
+
+void Communicator::removePending() {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  if (--pending_ == 0) pending_cv_.notify_all();
+}
+
+void Communicator::waitPending() {
+  std::unique_lock<std::mutex> lock(pending_mu_);
+  pending_cv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+}  // namespace baton

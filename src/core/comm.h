@@ -1,0 +1,99 @@
+// The communicator: a rank's connections to its peers, its settings, and
+// the lock that keeps its collectives in order.
+#pragma once
+
+#include <baton.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "collectives/executor.h"
+#include "collectives/schedule.h"
+#include "core/status.h"
+#include "transport/transport.h"
+
+namespace baton {
+
+// Settings of one communicator, read from the environment at creation.
+struct CommConfig {
+  double timeout_s = 300;            // BATON_TIMEOUT
+  TransportConfig transport;         // BATON_TRANSPORT, BATON_BUFFSIZE
+  size_t chunk_bytes = 512 << 10;    // BATON_CHUNKSIZE: pipelining granularity
+  static CommConfig FromEnv();
+};
+
+class Communicator {
+ public:
+  // Joins the rendezvous of `id` as `rank` of `nranks` and connects to all
+  // peers. Blocks until every rank has joined or the timeout passes.
+  static Status Create(const UniqueIdData& id, int nranks, int rank,
+                       std::shared_ptr<Communicator>* out);
+  Communicator() = default;  // use Create
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const CommConfig& config() const { return config_; }
+  // Ranks in ring order: ranks of one host are neighbours, so a ring
+  // crosses each host boundary once.
+  const std::vector<int>& ring() const { return ring_; }
+  const PeerInfo& peer(int rank) const { return peers_[rank]; }
+
+  // Runs one rank's schedule; collectives on one communicator are
+  // serialized in call order. A failure is sticky: later calls fail fast
+  // with the first error, and peers are told at once (abort).
+  Status run(const Schedule& schedule);
+
+  // Stops all traffic now; blocked and later calls fail.
+  void abort();
+
+  // First asynchronous (or communication) error, batonSuccess if none.
+  batonResult_t asyncError() const { return async_error_.load(); }
+  void recordAsyncError(const Status& st);
+
+  void setLastError(const std::string& message);
+  std::string lastError() const;
+
+  // Work queued on host streams that still refers to this communicator;
+  // destruction waits for it.
+  void addPending();
+  void removePending();
+  void waitPending();
+
+ private:
+  int rank_ = 0;
+  int nranks_ = 1;
+  CommConfig config_;
+  std::vector<PeerInfo> peers_;
+  std::vector<int> ring_;
+  std::unique_ptr<ChannelSet> channels_;
+  std::unique_ptr<Executor> executor_;
+
+  std::mutex run_mu_;
+  std::atomic<batonResult_t> async_error_{batonSuccess};
+  std::string sticky_message_;
+
+  mutable std::mutex error_mu_;
+  std::string last_error_;
+
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  int pending_ = 0;
+};
+
+// The bytes each PeerInfo needs about this process.
+PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, bool wants_tcp);
+
+}  // namespace baton
+
+// The opaque handle given to users: a stable address per live communicator.
+struct batonComm {
+  std::shared_ptr<baton::Communicator> impl;
+};

@@ -1,0 +1,121 @@
+#include "core/group.h"
+
+#include <vector>
+
+#include "core/stream.h"
+
+namespace baton {
+namespace {
+
+// Per-thread group state, as NCCL's group calls are per thread.
+struct GroupState {
+  int depth = 0;
+  std::vector<Launch> queued;
+};
+thread_local GroupState tls_group;
+
+// Runs a schedule now or on the stream; errors reach the communicator's
+// last-error text either way.
+Status Execute(const std::shared_ptr<Communicator>& comm, batonStream* stream,
+               std::function<void(Schedule*)> build) {
+  if (stream == nullptr) {
+    Schedule schedule;
+    build(&schedule);
+    return comm->run(schedule);
+  }
+  comm->addPending();
+  stream->impl.enqueue([comm, build = std::move(build)]() {
+    Schedule schedule;
+    build(&schedule);
+    Status st = comm->run(schedule);
+    if (!st.ok()) comm->setLastError(st.message());
+    comm->removePending();
+    return st;
+  });
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool InGroup() { return tls_group.depth > 0; }
+
+void GroupStart() { ++tls_group.depth; }
+
+Status Submit(Launch launch) {
+  if (InGroup()) {
+    tls_group.queued.push_back(std::move(launch));
+    return Status::Ok();
+  }
+  if (launch.self != Launch::Self::kNone)
+    return InvalidUsage("a send to or receive from this rank itself must be paired with its "
+                        "counterpart inside batonGroupStart/batonGroupEnd");
+  return Execute(launch.comm, launch.stream, std::move(launch.build));
+}
+
+Status GroupEnd() {
+  if (tls_group.depth == 0) return InvalidUsage("batonGroupEnd without batonGroupStart");
+  if (--tls_group.depth > 0) return Status::Ok();
+  std::vector<Launch> queued = std::move(tls_group.queued);
+  tls_group.queued.clear();
+
+  // Merge per communicator, in order of first appearance.
+  std::vector<std::shared_ptr<Communicator>> comms;
+  for (const Launch& l : queued) {
+    bool seen = false;
+    for (const auto& c : comms) seen |= c == l.comm;
+    if (!seen) comms.push_back(l.comm);
+  }
+  Status result;
+  for (const auto& comm : comms) {
+    std::vector<ScheduleBuilder> builders;
+    std::vector<const Launch*> self_sends, self_recvs;
+    batonStream* stream = nullptr;
+    bool first = true;
+    for (const Launch& l : queued) {
+      if (l.comm != comm) continue;
+      if (first) stream = l.stream, first = false;
+      if (l.self == Launch::Self::kSend) self_sends.push_back(&l);
+      else if (l.self == Launch::Self::kRecv) self_recvs.push_back(&l);
+      else builders.push_back(l.build);
+    }
+    if (self_sends.size() != self_recvs.size()) {
+      result = InvalidUsage("group has " + std::to_string(self_sends.size()) +
+                            " sends to self but " + std::to_string(self_recvs.size()) +
+                            " receives from self");
+      comm->setLastError(result.message());
+      continue;
+    }
+    for (size_t i = 0; i < self_sends.size(); ++i) {
+      if (self_sends[i]->self_bytes != self_recvs[i]->self_bytes) {
+        result = InvalidUsage("send to self and receive from self differ in size");
+        break;
+      }
+      const uint8_t* src = static_cast<const uint8_t*>(self_sends[i]->self_src);
+      uint8_t* dst = static_cast<uint8_t*>(self_recvs[i]->self_dst);
+      size_t bytes = self_sends[i]->self_bytes;
+      builders.push_back([src, dst, bytes](Schedule* s) {
+        Op op;
+        op.kind = Op::Kind::kCopy;
+        op.src = src;
+        op.dst = dst;
+        op.bytes = bytes;
+        s->add(op);
+      });
+    }
+    if (!result.ok()) continue;
+    Status st = Execute(comm, stream, [builders](Schedule* merged) {
+      for (const auto& b : builders) {
+        Schedule part;
+        b(&part);
+        merged->append(std::move(part));
+      }
+    });
+    if (!st.ok()) {
+      comm->setLastError(st.message());
+      if (result.ok()) result = st;
+    }
+  }
+  return result;
+}
+
+}  // namespace baton

@@ -1,0 +1,57 @@
+/*
+ * CPU entry point of the reduce-copy kernels: every host-side step of a
+ * collective (reduce a received chunk into a local one, copy to the output,
+ * divide for batonAvg) goes through reduceCopy. The element arithmetic is the
+ * portable core in reduce_copy.h, so host and device steps agree bit for bit.
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef BATON_KERNELS_CPU_REDUCE_H_
+#define BATON_KERNELS_CPU_REDUCE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <baton.h>
+
+namespace baton {
+
+// Most sources / destinations one reduceCopy call takes.
+inline constexpr int kMaxReduceSrcs = 8;
+inline constexpr int kMaxReduceDsts = 2;
+
+// One reduce-copy step: for each element i < count,
+//   dsts[*][i] = (srcs[0][i] op srcs[1][i] op ... op srcs[nsrcs-1][i]) / postDivisor
+// reduced left to right (in float for fp16/bf16, which round once at the end).
+// A destination may be the same buffer as a source (in place); partially
+// overlapping buffers are not allowed. Pointers need only element alignment.
+struct ReduceCopyArgs {
+  const void* srcs[kMaxReduceSrcs] = {};
+  int nsrcs = 0;  // 1..8; nsrcs == 1 means copy (optionally divided)
+  void* dsts[kMaxReduceDsts] = {};
+  int ndsts = 0;      // 1..2
+  size_t count = 0;   // elements
+  batonDataType_t datatype = batonFloat32;
+  batonRedOp_t op = batonSum;  // batonAvg reduces as batonSum
+  uint32_t postDivisor = 0;    // 0 or 1: none; > 1: divide the result (avg final step)
+};
+
+// Runs one step. Arguments out of range (nsrcs, ndsts, datatype, op) are a
+// programming error: they assert in debug builds and do nothing otherwise.
+void reduceCopy(const ReduceCopyArgs& args);
+
+// Convenience for the common two-operand step: dst = a op b, elementwise,
+// then divided by postDivisor when > 1. dst may be a or b.
+void reduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
+                batonRedOp_t op, uint32_t postDivisor = 0);
+
+// Bytes per element; 0 for an invalid datatype.
+size_t datatypeSize(batonDataType_t dt);
+// nccl-tests names ("int8", ..., "bfloat16"); "invalid" when out of range.
+const char* datatypeName(batonDataType_t dt);
+// "sum", "prod", "max", "min", "avg"; "invalid" when out of range.
+const char* redOpName(batonRedOp_t op);
+
+}  // namespace baton
+
+#endif  // BATON_KERNELS_CPU_REDUCE_H_

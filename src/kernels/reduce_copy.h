@@ -1,0 +1,360 @@
+/*
+ * Portable reduce-copy core shared by the CPU path (cpu_reduce.cc) and the
+ * CUDA kernels. Everything here is header-only and BATON_HD, so the exact same
+ * element arithmetic (accumulation type, operand order, rounding) runs on the
+ * host and on the device: a collective gives bit-identical results whichever
+ * side performs a step.
+ *
+ * Semantics of one element i, for sources s0..s(n-1) and destinations d0..:
+ *   acc = load(s0[i]); acc = op(acc, load(s1[i])); ...   (left to right)
+ *   if (postDivisor > 1) acc = acc / postDivisor;
+ *   d0[i] = d1[i] = store(acc);
+ * where load/store convert to/from the accumulation type (float for fp16 and
+ * bf16, the type itself otherwise) and store rounds to nearest even.
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef BATON_KERNELS_REDUCE_COPY_H_
+#define BATON_KERNELS_REDUCE_COPY_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include <baton.h>
+
+#ifdef __CUDACC__
+#define BATON_HD __host__ __device__
+#define BATON_HD_INLINE __host__ __device__ __forceinline__
+#else
+#define BATON_HD
+#define BATON_HD_INLINE inline __attribute__((always_inline))
+#endif
+
+namespace baton {
+
+// IEEE 754 binary16 stored as raw bits. A plain struct (not __half or
+// _Float16) so the core compiles identically with g++ and nvcc and the byte
+// layout is the wire format.
+struct half_t {
+  uint16_t bits;
+};
+
+// bfloat16 (the upper 16 bits of a binary32) stored as raw bits; see half_t.
+struct bfloat16_t {
+  uint16_t bits;
+};
+
+static_assert(sizeof(half_t) == 2 && sizeof(bfloat16_t) == 2, "16-bit float types must be packed");
+
+// ---- Bit casts -----------------------------------------------------------
+
+BATON_HD_INLINE uint32_t floatBits(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));  // The well-defined way to type-pun; compiles to a move.
+  return u;
+#endif
+}
+
+BATON_HD_INLINE float bitsFloat(uint32_t u) {
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+#endif
+}
+
+// ---- fp16 / bf16 conversions -------------------------------------------------
+//
+// Written without data-dependent control flow: every case is computed and the
+// answer picked with bit masks. A conditional float operation would stop GCC
+// from vectorizing the loop (under the default -ftrapping-math it may not be
+// speculated), and on a GPU branches would diverge within a warp. They rely on
+// float addition rounding to nearest even, the default on every target.
+
+// All ones when cond holds, else zero: a branch-free select.
+BATON_HD_INLINE uint32_t maskIf(bool cond) { return 0u - static_cast<uint32_t>(cond); }
+
+// Exact: every binary16 value is representable in binary32. NaNs keep their
+// payload and come out quiet, as the F16C and PTX conversions do.
+BATON_HD_INLINE float halfToFloat(half_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  const uint32_t expMant = static_cast<uint32_t>(h.bits & 0x7fffu) << 13;
+  const uint32_t exp = expMant & 0x0f800000u;
+  // Normal numbers: rebias the exponent from 15 to 127.
+  const uint32_t normal = expMant + ((127u - 15u) << 23);
+  // Inf/NaN: exponent all ones. A NaN (nonzero mantissa) also gets the quiet
+  // bit, so a signalling NaN does not stay signalling; Inf is left alone.
+  const uint32_t quiet = static_cast<uint32_t>((expMant & 0x007fe000u) != 0) << 22;
+  const uint32_t nonFinite = expMant | 0x7f800000u | quiet;
+  // Zero/subnormal: mantissa * 2^-24, computed exactly as (2^-14 + m*2^-24) - 2^-14.
+  const float magic = bitsFloat(113u << 23);  // 2^-14
+  const uint32_t subnormal = floatBits(bitsFloat(expMant + (113u << 23)) - magic);
+  const uint32_t isNonFinite = maskIf(exp == 0x0f800000u);
+  const uint32_t isSubnormal = maskIf(exp == 0);
+  const uint32_t out = (nonFinite & isNonFinite) | (subnormal & isSubnormal) |
+                       (normal & ~(isNonFinite | isSubnormal));
+  return bitsFloat(out | sign);
+}
+
+// Round to nearest, ties to even. Overflow (|f| >= 65520) gives Inf, values
+// up to half the smallest subnormal give signed zero, NaNs stay NaN (quiet,
+// top payload bits kept).
+BATON_HD_INLINE half_t floatToHalf(float f) {
+  const uint32_t u = floatBits(f);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  // Results that are subnormal or zero in fp16 (|f| < 2^-14): adding 0.5 moves
+  // the 10 mantissa bits to the bottom of the float, and the FPU's own
+  // round-to-nearest-even does the rounding.
+  const float denormMagic = bitsFloat(((127u - 15u) + (23u - 10u) + 1u) << 23);  // 0.5
+  const uint32_t subnormal = floatBits(bitsFloat(a) + denormMagic) - floatBits(denormMagic);
+  // Normal results: rebias, then add 0x0fff plus the lowest kept bit so that a
+  // tie rounds up only when that bit is odd. A carry out of the mantissa bumps
+  // the exponent, which is exactly right (and yields Inf from 65520 up).
+  const uint32_t normal = (a + ((15u - 127u) << 23) + 0x0fffu + ((a >> 13) & 1u)) >> 13;
+  // NaN: keep the top payload bits and set the quiet bit so it stays a NaN.
+  const uint32_t nan = 0x7e00u | ((a >> 13) & 0x03ffu);
+  const uint32_t isNan = maskIf(a > 0x7f800000u);
+  // >= 2^16 or Inf: past any rounding to 65504.
+  const uint32_t isInf = maskIf(a >= 0x47800000u) & ~isNan;
+  const uint32_t isSubnormal = maskIf(a < 0x38800000u);  // < 2^-14
+  const uint32_t isNormal = ~(isNan | isInf | isSubnormal);
+  const uint32_t out =
+      (nan & isNan) | (0x7c00u & isInf) | (subnormal & isSubnormal) | (normal & isNormal);
+  return half_t{static_cast<uint16_t>(out | sign)};
+}
+
+// Exact: bf16 is a truncated binary32.
+BATON_HD_INLINE float bf16ToFloat(bfloat16_t b) {
+  return bitsFloat(static_cast<uint32_t>(b.bits) << 16);
+}
+
+// Round to nearest, ties to even. The carry of the rounding add turns values
+// past the largest bf16 into Inf and subnormals into the next binade, as
+// required; NaNs are quieted instead so the add cannot turn them into Inf.
+BATON_HD_INLINE bfloat16_t floatToBf16(float f) {
+  const uint32_t u = floatBits(f);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t nan = (u >> 16) | 0x0040u;
+  const bool isNan = (u & 0x7fffffffu) > 0x7f800000u;
+  return bfloat16_t{static_cast<uint16_t>(isNan ? nan : rounded)};
+}
+
+// ---- Accumulation type and load/store -------------------------------------
+
+// The type a reduction accumulates in: float for the 16-bit floats (so a
+// multi-source reduction rounds once, at the end), the type itself otherwise.
+template <typename T>
+struct AccumType {
+  using type = T;
+};
+template <>
+struct AccumType<half_t> {
+  using type = float;
+};
+template <>
+struct AccumType<bfloat16_t> {
+  using type = float;
+};
+template <typename T>
+using Accum = typename AccumType<T>::type;
+
+template <typename T>
+BATON_HD_INLINE Accum<T> loadAcc(T v) {
+  if constexpr (std::is_same_v<T, half_t>) {
+    return halfToFloat(v);
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return bf16ToFloat(v);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+BATON_HD_INLINE T storeAcc(Accum<T> v) {
+  if constexpr (std::is_same_v<T, half_t>) {
+    return floatToHalf(v);
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return floatToBf16(v);
+  } else {
+    return v;
+  }
+}
+
+// ---- Reduction operators -------------------------------------------------
+//
+// Each functor combines two accumulator values; the left operand is the
+// running result, the right the next source. All are deterministic and
+// identical on host and device.
+
+// Integer arithmetic is done in the unsigned type (at least unsigned int, so
+// that uint8 * uint8 cannot overflow a promoted int) so that signed overflow
+// wraps like two's complement instead of being undefined behaviour.
+template <typename T>
+using WrapType = std::common_type_t<std::make_unsigned_t<T>, unsigned int>;
+
+// a + b; integers wrap modulo 2^bits.
+template <typename T>
+struct FuncSum {
+  using Acc = Accum<T>;
+  BATON_HD_INLINE Acc operator()(Acc a, Acc b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<WrapType<T>>(a) + static_cast<WrapType<T>>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+// a * b; integers wrap modulo 2^bits.
+template <typename T>
+struct FuncProd {
+  using Acc = Accum<T>;
+  BATON_HD_INLINE Acc operator()(Acc a, Acc b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+
+// Floating max/min follow C fmax/fmin (as NCCL does): a NaN operand is
+// ignored unless both are NaN. That keeps one rank's NaN from being "lost"
+// only partially: the result never depends on which rank held the NaN.
+// Where fmax leaves the choice open (+0 vs -0) we return the left operand,
+// which makes the result a pure function of the operand order. Written as
+// comparisons (no libm) so host and device agree and loops vectorize.
+template <typename T>
+struct FuncMax {
+  using Acc = Accum<T>;
+  BATON_HD_INLINE Acc operator()(Acc a, Acc b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return b > a ? b : a;
+    } else {
+      // Take b only when it is strictly greater, or when a is NaN.
+      return (b > a || a != a) ? b : a;
+    }
+  }
+};
+
+// See FuncMax: fmin semantics, left operand on ties.
+template <typename T>
+struct FuncMin {
+  using Acc = Accum<T>;
+  BATON_HD_INLINE Acc operator()(Acc a, Acc b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return b < a ? b : a;
+    } else {
+      return (b < a || a != a) ? b : a;
+    }
+  }
+};
+
+// Divides the reduced value by a rank count (the last step of batonAvg).
+// Integers: C division (truncation toward zero) of the wrapped sum, done in 64
+// bits so the divisor is never converted to a narrower or unsigned type of the
+// dividend. Floats: division in the accumulation type.
+template <typename T>
+BATON_HD_INLINE Accum<T> postDivide(Accum<T> v, uint32_t divisor) {
+  if constexpr (std::is_integral_v<T>) {
+    if constexpr (std::is_signed_v<T>) {
+      return static_cast<T>(static_cast<int64_t>(v) / static_cast<int64_t>(divisor));
+    } else {
+      return static_cast<T>(static_cast<uint64_t>(v) / static_cast<uint64_t>(divisor));
+    }
+  } else {
+    return v / static_cast<Accum<T>>(divisor);
+  }
+}
+
+// ---- Element loop ----------------------------------------------------------
+
+// Reduces nsrcs (1..8) sources into ndsts (1..2) destinations for the
+// indices begin, begin + stride, ... < end. A CUDA kernel calls it as a
+// grid-stride loop (begin = blockIdx.x * blockDim.x + threadIdx.x, stride =
+// gridDim.x * blockDim.x); the host calls it with stride 1.
+//
+// A destination may be the same buffer as a source (in place): each element
+// is read from every source before it is written. Partially overlapping
+// buffers are not supported.
+//
+// nsrcs == 1 without a divisor is a bit-exact copy (no round trip through
+// float, so even signalling NaN payloads survive), matching the CPU memcpy
+// path.
+template <typename T, typename Op>
+BATON_HD void reduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
+                              size_t begin, size_t end, size_t stride, uint32_t postDivisor) {
+  if (nsrcs == 1 && postDivisor <= 1) {
+    const T* src = srcs[0];
+    for (size_t i = begin; i < end; i += stride) {
+      const T v = src[i];
+      for (int d = 0; d < ndsts; ++d) dsts[d][i] = v;
+    }
+    return;
+  }
+  const Op op;
+  for (size_t i = begin; i < end; i += stride) {
+    Accum<T> acc = loadAcc<T>(srcs[0][i]);
+    for (int s = 1; s < nsrcs; ++s) acc = op(acc, loadAcc<T>(srcs[s][i]));
+    if (postDivisor > 1) acc = postDivide<T>(acc, postDivisor);
+    const T out = storeAcc<T>(acc);
+    for (int d = 0; d < ndsts; ++d) dsts[d][i] = out;
+  }
+}
+
+// ---- Host-side dispatch ----------------------------------------------------
+
+// Carries a type through a generic lambda: fn(TypeTag<float>{}).
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls fn(TypeTag<T>{}) with the element type of dt. Returns false (without
+// calling fn) for an invalid datatype. Host-only: it picks which template
+// instantiation (CPU loop or CUDA kernel) to run.
+template <typename Fn>
+inline bool dispatchDatatype(batonDataType_t dt, Fn&& fn) {
+  switch (dt) {
+    case batonInt8: fn(TypeTag<int8_t>{}); return true;
+    case batonUint8: fn(TypeTag<uint8_t>{}); return true;
+    case batonInt32: fn(TypeTag<int32_t>{}); return true;
+    case batonUint32: fn(TypeTag<uint32_t>{}); return true;
+    case batonInt64: fn(TypeTag<int64_t>{}); return true;
+    case batonUint64: fn(TypeTag<uint64_t>{}); return true;
+    case batonFloat16: fn(TypeTag<half_t>{}); return true;
+    case batonFloat32: fn(TypeTag<float>{}); return true;
+    case batonFloat64: fn(TypeTag<double>{}); return true;
+    case batonBfloat16: fn(TypeTag<bfloat16_t>{}); return true;
+    default: return false;
+  }
+}
+
+// Calls fn(TypeTag<T>{}, TypeTag<Op>{}) for (dt, op); batonAvg maps to
+// FuncSum (the caller applies the divisor). Returns false for invalid input.
+template <typename Fn>
+inline bool dispatchReduce(batonDataType_t dt, batonRedOp_t op, Fn&& fn) {
+  if (static_cast<int>(op) < 0 || op >= batonNumOps) return false;
+  return dispatchDatatype(dt, [&](auto typeTag) {
+    using T = typename decltype(typeTag)::type;
+    switch (op) {
+      case batonProd: fn(typeTag, TypeTag<FuncProd<T>>{}); break;
+      case batonMax: fn(typeTag, TypeTag<FuncMax<T>>{}); break;
+      case batonMin: fn(typeTag, TypeTag<FuncMin<T>>{}); break;
+      default: fn(typeTag, TypeTag<FuncSum<T>>{}); break;  // batonSum, batonAvg
+    }
+  });
+}
+
+}  // namespace baton
+
+#endif  // BATON_KERNELS_REDUCE_COPY_H_

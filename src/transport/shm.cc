@@ -1,0 +1,165 @@
+#include "transport/shm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.h"
+
+namespace baton {
+
+namespace {
+constexpr uint32_t kSegmentMagic = 0x4d485342;  // "BSHM"
+size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+}  // namespace
+
+size_t ShmSegmentBytes(uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {
+  size_t ring_stride = RoundUp(sizeof(ShmRing), 4096) + size_t(nslots) * slot_bytes;
+  return 4096 + nrings * ring_stride;
+}
+
+void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {
+  ShmSegmentHeader* h = seg->header();
+  // The file is fresh from ftruncate, so every atomic already reads zero.
+  h->magic = kSegmentMagic;
+  h->nrings = nrings;
+  h->nslots = nslots;
+  h->slot_bytes = slot_bytes;
+  h->data_offset = RoundUp(sizeof(ShmRing), 4096);
+  h->ring_stride = h->data_offset + size_t(nslots) * slot_bytes;
+}
+
+Status ShmSegment::Create(const std::string& name, size_t bytes,
+                          std::unique_ptr<ShmSegment>* out) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("shm_open(" + name + ")", errno);
+  auto seg = std::make_unique<ShmSegment>();
+  seg->name_ = name;
+  seg->owner_linked_ = true;
+  if (ftruncate(fd, bytes) != 0) {
+    int e = errno;
+    close(fd);
+    return ErrnoError("ftruncate(" + name + ")", e);
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) return ErrnoError("mmap(" + name + ")", e);
+  seg->base_ = static_cast<uint8_t*>(p);
+  seg->size_ = bytes;
+  *out = std::move(seg);
+  return Status::Ok();
+}
+
+Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* out) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("shm_open(" + name + ")", errno);
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_size < 4096) {
+    close(fd);
+    return SystemError("shared memory segment " + name + " is malformed");
+  }
+  void* p = mmap(nullptr, st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) return ErrnoError("mmap(" + name + ")", e);
+  auto seg = std::make_unique<ShmSegment>();
+  seg->name_ = name;
+  seg->base_ = static_cast<uint8_t*>(p);
+  seg->size_ = st.st_size;
+  ShmSegmentHeader* h = seg->header();
+  if (h->magic != kSegmentMagic || h->nslots == 0 || h->nslots > kShmMaxSlots ||
+      ShmSegmentBytes(h->nrings, h->nslots, h->slot_bytes) > seg->size_)
+    return SystemError("shared memory segment " + name + " has a bad header");
+  *out = std::move(seg);
+  return Status::Ok();
+}
+
+void ShmSegment::unlink() {
+  if (owner_linked_) shm_unlink(name_.c_str());
+  owner_linked_ = false;
+}
+
+ShmSegment::~ShmSegment() {
+  unlink();
+  if (base_) munmap(base_, size_);
+}
+
+ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer,
+                       uint32_t send_index, const std::atomic<bool>* peer_closed, int peer_rank)
+    : own_(own),
+      peer_(peer),
+      recv_index_(recv_index),
+      send_index_(send_index),
+      send_ring_(peer->ring(send_index)),
+      recv_ring_(own->ring(recv_index)),
+      peer_bell_(&peer->header()->bell),
+      peer_closed_(peer_closed),
+      peer_rank_(peer_rank) {}
+
+Status ShmChannel::peerGone() const {
+  return RemoteError("rank " + std::to_string(peer_rank_) +
+                     " left the communicator (process died or aborted)");
+}
+
+Status ShmChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) {
+  const ShmSegmentHeader* h = peer_->header();
+  const uint32_t nslots = h->nslots, slot_bytes = h->slot_bytes;
+  bool published = false;
+  while (*done < bytes) {
+    if (send_head_ - send_tail_seen_ >= nslots) {
+      send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
+      if (send_head_ - send_tail_seen_ >= nslots) {
+        if (!published && peer_closed_->load(std::memory_order_acquire)) return peerGone();
+        break;
+      }
+    }
+    size_t piece = std::min<size_t>(slot_bytes, bytes - *done);
+    memcpy(peer_->slot(send_index_, send_head_), src + *done, piece);
+    send_ring_->sizes[send_head_ % nslots] = static_cast<uint32_t>(piece);
+    ++send_head_;
+    send_ring_->head.store(send_head_, std::memory_order_release);
+    *done += piece;
+    published = true;
+  }
+  if (published) RingDoorbell(peer_bell_);
+  return Status::Ok();
+}
+
+Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
+  const ShmSegmentHeader* h = own_->header();
+  const uint32_t nslots = h->nslots;
+  bool consumed = false;
+  while (*done < bytes) {
+    if (recv_tail_ == recv_head_seen_) {
+      recv_head_seen_ = recv_ring_->head.load(std::memory_order_acquire);
+      if (recv_tail_ == recv_head_seen_) {
+        if (!consumed && peer_closed_->load(std::memory_order_acquire)) {
+          // Re-check: data published just before the peer left is still good.
+          recv_head_seen_ = recv_ring_->head.load(std::memory_order_acquire);
+          if (recv_tail_ == recv_head_seen_) return peerGone();
+          continue;
+        }
+        break;
+      }
+    }
+    uint32_t piece = recv_ring_->sizes[recv_tail_ % nslots];
+    if (piece > bytes - *done)
+      return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) +
+                           ": the ranks called different collectives or counts");
+    Deliver(target, *done, own_->slot(recv_index_, recv_tail_), piece);
+    ++recv_tail_;
+    recv_ring_->tail.store(recv_tail_, std::memory_order_release);
+    *done += piece;
+    consumed = true;
+  }
+  // The producer may be waiting for a free slot.
+  if (consumed) RingDoorbell(peer_bell_);
+  return Status::Ok();
+}
+
+}  // namespace baton

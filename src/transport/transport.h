@@ -1,0 +1,144 @@
+// Transports: a Channel moves an ordered byte stream to and from one peer;
+// a ChannelSet holds one communicator's channels and knows how to sleep
+// until any of them can make progress.
+#pragma once
+
+#include <baton.h>
+
+#include <poll.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/socket.h"
+#include "core/status.h"
+#include "transport/doorbell.h"
+
+namespace baton {
+
+class ShmSegment;
+
+// Where the bytes of a receive go: copied to dst, or reduced with a local
+// operand (dst = reduce_with op incoming), optionally divided (avg's last step).
+struct RecvTarget {
+  uint8_t* dst = nullptr;
+  const uint8_t* reduce_with = nullptr;
+  batonDataType_t datatype = batonUint8;
+  batonRedOp_t op = batonSum;
+  uint32_t post_divisor = 0;
+  uint32_t elem_size = 1;
+};
+
+// Applies `len` incoming bytes that belong at byte `offset` of the target.
+// For reductions len must be a multiple of the element size.
+void Deliver(const RecvTarget& target, size_t offset, const uint8_t* data, size_t len);
+
+// One full-duplex connection to a peer. Both calls are non-blocking: they
+// move what they can and advance *done. A message is a run of `bytes` on each
+// side; the schedules guarantee both sides agree on the sizes and the order.
+class Channel {
+ public:
+  enum class Kind { kShm, kTcp };
+  virtual ~Channel() = default;
+  virtual Kind kind() const = 0;
+  virtual Status progressSend(const uint8_t* src, size_t bytes, size_t* done) = 0;
+  virtual Status progressRecv(const RecvTarget& target, size_t bytes, size_t* done) = 0;
+  // TCP: the socket to poll. Shared memory: -1.
+  virtual int pollFd() const { return -1; }
+};
+
+// What the executor waits for: channels whose next operation is stalled.
+struct WaitSet {
+  bool any_shm = false;
+  std::vector<pollfd> tcp;     // fd + POLLIN/POLLOUT
+  std::vector<int> tcp_peers;  // the peer of each entry of `tcp`
+  void clear() {
+    any_shm = false;
+    tcp.clear();
+    tcp_peers.clear();
+  }
+};
+
+// Settings read from the environment at communicator creation.
+struct TransportConfig {
+  bool force_tcp = false;       // BATON_TRANSPORT=tcp
+  uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
+  uint32_t shm_slots = 32;      // ring slots per shm connection
+};
+
+// Everything needed to set up the channels of one communicator.
+struct ChannelSetup {
+  const UniqueIdData* id;
+  int rank;
+  int nranks;
+  const std::vector<PeerInfo>* peers;
+  std::vector<Fd>* mesh;  // one socket per peer; TCP channels take theirs over
+  TransportConfig config;
+  Deadline deadline;
+};
+
+// The channels of one communicator plus the machinery shared by all of them:
+// this rank's doorbell (in its shm segment), a watchdog thread that watches
+// every peer socket with epoll (peer death, and TCP readiness while the
+// executor sleeps on the doorbell), and the abort flag.
+class ChannelSet {
+ public:
+  static Status Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>* out);
+  ChannelSet();  // use Create
+  ~ChannelSet();
+  ChannelSet(const ChannelSet&) = delete;
+  ChannelSet& operator=(const ChannelSet&) = delete;
+
+  Channel* channel(int peer) const { return channels_[peer].get(); }
+  bool isLocal(int peer) const;
+  int localRanks() const { return local_ranks_; }
+
+  // True when `peer`'s connection was closed (the peer died or aborted).
+  bool peerClosed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  // Sleeps until one of `ws` may progress, a peer dies, abort() is called,
+  // or timeout_ms passes. Spurious wake-ups are allowed. When ws.any_shm,
+  // the caller must have called prepareSleep() (returning `seq`) and then
+  // re-checked its channels, so that no doorbell ring is lost.
+  void wait(const WaitSet& ws, uint32_t seq, int timeout_ms);
+
+  // Stops all traffic: wakes any waiter and shuts every socket down so that
+  // peers see this rank leave at once instead of timing out.
+  void abort();
+
+  // Prepares a doorbell sleep: returns the sequence number to sleep on.
+  // Between this and wait(), the executor re-checks its channels.
+  uint32_t prepareSleep();
+  void cancelSleep();
+
+ private:
+  void watchdogLoop();
+  Status setupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
+
+  int rank_ = 0;
+  int local_ranks_ = 1;
+  std::vector<std::unique_ptr<Channel>> channels_;
+  std::vector<Fd> mesh_;  // sockets of shm peers (kept for death detection)
+  std::vector<int> peer_fd_;  // socket per peer (mesh or TCP channel), -1 self
+  std::unique_ptr<std::atomic<bool>[]> peer_closed_;
+  std::atomic<bool> aborted_{false};
+
+  // Own doorbell: inside this rank's shm segment when it has local peers.
+  Doorbell private_bell_;
+  Doorbell* bell_ = &private_bell_;
+  std::vector<std::unique_ptr<ShmSegment>> segments_;  // own segment + mapped peers'
+
+  Fd watch_epoll_;
+  Fd wake_fd_;    // eventfd: stops the watchdog
+  Fd notify_fd_;  // eventfd: peer death or abort, for TCP-only waits
+  std::atomic<bool> stopping_{false};
+  std::thread watchdog_;
+};
+
+}  // namespace baton
