@@ -676,6 +676,9 @@ class Runner {
   void InitData(bool in_place, uint64_t seed);
   int64_t CheckData(bool in_place);
   void StartColl(bool in_place, int iter);
+  // -z: after each call, or each group of -m calls. Never inside a group, where the barrier (a
+  // Baton collective itself) would be deferred into the group.
+  void WaitIfBlocking();
   void CompleteColl();
   void BenchTime(bool in_place);
   void TimeTest();
@@ -882,10 +885,12 @@ void Runner::StartColl(bool in_place, int iter) {
                         .rank = rank_,
                         .nranks = nranks_};
   Check(coll_.Run(args), coll_.Name());
-  if (opt_.blocking) {
-    if (stream_) Check(batonStreamSynchronize(stream_.get()), "batonStreamSynchronize");
-    if (opt_.blocking == 1) Barrier();
-  }
+}
+
+void Runner::WaitIfBlocking() {
+  if (!opt_.blocking) return;
+  if (stream_) Check(batonStreamSynchronize(stream_.get()), "batonStreamSynchronize");
+  if (opt_.blocking == 1) Barrier();
 }
 
 void Runner::CompleteColl() {
@@ -898,6 +903,7 @@ void Runner::BenchTime(bool in_place) {
 
   // One untimed call, then a barrier, so that every rank starts timing together.
   StartColl(in_place, 0);
+  WaitIfBlocking();
   CompleteColl();
   Barrier();
 
@@ -907,6 +913,7 @@ void Runner::BenchTime(bool in_place) {
     if (opt_.agg_iters > 1) Check(batonGroupStart(), "batonGroupStart");
     for (int a = 0; a < opt_.agg_iters; ++a) StartColl(in_place, iter * opt_.agg_iters + a);
     if (opt_.agg_iters > 1) Check(batonGroupEnd(), "batonGroupEnd");
+    WaitIfBlocking();
   }
   const double calls = static_cast<double>(opt_.iters) * opt_.agg_iters;
   const double cpu_seconds = std::chrono::duration<double>(Clock::now() - start).count() / calls;
@@ -923,6 +930,7 @@ void Runner::BenchTime(bool in_place) {
   for (int c = 0; c < opt_.datacheck; ++c) {
     InitData(in_place, static_cast<uint64_t>(check_rep_));
     StartColl(in_place, 0);
+    WaitIfBlocking();
     CompleteColl();
     const int64_t local_wrong = CheckData(in_place);
     if (local_wrong) ++errors_;
@@ -959,7 +967,10 @@ void Runner::TimeTest() {
   // exist before anything is timed.
   for (size_t size = opt_.min_bytes; size <= opt_.max_bytes; size = size ? size * 2 : 1) {
     Setup(size);
-    for (int iter = 0; iter < opt_.warmup_iters; ++iter) StartColl(false, iter);
+    for (int iter = 0; iter < opt_.warmup_iters; ++iter) {
+      StartColl(false, iter);
+      WaitIfBlocking();
+    }
     CompleteColl();
     if (size > opt_.max_bytes / 2) break;  // the next doubling would overflow or pass the end
   }

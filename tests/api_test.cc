@@ -165,6 +165,7 @@ void ExpectInvalid(RankContext& ctx, const char* call, batonResult_t r, batonCom
 
 // A correct allreduce on the communicator: it survived the bad calls.
 void ExpectUsable(RankContext& ctx, const char* after) {
+  ctx.SetStep(std::string("allreduce after ") + after);
   int32_t v[3] = {ctx.rank() + 1, 10 * ctx.rank(), -ctx.rank()};
   MP_EXPECT_OK(ctx, batonAllReduce(v, v, 3, batonInt32, batonSum, ctx.comm(), nullptr))
       << " after " << after;
@@ -178,6 +179,7 @@ void ExpectUsable(RankContext& ctx, const char* after) {
 // the others refused (that would hang, and the harness would fail it).
 #define EXPECT_INVALID(ctx, comm, call)        \
   do {                                         \
+    ctx.SetStep(#call);                        \
     ExpectInvalid(ctx, #call, (call), (comm)); \
     ExpectUsable(ctx, #call);                  \
   } while (0)
@@ -385,25 +387,27 @@ TEST(ApiTest, UseAfterDestroyIsRejected) {
     int32_t v = 1;
     int out = 0;
     batonResult_t async = batonSuccess;
-    ExpectInvalid(ctx, "batonAllReduce after destroy",
-                  batonAllReduce(&v, &v, 1, batonInt32, batonSum, c, nullptr), c);
-    ExpectInvalid(ctx, "batonBroadcast after destroy",
-                  batonBroadcast(&v, &v, 1, batonInt32, 0, c, nullptr), c);
-    ExpectInvalid(ctx, "batonBarrier after destroy", batonBarrier(c, nullptr), c);
-    ExpectInvalid(ctx, "batonCommCount after destroy", batonCommCount(c, &out), c);
-    ExpectInvalid(ctx, "batonCommUserRank after destroy", batonCommUserRank(c, &out), c);
-    ExpectInvalid(ctx, "batonCommGetAsyncError after destroy", batonCommGetAsyncError(c, &async),
-                  c);
-    ExpectInvalid(ctx, "second batonCommDestroy", batonCommDestroy(c), c);
-    ExpectInvalid(ctx, "batonCommAbort after destroy", batonCommAbort(c), c);
+#define EXPECT_REJECTED(handle, call)              \
+  do {                                             \
+    ctx.SetStep(#call " on a " #handle " handle"); \
+    ExpectInvalid(ctx, #call, (call), (handle));   \
+  } while (0)
+    EXPECT_REJECTED(c, batonAllReduce(&v, &v, 1, batonInt32, batonSum, c, nullptr));
+    EXPECT_REJECTED(c, batonBroadcast(&v, &v, 1, batonInt32, 0, c, nullptr));
+    EXPECT_REJECTED(c, batonBarrier(c, nullptr));
+    EXPECT_REJECTED(c, batonCommCount(c, &out));
+    EXPECT_REJECTED(c, batonCommUserRank(c, &out));
+    EXPECT_REJECTED(c, batonCommGetAsyncError(c, &async));
+    EXPECT_REJECTED(c, batonCommDestroy(c));
+    EXPECT_REJECTED(c, batonCommAbort(c));
     MP_EXPECT_TRUE(ctx, batonGetLastError(c) != nullptr);
 
     // A pointer that never was a communicator is not dereferenced either.
     int64_t not_a_comm[64] = {};
     batonComm_t bogus = reinterpret_cast<batonComm_t>(not_a_comm);
-    ExpectInvalid(ctx, "batonCommCount(bogus)", batonCommCount(bogus, &out), bogus);
-    ExpectInvalid(ctx, "batonAllReduce(bogus)",
-                  batonAllReduce(&v, &v, 1, batonInt32, batonSum, bogus, nullptr), bogus);
+    EXPECT_REJECTED(bogus, batonCommCount(bogus, &out));
+    EXPECT_REJECTED(bogus, batonAllReduce(&v, &v, 1, batonInt32, batonSum, bogus, nullptr));
+#undef EXPECT_REJECTED
   });
 }
 

@@ -452,10 +452,12 @@ void AllReduceMatrix(RankContext& ctx, batonStream_t stream) {
           batonStream_t s = on_stream ? stream : nullptr;
           for (Call& c : calls) {
             const void* send = in_place ? c.recv->data() : c.send->data();
+            ctx.SetStep(Describe("allreduce", t, OpName(c.op), count, in_place, on_stream));
             MP_EXPECT_OK(ctx, batonAllReduce(send, c.recv->data(), count, t.type, c.op,
                                              ctx.comm(), s))
                 << " for " << Describe("allreduce", t, OpName(c.op), count, in_place, on_stream);
           }
+          ctx.SetStep("batonStreamSynchronize after the calls above");
           if (on_stream) MP_EXPECT_OK(ctx, batonStreamSynchronize(stream));
           for (Call& c : calls) {
             const std::string what =
@@ -505,10 +507,12 @@ void BroadcastMatrix(RankContext& ctx, batonStream_t stream) {
           batonStream_t s = on_stream ? stream : nullptr;
           for (Call& c : calls) {
             const void* send = in_place ? c.recv->data() : c.send->data();
+            ctx.SetStep(Describe("broadcast", t, "", count, in_place, on_stream, c.root));
             MP_EXPECT_OK(ctx, batonBroadcast(send, c.recv->data(), count, t.type, c.root,
                                              ctx.comm(), s))
                 << " for " << Describe("broadcast", t, "", count, in_place, on_stream, c.root);
           }
+          ctx.SetStep("batonStreamSynchronize after the calls above");
           if (on_stream) MP_EXPECT_OK(ctx, batonStreamSynchronize(stream));
           for (Call& c : calls) {
             const std::string what = Describe("broadcast", t, "", count, in_place, on_stream,

@@ -241,12 +241,18 @@ TEST(HarnessTest, FatalFailureStopsTheRankAndOthersAreKilled) {
       AnyContains(failures, "rank 1 was killed by the harness: still running 1 s after rank 0"));
 }
 
-TEST(HarnessTest, CrashIsReported) {
+TEST(HarnessTest, CrashIsReportedWithTheStep) {
   const auto failures = CaptureFailures([] {
     RunRanks(
-        2, [](RankContext& ctx) { if (ctx.rank() == 1) raise(SIGSEGV); }, NoCommOptions());
+        2,
+        [](RankContext& ctx) {
+          ctx.SetStep("step before the crash");
+          if (ctx.rank() == 1) raise(SIGSEGV);
+        },
+        NoCommOptions());
   });
-  EXPECT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures.size(), 2u);
+  EXPECT_TRUE(AnyContains(failures, "rank 1: crashed with signal 11 during: step before the crash"));
   EXPECT_TRUE(AnyContains(failures, "rank 1 was killed by signal 11"));
 }
 

@@ -131,6 +131,58 @@ std::string DescribeStatus(int status) {
   return os.str();
 }
 
+// Crash reporting. A signal handler may not allocate or format, so the step
+// text and the record header live in static storage, prepared in advance.
+constexpr size_t kMaxStep = 1024;
+char g_step[kMaxStep] = "(no step recorded)";
+size_t g_step_len = 18;
+int g_crash_fd = -1;
+
+size_t AppendRaw(char* dst, size_t pos, size_t cap, const char* src, size_t len) {
+  if (pos + len > cap) len = cap - pos;
+  memcpy(dst + pos, src, len);
+  return pos + len;
+}
+
+void CrashHandler(int sig) {
+  static char rec[kMaxStep + 256];
+  static const char kFile[] = __FILE__;
+  char msg[kMaxStep + 64];
+  size_t n = 0;
+  static const char kPrefix[] = "crashed with signal ";
+  n = AppendRaw(msg, n, sizeof(msg), kPrefix, sizeof(kPrefix) - 1);
+  char digits[4] = {static_cast<char>('0' + sig / 10 % 10), static_cast<char>('0' + sig % 10)};
+  n = AppendRaw(msg, n, sizeof(msg), sig >= 10 ? digits : digits + 1, sig >= 10 ? 2 : 1);
+  static const char kWhile[] = " during: ";
+  n = AppendRaw(msg, n, sizeof(msg), kWhile, sizeof(kWhile) - 1);
+  n = AppendRaw(msg, n, sizeof(msg), g_step, g_step_len);
+  uint32_t lens[3] = {static_cast<uint32_t>(sizeof(kFile) - 1), static_cast<uint32_t>(n), 0};
+  size_t r = 0;
+  rec[r++] = kFailure;
+  r = AppendRaw(rec, r, sizeof(rec), reinterpret_cast<const char*>(lens), sizeof(lens));
+  r = AppendRaw(rec, r, sizeof(rec), kFile, sizeof(kFile) - 1);
+  r = AppendRaw(rec, r, sizeof(rec), msg, n);
+  if (g_crash_fd >= 0) WriteAll(g_crash_fd, rec, r);
+  // Die from the same signal so the parent sees how the rank ended.
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void InstallCrashHandlers(int report_fd) {
+  g_crash_fd = report_fd;
+  // An alternate stack, so a stack overflow is reported too.
+  static std::vector<char> alt_stack(size_t{64} << 10);
+  stack_t ss = {};
+  ss.ss_sp = alt_stack.data();
+  ss.ss_size = alt_stack.size();
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa = {};
+  sa.sa_handler = CrashHandler;
+  sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
+}
+
 [[noreturn]] void RunChild(int rank, int nranks, const batonUniqueId& id,
                            const std::vector<batonUniqueId>& extra_ids, int report_fd,
                            pid_t parent, const std::function<void(RankContext&)>& body,
@@ -138,10 +190,12 @@ std::string DescribeStatus(int status) {
   // If the test binary dies, the ranks must not linger as orphans.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(3);
+  InstallCrashHandlers(report_fd);
   for (const auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
 
   RankContext ctx(rank, nranks, id, extra_ids, report_fd);
   if (options.init_comm) {
+    ctx.SetStep("batonCommInitRank (by the harness)");
     batonComm_t comm = nullptr;
     batonResult_t r = batonCommInitRank(&comm, nranks, id, rank);
     if (r != batonSuccess) {
@@ -152,6 +206,7 @@ std::string DescribeStatus(int status) {
     if (comm == nullptr) ctx.FatalFailure(__FILE__, __LINE__, "batonCommInitRank gave NULL");
     ctx.set_comm(comm);
   }
+  ctx.SetStep("test body (no step set)");
   try {
     body(ctx);
   } catch (const std::exception& e) {
@@ -160,6 +215,7 @@ std::string DescribeStatus(int status) {
     ctx.AddFailure(__FILE__, __LINE__, "uncaught exception of unknown type");
   }
   if (batonComm_t comm = ctx.TakeComm(); comm != nullptr) {
+    ctx.SetStep("batonCommDestroy (by the harness)");
     batonResult_t r = batonCommDestroy(comm);
     if (r != batonSuccess) {
       ctx.AddFailure(__FILE__, __LINE__,
@@ -217,6 +273,13 @@ void RankContext::FatalFailure(const char* file, int line, const std::string& me
 }
 
 void RankContext::Log(const std::string& message) { Send(kLog, message); }
+
+void RankContext::SetStep(std::string_view step) {
+  // Written before the handler can read it (same thread, or the rank is
+  // already broken); a torn read would only garble the message.
+  g_step_len = std::min(step.size(), kMaxStep);
+  memcpy(g_step, step.data(), g_step_len);
+}
 
 std::string RankContext::LastError() const {
   const char* msg = batonGetLastError(comm_);

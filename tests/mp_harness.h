@@ -25,6 +25,7 @@
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -86,6 +87,9 @@ class RankContext {
   [[noreturn]] void FatalFailure(const char* file, int line, const std::string& message);
   // Writes an informational line to the parent's log (not a failure).
   void Log(const std::string& message);
+  // Names what the rank is about to do. If the rank then dies from a signal
+  // (a crash in the library), the failure report quotes the last step.
+  void SetStep(std::string_view step);
 
   // The message of batonGetLastError for this rank's communicator, for
   // failure messages.

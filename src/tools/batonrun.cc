@@ -824,11 +824,14 @@ int main(int argc, char** argv) {
   } else {
     // The listener lives in this process, served by a library thread, for as long as batonrun
     // runs: no port is picked here and handed over, so no other process can take it meanwhile.
+    // A single-host job needs no network at all: unless the user chose an interface, the
+    // rendezvous and every rank's sockets stay on loopback (the ranks inherit this variable).
+    setenv("BATON_SOCKET_IFNAME", "lo", /*overwrite=*/0);
     batonUniqueId id;
     batonResult_t result = batonGetUniqueId(&id);
     if (result != batonSuccess) {
-      fprintf(stderr, "batonrun: cannot create the rendezvous: batonGetUniqueId failed (%d)\n",
-              static_cast<int>(result));
+      fprintf(stderr, "batonrun: cannot create the rendezvous: batonGetUniqueId failed (%d): %s\n",
+              static_cast<int>(result), batonGetLastError(nullptr));
       return kExitLauncherError;
     }
     rendezvous_var = "BATON_UNIQUE_ID=" + HexEncode(id);

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The main job: builds Baton if needed, then runs the allreduce and broadcast
+# sweeps on this machine over shared memory and over TCP loopback, printing
+# nccl-tests tables. RANKS (default 4), MAXBYTES (default 64M) and extra
+# perf flags can be given: scripts/perf.sh -n 20
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+ranks=${RANKS:-4}
+max=${MAXBYTES:-64M}
+for transport in shm tcp; do
+  for coll in all_reduce_perf broadcast_perf; do
+    echo "### $coll, $ranks ranks, BATON_TRANSPORT=$transport"
+    BATON_TRANSPORT=$transport build/src/batonrun -n "$ranks" "build/perf/$coll" -b 8 -e "$max" -f 2 "$@"
+  done
+done

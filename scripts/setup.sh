@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what Baton needs to build and test (Debian 12 packages), then
+# configures and builds it in ./build. Safe to run again: it installs only
+# what is missing and rebuilds only what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
+          libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ ! -f build/build.ninja ]; then
+  meson setup build --buildtype=release
+fi
+ninja -C build
