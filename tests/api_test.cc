@@ -201,7 +201,8 @@ TEST(ApiTest, BadArgumentsAreRejected) {
         const auto bad_op = [](int o) { return static_cast<batonRedOp_t>(o); };
 
         // batonAllReduce
-        EXPECT_INVALID(ctx, nullptr, batonAllReduce(a, b, 8, batonFloat, batonSum, nullptr, nullptr));
+        EXPECT_INVALID(ctx, nullptr,
+                       batonAllReduce(a, b, 8, batonFloat, batonSum, nullptr, nullptr));
         EXPECT_INVALID(ctx, c, batonAllReduce(nullptr, b, 8, batonFloat, batonSum, c, nullptr));
         EXPECT_INVALID(ctx, c, batonAllReduce(a, nullptr, 8, batonFloat, batonSum, c, nullptr));
         for (int t : {42, -1, static_cast<int>(batonNumTypes)}) {
@@ -257,8 +258,9 @@ TEST(ApiTest, BadArgumentsAreRejected) {
         EXPECT_INVALID(ctx, c, batonReduceScatter(a, b, 4, batonFloat, bad_op(-1), c, nullptr));
         EXPECT_INVALID(ctx, c,
                        batonReduceScatter(a, b, kOverflow, batonFloat, batonSum, c, nullptr));
-        EXPECT_INVALID(ctx, c, batonReduceScatter(a, b, kOverflowTimesRanks, batonFloat, batonSum,
-                                                  c, nullptr));
+        EXPECT_INVALID(
+            ctx, c,
+            batonReduceScatter(a, b, kOverflowTimesRanks, batonFloat, batonSum, c, nullptr));
 
         // batonAlltoAll
         EXPECT_INVALID(ctx, nullptr, batonAlltoAll(a, b, 4, batonFloat, nullptr, nullptr));

@@ -253,9 +253,9 @@ struct TypeDesc {
 };
 
 constexpr TypeDesc kTypes[] = {
-    {batonInt8, "int8", 1},       {batonUint8, "uint8", 1},     {batonInt32, "int32", 4},
-    {batonUint32, "uint32", 4},   {batonInt64, "int64", 8},     {batonUint64, "uint64", 8},
-    {batonFloat16, "float16", 2}, {batonFloat32, "float32", 4}, {batonFloat64, "float64", 8},
+    {batonInt8, "int8", 1},         {batonUint8, "uint8", 1},     {batonInt32, "int32", 4},
+    {batonUint32, "uint32", 4},     {batonInt64, "int64", 8},     {batonUint64, "uint64", 8},
+    {batonFloat16, "float16", 2},   {batonFloat32, "float32", 4}, {batonFloat64, "float64", 8},
     {batonBfloat16, "bfloat16", 2},
 };
 
@@ -346,12 +346,11 @@ void CheckElements(RankContext& ctx, const std::string& what, const void* got, s
     const S want = expected(i);
     if (memcmp(&want, &g[i], sizeof(S)) == 0) continue;
     if (++mismatches <= 4) {
-      details << "\n  [" << i << "] got " << Tr::Format(g[i]) << ", expected "
-              << Tr::Format(want);
+      details << "\n  [" << i << "] got " << Tr::Format(g[i]) << ", expected " << Tr::Format(want);
     }
   }
-  MP_EXPECT_EQ(ctx, mismatches, 0u) << " wrong elements of " << count << " in " << what
-                                    << details.str();
+  MP_EXPECT_EQ(ctx, mismatches, 0u)
+      << " wrong elements of " << count << " in " << what << details.str();
 }
 
 // The reference allreduce of element i: a plain loop over the ranks.
@@ -366,9 +365,8 @@ void CheckAllReduceResult(RankContext& ctx, const std::string& what, batonDataTy
                           batonRedOp_t op, uint64_t seed, const void* got, size_t count) {
   Dispatch(type, [&](auto tr) {
     using Tr = decltype(tr);
-    CheckElements<Tr>(ctx, what, got, count, [&](size_t i) {
-      return ReferenceReduce<Tr>(op, seed, ctx.nranks(), i);
-    });
+    CheckElements<Tr>(ctx, what, got, count,
+                      [&](size_t i) { return ReferenceReduce<Tr>(op, seed, ctx.nranks(), i); });
   });
 }
 
@@ -412,8 +410,8 @@ std::string Describe(const char* coll, const TypeDesc& t, const char* op, size_t
 // Sizes for the full datatype x op matrix: empty, tiny, odd, not divisible
 // by nranks, and one a little over 512 KiB for 8-byte types.
 std::vector<size_t> MatrixCounts(int nranks) {
-  std::vector<size_t> counts = {0, 1, 2, 7, static_cast<size_t>(nranks) * 37 + nranks - 1, 1001,
-                                65537};
+  std::vector<size_t> counts = {0,    1,    2, 7, static_cast<size_t>(nranks) * 37 + nranks - 1,
+                                1001, 65537};
   std::sort(counts.begin(), counts.end());
   counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
   return counts;
@@ -442,8 +440,9 @@ void AllReduceMatrix(RankContext& ctx, batonStream_t stream) {
           };
           std::vector<Call> calls;
           for (batonRedOp_t op : kOps) {
-            Call c{op, Seed({1, static_cast<uint64_t>(t.type), count, in_place, on_stream,
-                             static_cast<uint64_t>(op)}),
+            Call c{op,
+                   Seed({1, static_cast<uint64_t>(t.type), count, in_place, on_stream,
+                         static_cast<uint64_t>(op)}),
                    std::make_unique<GuardedBuffer>(count * t.size),
                    std::make_unique<GuardedBuffer>(count * t.size)};
             FillInput(t.type, (in_place ? c.recv : c.send)->data(), count, c.seed, rank, op);
@@ -453,8 +452,8 @@ void AllReduceMatrix(RankContext& ctx, batonStream_t stream) {
           for (Call& c : calls) {
             const void* send = in_place ? c.recv->data() : c.send->data();
             ctx.SetStep(Describe("allreduce", t, OpName(c.op), count, in_place, on_stream));
-            MP_EXPECT_OK(ctx, batonAllReduce(send, c.recv->data(), count, t.type, c.op,
-                                             ctx.comm(), s))
+            MP_EXPECT_OK(ctx,
+                         batonAllReduce(send, c.recv->data(), count, t.type, c.op, ctx.comm(), s))
                 << " for " << Describe("allreduce", t, OpName(c.op), count, in_place, on_stream);
           }
           ctx.SetStep("batonStreamSynchronize after the calls above");
@@ -500,23 +499,22 @@ void BroadcastMatrix(RankContext& ctx, batonStream_t stream) {
                    std::make_unique<GuardedBuffer>(count * t.size),
                    std::make_unique<GuardedBuffer>(count * t.size)};
             // Each rank fills its own input; only the root's may reach others.
-            FillInput(t.type, (in_place ? c.recv : c.send)->data(), count, c.seed, rank,
-                      batonMax);
+            FillInput(t.type, (in_place ? c.recv : c.send)->data(), count, c.seed, rank, batonMax);
             calls.push_back(std::move(c));
           }
           batonStream_t s = on_stream ? stream : nullptr;
           for (Call& c : calls) {
             const void* send = in_place ? c.recv->data() : c.send->data();
             ctx.SetStep(Describe("broadcast", t, "", count, in_place, on_stream, c.root));
-            MP_EXPECT_OK(ctx, batonBroadcast(send, c.recv->data(), count, t.type, c.root,
-                                             ctx.comm(), s))
+            MP_EXPECT_OK(ctx,
+                         batonBroadcast(send, c.recv->data(), count, t.type, c.root, ctx.comm(), s))
                 << " for " << Describe("broadcast", t, "", count, in_place, on_stream, c.root);
           }
           ctx.SetStep("batonStreamSynchronize after the calls above");
           if (on_stream) MP_EXPECT_OK(ctx, batonStreamSynchronize(stream));
           for (Call& c : calls) {
-            const std::string what = Describe("broadcast", t, "", count, in_place, on_stream,
-                                              c.root);
+            const std::string what =
+                Describe("broadcast", t, "", count, in_place, on_stream, c.root);
             CheckInput(ctx, what, t.type, batonMax, c.seed, c.root, c.recv->data(), count);
             MP_EXPECT_TRUE(ctx, c.recv->GuardsIntact()) << " recv guard overwritten in " << what;
             if (!in_place) {
@@ -548,8 +546,8 @@ void CheckLarge(RankContext& ctx, const std::string& what, const T* got, size_t 
     if (memcmp(&w, &got[i], sizeof(T)) == 0) continue;
     if (++mismatches <= 4) details << "\n  [" << i << "] got " << +got[i] << ", expected " << +w;
   }
-  MP_EXPECT_EQ(ctx, mismatches, 0u) << " wrong elements of " << count << " in " << what
-                                    << details.str();
+  MP_EXPECT_EQ(ctx, mismatches, 0u)
+      << " wrong elements of " << count << " in " << what << details.str();
 }
 
 // 64 MiB buffers for a few combinations: float sum out of place on the NULL
@@ -571,12 +569,10 @@ void LargeBuffers(RankContext& ctx, batonStream_t stream) {
     MP_EXPECT_OK(ctx, batonAllReduce(send.data(), recv.data(), count, batonFloat, batonSum,
                                      ctx.comm(), nullptr));
     const std::string what = Describe("allreduce", kTypes[7], "sum", count, false, false);
-    CheckLarge(ctx, what, reinterpret_cast<const float*>(recv.data()), count, [&](size_t i) {
-      return static_cast<float>(k(i) * n * (n + 1) / 2) / 4;
-    });
-    CheckLarge(ctx, what + " (send buffer modified)", in, count, [&](size_t i) {
-      return static_cast<float>(k(i) * (spread(i) + 1)) / 4;
-    });
+    CheckLarge(ctx, what, reinterpret_cast<const float*>(recv.data()), count,
+               [&](size_t i) { return static_cast<float>(k(i) * n * (n + 1) / 2) / 4; });
+    CheckLarge(ctx, what + " (send buffer modified)", in, count,
+               [&](size_t i) { return static_cast<float>(k(i) * (spread(i) + 1)) / 4; });
     MP_EXPECT_TRUE(ctx, recv.GuardsIntact()) << " in " << what;
   }
   {
@@ -599,8 +595,8 @@ void LargeBuffers(RankContext& ctx, batonStream_t stream) {
     const auto byte = [](size_t i, int r) { return static_cast<uint8_t>(CheapBits(i) + 31 * r); };
     GuardedBuffer buf(kBytes);
     for (size_t i = 0; i < kBytes; ++i) buf.data()[i] = byte(i, rank);
-    MP_EXPECT_OK(ctx, batonBroadcast(buf.data(), buf.data(), kBytes, batonUint8, root, ctx.comm(),
-                                     nullptr));
+    MP_EXPECT_OK(
+        ctx, batonBroadcast(buf.data(), buf.data(), kBytes, batonUint8, root, ctx.comm(), nullptr));
     const std::string what = Describe("broadcast", kTypes[1], "", kBytes, true, false, root);
     CheckLarge(ctx, what, buf.data(), kBytes, [&](size_t i) { return byte(i, root); });
     MP_EXPECT_TRUE(ctx, buf.GuardsIntact()) << " in " << what;
@@ -627,8 +623,8 @@ void BarrierCausality(RankContext& ctx, batonStream_t stream) {
       MP_EXPECT_OK(ctx, batonBarrier(ctx.comm(), on_stream ? stream : nullptr));
       if (on_stream) MP_EXPECT_OK(ctx, batonStreamSynchronize(stream));
       const int64_t left = MonotonicNanos();
-      MP_EXPECT_OK(ctx, batonBroadcast(&entered, &entered, 1, batonInt64, late, ctx.comm(),
-                                       nullptr));
+      MP_EXPECT_OK(ctx,
+                   batonBroadcast(&entered, &entered, 1, batonInt64, late, ctx.comm(), nullptr));
       MP_EXPECT_GE(ctx, left, entered) << " (ns) barrier returned before rank " << late
                                        << " entered it" << (on_stream ? " (host stream)" : "");
     }
@@ -772,10 +768,10 @@ TEST(ReferenceTest, HalfAndBfloat16Conversions) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);                   // rounds up to inf
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);      // smallest subnormal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);      // tie to even: 0
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);      // tie to even: 2
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);                      // rounds up to inf
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);         // smallest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);         // tie to even: 0
+  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);         // tie to even: 2
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie to even
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(3.0f, -11)), 0x3c02);
   EXPECT_EQ(FloatToHalf(1.0f / 3), 0x3555);

@@ -36,7 +36,8 @@ constexpr size_t kLargeCount = size_t{16} << 20;  // 64 MiB of floats
 
 Options FailureOptions(const char* transport) {
   Options options;
-  options.env = {{"BATON_TRANSPORT", transport}, {"BATON_TIMEOUT", std::to_string(kTimeoutSeconds)}};
+  options.env = {{"BATON_TRANSPORT", transport},
+                 {"BATON_TIMEOUT", std::to_string(kTimeoutSeconds)}};
   options.deadline = std::chrono::seconds(60);
   return options;
 }
@@ -69,6 +70,10 @@ void ExpectFailedThenAbort(RankContext& ctx, batonResult_t r, double elapsed, in
   MP_EXPECT_TRUE(ctx, r != batonInvalidArgument && r != batonInvalidUsage)
       << " a dead peer is not a usage error: " << ResultName(r);
   MP_EXPECT_NE(ctx, std::string(ctx.LastError()), "") << " no message for " << ResultName(r);
+  if (ctx.rank() == 0) {
+    ctx.Log(ResultName(r) + " after " + std::to_string(iterations) + " allreduces in " +
+            std::to_string(elapsed) + " s: " + ctx.LastError());
+  }
   batonResult_t async = batonSuccess;
   MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
   // A failed stream operation is an asynchronous error and must stick.
@@ -176,7 +181,8 @@ std::vector<std::string> CaptureFailures(const std::function<void()>& f) {
     f();
   }
   std::vector<std::string> messages;
-  for (int i = 0; i < results.size(); ++i) messages.push_back(results.GetTestPartResult(i).message());
+  for (int i = 0; i < results.size(); ++i)
+    messages.push_back(results.GetTestPartResult(i).message());
   return messages;
 }
 
@@ -204,8 +210,9 @@ TEST(HarnessTest, HungRankFailsAtDeadline) {
         NoCommOptions());
   });
   EXPECT_EQ(failures.size(), 1u);
-  EXPECT_TRUE(AnyContains(failures, "rank 1 was killed by the harness: still running at the "
-                                    "harness deadline of 3 s"));
+  EXPECT_TRUE(AnyContains(failures,
+                          "rank 1 was killed by the harness: still running at the "
+                          "harness deadline of 3 s"));
   EXPECT_LT(SecondsSince(start), 10.0);
 }
 
@@ -222,8 +229,9 @@ TEST(HarnessTest, FailuresCarryTheRank) {
   EXPECT_EQ(failures.size(), 2u);
   EXPECT_TRUE(AnyContains(
       failures, "rank 2: Expected: (ctx.rank() == 2 ? 41 : 42) == (42), actual: 41 vs 42 marker"));
-  EXPECT_TRUE(AnyContains(failures, "rank 1: ctx.rank() == 1 ? batonInvalidUsage : batonSuccess "
-                                    "returned batonInvalidUsage (5), expected batonSuccess (0)"));
+  EXPECT_TRUE(AnyContains(failures,
+                          "rank 1: ctx.rank() == 1 ? batonInvalidUsage : batonSuccess "
+                          "returned batonInvalidUsage (5), expected batonSuccess (0)"));
 }
 
 TEST(HarnessTest, FatalFailureStopsTheRankAndOthersAreKilled) {
@@ -252,7 +260,8 @@ TEST(HarnessTest, CrashIsReportedWithTheStep) {
         NoCommOptions());
   });
   EXPECT_EQ(failures.size(), 2u);
-  EXPECT_TRUE(AnyContains(failures, "rank 1: crashed with signal 11 during: step before the crash"));
+  EXPECT_TRUE(
+      AnyContains(failures, "rank 1: crashed with signal 11 during: step before the crash"));
   EXPECT_TRUE(AnyContains(failures, "rank 1 was killed by signal 11"));
 }
 
@@ -260,9 +269,16 @@ TEST(HarnessTest, ExpectedSignal) {
   Options options = NoCommOptions();
   options.expected_signal = {{0, SIGKILL}};
   RunRanks(
-      2, [](RankContext& ctx) { if (ctx.rank() == 0) raise(SIGKILL); }, options);
+      2,
+      [](RankContext& ctx) {
+        if (ctx.rank() == 0) raise(SIGKILL);
+      },
+      options);
   options.expected_signal = {{1, SIGKILL}};
-  const auto failures = CaptureFailures([&] { RunRanks(2, [](RankContext&) {}, options); });
+  const auto failures = CaptureFailures([&] {
+    RunRanks(
+        2, [](RankContext&) {}, options);
+  });
   EXPECT_EQ(failures.size(), 1u);
   EXPECT_TRUE(AnyContains(failures, "rank 1 exited with status 0, expected death by signal 9"));
 }

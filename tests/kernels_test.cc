@@ -28,8 +28,8 @@
 namespace baton {
 namespace {
 
-constexpr batonDataType_t kAllTypes[] = {batonInt8,   batonUint8,  batonInt32,   batonUint32,
-                                         batonInt64,  batonUint64, batonFloat16, batonFloat32,
+constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,   batonUint32,
+                                         batonInt64,   batonUint64,  batonFloat16, batonFloat32,
                                          batonFloat64, batonBfloat16};
 constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
 
@@ -134,7 +134,9 @@ Kind kindOf(batonDataType_t dt) {
   }
 }
 
-bool isFloatKind(Kind k) { return k != Kind::kSigned && k != Kind::kUnsigned; }
+bool isFloatKind(Kind k) {
+  return k != Kind::kSigned && k != Kind::kUnsigned;
+}
 
 // Raw element i of a buffer, zero-extended to 64 bits (little endian).
 uint64_t loadRaw(const uint8_t* p, size_t size, size_t i) {
@@ -142,7 +144,9 @@ uint64_t loadRaw(const uint8_t* p, size_t size, size_t i) {
   memcpy(&v, p + i * size, size);
   return v;
 }
-void storeRaw(uint8_t* p, size_t size, size_t i, uint64_t v) { memcpy(p + i * size, &v, size); }
+void storeRaw(uint8_t* p, size_t size, size_t i, uint64_t v) {
+  memcpy(p + i * size, &v, size);
+}
 
 int64_t signExtend(uint64_t v, size_t size) {
   if (size == 8) return static_cast<int64_t>(v);
@@ -301,8 +305,8 @@ uint64_t randomElement(batonDataType_t dt, FastRng& rng) {
     return rng();
   }
   if (pick < 4) {
-    static const double kSpecials[] = {NAN, -NAN, INFINITY, -INFINITY, 0.0, -0.0,
-                                       FLT_MIN / 4, -DBL_MIN, 65504.0, 1e30};
+    static const double kSpecials[] = {NAN,  -NAN,        INFINITY, -INFINITY, 0.0,
+                                       -0.0, FLT_MIN / 4, -DBL_MIN, 65504.0,   1e30};
     return encodeFloat(kind, kSpecials[rng() % (sizeof(kSpecials) / sizeof(kSpecials[0]))]);
   }
   if (pick < 12) return rng();  // any bits (the caller truncates to the element size)
@@ -317,7 +321,8 @@ class GuardedBuffer {
   static constexpr uint8_t kCanary = 0xa5;
   static constexpr size_t kGuard = 64;
 
-  GuardedBuffer(size_t bytes, size_t offset) : bytes_(bytes), storage_(bytes + 3 * kGuard, kCanary) {
+  GuardedBuffer(size_t bytes, size_t offset)
+      : bytes_(bytes), storage_(bytes + 3 * kGuard, kCanary) {
     const uintptr_t base = reinterpret_cast<uintptr_t>(storage_.data());
     const uintptr_t aligned = (base + kGuard + 63) & ~uintptr_t{63};
     begin_ = static_cast<size_t>(aligned - base) + offset;
@@ -498,16 +503,16 @@ TEST(HalfConversion, FromFloatRoundsToNearestEven) {
   EXPECT_EQ(floatToHalf(65520.0f).bits, 0x7c00);  // tie with 65536 rounds to Inf
   EXPECT_EQ(floatToHalf(-1e10f).bits, 0xfc00);
   EXPECT_EQ(floatToHalf(INFINITY).bits, 0x7c00);
-  EXPECT_EQ(floatToHalf(0x1p-24f).bits, 0x0001);       // smallest subnormal
-  EXPECT_EQ(floatToHalf(0x1p-25f).bits, 0x0000);       // tie with 0 rounds to even 0
-  EXPECT_EQ(floatToHalf(0x1.8p-24f).bits, 0x0002);     // tie 1.5 ulp rounds to even 2
+  EXPECT_EQ(floatToHalf(0x1p-24f).bits, 0x0001);    // smallest subnormal
+  EXPECT_EQ(floatToHalf(0x1p-25f).bits, 0x0000);    // tie with 0 rounds to even 0
+  EXPECT_EQ(floatToHalf(0x1.8p-24f).bits, 0x0002);  // tie 1.5 ulp rounds to even 2
   EXPECT_EQ(floatToHalf(0x1.000002p-25f).bits, 0x0001);
   EXPECT_EQ(floatToHalf(0x1.ffcp-15f).bits, 0x0400);  // subnormal tie rounding up to normal
   EXPECT_EQ(floatToHalf(-0.0f).bits, 0x8000);
   EXPECT_EQ(floatToHalf(FLT_MIN / 2).bits, 0x0000);  // float subnormal
   const uint16_t nan = floatToHalf(NAN).bits;
   EXPECT_EQ(nan & 0x7c00, 0x7c00);
-  EXPECT_NE(nan & 0x0200, 0);  // quiet
+  EXPECT_NE(nan & 0x0200, 0);                                         // quiet
   EXPECT_EQ(floatToHalf(floatOf(0x7f800001)).bits & 0x7e00, 0x7e00);  // sNaN stays NaN
 
   for (float f : halfBoundaryFloats()) {
@@ -653,8 +658,8 @@ TEST_P(ReduceCopyTest, AllShapes) {
           if (op == batonAvg) {
             // The natural divisor is the rank count; also 0/1 (none) and 7.
             static const uint32_t kAvgDivisors[] = {0, 1, 2, 3, 7, 8};
-            c.divisor = (count % 3 == 0) ? static_cast<uint32_t>(nsrcs)
-                                         : kAvgDivisors[(count / 3) % 6];
+            c.divisor =
+                (count % 3 == 0) ? static_cast<uint32_t>(nsrcs) : kAvgDivisors[(count / 3) % 6];
           } else if ((count >> 3) % 3 == 0) {
             c.divisor = 3;  // the divisor applies after any op
           }
@@ -752,9 +757,8 @@ void emulateGrid(const ReduceCopyArgs& args, int grid, int block) {
   const size_t stride = static_cast<size_t>(grid) * block;
   for (int b = 0; b < grid; ++b) {
     for (int t = 0; t < block; ++t) {
-      reduceCopyRange<T, Op>(srcs, args.nsrcs, dsts, args.ndsts,
-                             static_cast<size_t>(b) * block + t, args.count, stride,
-                             args.postDivisor);
+      reduceCopyRange<T, Op>(srcs, args.nsrcs, dsts, args.ndsts, static_cast<size_t>(b) * block + t,
+                             args.count, stride, args.postDivisor);
     }
   }
 }
@@ -802,8 +806,8 @@ TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
           cpu.postDivisor = dev.postDivisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
           reduceCopy(cpu);
           ASSERT_TRUE(dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
-            emulateGrid<typename decltype(typeTag)::type, typename decltype(opTag)::type>(
-                dev, grid, block);
+            emulateGrid<typename decltype(typeTag)::type, typename decltype(opTag)::type>(dev, grid,
+                                                                                          block);
           }));
           // Bit-exact except for NaN payloads: both run the same core functors,
           // but the compiler may commute the operands of a vectorized float add,

@@ -184,9 +184,8 @@ void InstallCrashHandlers(int report_fd) {
 }
 
 [[noreturn]] void RunChild(int rank, int nranks, const batonUniqueId& id,
-                           const std::vector<batonUniqueId>& extra_ids, int report_fd,
-                           pid_t parent, const std::function<void(RankContext&)>& body,
-                           const Options& options) {
+                           const std::vector<batonUniqueId>& extra_ids, int report_fd, pid_t parent,
+                           const std::function<void(RankContext&)>& body, const Options& options) {
   // If the test binary dies, the ranks must not linger as orphans.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(3);
@@ -199,9 +198,9 @@ void InstallCrashHandlers(int report_fd) {
     batonComm_t comm = nullptr;
     batonResult_t r = batonCommInitRank(&comm, nranks, id, rank);
     if (r != batonSuccess) {
-      ctx.FatalFailure(__FILE__, __LINE__,
-                       "batonCommInitRank failed: " + ResultName(r) + ": " +
-                           batonGetLastError(nullptr));
+      ctx.FatalFailure(
+          __FILE__, __LINE__,
+          "batonCommInitRank failed: " + ResultName(r) + ": " + batonGetLastError(nullptr));
     }
     if (comm == nullptr) ctx.FatalFailure(__FILE__, __LINE__, "batonCommInitRank gave NULL");
     ctx.set_comm(comm);
@@ -218,9 +217,9 @@ void InstallCrashHandlers(int report_fd) {
     ctx.SetStep("batonCommDestroy (by the harness)");
     batonResult_t r = batonCommDestroy(comm);
     if (r != batonSuccess) {
-      ctx.AddFailure(__FILE__, __LINE__,
-                     "batonCommDestroy failed: " + ResultName(r) + ": " +
-                         batonGetLastError(nullptr));
+      ctx.AddFailure(
+          __FILE__, __LINE__,
+          "batonCommDestroy failed: " + ResultName(r) + ": " + batonGetLastError(nullptr));
     }
   }
   fflush(stdout);
@@ -272,7 +271,9 @@ void RankContext::FatalFailure(const char* file, int line, const std::string& me
   _exit(1);
 }
 
-void RankContext::Log(const std::string& message) { Send(kLog, message); }
+void RankContext::Log(const std::string& message) {
+  Send(kLog, message);
+}
 
 void RankContext::SetStep(std::string_view step) {
   // Written before the handler can read it (same thread, or the rank is
@@ -292,9 +293,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 
 std::string ResultName(batonResult_t r) {
   static const char* const kNames[] = {
-      "batonSuccess",        "batonUnhandledCudaError", "batonSystemError",
-      "batonInternalError",  "batonInvalidArgument",    "batonInvalidUsage",
-      "batonRemoteError",    "batonInProgress",         "batonTimeout",
+      "batonSuccess",       "batonUnhandledCudaError", "batonSystemError",
+      "batonInternalError", "batonInvalidArgument",    "batonInvalidUsage",
+      "batonRemoteError",   "batonInProgress",         "batonTimeout",
   };
   std::ostringstream os;
   if (r >= 0 && r < batonNumResults) {
@@ -385,8 +386,7 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
       reason = os.str();
     } else if (kill_at && now >= *kill_at) {
       std::ostringstream os;
-      os << "still running "
-         << std::chrono::duration<double>(options.grace_after_failure).count()
+      os << "still running " << std::chrono::duration<double>(options.grace_after_failure).count()
          << " s after rank " << first_failed_rank << " failed";
       reason = os.str();
     }

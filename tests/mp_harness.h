@@ -193,9 +193,9 @@ inline std::optional<std::string> CheckResult(const char* expr, batonResult_t go
   for (bool mp_ok_ = static_cast<bool>(ok); !mp_ok_; mp_ok_ = true) \
   ::baton_test::internal::FailureMessage(ctx, __FILE__, __LINE__, fatal, headline)
 
-#define MP_INTERNAL_CMP(ctx, a, b, op_fn, op_str, fatal)                                         \
+#define MP_INTERNAL_CMP(ctx, a, b, op_fn, op_str, fatal)                                       \
   for (auto mp_msg_ = ::baton_test::internal::CheckCompare(op_fn{}, op_str, #a, #b, (a), (b)); \
-       mp_msg_; mp_msg_.reset())                                                                \
+       mp_msg_; mp_msg_.reset())                                                               \
   ::baton_test::internal::FailureMessage(ctx, __FILE__, __LINE__, fatal, *mp_msg_)
 
 #define MP_EXPECT_TRUE(ctx, cond) MP_INTERNAL_CHECK(ctx, (cond), false, "Expected true: " #cond)
@@ -211,7 +211,7 @@ inline std::optional<std::string> CheckResult(const char* expr, batonResult_t go
 #define MP_ASSERT_EQ(ctx, a, b) MP_INTERNAL_CMP(ctx, a, b, std::equal_to<>, "==", true)
 
 // Checks a batonResult_t, quoting batonGetLastError(ctx.comm()) on failure.
-#define MP_INTERNAL_RESULT(ctx, expr, want, fatal)                                             \
+#define MP_INTERNAL_RESULT(ctx, expr, want, fatal)                                              \
   for (auto mp_msg_ = ::baton_test::internal::CheckResult(#expr, (expr), (want), ctx); mp_msg_; \
        mp_msg_.reset())                                                                         \
   ::baton_test::internal::FailureMessage(ctx, __FILE__, __LINE__, fatal, *mp_msg_)

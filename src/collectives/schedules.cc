@@ -288,7 +288,11 @@ void BuildDisseminationBarrier(const CollArgs& a, Schedule* out) {
   int last = -1;
   for (int k = 1; k < p; k *= 2) {
     out->add(SendOp(Mod(a.rank + k, p), token, 1, last));
-    last = out->add(RecvOp(a, Mod(a.rank - k, p), token + 1, 1, nullptr, 0));
+    // Receives come from different peers, so they could complete out of
+    // order; chaining them keeps "round k done" meaning "all rounds <= k".
+    Op recv = RecvOp(a, Mod(a.rank - k, p), token + 1, 1, nullptr, 0);
+    recv.deps[0] = last;
+    last = out->add(recv);
   }
 }
 

@@ -203,28 +203,45 @@ size_t datatypeSize(batonDataType_t dt) {
 
 const char* datatypeName(batonDataType_t dt) {
   switch (dt) {
-    case batonInt8: return "int8";
-    case batonUint8: return "uint8";
-    case batonInt32: return "int32";
-    case batonUint32: return "uint32";
-    case batonInt64: return "int64";
-    case batonUint64: return "uint64";
-    case batonFloat16: return "half";
-    case batonFloat32: return "float";
-    case batonFloat64: return "double";
-    case batonBfloat16: return "bfloat16";
-    default: return "invalid";
+    case batonInt8:
+      return "int8";
+    case batonUint8:
+      return "uint8";
+    case batonInt32:
+      return "int32";
+    case batonUint32:
+      return "uint32";
+    case batonInt64:
+      return "int64";
+    case batonUint64:
+      return "uint64";
+    case batonFloat16:
+      return "half";
+    case batonFloat32:
+      return "float";
+    case batonFloat64:
+      return "double";
+    case batonBfloat16:
+      return "bfloat16";
+    default:
+      return "invalid";
   }
 }
 
 const char* redOpName(batonRedOp_t op) {
   switch (op) {
-    case batonSum: return "sum";
-    case batonProd: return "prod";
-    case batonMax: return "max";
-    case batonMin: return "min";
-    case batonAvg: return "avg";
-    default: return "invalid";
+    case batonSum:
+      return "sum";
+    case batonProd:
+      return "prod";
+    case batonMax:
+      return "max";
+    case batonMin:
+      return "min";
+    case batonAvg:
+      return "avg";
+    default:
+      return "invalid";
   }
 }
 

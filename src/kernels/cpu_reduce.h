@@ -29,8 +29,8 @@ struct ReduceCopyArgs {
   const void* srcs[kMaxReduceSrcs] = {};
   int nsrcs = 0;  // 1..8; nsrcs == 1 means copy (optionally divided)
   void* dsts[kMaxReduceDsts] = {};
-  int ndsts = 0;      // 1..2
-  size_t count = 0;   // elements
+  int ndsts = 0;     // 1..2
+  size_t count = 0;  // elements
   batonDataType_t datatype = batonFloat32;
   batonRedOp_t op = batonSum;  // batonAvg reduces as batonSum
   uint32_t postDivisor = 0;    // 0 or 1: none; > 1: divide the result (avg final step)

@@ -2,8 +2,11 @@
  * Portable reduce-copy core shared by the CPU path (cpu_reduce.cc) and the
  * CUDA kernels. Everything here is header-only and BATON_HD, so the exact same
  * element arithmetic (accumulation type, operand order, rounding) runs on the
- * host and on the device: a collective gives bit-identical results whichever
- * side performs a step.
+ * host and on the device: a collective gives bit-identical results (NaN
+ * payloads aside) whichever side performs a step. This holds because no
+ * expression mixes a multiply with an add (nothing for nvcc to fuse into an
+ * FMA) and float division is IEEE-exact in both compilers' defaults; builds
+ * with fast-math (-use_fast_math, -ffast-math) give that up.
  *
  * Semantics of one element i, for sources s0..s(n-1) and destinations d0..:
  *   acc = load(s0[i]); acc = op(acc, load(s1[i])); ...   (left to right)
@@ -77,13 +80,18 @@ BATON_HD_INLINE float bitsFloat(uint32_t u) {
 // answer picked with bit masks. A conditional float operation would stop GCC
 // from vectorizing the loop (under the default -ftrapping-math it may not be
 // speculated), and on a GPU branches would diverge within a warp. They rely on
-// float addition rounding to nearest even, the default on every target.
+// float addition rounding to nearest even, the default on every target. No
+// step feeds a float subnormal to the FPU where it matters, so the results
+// stay right under flush-to-zero / denormals-are-zero modes (set by
+// -ffast-math builds or host frameworks, and by nvcc -ftz=true).
 
 // All ones when cond holds, else zero: a branch-free select.
-BATON_HD_INLINE uint32_t maskIf(bool cond) { return 0u - static_cast<uint32_t>(cond); }
+BATON_HD_INLINE uint32_t maskIf(bool cond) {
+  return 0u - static_cast<uint32_t>(cond);
+}
 
 // Exact: every binary16 value is representable in binary32. NaNs keep their
-// payload and come out quiet, as the F16C and PTX conversions do.
+// payload and come out quiet, as x86 F16C (and GCC's _Float16) does.
 BATON_HD_INLINE float halfToFloat(half_t h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   const uint32_t expMant = static_cast<uint32_t>(h.bits & 0x7fffu) << 13;
@@ -289,7 +297,8 @@ BATON_HD_INLINE Accum<T> postDivide(Accum<T> v, uint32_t divisor) {
 //
 // nsrcs == 1 without a divisor is a bit-exact copy (no round trip through
 // float, so even signalling NaN payloads survive), matching the CPU memcpy
-// path.
+// path. When a reduction meets NaNs the result is a NaN, but which payload it
+// carries is unspecified (compilers may commute the operands of a float add).
 template <typename T, typename Op>
 BATON_HD void reduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
                               size_t begin, size_t end, size_t stride, uint32_t postDivisor) {
@@ -325,17 +334,38 @@ struct TypeTag {
 template <typename Fn>
 inline bool dispatchDatatype(batonDataType_t dt, Fn&& fn) {
   switch (dt) {
-    case batonInt8: fn(TypeTag<int8_t>{}); return true;
-    case batonUint8: fn(TypeTag<uint8_t>{}); return true;
-    case batonInt32: fn(TypeTag<int32_t>{}); return true;
-    case batonUint32: fn(TypeTag<uint32_t>{}); return true;
-    case batonInt64: fn(TypeTag<int64_t>{}); return true;
-    case batonUint64: fn(TypeTag<uint64_t>{}); return true;
-    case batonFloat16: fn(TypeTag<half_t>{}); return true;
-    case batonFloat32: fn(TypeTag<float>{}); return true;
-    case batonFloat64: fn(TypeTag<double>{}); return true;
-    case batonBfloat16: fn(TypeTag<bfloat16_t>{}); return true;
-    default: return false;
+    case batonInt8:
+      fn(TypeTag<int8_t>{});
+      return true;
+    case batonUint8:
+      fn(TypeTag<uint8_t>{});
+      return true;
+    case batonInt32:
+      fn(TypeTag<int32_t>{});
+      return true;
+    case batonUint32:
+      fn(TypeTag<uint32_t>{});
+      return true;
+    case batonInt64:
+      fn(TypeTag<int64_t>{});
+      return true;
+    case batonUint64:
+      fn(TypeTag<uint64_t>{});
+      return true;
+    case batonFloat16:
+      fn(TypeTag<half_t>{});
+      return true;
+    case batonFloat32:
+      fn(TypeTag<float>{});
+      return true;
+    case batonFloat64:
+      fn(TypeTag<double>{});
+      return true;
+    case batonBfloat16:
+      fn(TypeTag<bfloat16_t>{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -347,10 +377,18 @@ inline bool dispatchReduce(batonDataType_t dt, batonRedOp_t op, Fn&& fn) {
   return dispatchDatatype(dt, [&](auto typeTag) {
     using T = typename decltype(typeTag)::type;
     switch (op) {
-      case batonProd: fn(typeTag, TypeTag<FuncProd<T>>{}); break;
-      case batonMax: fn(typeTag, TypeTag<FuncMax<T>>{}); break;
-      case batonMin: fn(typeTag, TypeTag<FuncMin<T>>{}); break;
-      default: fn(typeTag, TypeTag<FuncSum<T>>{}); break;  // batonSum, batonAvg
+      case batonProd:
+        fn(typeTag, TypeTag<FuncProd<T>>{});
+        break;
+      case batonMax:
+        fn(typeTag, TypeTag<FuncMax<T>>{});
+        break;
+      case batonMin:
+        fn(typeTag, TypeTag<FuncMin<T>>{});
+        break;
+      default:
+        fn(typeTag, TypeTag<FuncSum<T>>{});
+        break;  // batonSum, batonAvg
     }
   });
 }
