@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <atomic>
 #include <chrono>
 #include <set>
 #include <string>
@@ -28,6 +29,7 @@ using baton_test::SecondsSince;
 void RunIsolated(const std::function<void(RankContext&)>& body) {
   Options options;
   options.init_comm = false;
+  options.unique_id = false;
   options.deadline = std::chrono::seconds(60);
   RunRanks(1, body, options);
 }
@@ -140,17 +142,64 @@ TEST(ApiTest, CommQueries) {
 
 // A queued allreduce cannot finish while a peer has not called it yet, so
 // batonStreamQuery must say batonInProgress; after synchronizing, success.
+// Rank 1 joins only after rank 0 has queried (a flag in harness memory).
 TEST(ApiTest, StreamQueryReportsPendingWork) {
   RunRanks(2, [](RankContext& ctx) {
+    auto* queried = static_cast<std::atomic<int>*>(ctx.shared());
     batonStream_t s = nullptr;
     MP_ASSERT_OK(ctx, batonStreamCreate(&s));
     int64_t v = ctx.rank() + 5;
-    if (ctx.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (ctx.rank() == 1) {
+      while (queried->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     MP_EXPECT_OK(ctx, batonAllReduce(&v, &v, 1, batonInt64, batonSum, ctx.comm(), s));
-    if (ctx.rank() == 0) MP_EXPECT_RESULT(ctx, batonStreamQuery(s), batonInProgress);
+    if (ctx.rank() == 0) {
+      // Give the stream's worker time to start (and block in) the call.
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      MP_EXPECT_RESULT(ctx, batonStreamQuery(s), batonInProgress);
+      queried->store(1);
+    }
     MP_EXPECT_OK(ctx, batonStreamSynchronize(s));
     MP_EXPECT_OK(ctx, batonStreamQuery(s));
     MP_EXPECT_EQ(ctx, v, int64_t{11});
+    MP_EXPECT_OK(ctx, batonStreamDestroy(s));
+  });
+}
+
+// batonStreamDestroy and batonCommDestroy both wait for queued work: the
+// result of an allreduce queued just before either must be complete after.
+TEST(ApiTest, DestroyWaitsForQueuedWork) {
+  RunRanks(3, [](RankContext& ctx) {
+    const int n = ctx.nranks();
+    constexpr size_t kCount = size_t{1} << 20;
+    std::vector<int32_t> a(kCount), b(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      a[i] = static_cast<int32_t>(i % 1000) + ctx.rank();
+      b[i] = static_cast<int32_t>(i % 7) * (ctx.rank() + 1);
+    }
+    batonStream_t s = nullptr;
+    MP_ASSERT_OK(ctx, batonStreamCreate(&s));
+    ctx.SetStep("allreduce queued, then batonStreamDestroy");
+    MP_EXPECT_OK(ctx,
+                 batonAllReduce(a.data(), a.data(), kCount, batonInt32, batonSum, ctx.comm(), s));
+    MP_EXPECT_OK(ctx, batonStreamDestroy(s));
+    size_t bad_a = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      bad_a += a[i] != static_cast<int32_t>(i % 1000) * n + n * (n - 1) / 2;
+    }
+    MP_EXPECT_EQ(ctx, bad_a, 0u) << " elements not reduced after batonStreamDestroy returned";
+
+    MP_ASSERT_OK(ctx, batonStreamCreate(&s));
+    ctx.SetStep("allreduce queued, then batonCommDestroy");
+    MP_EXPECT_OK(ctx,
+                 batonAllReduce(b.data(), b.data(), kCount, batonInt32, batonSum, ctx.comm(), s));
+    MP_EXPECT_OK(ctx, batonCommDestroy(ctx.TakeComm()));
+    size_t bad_b = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      bad_b += b[i] != static_cast<int32_t>(i % 7) * n * (n + 1) / 2;
+    }
+    MP_EXPECT_EQ(ctx, bad_b, 0u) << " elements not reduced after batonCommDestroy returned";
+    MP_EXPECT_OK(ctx, batonStreamSynchronize(s));
     MP_EXPECT_OK(ctx, batonStreamDestroy(s));
   });
 }
@@ -320,6 +369,12 @@ TEST(ApiTest, BadArgumentsAreRejected) {
         const batonResult_t ab = batonCommAbort(nullptr);
         MP_EXPECT_TRUE(ctx, ab == batonSuccess || ab == batonInvalidArgument) << ResultName(ab);
         ExpectUsable(ctx, "batonCommDestroy(NULL) / batonCommAbort(NULL)");
+
+        // With count 0 the buffers are never touched, so NULL is fine (as in NCCL).
+        ctx.SetStep("count 0 with NULL buffers");
+        MP_EXPECT_OK(ctx, batonAllReduce(nullptr, nullptr, 0, batonFloat, batonSum, c, nullptr));
+        MP_EXPECT_OK(ctx, batonBroadcast(nullptr, nullptr, 0, batonFloat, 0, c, nullptr));
+        ExpectUsable(ctx, "count 0 with NULL buffers");
       },
       options);
 }

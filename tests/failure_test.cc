@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -162,11 +163,57 @@ INSTANTIATE_TEST_SUITE_P(Transports, RankFailureTest,
                                   (std::get<1>(info.param) ? "_host_stream" : "_null_stream");
                          });
 
+class AbortTest : public ::testing::TestWithParam<const char*> {};
+
+// batonCommAbort "stops outstanding work at once": rank 0 queues an allreduce
+// that cannot finish (rank 1 never joins it), aborts from the calling thread,
+// and must get control back long before BATON_TIMEOUT, with the queued call
+// failed. Rank 1 then finds its communicator broken by the peer's abort.
+TEST_P(AbortTest, AbortStopsQueuedWorkAndPeersSeeIt) {
+  RunRanks(
+      2,
+      [](RankContext& ctx) {
+        auto* aborted = static_cast<std::atomic<int>*>(ctx.shared());
+        std::vector<float> buf(size_t{1} << 20, 1.0f);
+        if (ctx.rank() == 0) {
+          batonStream_t s = nullptr;
+          MP_ASSERT_OK(ctx, batonStreamCreate(&s));
+          MP_EXPECT_OK(ctx, batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat, batonSum,
+                                           ctx.comm(), s));
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          MP_EXPECT_RESULT(ctx, batonStreamQuery(s), batonInProgress);
+          const auto start = std::chrono::steady_clock::now();
+          ctx.SetStep("batonCommAbort with an allreduce queued");
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+          const batonResult_t r = batonStreamSynchronize(s);
+          MP_EXPECT_NE(ctx, r, batonSuccess) << " queued allreduce succeeded without its peer";
+          MP_EXPECT_LT(ctx, SecondsSince(start), 5.0)
+              << " s to abort (BATON_TIMEOUT=" << kTimeoutSeconds << ")";
+          MP_EXPECT_OK(ctx, batonStreamDestroy(s));
+          aborted->store(1);
+        } else {
+          while (aborted->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          const auto start = std::chrono::steady_clock::now();
+          ctx.SetStep("allreduce after the peer aborted");
+          const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat,
+                                                 batonSum, ctx.comm(), nullptr);
+          MP_EXPECT_NE(ctx, r, batonSuccess) << " allreduce with an aborted peer";
+          MP_EXPECT_LT(ctx, SecondsSince(start), kMaxDetectSeconds);
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        }
+      },
+      FailureOptions(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AbortTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
 // ---- The harness's own guarantees (no communicator involved) ----
 
 Options NoCommOptions() {
   Options options;
   options.init_comm = false;
+  options.unique_id = false;
   options.deadline = std::chrono::seconds(3);
   options.grace_after_failure = std::chrono::seconds(1);
   return options;

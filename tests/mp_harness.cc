@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 
 #include <gtest/gtest.h>
@@ -184,15 +186,16 @@ void InstallCrashHandlers(int report_fd) {
 }
 
 [[noreturn]] void RunChild(int rank, int nranks, const batonUniqueId& id,
-                           const std::vector<batonUniqueId>& extra_ids, int report_fd, pid_t parent,
-                           const std::function<void(RankContext&)>& body, const Options& options) {
+                           const std::vector<batonUniqueId>& extra_ids, int report_fd, void* shared,
+                           pid_t parent, const std::function<void(RankContext&)>& body,
+                           const Options& options) {
   // If the test binary dies, the ranks must not linger as orphans.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(3);
   InstallCrashHandlers(report_fd);
   for (const auto& [name, value] : options.env) setenv(name.c_str(), value.c_str(), 1);
 
-  RankContext ctx(rank, nranks, id, extra_ids, report_fd);
+  RankContext ctx(rank, nranks, id, extra_ids, report_fd, shared);
   if (options.init_comm) {
     ctx.SetStep("batonCommInitRank (by the harness)");
     batonComm_t comm = nullptr;
@@ -232,12 +235,13 @@ void InstallCrashHandlers(int report_fd) {
 }  // namespace
 
 RankContext::RankContext(int rank, int nranks, const batonUniqueId& id,
-                         std::vector<batonUniqueId> extra_ids, int report_fd)
+                         std::vector<batonUniqueId> extra_ids, int report_fd, void* shared)
     : rank_(rank),
       nranks_(nranks),
       id_(id),
       extra_ids_(std::move(extra_ids)),
-      report_fd_(report_fd) {}
+      report_fd_(report_fd),
+      shared_(shared) {}
 
 void RankContext::Send(char kind, const std::string& message) {
   // The file name comes from __FILE__ via AddFailure; Log has none.
@@ -309,12 +313,21 @@ std::string ResultName(batonResult_t r) {
 
 void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const Options& options) {
   ASSERT_GE(nranks, 1);
-  batonUniqueId id;
-  ASSERT_EQ(batonGetUniqueId(&id), batonSuccess) << batonGetLastError(nullptr);
+  batonUniqueId id = {};
+  if (options.unique_id || options.init_comm) {
+    ASSERT_EQ(batonGetUniqueId(&id), batonSuccess) << batonGetLastError(nullptr);
+  }
   std::vector<batonUniqueId> extra_ids(static_cast<size_t>(options.extra_ids));
   for (batonUniqueId& extra : extra_ids) {
     ASSERT_EQ(batonGetUniqueId(&extra), batonSuccess) << batonGetLastError(nullptr);
   }
+
+  // Anonymous shared mapping: inherited by every child, gone with the last user.
+  void* mapping = mmap(nullptr, RankContext::kSharedBytes, PROT_READ | PROT_WRITE,
+                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED) << strerror(errno);
+  const auto unmap = [](void* p) { munmap(p, RankContext::kSharedBytes); };
+  std::unique_ptr<void, decltype(unmap)> shared(mapping, unmap);
 
   const auto start = std::chrono::steady_clock::now();
   const pid_t parent = getpid();
@@ -336,7 +349,7 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
       close(fds[0]);
       // Earlier ranks' read ends: a child must not hold them.
       for (int r = 0; r < rank; ++r) close(set.children[static_cast<size_t>(r)].fd);
-      RunChild(rank, nranks, id, extra_ids, fds[1], parent, body, options);
+      RunChild(rank, nranks, id, extra_ids, fds[1], shared.get(), parent, body, options);
     }
     close(fds[1]);
     fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);

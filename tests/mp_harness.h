@@ -40,6 +40,10 @@ struct Options {
   // the unique id and may call batonCommInitRank itself (init failure tests),
   // handing the result to RankContext::set_comm if the harness should destroy it.
   bool init_comm = true;
+  // Whether the parent creates the unique id at all. Each id runs a
+  // rendezvous server in the parent until every rank joined or BATON_TIMEOUT
+  // passed, so tests that never create a communicator turn it off.
+  bool unique_id = true;
   // Extra unique ids obtained in the parent, for bodies that need several
   // communicators (RankContext::extra_id).
   int extra_ids = 0;
@@ -58,7 +62,7 @@ struct Options {
 class RankContext {
  public:
   RankContext(int rank, int nranks, const batonUniqueId& id, std::vector<batonUniqueId> extra_ids,
-              int report_fd);
+              int report_fd, void* shared);
   RankContext(const RankContext&) = delete;
   RankContext& operator=(const RankContext&) = delete;
 
@@ -66,8 +70,14 @@ class RankContext {
   int nranks() const { return nranks_; }
   // The communicator the harness created (nullptr when Options::init_comm is false).
   batonComm_t comm() const { return comm_; }
+  // The unique id (all zero when Options::unique_id and init_comm are false).
   const batonUniqueId& id() const { return id_; }
   const batonUniqueId& extra_id(int i) const { return extra_ids_.at(i); }
+  // kSharedBytes of zeroed memory shared by all ranks of this RunRanks (and
+  // not by the library): out-of-band flags for tests that must order events
+  // across ranks without using the communicator under test.
+  static constexpr size_t kSharedBytes = 4096;
+  void* shared() const { return shared_; }
 
   // Hands a communicator to the harness, which destroys it after the body.
   void set_comm(batonComm_t comm) { comm_ = comm; }
@@ -104,6 +114,7 @@ class RankContext {
   batonUniqueId id_;
   std::vector<batonUniqueId> extra_ids_;
   int report_fd_;
+  void* shared_;
   batonComm_t comm_ = nullptr;
   int failures_ = 0;
 };
@@ -198,6 +209,9 @@ inline std::optional<std::string> CheckResult(const char* expr, batonResult_t go
        mp_msg_; mp_msg_.reset())                                                               \
   ::baton_test::internal::FailureMessage(ctx, __FILE__, __LINE__, fatal, *mp_msg_)
 
+// MP_EXPECT_* record a failure and continue. MP_ASSERT_* and MP_FAIL record
+// it and end the rank at once (exit status 1, communicator not destroyed),
+// unlike gtest's ASSERT_*, which only returns from the current function.
 #define MP_EXPECT_TRUE(ctx, cond) MP_INTERNAL_CHECK(ctx, (cond), false, "Expected true: " #cond)
 #define MP_ASSERT_TRUE(ctx, cond) MP_INTERNAL_CHECK(ctx, (cond), true, "Expected true: " #cond)
 #define MP_FAIL(ctx) MP_INTERNAL_CHECK(ctx, false, true, "Failed: ")

@@ -24,8 +24,12 @@ void Pump(Channel* tx, Channel* rx, const uint8_t* src, size_t bytes, const Recv
   int idle = 0;
   while (sent < bytes || received < bytes) {
     size_t s0 = sent, r0 = received;
-    if (sent < bytes) ASSERT_TRUE(tx->progressSend(src, bytes, &sent).ok());
-    if (received < bytes) ASSERT_TRUE(rx->progressRecv(t, bytes, &received).ok());
+    if (sent < bytes) {
+      ASSERT_TRUE(tx->progressSend(src, bytes, &sent).ok());
+    }
+    if (received < bytes) {
+      ASSERT_TRUE(rx->progressRecv(t, bytes, &received).ok());
+    }
     idle = (sent == s0 && received == r0) ? idle + 1 : 0;
     ASSERT_LT(idle, 10000000) << "no progress";
   }

@@ -59,15 +59,22 @@ Status Executor::describeStall(const Schedule& schedule, const std::vector<Queue
 Status Executor::run(const Schedule& schedule) {
   const auto& ops = schedule.ops;
   if (ops.empty()) return Status::Ok();
-  std::vector<uint8_t> complete(ops.size(), 0);
+  std::vector<uint8_t>& complete = complete_;
+  complete.assign(ops.size(), 0);
   auto ready = [&](const Op& op) {
     return (op.deps[0] < 0 || complete[op.deps[0]]) && (op.deps[1] < 0 || complete[op.deps[1]]);
   };
 
   // Build the per-peer queues; copies run as soon as their deps allow.
-  std::vector<Queue> queues;
-  std::vector<int> send_queue_of, recv_queue_of;
-  std::vector<int> copies;
+  std::vector<Queue>& queues = queues_;
+  std::vector<int>& send_queue_of = send_queue_of_;
+  std::vector<int>& recv_queue_of = recv_queue_of_;
+  std::vector<int>& copies = copies_;
+  // Keep the queues' op vectors (and their capacity); reset the rest.
+  size_t nqueues = 0;
+  send_queue_of.assign(send_queue_of.size(), -1);
+  recv_queue_of.assign(recv_queue_of.size(), -1);
+  copies.clear();
   for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
     const Op& op = ops[i];
     if (op.kind == Op::Kind::kCopy) {
@@ -78,20 +85,27 @@ Status Executor::run(const Schedule& schedule) {
     if (index.size() <= static_cast<size_t>(op.peer)) index.resize(op.peer + 1, -1);
     if (index[op.peer] < 0) {
       Channel* ch = channels_->channel(op.peer);
-      if (ch == nullptr) return InternalError("schedule addresses rank " + std::to_string(op.peer) + " without a channel");
-      index[op.peer] = static_cast<int>(queues.size());
-      Queue q;
+      if (ch == nullptr)
+        return InternalError("schedule addresses rank " + std::to_string(op.peer) +
+                             " without a channel");
+      index[op.peer] = static_cast<int>(nqueues);
+      if (queues.size() <= nqueues) queues.emplace_back();
+      Queue& q = queues[nqueues++];
       q.channel = ch;
       q.peer = op.peer;
       q.is_send = op.kind == Op::Kind::kSend;
-      queues.push_back(std::move(q));
+      q.ops.clear();
+      q.cursor = 0;
+      q.done = 0;
     }
     queues[index[op.peer]].ops.push_back(i);
   }
+  // Queues past nqueues are leftovers from a bigger earlier run.
+  for (size_t i = nqueues; i < queues.size(); ++i) queues[i].cursor = queues[i].ops.size();
 
   size_t remaining = ops.size();
   size_t copy_cursor = 0;  // copies run in order (they rarely depend on anything)
-  WaitSet ws;
+  WaitSet& ws = wait_set_;
   auto last_progress = Clock::now();
   auto spin_start = last_progress;
   bool spinning = false;

@@ -41,6 +41,11 @@ class Executor {
 
   ChannelSet* channels_;
   ExecutorConfig config_;
+  // Per-run state, kept between runs so a warm executor does not allocate.
+  std::vector<uint8_t> complete_;
+  std::vector<Queue> queues_;
+  std::vector<int> send_queue_of_, recv_queue_of_, copies_;
+  WaitSet wait_set_;
 };
 
 // Runs a schedule whose ops are all local copies (a 1-rank communicator).

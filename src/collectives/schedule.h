@@ -45,6 +45,11 @@ struct Schedule {
     ops.push_back(op);
     return static_cast<int>(ops.size()) - 1;
   }
+  // Empties the schedule, keeping the ops' capacity for the next call.
+  void clear() {
+    ops.clear();
+    scratch.clear();
+  }
   // Appends all of `other`'s ops after ours (group calls), keeping their
   // dependencies pointing at the same ops.
   void append(Schedule&& other);

@@ -27,6 +27,8 @@ CommConfig CommConfig::FromEnv() {
   }
   c.transport.buffsize = GetEnvSize("BATON_BUFFSIZE", 4 << 20);
   if (c.transport.buffsize < (64 << 10)) c.transport.buffsize = 64 << 10;
+  c.transport.cma = GetEnvInt("BATON_CMA", 1) != 0;
+  c.transport.cma_threshold = GetEnvSize("BATON_CMA_THRESHOLD", 256 << 10);
   c.chunk_bytes = GetEnvSize("BATON_CHUNKSIZE", 512 << 10);
   if (c.chunk_bytes < 4096) c.chunk_bytes = 4096;
   return c;
@@ -113,6 +115,17 @@ Communicator::~Communicator() = default;
 
 Status Communicator::run(const Schedule& schedule) {
   std::lock_guard<std::mutex> lock(run_mu_);
+  return runLocked(schedule);
+}
+
+Status Communicator::run(const std::function<void(Schedule*)>& build) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  reusable_.clear();
+  build(&reusable_);
+  return runLocked(reusable_);
+}
+
+Status Communicator::runLocked(const Schedule& schedule) {
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
     return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
   if (channels_->aborted()) return RemoteError("communicator was aborted");

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +51,9 @@ class Communicator {
   // serialized in call order. A failure is sticky: later calls fail fast
   // with the first error, and peers are told at once (abort).
   Status run(const Schedule& schedule);
+  // Builds the schedule into a buffer the communicator reuses (no
+  // allocation per call once warm) and runs it.
+  Status run(const std::function<void(Schedule*)>& build);
 
   // Stops all traffic now; blocked and later calls fail.
   void abort();
@@ -77,8 +81,11 @@ class Communicator {
   std::unique_ptr<Executor> executor_;
 
   std::mutex run_mu_;
+  Schedule reusable_;  // guarded by run_mu_
   std::atomic<batonResult_t> async_error_{batonSuccess};
   std::string sticky_message_;
+
+  Status runLocked(const Schedule& schedule);
 
   mutable std::mutex error_mu_;
   std::string last_error_;

@@ -18,16 +18,10 @@ thread_local GroupState tls_group;
 // last-error text either way.
 Status Execute(const std::shared_ptr<Communicator>& comm, batonStream* stream,
                std::function<void(Schedule*)> build) {
-  if (stream == nullptr) {
-    Schedule schedule;
-    build(&schedule);
-    return comm->run(schedule);
-  }
+  if (stream == nullptr) return comm->run(build);
   comm->addPending();
   stream->impl.enqueue([comm, build = std::move(build)]() {
-    Schedule schedule;
-    build(&schedule);
-    Status st = comm->run(schedule);
+    Status st = comm->run(build);
     if (!st.ok()) comm->setLastError(st.message());
     comm->removePending();
     return st;

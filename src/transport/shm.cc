@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -106,7 +107,105 @@ Status ShmChannel::peerGone() const {
                      " left the communicator (process died or aborted)");
 }
 
+namespace {
+// Read by peers through process_vm_readv; its value is per process.
+volatile uint64_t g_cma_probe_word = 0;
+}  // namespace
+
+void InitCmaProbe(ShmSegment* own) {
+  if (g_cma_probe_word == 0) g_cma_probe_word = 0x9e3779b97f4a7c15ull ^ (uint64_t(getpid()) << 17);
+  own->header()->probe_addr = reinterpret_cast<uint64_t>(&g_cma_probe_word);
+  own->header()->probe_value = g_cma_probe_word;
+}
+
+bool ProbeCma(int peer_pid, const ShmSegment& peer_segment) {
+  const ShmSegmentHeader* h = peer_segment.header();
+  if (h->probe_addr == 0) return false;
+  uint64_t value = 0;
+  iovec local{&value, sizeof(value)};
+  iovec remote{reinterpret_cast<void*>(h->probe_addr), sizeof(value)};
+  ssize_t n = process_vm_readv(peer_pid, &local, 1, &remote, 1, 0);
+  return n == sizeof(value) && value == h->probe_value;
+}
+
+void ShmChannel::enableCma(bool peer_reads_us, int peer_pid, uint64_t threshold) {
+  send_by_address_ = peer_reads_us;
+  peer_pid_ = peer_pid;
+  cma_threshold_ = threshold;
+}
+
+Status ShmChannel::sendByAddress(const uint8_t* src, size_t bytes, size_t* done) {
+  const uint32_t nslots = peer_->header()->nslots;
+  if (!desc_pending_) {
+    if (send_head_ - send_tail_seen_ >= nslots) {
+      send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
+      if (send_head_ - send_tail_seen_ >= nslots)
+        return peer_closed_->load(std::memory_order_acquire) ? peerGone() : Status::Ok();
+    }
+    CmaDescriptor desc{reinterpret_cast<uint64_t>(src), bytes};
+    memcpy(peer_->slot(send_index_, send_head_), &desc, sizeof(desc));
+    send_ring_->sizes[send_head_ % nslots] = kCmaDescriptorBit;
+    desc_slot_ = send_head_++;
+    send_ring_->head.store(send_head_, std::memory_order_release);
+    desc_pending_ = true;
+    RingDoorbell(peer_bell_);
+  }
+  // The consumer frees the descriptor's slot once it has read everything:
+  // only then may the caller reuse the buffer.
+  send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
+  if (send_tail_seen_ > desc_slot_) {
+    desc_pending_ = false;
+    *done = bytes;
+  } else if (peer_closed_->load(std::memory_order_acquire)) {
+    return peerGone();
+  }
+  return Status::Ok();
+}
+
+Status ShmChannel::recvByAddress(const RecvTarget& target, const CmaDescriptor& desc,
+                                 size_t bytes, size_t* done) {
+  if (desc.bytes != bytes)
+    return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) + " (" +
+                         std::to_string(desc.bytes) + " sent, " + std::to_string(bytes) +
+                         " expected): the ranks called different collectives or counts");
+  // Bounded work per call keeps the other queues of the executor moving.
+  constexpr size_t kCopyStep = 4 << 20;
+  constexpr size_t kReduceStep = 128 << 10;  // fits in L2 with its operand
+  size_t budget = kCopyStep;
+  while (*done < bytes && budget > 0) {
+    const bool reduce = target.reduce_with != nullptr;
+    size_t step = std::min(bytes - *done, reduce ? kReduceStep : budget);
+    if (reduce) step = step / target.elem_size * target.elem_size;
+    uint8_t* land = target.dst + *done;
+    if (reduce) {
+      if (bounce_.size() < kReduceStep) bounce_.resize(kReduceStep);
+      land = bounce_.data();
+    }
+    iovec local{land, step};
+    iovec remote{reinterpret_cast<void*>(desc.addr + *done), step};
+    ssize_t n = process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
+    if (n <= 0) {
+      if (errno == ESRCH || peer_closed_->load()) return peerGone();
+      return ErrnoError("process_vm_readv from rank " + std::to_string(peer_rank_), errno);
+    }
+    size_t got = static_cast<size_t>(n);
+    if (reduce) {
+      got = got / target.elem_size * target.elem_size;
+      Deliver(target, *done, bounce_.data(), got);
+    }
+    *done += got;
+    budget -= std::min(budget, got);
+  }
+  if (*done == bytes) {
+    ++recv_tail_;
+    recv_ring_->tail.store(recv_tail_, std::memory_order_release);
+    RingDoorbell(peer_bell_);
+  }
+  return Status::Ok();
+}
+
 Status ShmChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) {
+  if (send_by_address_ && bytes >= cma_threshold_) return sendByAddress(src, bytes, done);
   const ShmSegmentHeader* h = peer_->header();
   const uint32_t nslots = h->nslots, slot_bytes = h->slot_bytes;
   bool published = false;
@@ -148,6 +247,13 @@ Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
       }
     }
     uint32_t piece = recv_ring_->sizes[recv_tail_ % nslots];
+    if (piece & kCmaDescriptorBit) {
+      // (A partly read descriptor stays at the tail until the last byte:
+      // this call continues it.)
+      CmaDescriptor desc;
+      memcpy(&desc, own_->slot(recv_index_, recv_tail_), sizeof(desc));
+      return recvByAddress(target, desc, bytes, done);
+    }
     if (piece > bytes - *done)
       return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) +
                            ": the ranks called different collectives or counts");

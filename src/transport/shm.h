@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "transport/doorbell.h"
@@ -35,7 +36,22 @@ struct ShmSegmentHeader {
   uint32_t slot_bytes;
   uint64_t ring_stride;  // bytes from one ring header to the next
   uint64_t data_offset;  // from a ring header to its first slot
+  // Cross Memory Attach probe: the address, in the owner's own memory, of
+  // a word holding probe_value; a peer that can read it with
+  // process_vm_readv may be sent descriptors instead of data.
+  uint64_t probe_addr;
+  uint64_t probe_value;
 };
+
+// A slot whose size has this bit set holds a CmaDescriptor instead of
+// data: the consumer reads the message straight out of the producer's
+// memory and frees the slot when done, which is the producer's ack.
+constexpr uint32_t kCmaDescriptorBit = 0x80000000u;
+struct CmaDescriptor {
+  uint64_t addr;
+  uint64_t bytes;
+};
+
 
 // A mapped shared-memory segment (own or a peer's). Unlinks its name on
 // destruction if it created it and has not unlinked yet.
@@ -79,12 +95,20 @@ class ShmChannel : public Channel {
   // `recv_index` in ours.
   ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
              const std::atomic<bool>* peer_closed, int peer_rank);
+  // Enables the single-copy path: sends of at least `threshold` bytes go by
+  // address when the peer can read our memory (`peer_reads_us`); the peer's
+  // descriptors are read from process `peer_pid`.
+  void enableCma(bool peer_reads_us, int peer_pid, uint64_t threshold);
+  const ShmSegment* peerSegment() const { return peer_; }
   Kind kind() const override { return Kind::kShm; }
   Status progressSend(const uint8_t* src, size_t bytes, size_t* done) override;
   Status progressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
 
  private:
   Status peerGone() const;
+  Status sendByAddress(const uint8_t* src, size_t bytes, size_t* done);
+  Status recvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
+                       size_t* done);
 
   ShmSegment* own_;
   ShmSegment* peer_;
@@ -96,6 +120,18 @@ class ShmChannel : public Channel {
   int peer_rank_;
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
   uint64_t recv_tail_ = 0, recv_head_seen_ = 0;  // consumer's view
+
+  bool send_by_address_ = false;
+  int peer_pid_ = 0;
+  uint64_t cma_threshold_ = ~0ull;
+  bool desc_pending_ = false;  // a descriptor is posted, awaiting the ack
+  uint64_t desc_slot_ = 0;
+  std::vector<uint8_t> bounce_;  // cache-sized landing area for reductions
 };
+
+// Reads the probe of a peer's segment; true when process_vm_readv works.
+bool ProbeCma(int peer_pid, const ShmSegment& peer_segment);
+// Fills the probe fields of our own segment.
+void InitCmaProbe(ShmSegment* own);
 
 }  // namespace baton

@@ -2,6 +2,7 @@
 
 #include <sys/epoll.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -92,6 +93,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
 
 Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& local_peers) {
   const int me = setup.rank;
+  const auto& peers = *setup.peers;
   std::vector<int> group = local_peers;
   group.push_back(me);
   std::sort(group.begin(), group.end());
@@ -115,6 +117,12 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
   }
   BATON_RETURN_IF_ERROR(st.withContext("shared memory (is /dev/shm full?)"));
   InitShmSegment(own.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
+  if (setup.config.cma) {
+    InitCmaProbe(own.get());
+    // Where Yama restricts ptrace to descendants, let sibling ranks read us
+    // (Open MPI's shared-memory transport does the same).
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  }
   ShmSegment* own_seg = own.get();
   bell_ = &own_seg->header()->bell;
   segments_.push_back(std::move(own));
@@ -138,11 +146,27 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
                                                 peer_seg.get(), send_index, &peer_closed_[p], p);
     segments_.push_back(std::move(peer_seg));
   }
-  // Once every local peer has mapped our segment, its name can go, so a
-  // crash later leaves nothing behind in /dev/shm.
-  BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, &token, &replies,
-                                          sizeof(token), setup.deadline));
+  // Which peers' memory can we read? Each tells every local peer its whole
+  // answer; a peer then sends us descriptors only if we can read it. This
+  // exchange also means every local peer has mapped our segment, so its
+  // name can go and a crash later leaves nothing behind in /dev/shm.
+  std::vector<uint8_t> can_read(setup.nranks, 0);
+  if (setup.config.cma)
+    for (int p : local_peers)
+      can_read[p] = ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peerSegment());
+  BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, can_read.data(), &replies,
+                                          can_read.size(), setup.deadline));
   own_seg->unlink();
+  int cma_peers = 0;
+  for (size_t i = 0; i < local_peers.size(); ++i) {
+    int p = local_peers[i];
+    bool peer_reads_us = replies[i][me] != 0;
+    cma_peers += peer_reads_us;
+    static_cast<ShmChannel*>(channels_[p].get())
+        ->enableCma(peer_reads_us && setup.config.cma, peers[p].pid, setup.config.cma_threshold);
+  }
+  BATON_INFO(kLogShm, "cross memory attach: %d of %d local peers read our memory directly",
+             cma_peers, (int)local_peers.size());
   BATON_INFO(kLogShm, "shared memory: %u rings of %u x %llu bytes", nrings, nslots,
              (unsigned long long)slot_bytes);
   return Status::Ok();
