@@ -1,8 +1,8 @@
 // Fault tolerance: a rank that dies (SIGKILL mid-collective, or exit without
-// batonCommDestroy) must make every survivor's collective fail within
-// BATON_TIMEOUT instead of hanging, and batonCommAbort must then return.
-// Also checks that the multi-process harness itself turns hangs, crashes and
-// reported failures into test failures.
+// batonCommDestroy), hangs (SIGSTOP) or aborts must make every survivor's
+// collective fail within BATON_TIMEOUT instead of hanging, and batonCommAbort
+// must then return. Also checks that the multi-process harness itself turns
+// hangs, crashes and reported failures into test failures.
 #include <baton.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -162,6 +162,56 @@ INSTANTIATE_TEST_SUITE_P(Transports, RankFailureTest,
                            return std::string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_host_stream" : "_null_stream");
                          });
+
+class StoppedRankTest : public ::testing::TestWithParam<const char*> {};
+
+// A rank that hangs (SIGSTOP) keeps its sockets and shared memory open, so only
+// BATON_TIMEOUT can detect it: the survivors must fail within the timeout
+// (3 s here) plus slack. Then rank 0 SIGKILLs the stopped rank (its pid comes
+// through harness memory).
+constexpr int kShortTimeout = 3;  // BATON_TIMEOUT for StoppedRankTest
+
+TEST_P(StoppedRankTest, SurvivorsTimeOut) {
+  Options options;
+  options.env = {{"BATON_TRANSPORT", GetParam()}, {"BATON_TIMEOUT", std::to_string(kShortTimeout)}};
+  options.deadline = std::chrono::seconds(60);
+  options.expected_signal = {{2, SIGKILL}};
+  RunRanks(
+      4,
+      [](RankContext& ctx) {
+        auto* stopped_pid = static_cast<std::atomic<pid_t>*>(ctx.shared());
+        std::vector<float> buf(kLargeCount, 1.0f);
+        if (ctx.rank() == 2) {
+          stopped_pid->store(getpid());
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            raise(SIGSTOP);
+          }).detach();
+          int iterations = 0;
+          AllReduceUntilError(ctx.comm(), nullptr, buf, 1e9, &iterations);
+          for (;;) pause();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        int iterations = 0;
+        const batonResult_t r =
+            AllReduceUntilError(ctx.comm(), nullptr, buf, kMaxDetectSeconds, &iterations);
+        const double elapsed = SecondsSince(start);
+        MP_EXPECT_TRUE(ctx, r == batonTimeout || r == batonRemoteError)
+            << " got " << ResultName(r) << " after " << iterations << " allreduces in " << elapsed
+            << " s: " << ctx.LastError();
+        MP_EXPECT_LT(ctx, elapsed, kShortTimeout + 12.0)
+            << " s with BATON_TIMEOUT=" << kShortTimeout;
+        if (ctx.rank() == 0) {
+          ctx.Log(ResultName(r) + " after " + std::to_string(elapsed) + " s: " + ctx.LastError());
+        }
+        MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        if (ctx.rank() == 0) kill(stopped_pid->load(), SIGKILL);
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, StoppedRankTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
 
 class AbortTest : public ::testing::TestWithParam<const char*> {};
 
