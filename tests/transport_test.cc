@@ -77,6 +77,34 @@ TEST_F(ShmPair, ReducesOutOfTheSlots) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[i] + local[i]);
 }
 
+TEST_F(ShmPair, CrossMemoryAttachCopyAndReduce) {
+  // Our own process stands in for the peer: process_vm_readv works on it.
+  InitCmaProbe(a_.get());
+  ASSERT_TRUE(ProbeCma(getpid(), *a_));
+  ab_->enableCma(true, getpid(), 4096);
+  ba_->enableCma(true, getpid(), 4096);
+  const size_t n = (1 << 20) + 3;
+  std::vector<int32_t> in(n), local(n), out(n);
+  for (size_t i = 0; i < n; ++i) in[i] = int32_t(i * 7), local[i] = int32_t(i % 13);
+  RecvTarget copy;
+  copy.dst = reinterpret_cast<uint8_t*>(out.data());
+  Pump(ab_.get(), ba_.get(), reinterpret_cast<const uint8_t*>(in.data()), n * 4, copy);
+  ASSERT_EQ(in, out);
+  RecvTarget reduce = copy;
+  reduce.reduce_with = reinterpret_cast<const uint8_t*>(local.data());
+  reduce.datatype = batonInt32;
+  reduce.op = batonMin;
+  reduce.elem_size = 4;
+  Pump(ab_.get(), ba_.get(), reinterpret_cast<const uint8_t*>(in.data()), n * 4, reduce);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::min(in[i], local[i]));
+  // Small messages still go through the slots.
+  std::vector<uint8_t> small(100, 7), small_out(100);
+  RecvTarget t;
+  t.dst = small_out.data();
+  Pump(ab_.get(), ba_.get(), small.data(), small.size(), t);
+  EXPECT_EQ(small, small_out);
+}
+
 TEST_F(ShmPair, PeerDeathIsAnErrorNotAHang) {
   std::vector<uint8_t> dst(100);
   RecvTarget t;

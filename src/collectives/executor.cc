@@ -1,5 +1,7 @@
 #include "collectives/executor.h"
 
+#include <sched.h>
+
 #include <cstring>
 
 #include "bootstrap/socket.h"
@@ -157,7 +159,13 @@ Status Executor::run(const Schedule& schedule) {
       last_progress = now;
     }
     if (now - spin_start < config_.spin) {
-      CpuRelax();
+      // Oversubscribed: give the core to a peer that has work instead of
+      // burning it (Open MPI's yield_when_idle does the same).
+      if (config_.yield) {
+        sched_yield();
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     if (now - last_progress > std::chrono::duration<double>(config_.timeout_s))

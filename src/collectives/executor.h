@@ -13,6 +13,7 @@ namespace baton {
 struct ExecutorConfig {
   double timeout_s = 300;  // BATON_TIMEOUT: fail after this long without progress
   std::chrono::nanoseconds spin{20000};  // poll this long before sleeping
+  bool yield = false;  // sched_yield while polling (more ranks than cores)
 };
 
 // Runs schedules. Sends and receives to every peer progress together in one

@@ -69,7 +69,7 @@ struct TransportConfig {
   bool force_tcp = false;       // BATON_TRANSPORT=tcp
   uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
   uint32_t shm_slots = 32;      // ring slots per shm connection
-  bool cma = true;              // BATON_CMA: single-copy shm transfers of large messages
+  bool cma = false;  // BATON_CMA=1: single-copy shm transfers (measured slower here)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
 };
 
