@@ -428,6 +428,8 @@ batonResult_t batonAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   BATON_CHECK(fn, CheckCount(count, datatype), c);
   BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllReduce, {Algorithm::kRing}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, op, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingAllReduce(a, s); });
 }
@@ -444,6 +446,8 @@ batonResult_t batonBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   BATON_CHECK(fn, CheckRank(root, c->nranks(), "root"), c);
   if (c->rank() == root) BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kBroadcast, {Algorithm::kRing}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, root);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildChainBroadcast(a, s); });
 }
@@ -461,6 +465,8 @@ batonResult_t batonReduce(const void* sendbuff, void* recvbuff, size_t count,
   BATON_CHECK(fn, CheckRank(root, c->nranks(), "root"), c);
   BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   if (c->rank() == root) BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kReduce, {Algorithm::kRing}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, op, root);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildChainReduce(a, s); });
 }
@@ -475,6 +481,8 @@ batonResult_t batonAllGather(const void* sendbuff, void* recvbuff, size_t sendco
   BATON_CHECK(fn, CheckCount(sendcount, datatype, c->nranks()), c);
   BATON_CHECK(fn, CheckBuffer(sendbuff, sendcount, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, sendcount, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllGather, {Algorithm::kRing}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, sendcount, datatype, batonSum, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingAllGather(a, s); });
 }
@@ -491,6 +499,8 @@ batonResult_t batonReduceScatter(const void* sendbuff, void* recvbuff, size_t re
   BATON_CHECK(fn, CheckCount(recvcount, datatype, c->nranks()), c);
   BATON_CHECK(fn, CheckBuffer(sendbuff, recvcount, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, recvcount, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kReduceScatter, {Algorithm::kRing}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, recvcount, datatype, op, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingReduceScatter(a, s); });
 }
@@ -505,6 +515,8 @@ batonResult_t batonAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
   BATON_CHECK(fn, CheckCount(count, datatype, c->nranks()), c);
   BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAlltoAll, {Algorithm::kPairwise}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildPairwiseAlltoAll(a, s); });
 }

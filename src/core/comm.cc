@@ -68,6 +68,8 @@ Status Communicator::Create(const UniqueIdData& id, int nranks, int rank,
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   comm->config_ = CommConfig::FromEnv();
+  BATON_RETURN_IF_ERROR(
+      AlgorithmFilter::Parse(GetEnv("BATON_ALGO").value_or(""), &comm->config_.algorithms));
   SetLogRank(rank);
   const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
 

@@ -17,6 +17,7 @@
 #include "collectives/schedule.h"
 #include "core/status.h"
 #include "transport/transport.h"
+#include "tuning/algorithm.h"
 
 namespace baton {
 
@@ -25,6 +26,7 @@ struct CommConfig {
   double timeout_s = 300;            // BATON_TIMEOUT
   TransportConfig transport;         // BATON_TRANSPORT, BATON_BUFFSIZE
   size_t chunk_bytes = 512 << 10;    // BATON_CHUNKSIZE: pipelining granularity
+  AlgorithmFilter algorithms;        // BATON_ALGO
   static CommConfig FromEnv();
 };
 
