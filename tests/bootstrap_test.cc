@@ -103,10 +103,10 @@ class InitFromEnvTest : public ::testing::TestWithParam<LauncherEnv> {};
 TEST_P(InitFromEnvTest, FormsACommunicator) {
   const int n = 3, port = FreePort();
   EXPECT_TRUE(ForkRanks(n, [&](int rank) {
-    for (const char* v : {"BATON_RANK", "BATON_WORLD_SIZE", "BATON_UNIQUE_ID", "BATON_ROOT",
-                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID",
-                          "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE", "RANK", "WORLD_SIZE",
-                          "MASTER_ADDR", "MASTER_PORT"})
+    for (const char* v :
+         {"BATON_RANK", "BATON_WORLD_SIZE", "BATON_UNIQUE_ID", "BATON_ROOT", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE", "RANK",
+          "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
       unsetenv(v);
     GetParam().set(rank, n, port);
     batonComm_t comm;
@@ -118,41 +118,51 @@ TEST_P(InitFromEnvTest, FormsACommunicator) {
   }));
 }
 
-void SetInt(const char* name, int v) { setenv(name, std::to_string(v).c_str(), 1); }
-void SetRoot(int port) { setenv("BATON_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1); }
+void SetInt(const char* name, int v) {
+  setenv(name, std::to_string(v).c_str(), 1);
+}
+void SetRoot(int port) {
+  setenv("BATON_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+}
 
-INSTANTIATE_TEST_SUITE_P(
-    Launchers, InitFromEnvTest,
-    ::testing::Values(
-        LauncherEnv{"baton",
-                    [](int r, int n, int port) {
-                      SetInt("BATON_RANK", r), SetInt("BATON_WORLD_SIZE", n), SetRoot(port);
-                    }},
-        LauncherEnv{"openmpi",
-                    [](int r, int n, int port) {
-                      SetInt("OMPI_COMM_WORLD_RANK", r), SetInt("OMPI_COMM_WORLD_SIZE", n);
-                      SetRoot(port);
-                    }},
-        LauncherEnv{"slurm",
-                    [](int r, int n, int port) {
-                      SetInt("SLURM_PROCID", r), SetInt("SLURM_NTASKS", n), SetRoot(port);
-                    }},
-        LauncherEnv{"pmi",
-                    [](int r, int n, int port) {
-                      SetInt("PMI_RANK", r), SetInt("PMI_SIZE", n), SetRoot(port);
-                    }},
-        LauncherEnv{"torchrun",
-                    [](int r, int n, int port) {
-                      SetInt("RANK", r), SetInt("WORLD_SIZE", n);
-                      setenv("MASTER_ADDR", "127.0.0.1", 1);
-                      SetInt("MASTER_PORT", port);
-                    }}),
-    [](const ::testing::TestParamInfo<LauncherEnv>& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Launchers, InitFromEnvTest,
+                         ::testing::Values(LauncherEnv{"baton",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("BATON_RANK", r),
+                                                             SetInt("BATON_WORLD_SIZE", n),
+                                                             SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"openmpi",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("OMPI_COMM_WORLD_RANK", r),
+                                                             SetInt("OMPI_COMM_WORLD_SIZE", n);
+                                                         SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"slurm",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("SLURM_PROCID", r),
+                                                             SetInt("SLURM_NTASKS", n),
+                                                             SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"pmi",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("PMI_RANK", r),
+                                                             SetInt("PMI_SIZE", n), SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"torchrun",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("RANK", r), SetInt("WORLD_SIZE", n);
+                                                         setenv("MASTER_ADDR", "127.0.0.1", 1);
+                                                         SetInt("MASTER_PORT", port);
+                                                       }}),
+                         [](const ::testing::TestParamInfo<LauncherEnv>& info) {
+                           return std::string(info.param.name);
+                         });
 
 TEST(InitFromEnvErrors, NoRankIsInvalidUsage) {
   EXPECT_TRUE(ForkRanks(1, [](int) {
-    for (const char* v : {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK",
-                          "PMIX_RANK", "RANK"})
+    for (const char* v :
+         {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK", "RANK"})
       unsetenv(v);
     batonComm_t comm;
     return batonCommInitFromEnv(&comm) == batonInvalidUsage ? 0 : 1;

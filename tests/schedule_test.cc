@@ -28,7 +28,9 @@ std::vector<int> ShuffledRing(int p) {
 }
 
 // Input of rank r: small integers, so every reduction order is exact.
-int32_t Input(int r, size_t i) { return static_cast<int32_t>((r * 7 + i * 13) % 11) - 5; }
+int32_t Input(int r, size_t i) {
+  return static_cast<int32_t>((r * 7 + i * 13) % 11) - 5;
+}
 
 struct Case {
   int p;

@@ -62,8 +62,12 @@ struct ServerState {
 std::mutex g_servers_mu;
 std::vector<std::shared_ptr<ServerState>> g_servers;
 
-void AtForkPrepare() { g_servers_mu.lock(); }
-void AtForkParent() { g_servers_mu.unlock(); }
+void AtForkPrepare() {
+  g_servers_mu.lock();
+}
+void AtForkParent() {
+  g_servers_mu.unlock();
+}
 void AtForkChild() {
   // The serving threads did not survive the fork: close the child's copies
   // of their listeners (the parent keeps serving) and forget them.
@@ -152,12 +156,12 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
         drop = true;
       if (!drop && c.got == sizeof(c.hello)) {
         const ClientHello& h = c.hello;
-        if (h.comm_id != state->id.comm_id || h.nranks < 1 || h.nranks > kMaxRanks ||
-            h.rank < 0 || h.rank >= h.nranks) {
+        if (h.comm_id != state->id.comm_id || h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 ||
+            h.rank >= h.nranks) {
           drop = true;
         } else if (nranks >= 0 && h.nranks != nranks) {
-          failure = "ranks disagree on the communicator size (" + std::to_string(nranks) +
-                    " and " + std::to_string(h.nranks) + ")";
+          failure = "ranks disagree on the communicator size (" + std::to_string(nranks) + " and " +
+                    std::to_string(h.nranks) + ")";
           joined_fds.push_back(std::move(c.fd));
           pending.erase(pending.begin() + i);
           continue;
@@ -252,8 +256,8 @@ Status CreateUniqueId(batonUniqueId* out) {
   Fd listener;
   BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
   data.root = ToWire(bound);
-  BATON_RETURN_IF_ERROR(StartRendezvousServer(std::move(listener), data,
-                                              (double)GetEnvInt("BATON_TIMEOUT", 300)));
+  BATON_RETURN_IF_ERROR(
+      StartRendezvousServer(std::move(listener), data, (double)GetEnvInt("BATON_TIMEOUT", 300)));
   BATON_INFO(kLogBootstrap, "unique id: rendezvous at %s", bound.toString().c_str());
   *out = EncodeUniqueId(data);
   return Status::Ok();
@@ -272,7 +276,8 @@ Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& 
   hello.nranks = nranks;
   hello.rank = rank;
   hello.info = mine;
-  BATON_RETURN_IF_ERROR(SendAll(fd.get(), &hello, sizeof(hello), deadline).withContext("rendezvous"));
+  BATON_RETURN_IF_ERROR(
+      SendAll(fd.get(), &hello, sizeof(hello), deadline).withContext("rendezvous"));
   ServerReply reply{};
   Status st = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
   if (st.code() == batonTimeout)
@@ -347,9 +352,9 @@ Status ExchangeWithPeers(const std::vector<Fd>& sockets, const std::vector<int>&
                               .withContext("set-up exchange with rank " + std::to_string(p)));
   recv->assign(peers.size(), std::vector<uint8_t>(len));
   for (size_t i = 0; i < peers.size(); ++i)
-    BATON_RETURN_IF_ERROR(RecvAll(sockets[peers[i]].get(), (*recv)[i].data(), len, deadline)
-                              .withContext("set-up exchange with rank " +
-                                           std::to_string(peers[i])));
+    BATON_RETURN_IF_ERROR(
+        RecvAll(sockets[peers[i]].get(), (*recv)[i].data(), len, deadline)
+            .withContext("set-up exchange with rank " + std::to_string(peers[i])));
   return Status::Ok();
 }
 

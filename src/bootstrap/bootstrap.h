@@ -39,7 +39,7 @@ struct PeerInfo {
   char hostname[64];
   uint8_t wants_tcp;  // BATON_TRANSPORT=tcp on this rank
   uint8_t reserved[3];
-  int32_t ncpus;      // topology summary, for the cost model
+  int32_t ncpus;  // topology summary, for the cost model
   int32_t numa_nodes;
 };
 
@@ -61,8 +61,7 @@ Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& 
 // connects to each lower rank and accepts each higher one. The result is
 // indexed by peer rank (invalid Fd for self).
 Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
-                   const std::vector<PeerInfo>& peers, Deadline deadline,
-                   std::vector<Fd>* sockets);
+                   const std::vector<PeerInfo>& peers, Deadline deadline, std::vector<Fd>* sockets);
 
 // Sends `len` bytes to each of `peers` and receives `len` bytes from each,
 // over the mesh sockets; a small all-to-some exchange used during set-up.

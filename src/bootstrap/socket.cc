@@ -22,12 +22,13 @@ namespace baton {
 
 Deadline DeadlineIn(double seconds) {
   if (seconds <= 0) seconds = 365.0 * 24 * 3600;
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(seconds));
+  return Clock::now() +
+         std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
 int MillisLeft(Deadline deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   if (left <= 0) return 0;
   return left > INT_MAX ? INT_MAX : static_cast<int>(left);
 }
@@ -39,7 +40,8 @@ void Fd::reset(int fd) {
 
 uint16_t SockAddr::port() const {
   if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage)->sin_port);
-  if (family() == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
+  if (family() == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_port);
   return 0;
 }
 
@@ -51,7 +53,8 @@ void SockAddr::setPort(uint16_t port) {
 std::string SockAddr::toString() const {
   char host[INET6_ADDRSTRLEN] = "?";
   if (family() == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, host, sizeof(host));
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, host,
+              sizeof(host));
     return std::string(host) + ":" + std::to_string(port());
   }
   if (family() == AF_INET6) {
@@ -242,8 +245,8 @@ Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
         err != EAGAIN && err != ECONNRESET)
       return ErrnoError("connect " + addr.toString(), err);
     if (Clock::now() + std::chrono::milliseconds(delay_ms) >= deadline)
-      return TimeoutError("timed out connecting to " + addr.toString() + " (last error: " +
-                          strerror(err) + ")");
+      return TimeoutError("timed out connecting to " + addr.toString() +
+                          " (last error: " + strerror(err) + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     delay_ms = std::min(delay_ms * 2, 100);
   }

@@ -49,8 +49,8 @@ Status Executor::describeStall(const Schedule& schedule, const std::vector<Queue
     const Op& op = schedule.ops[q.ops[q.cursor]];
     if (!waiting.empty()) waiting += ", ";
     waiting += std::string(q.is_send ? "sending " : "receiving ") + std::to_string(op.bytes) +
-               " bytes " + (q.is_send ? "to" : "from") + " rank " + std::to_string(q.peer) +
-               " (" + std::to_string(q.done) + " done)";
+               " bytes " + (q.is_send ? "to" : "from") + " rank " + std::to_string(q.peer) + " (" +
+               std::to_string(q.done) + " done)";
   }
   char secs[32];
   snprintf(secs, sizeof(secs), "%g", config_.timeout_s);
@@ -178,7 +178,8 @@ Status Executor::run(const Schedule& schedule) {
       if (q.channel->kind() == Channel::Kind::kShm) {
         ws.any_shm = true;
       } else {
-        ws.tcp.push_back({q.channel->pollFd(), static_cast<short>(q.is_send ? POLLOUT : POLLIN), 0});
+        ws.tcp.push_back(
+            {q.channel->pollFd(), static_cast<short>(q.is_send ? POLLOUT : POLLIN), 0});
         ws.tcp_peers.push_back(q.peer);
       }
     }

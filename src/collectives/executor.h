@@ -11,9 +11,9 @@ namespace baton {
 
 // How long to spin and when to give up.
 struct ExecutorConfig {
-  double timeout_s = 300;  // BATON_TIMEOUT: fail after this long without progress
+  double timeout_s = 300;                // BATON_TIMEOUT: fail after this long without progress
   std::chrono::nanoseconds spin{20000};  // poll this long before sleeping
-  bool yield = false;  // sched_yield while polling (more ranks than cores)
+  bool yield = false;                    // sched_yield while polling (more ranks than cores)
 };
 
 // Runs schedules. Sends and receives to every peer progress together in one

@@ -16,15 +16,15 @@ namespace baton {
 struct Op {
   enum class Kind : uint8_t { kSend, kRecv, kCopy };
   Kind kind = Kind::kCopy;
-  int32_t peer = -1;                    // kSend/kRecv: communicator rank
+  int32_t peer = -1;  // kSend/kRecv: communicator rank
   uint64_t bytes = 0;
-  const uint8_t* src = nullptr;         // kSend, kCopy
-  uint8_t* dst = nullptr;               // kRecv, kCopy
+  const uint8_t* src = nullptr;          // kSend, kCopy
+  uint8_t* dst = nullptr;                // kRecv, kCopy
   const uint8_t* reduce_with = nullptr;  // kRecv: dst = reduce_with (op) incoming
   batonDataType_t datatype = batonUint8;
   batonRedOp_t redop = batonSum;
-  uint32_t post_divisor = 0;            // kRecv/kCopy: divide the result (avg)
-  int32_t deps[2] = {-1, -1};           // ops of this schedule to finish first
+  uint32_t post_divisor = 0;   // kRecv/kCopy: divide the result (avg)
+  int32_t deps[2] = {-1, -1};  // ops of this schedule to finish first
 };
 
 // The steps of one rank. Sends to a peer happen in the order they appear,

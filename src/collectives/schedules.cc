@@ -8,7 +8,9 @@
 namespace baton {
 namespace {
 
-int Mod(int a, int p) { return ((a % p) + p) % p; }
+int Mod(int a, int p) {
+  return ((a % p) + p) % p;
+}
 
 int RingPosition(const CollArgs& a) {
   const auto& ring = *a.ring;
@@ -108,9 +110,9 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
       chunk(send_seg, j, &b, &e);
       if (e > b) out->add(SendOp(next, (s == 0 ? send : recv) + b * es, (e - b) * es, last[j]));
       chunk(recv_seg, j, &b, &e);
-      last[j] = e > b ? out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, send + b * es,
-                                        divisor))
-                      : -1;
+      last[j] = e > b
+                    ? out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, send + b * es, divisor))
+                    : -1;
     }
   }
   for (int s = 0; s < p - 1; ++s) {
@@ -139,8 +141,7 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
   if (p == 1) return;
   const auto& ring = *a.ring;
   const int q = RingPosition(a);
-  const int q_root =
-      static_cast<int>(std::find(ring.begin(), ring.end(), a.root) - ring.begin());
+  const int q_root = static_cast<int>(std::find(ring.begin(), ring.end(), a.root) - ring.begin());
   const int pos = Mod(q - q_root, p);
   const int next = ring[Mod(q + 1, p)], prev = ring[Mod(q - 1, p)];
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
@@ -171,8 +172,7 @@ void BuildChainReduce(const CollArgs& a, Schedule* out) {
   }
   const auto& ring = *a.ring;
   const int q = RingPosition(a);
-  const int q_root =
-      static_cast<int>(std::find(ring.begin(), ring.end(), a.root) - ring.begin());
+  const int q_root = static_cast<int>(std::find(ring.begin(), ring.end(), a.root) - ring.begin());
   const int pos = Mod(q - q_root, p);
   const int toward = ring[Mod(q - 1, p)], from = ring[Mod(q + 1, p)];
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
@@ -185,8 +185,7 @@ void BuildChainReduce(const CollArgs& a, Schedule* out) {
       out->add(SendOp(toward, send + off, len, -1));
       continue;
     }
-    int r = out->add(
-        RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0));
+    int r = out->add(RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0));
     if (pos > 0) out->add(SendOp(toward, acc + off, len, r));
   }
 }
@@ -247,11 +246,12 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
       size_t b, e;
       Partition(a.count, nchunks, j, &b, &e);
       const size_t off = b * es, len = (e - b) * es;
-      const uint8_t* src = s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
+      const uint8_t* src =
+          s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
       out->add(SendOp(next, src, len, last[j]));
       uint8_t* dst = final_step ? recv + off : partial + recv_owner * blk + off;
-      last[j] = out->add(RecvOp(a, prev, dst, len, send + recv_owner * blk + off,
-                                final_step ? AvgDivisor(a) : 0));
+      last[j] = out->add(
+          RecvOp(a, prev, dst, len, send + recv_owner * blk + off, final_step ? AvgDivisor(a) : 0));
     }
   }
 }

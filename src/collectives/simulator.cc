@@ -8,8 +8,7 @@
 
 namespace baton {
 
-Status SimulateSchedules(const std::vector<Schedule>& schedules,
-                         std::vector<SimRankStats>* stats) {
+Status SimulateSchedules(const std::vector<Schedule>& schedules, std::vector<SimRankStats>* stats) {
   const int p = static_cast<int>(schedules.size());
   stats->assign(p, SimRankStats{});
   // In-flight messages from src to dst.
@@ -80,8 +79,8 @@ Status SimulateSchedules(const std::vector<Schedule>& schedules,
   for (auto& [key, q] : wire)
     if (!q.empty())
       return InternalError(std::to_string(q.size()) + " messages from rank " +
-                           std::to_string(key.first) + " to rank " +
-                           std::to_string(key.second) + " were never received");
+                           std::to_string(key.first) + " to rank " + std::to_string(key.second) +
+                           " were never received");
   return Status::Ok();
 }
 

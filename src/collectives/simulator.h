@@ -13,11 +13,11 @@ namespace baton {
 
 // What one simulated rank did.
 struct SimRankStats {
-  size_t sends = 0;           // messages sent
-  size_t recvs = 0;           // messages received
+  size_t sends = 0;  // messages sent
+  size_t recvs = 0;  // messages received
   size_t bytes_sent = 0;
-  size_t bytes_reduced = 0;   // bytes received into a reduction
-  size_t rounds = 0;          // synchronous rounds in which this rank was active
+  size_t bytes_reduced = 0;  // bytes received into a reduction
+  size_t rounds = 0;         // synchronous rounds in which this rank was active
 };
 
 // Runs schedules[r] for every rank r. Messages move whole, in per-pair FIFO

@@ -137,7 +137,7 @@ CollArgs MakeArgs(const Communicator& comm, const void* send, void* recv, size_t
 }
 
 batonResult_t LaunchCall(const char* fn, CallContext& ctx, batonStream_t stream,
-                     ScheduleBuilder build) {
+                         ScheduleBuilder build) {
   baton::Launch l;
   l.comm = ctx.comm;
   l.stream = stream;
@@ -164,12 +164,10 @@ struct EnvRank {
 };
 
 EnvRank RankFromEnv() {
-  static const char* kPairs[][2] = {{"BATON_RANK", "BATON_WORLD_SIZE"},
-                                    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                    {"PMI_RANK", "PMI_SIZE"},
-                                    {"PMIX_RANK", "PMIX_SIZE"},
-                                    {"SLURM_PROCID", "SLURM_NTASKS"},
-                                    {"RANK", "WORLD_SIZE"}};
+  static const char* kPairs[][2] = {
+      {"BATON_RANK", "BATON_WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMI_RANK", "PMI_SIZE"},           {"PMIX_RANK", "PMIX_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS"},   {"RANK", "WORLD_SIZE"}};
   EnvRank r;
   for (auto& pair : kPairs) {
     if (GetEnv(pair[0]) && GetEnv(pair[1])) {
@@ -193,11 +191,12 @@ Status IdFromRootAddress(const std::string& root, int rank, UniqueIdData* data) 
   data->version = 1;
   data->root = ToWire(addr);
   std::string seed = "baton:" + root;
-  for (const char* v : {"BATON_SECRET", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid",
-                        "PMIX_NAMESPACE", "TORCHELASTIC_RUN_ID"})
+  for (const char* v : {"BATON_SECRET", "SLURM_JOB_ID", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
+                        "TORCHELASTIC_RUN_ID"})
     if (auto val = GetEnv(v)) seed += std::string(":") + v + "=" + *val;
   for (int i = 0; i < kSecretBytes / 8; ++i) {
-    uint64_t h = Fnv1a64(seed.data(), seed.size(), 0xcbf29ce484222325ull + i * 0x9e3779b97f4a7c15ull);
+    uint64_t h =
+        Fnv1a64(seed.data(), seed.size(), 0xcbf29ce484222325ull + i * 0x9e3779b97f4a7c15ull);
     memcpy(data->secret + 8 * i, &h, 8);
   }
   data->comm_id = Fnv1a64(seed.data(), seed.size(), 0x1234567887654321ull);
@@ -214,8 +213,8 @@ Status IdFromRootAddress(const std::string& root, int rank, UniqueIdData* data) 
       any.setPort(addr.port());
       BATON_RETURN_IF_ERROR(ListenOn(any, &listener, &bound).withContext("BATON_ROOT=" + root));
     }
-    BATON_RETURN_IF_ERROR(StartRendezvousServer(std::move(listener), *data,
-                                                (double)GetEnvInt("BATON_TIMEOUT", 300)));
+    BATON_RETURN_IF_ERROR(
+        StartRendezvousServer(std::move(listener), *data, (double)GetEnvInt("BATON_TIMEOUT", 300)));
   }
   return Status::Ok();
 }
@@ -235,16 +234,26 @@ batonResult_t batonGetVersion(int* version) {
 
 const char* batonGetErrorString(batonResult_t result) {
   switch (result) {
-    case batonSuccess: return "no error";
-    case batonUnhandledCudaError: return "unhandled cuda error (run with BATON_DEBUG=INFO for details)";
-    case batonSystemError: return "unhandled system error (run with BATON_DEBUG=INFO for details)";
-    case batonInternalError: return "internal error - please report this issue to the Baton developers";
-    case batonInvalidArgument: return "invalid argument (run with BATON_DEBUG=WARN for details)";
-    case batonInvalidUsage: return "invalid usage (run with BATON_DEBUG=WARN for details)";
-    case batonRemoteError: return "remote process exited or there was a network error";
-    case batonInProgress: return "Baton operation in progress";
-    case batonTimeout: return "timed out (BATON_TIMEOUT)";
-    default: return "unknown result code";
+    case batonSuccess:
+      return "no error";
+    case batonUnhandledCudaError:
+      return "unhandled cuda error (run with BATON_DEBUG=INFO for details)";
+    case batonSystemError:
+      return "unhandled system error (run with BATON_DEBUG=INFO for details)";
+    case batonInternalError:
+      return "internal error - please report this issue to the Baton developers";
+    case batonInvalidArgument:
+      return "invalid argument (run with BATON_DEBUG=WARN for details)";
+    case batonInvalidUsage:
+      return "invalid usage (run with BATON_DEBUG=WARN for details)";
+    case batonRemoteError:
+      return "remote process exited or there was a network error";
+    case batonInProgress:
+      return "Baton operation in progress";
+    case batonTimeout:
+      return "timed out (BATON_TIMEOUT)";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -270,8 +279,9 @@ static batonResult_t InitRank(const char* fn, batonComm_t* comm, int nranks,
                               const UniqueIdData& data, int rank) {
   std::shared_ptr<Communicator> impl;
   Status st = Communicator::Create(data, nranks, rank, &impl);
-  if (!st.ok()) return Fail(fn, st.withContext("rank " + std::to_string(rank) + " of " +
-                                                 std::to_string(nranks)));
+  if (!st.ok())
+    return Fail(fn,
+                st.withContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks)));
   auto handle = std::make_unique<batonComm>();
   handle->impl = std::move(impl);
   batonComm* raw = handle.get();
@@ -370,8 +380,12 @@ static batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
   return batonSuccess;
 }
 
-batonResult_t batonCommDestroy(batonComm_t comm) { return DestroyComm("batonCommDestroy", comm, false); }
-batonResult_t batonCommAbort(batonComm_t comm) { return DestroyComm("batonCommAbort", comm, true); }
+batonResult_t batonCommDestroy(batonComm_t comm) {
+  return DestroyComm("batonCommDestroy", comm, false);
+}
+batonResult_t batonCommAbort(batonComm_t comm) {
+  return DestroyComm("batonCommAbort", comm, true);
+}
 
 batonResult_t batonStreamCreate(batonStream_t* stream) {
   if (stream == nullptr) return Fail("batonStreamCreate", InvalidArgument("stream is NULL"));
@@ -410,10 +424,10 @@ batonResult_t batonStreamDestroy(batonStream_t stream) {
   return batonSuccess;  // ~HostStream waits for the queue to drain
 }
 
-#define BATON_CHECK(fn, expr, comm)                             \
-  do {                                                          \
-    ::baton::Status _st = (expr);                               \
-    if (!_st.ok()) return Fail(fn, _st, comm);                  \
+#define BATON_CHECK(fn, expr, comm)            \
+  do {                                         \
+    ::baton::Status _st = (expr);              \
+    if (!_st.ok()) return Fail(fn, _st, comm); \
   } while (0)
 
 batonResult_t batonAllReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -429,7 +443,8 @@ batonResult_t batonAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
   Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllReduce, {Algorithm::kRing}, &algo), c);
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllReduce, {Algorithm::kRing}, &algo),
+              c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, op, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingAllReduce(a, s); });
 }
@@ -447,7 +462,8 @@ batonResult_t batonBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   if (c->rank() == root) BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
   Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kBroadcast, {Algorithm::kRing}, &algo), c);
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kBroadcast, {Algorithm::kRing}, &algo),
+              c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, root);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildChainBroadcast(a, s); });
 }
@@ -482,7 +498,8 @@ batonResult_t batonAllGather(const void* sendbuff, void* recvbuff, size_t sendco
   BATON_CHECK(fn, CheckBuffer(sendbuff, sendcount, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, sendcount, "recvbuff"), c);
   Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllGather, {Algorithm::kRing}, &algo), c);
+  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllGather, {Algorithm::kRing}, &algo),
+              c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, sendcount, datatype, batonSum, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingAllGather(a, s); });
 }
@@ -500,7 +517,8 @@ batonResult_t batonReduceScatter(const void* sendbuff, void* recvbuff, size_t re
   BATON_CHECK(fn, CheckBuffer(sendbuff, recvcount, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, recvcount, "recvbuff"), c);
   Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kReduceScatter, {Algorithm::kRing}, &algo), c);
+  BATON_CHECK(
+      fn, c->config().algorithms.choose(Collective::kReduceScatter, {Algorithm::kRing}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, recvcount, datatype, op, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingReduceScatter(a, s); });
 }
@@ -516,21 +534,23 @@ batonResult_t batonAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
   BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
   Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAlltoAll, {Algorithm::kPairwise}, &algo), c);
+  BATON_CHECK(
+      fn, c->config().algorithms.choose(Collective::kAlltoAll, {Algorithm::kPairwise}, &algo), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, 0);
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildPairwiseAlltoAll(a, s); });
 }
 
 static batonResult_t PointToPoint(const char* fn, bool is_send, const void* sendbuff,
-                                  void* recvbuff, size_t count, batonDataType_t datatype,
-                                  int peer, batonComm_t comm, batonStream_t stream) {
+                                  void* recvbuff, size_t count, batonDataType_t datatype, int peer,
+                                  batonComm_t comm, batonStream_t stream) {
   CallContext ctx = Begin(comm, stream);
   BATON_CHECK(fn, ctx.status, ctx.comm.get());
   Communicator* c = ctx.comm.get();
   BATON_CHECK(fn, CheckDatatype(datatype), c);
   BATON_CHECK(fn, CheckCount(count, datatype), c);
   BATON_CHECK(fn, CheckRank(peer, c->nranks(), "peer"), c);
-  BATON_CHECK(fn, CheckBuffer(is_send ? sendbuff : recvbuff, count, is_send ? "sendbuff" : "recvbuff"), c);
+  BATON_CHECK(
+      fn, CheckBuffer(is_send ? sendbuff : recvbuff, count, is_send ? "sendbuff" : "recvbuff"), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, 0);
   baton::Launch l;
   l.comm = ctx.comm;

@@ -23,10 +23,10 @@ namespace baton {
 
 // Settings of one communicator, read from the environment at creation.
 struct CommConfig {
-  double timeout_s = 300;            // BATON_TIMEOUT
-  TransportConfig transport;         // BATON_TRANSPORT, BATON_BUFFSIZE
-  size_t chunk_bytes = 512 << 10;    // BATON_CHUNKSIZE: pipelining granularity
-  AlgorithmFilter algorithms;        // BATON_ALGO
+  double timeout_s = 300;          // BATON_TIMEOUT
+  TransportConfig transport;       // BATON_TRANSPORT, BATON_BUFFSIZE
+  size_t chunk_bytes = 512 << 10;  // BATON_CHUNKSIZE: pipelining granularity
+  AlgorithmFilter algorithms;      // BATON_ALGO
   static CommConfig FromEnv();
 };
 

@@ -34,11 +34,25 @@ bool ParseSize(const std::string& text, uint64_t* out) {
   if (errno != 0 || end == text.c_str() || text[0] == '-') return false;
   uint64_t mult = 1;
   switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': mult = 1ull << 10; ++end; break;
-    case 'm': case 'M': mult = 1ull << 20; ++end; break;
-    case 'g': case 'G': mult = 1ull << 30; ++end; break;
-    default: return false;
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      mult = 1ull << 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      mult = 1ull << 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      mult = 1ull << 30;
+      ++end;
+      break;
+    default:
+      return false;
   }
   if (*end == 'B' || *end == 'b') ++end;
   if (*end != '\0') return false;

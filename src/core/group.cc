@@ -31,9 +31,13 @@ Status Execute(const std::shared_ptr<Communicator>& comm, batonStream* stream,
 
 }  // namespace
 
-bool InGroup() { return tls_group.depth > 0; }
+bool InGroup() {
+  return tls_group.depth > 0;
+}
 
-void GroupStart() { ++tls_group.depth; }
+void GroupStart() {
+  ++tls_group.depth;
+}
 
 Status Submit(Launch launch) {
   if (InGroup()) {
@@ -41,8 +45,9 @@ Status Submit(Launch launch) {
     return Status::Ok();
   }
   if (launch.self != Launch::Self::kNone)
-    return InvalidUsage("a send to or receive from this rank itself must be paired with its "
-                        "counterpart inside batonGroupStart/batonGroupEnd");
+    return InvalidUsage(
+        "a send to or receive from this rank itself must be paired with its "
+        "counterpart inside batonGroupStart/batonGroupEnd");
   return Execute(launch.comm, launch.stream, std::move(launch.build));
 }
 
@@ -68,14 +73,17 @@ Status GroupEnd() {
     for (const Launch& l : queued) {
       if (l.comm != comm) continue;
       if (first) stream = l.stream, first = false;
-      if (l.self == Launch::Self::kSend) self_sends.push_back(&l);
-      else if (l.self == Launch::Self::kRecv) self_recvs.push_back(&l);
-      else builders.push_back(l.build);
+      if (l.self == Launch::Self::kSend)
+        self_sends.push_back(&l);
+      else if (l.self == Launch::Self::kRecv)
+        self_recvs.push_back(&l);
+      else
+        builders.push_back(l.build);
     }
     if (self_sends.size() != self_recvs.size()) {
-      result = InvalidUsage("group has " + std::to_string(self_sends.size()) +
-                            " sends to self but " + std::to_string(self_recvs.size()) +
-                            " receives from self");
+      result =
+          InvalidUsage("group has " + std::to_string(self_sends.size()) + " sends to self but " +
+                       std::to_string(self_recvs.size()) + " receives from self");
       comm->setLastError(result.message());
       continue;
     }

@@ -3,12 +3,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <strings.h>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
-#include <strings.h>
 
 #include "core/status.h"
 
@@ -49,10 +49,14 @@ const LogConfig& Config() {
   static const LogConfig config = [] {
     LogConfig c;
     if (const char* lvl = getenv("BATON_DEBUG")) {
-      if (strcasecmp(lvl, "WARN") == 0) c.level = LogLevel::kWarn;
-      else if (strcasecmp(lvl, "INFO") == 0) c.level = LogLevel::kInfo;
-      else if (strcasecmp(lvl, "TRACE") == 0) c.level = LogLevel::kTrace;
-      else if (strcasecmp(lvl, "VERSION") == 0) c.level = LogLevel::kNone;
+      if (strcasecmp(lvl, "WARN") == 0)
+        c.level = LogLevel::kWarn;
+      else if (strcasecmp(lvl, "INFO") == 0)
+        c.level = LogLevel::kInfo;
+      else if (strcasecmp(lvl, "TRACE") == 0)
+        c.level = LogLevel::kTrace;
+      else if (strcasecmp(lvl, "VERSION") == 0)
+        c.level = LogLevel::kNone;
     }
     if (const char* sub = getenv("BATON_DEBUG_SUBSYS")) c.subsys = ParseSubsys(sub);
     gethostname(c.host, sizeof(c.host) - 1);
@@ -73,7 +77,9 @@ bool LogEnabled(LogLevel level, unsigned subsys) {
   return level <= c.level && (level == LogLevel::kWarn || (c.subsys & subsys) != 0);
 }
 
-void SetLogRank(int rank) { tls_rank = rank; }
+void SetLogRank(int rank) {
+  tls_rank = rank;
+}
 
 void LogMessage(LogLevel level, unsigned, const char* file, int line, const char* fmt, ...) {
   const LogConfig& c = Config();

@@ -32,10 +32,10 @@ void LogMessage(LogLevel level, unsigned subsys, const char* file, int line, con
 
 }  // namespace baton
 
-#define BATON_LOG(level, subsys, ...)                                         \
-  do {                                                                        \
-    if (::baton::LogEnabled(level, subsys))                                   \
-      ::baton::LogMessage(level, subsys, __FILE__, __LINE__, __VA_ARGS__);    \
+#define BATON_LOG(level, subsys, ...)                                      \
+  do {                                                                     \
+    if (::baton::LogEnabled(level, subsys))                                \
+      ::baton::LogMessage(level, subsys, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 #define BATON_WARN(subsys, ...) BATON_LOG(::baton::LogLevel::kWarn, subsys, __VA_ARGS__)
 #define BATON_INFO(subsys, ...) BATON_LOG(::baton::LogLevel::kInfo, subsys, __VA_ARGS__)

@@ -33,12 +33,24 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {batonInvalidArgument, std::move(m)}; }
-inline Status InvalidUsage(std::string m) { return {batonInvalidUsage, std::move(m)}; }
-inline Status SystemError(std::string m) { return {batonSystemError, std::move(m)}; }
-inline Status InternalError(std::string m) { return {batonInternalError, std::move(m)}; }
-inline Status RemoteError(std::string m) { return {batonRemoteError, std::move(m)}; }
-inline Status TimeoutError(std::string m) { return {batonTimeout, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {batonInvalidArgument, std::move(m)};
+}
+inline Status InvalidUsage(std::string m) {
+  return {batonInvalidUsage, std::move(m)};
+}
+inline Status SystemError(std::string m) {
+  return {batonSystemError, std::move(m)};
+}
+inline Status InternalError(std::string m) {
+  return {batonInternalError, std::move(m)};
+}
+inline Status RemoteError(std::string m) {
+  return {batonRemoteError, std::move(m)};
+}
+inline Status TimeoutError(std::string m) {
+  return {batonTimeout, std::move(m)};
+}
 
 // A SystemError whose message ends with strerror(errno_value).
 Status ErrnoError(const std::string& what, int errno_value);
@@ -46,8 +58,8 @@ Status ErrnoError(const std::string& what, int errno_value);
 }  // namespace baton
 
 // Returns from the enclosing function when `expr` yields a failed Status.
-#define BATON_RETURN_IF_ERROR(expr)          \
-  do {                                       \
-    ::baton::Status _baton_st = (expr);      \
-    if (!_baton_st.ok()) return _baton_st;   \
+#define BATON_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    ::baton::Status _baton_st = (expr);    \
+    if (!_baton_st.ok()) return _baton_st; \
   } while (0)

@@ -15,7 +15,9 @@ namespace baton {
 
 namespace {
 constexpr uint32_t kSegmentMagic = 0x4d485342;  // "BSHM"
-size_t RoundUp(size_t x, size_t a) { return (x + a - 1) / a * a; }
+size_t RoundUp(size_t x, size_t a) {
+  return (x + a - 1) / a * a;
+}
 }  // namespace
 
 size_t ShmSegmentBytes(uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {
@@ -34,8 +36,7 @@ void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t 
   h->ring_stride = h->data_offset + size_t(nslots) * slot_bytes;
 }
 
-Status ShmSegment::Create(const std::string& name, size_t bytes,
-                          std::unique_ptr<ShmSegment>* out) {
+Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr<ShmSegment>* out) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoError("shm_open(" + name + ")", errno);
   auto seg = std::make_unique<ShmSegment>();
@@ -90,8 +91,8 @@ ShmSegment::~ShmSegment() {
   if (base_) munmap(base_, size_);
 }
 
-ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer,
-                       uint32_t send_index, const std::atomic<bool>* peer_closed, int peer_rank)
+ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
+                       const std::atomic<bool>* peer_closed, int peer_rank)
     : own_(own),
       peer_(peer),
       recv_index_(recv_index),
@@ -162,8 +163,8 @@ Status ShmChannel::sendByAddress(const uint8_t* src, size_t bytes, size_t* done)
   return Status::Ok();
 }
 
-Status ShmChannel::recvByAddress(const RecvTarget& target, const CmaDescriptor& desc,
-                                 size_t bytes, size_t* done) {
+Status ShmChannel::recvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
+                                 size_t* done) {
   if (desc.bytes != bytes)
     return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) + " (" +
                          std::to_string(desc.bytes) + " sent, " + std::to_string(bytes) +

@@ -52,7 +52,6 @@ struct CmaDescriptor {
   uint64_t bytes;
 };
 
-
 // A mapped shared-memory segment (own or a peer's). Unlinks its name on
 // destruction if it created it and has not unlinked yet.
 class ShmSegment {

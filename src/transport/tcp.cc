@@ -12,7 +12,9 @@
 namespace baton {
 
 TcpChannel::TcpChannel(Fd socket, size_t staging_bytes, int peer_rank)
-    : socket_(std::move(socket)), staging_(std::max<size_t>(staging_bytes, 4096)), peer_rank_(peer_rank) {
+    : socket_(std::move(socket)),
+      staging_(std::max<size_t>(staging_bytes, 4096)),
+      peer_rank_(peer_rank) {
   SetNonBlocking(socket_.get(), true).ok();
   SetNoDelay(socket_.get());
 }

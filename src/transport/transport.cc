@@ -1,9 +1,9 @@
 #include "transport/transport.h"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -129,8 +129,8 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
 
   std::vector<std::vector<uint8_t>> replies;
   uint64_t token = 0x5245414459ull;  // "READY"
-  BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, &token, &replies,
-                                          sizeof(token), setup.deadline));
+  BATON_RETURN_IF_ERROR(
+      ExchangeWithPeers(*setup.mesh, local_peers, &token, &replies, sizeof(token), setup.deadline));
   size_t my_pos = std::find(group.begin(), group.end(), me) - group.begin();
   for (size_t i = 0; i < local_peers.size(); ++i) {
     int p = local_peers[i];
@@ -142,8 +142,8 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
     uint32_t send_index = static_cast<uint32_t>(my_pos - (my_pos > p_pos ? 1 : 0));
     if (send_index >= peer_seg->header()->nrings)
       return InternalError("shared memory layout disagrees with rank " + std::to_string(p));
-    channels_[p] = std::make_unique<ShmChannel>(own_seg, static_cast<uint32_t>(i),
-                                                peer_seg.get(), send_index, &peer_closed_[p], p);
+    channels_[p] = std::make_unique<ShmChannel>(own_seg, static_cast<uint32_t>(i), peer_seg.get(),
+                                                send_index, &peer_closed_[p], p);
     segments_.push_back(std::move(peer_seg));
   }
   // Which peers' memory can we read? Each tells every local peer its whole
@@ -153,7 +153,8 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
   std::vector<uint8_t> can_read(setup.nranks, 0);
   if (setup.config.cma)
     for (int p : local_peers)
-      can_read[p] = ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peerSegment());
+      can_read[p] =
+          ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peerSegment());
   BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, can_read.data(), &replies,
                                           can_read.size(), setup.deadline));
   own_seg->unlink();
@@ -226,7 +227,9 @@ uint32_t ChannelSet::prepareSleep() {
   return seq;
 }
 
-void ChannelSet::cancelSleep() { bell_->waiting.store(0, std::memory_order_relaxed); }
+void ChannelSet::cancelSleep() {
+  bell_->waiting.store(0, std::memory_order_relaxed);
+}
 
 void ChannelSet::wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
   if (!ws.any_shm) {

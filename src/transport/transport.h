@@ -69,7 +69,7 @@ struct TransportConfig {
   bool force_tcp = false;       // BATON_TRANSPORT=tcp
   uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
   uint32_t shm_slots = 32;      // ring slots per shm connection
-  bool cma = false;  // BATON_CMA=1: single-copy shm transfers (measured slower here)
+  bool cma = false;             // BATON_CMA=1: single-copy shm transfers (measured slower here)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
 };
 
@@ -126,7 +126,7 @@ class ChannelSet {
   int rank_ = 0;
   int local_ranks_ = 1;
   std::vector<std::unique_ptr<Channel>> channels_;
-  std::vector<Fd> mesh_;  // sockets of shm peers (kept for death detection)
+  std::vector<Fd> mesh_;      // sockets of shm peers (kept for death detection)
   std::vector<int> peer_fd_;  // socket per peer (mesh or TCP channel), -1 self
   std::unique_ptr<std::atomic<bool>[]> peer_closed_;
   std::atomic<bool> aborted_{false};
