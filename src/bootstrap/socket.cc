@@ -60,7 +60,11 @@ std::string SockAddr::toString() const {
   if (family() == AF_INET6) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage)->sin6_addr, host,
               sizeof(host));
-    return "[" + std::string(host) + "]:" + std::to_string(port());
+    std::string text = "[";  // appended, not concatenated: GCC 12 -Wrestrict false positive
+    text += host;
+    text += "]:";
+    text += std::to_string(port());
+    return text;
   }
   return "<none>";
 }

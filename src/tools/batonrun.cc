@@ -592,7 +592,10 @@ class Job {
     // close-on-exec so no rank (nor the program) inherits another's pipe and keeps it open.
     UniqueFd child_out, child_err;
     if (options_.prefix) {
-      std::string prefix = "[" + std::to_string(rank.global_rank) + "] ";
+      // Appended, not concatenated: GCC 12 warns falsely (-Wrestrict) on "[" + std::string.
+      std::string prefix = "[";
+      prefix += std::to_string(rank.global_rank);
+      prefix += "] ";
       for (int stream = 0; stream < 2; ++stream) {
         int fds[2];
         if (pipe2(fds, O_CLOEXEC) != 0) {
