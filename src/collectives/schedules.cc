@@ -12,10 +12,22 @@ int Mod(int a, int p) {
   return ((a % p) + p) % p;
 }
 
-int RingPosition(const CollArgs& a) {
-  const auto& ring = *a.ring;
-  return static_cast<int>(std::find(ring.begin(), ring.end(), a.rank) - ring.begin());
-}
+// One rank's place in the ring: its position, its neighbours, and its
+// distance from the root along the ring (for rooted collectives).
+struct RingView {
+  int q, next, prev, from_root;
+  explicit RingView(const CollArgs& a) {
+    const auto& ring = *a.ring;
+    const int p = a.nranks;
+    auto position = [&](int rank) {
+      return static_cast<int>(std::find(ring.begin(), ring.end(), rank) - ring.begin());
+    };
+    q = position(a.rank);
+    next = ring[Mod(q + 1, p)];
+    prev = ring[Mod(q - 1, p)];
+    from_root = Mod(q - position(a.root), p);
+  }
+};
 
 // Chunks per block so each chunk is about chunk_bytes, and at most one per
 // element (so a chunk is empty only when its whole block is).
@@ -90,9 +102,8 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
     if (send != recv) out->add(CopyOp(a, send, recv, a.count * es));
     return;
   }
-  const auto& ring = *a.ring;
-  const int q = RingPosition(a);
-  const int next = ring[Mod(q + 1, p)], prev = ring[Mod(q - 1, p)];
+  const RingView rv(a);
+  const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor((a.count + p - 1) / p, es, a.chunk_bytes);
   auto chunk = [&](int seg, size_t j, size_t* b, size_t* e) {
     size_t sb, se, cb, ce;
@@ -139,11 +150,8 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
   const bool is_root = a.rank == a.root;
   if (is_root && send != recv) out->add(CopyOp(a, send, recv, bytes));
   if (p == 1) return;
-  const auto& ring = *a.ring;
-  const int q = RingPosition(a);
-  const int q_root = static_cast<int>(std::find(ring.begin(), ring.end(), a.root) - ring.begin());
-  const int pos = Mod(q - q_root, p);
-  const int next = ring[Mod(q + 1, p)], prev = ring[Mod(q - 1, p)];
+  const RingView rv(a);
+  const int pos = rv.from_root, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   for (size_t j = 0; j < nchunks; ++j) {
     size_t b, e;
@@ -170,11 +178,8 @@ void BuildChainReduce(const CollArgs& a, Schedule* out) {
     if (send != recv) out->add(CopyOp(a, send, recv, bytes));
     return;
   }
-  const auto& ring = *a.ring;
-  const int q = RingPosition(a);
-  const int q_root = static_cast<int>(std::find(ring.begin(), ring.end(), a.root) - ring.begin());
-  const int pos = Mod(q - q_root, p);
-  const int toward = ring[Mod(q - 1, p)], from = ring[Mod(q + 1, p)];
+  const RingView rv(a);
+  const int pos = rv.from_root, toward = rv.prev, from = rv.next;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   uint8_t* acc = pos == 0 ? recv : (pos < p - 1 ? out->allocScratch(bytes) : nullptr);
   for (size_t j = 0; j < nchunks; ++j) {
@@ -202,8 +207,8 @@ void BuildRingAllGather(const CollArgs& a, Schedule* out) {
   if (send != recv + a.rank * blk) out->add(CopyOp(a, send, recv + a.rank * blk, blk));
   if (p == 1) return;
   const auto& ring = *a.ring;
-  const int q = RingPosition(a);
-  const int next = ring[Mod(q + 1, p)], prev = ring[Mod(q - 1, p)];
+  const RingView rv(a);
+  const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   std::vector<int> last(nchunks, -1);
   for (int s = 0; s < p - 1; ++s) {
@@ -234,8 +239,8 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
     return;
   }
   const auto& ring = *a.ring;
-  const int q = RingPosition(a);
-  const int next = ring[Mod(q + 1, p)], prev = ring[Mod(q - 1, p)];
+  const RingView rv(a);
+  const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   uint8_t* partial = p > 2 ? out->allocScratch(blk * p) : nullptr;
   std::vector<int> last(nchunks, -1);

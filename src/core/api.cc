@@ -219,6 +219,74 @@ Status IdFromRootAddress(const std::string& root, int rank, UniqueIdData* data) 
   return Status::Ok();
 }
 
+#define BATON_CHECK(fn, expr, comm)            \
+  do {                                         \
+    ::baton::Status _st = (expr);              \
+    if (!_st.ok()) return Fail(fn, _st, comm); \
+  } while (0)
+
+// What a collective entry point checks and runs.
+struct CollectiveSpec {
+  const char* fn;
+  Collective collective;
+  std::vector<Algorithm> algorithms;  // available, in preference order
+  bool has_op;
+  bool has_root;
+  bool per_rank_blocks;  // count is per rank: buffers hold nranks blocks
+  bool send_only_at_root;
+  bool recv_only_at_root;
+  void (*build)(const CollArgs&, Schedule*);
+};
+
+batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff,
+                            size_t count, batonDataType_t datatype, batonRedOp_t op, int root,
+                            batonComm_t comm, batonStream_t stream) {
+  const char* fn = spec.fn;
+  CallContext ctx = Begin(comm, stream);
+  BATON_CHECK(fn, ctx.status, ctx.comm.get());
+  Communicator* c = ctx.comm.get();
+  BATON_CHECK(fn, CheckDatatype(datatype), c);
+  if (spec.has_op) BATON_CHECK(fn, CheckOp(op), c);
+  BATON_CHECK(fn, CheckCount(count, datatype, spec.per_rank_blocks ? c->nranks() : 1), c);
+  if (spec.has_root) BATON_CHECK(fn, CheckRank(root, c->nranks(), "root"), c);
+  const bool is_root = c->rank() == root;
+  if (!spec.send_only_at_root || is_root)
+    BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
+  if (!spec.recv_only_at_root || is_root)
+    BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
+  Algorithm algo;
+  BATON_CHECK(fn, c->config().algorithms.choose(spec.collective, spec.algorithms, &algo), c);
+  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, spec.has_op ? op : batonSum,
+                        spec.has_root ? root : 0);
+  auto build = spec.build;
+  return LaunchCall(fn, ctx, stream, [a, build](Schedule* s) { build(a, s); });
+}
+
+const CollectiveSpec kAllReduce{
+    "batonAllReduce",  Collective::kAllReduce, {Algorithm::kRing}, true, false, false, false, false,
+    BuildRingAllReduce};
+const CollectiveSpec kBroadcast{
+    "batonBroadcast",   Collective::kBroadcast, {Algorithm::kRing}, false, true, false, true, false,
+    BuildChainBroadcast};
+const CollectiveSpec kReduce{
+    "batonReduce", Collective::kReduce, {Algorithm::kRing}, true, true, false, false,
+    true,          BuildChainReduce};
+const CollectiveSpec kAllGather{
+    "batonAllGather",  Collective::kAllGather, {Algorithm::kRing}, false, false, true, false, false,
+    BuildRingAllGather};
+const CollectiveSpec kReduceScatter{"batonReduceScatter",
+                                    Collective::kReduceScatter,
+                                    {Algorithm::kRing},
+                                    true,
+                                    false,
+                                    true,
+                                    false,
+                                    false,
+                                    BuildRingReduceScatter};
+const CollectiveSpec kAlltoAll{
+    "batonAlltoAll", Collective::kAlltoAll, {Algorithm::kPairwise}, false, false, true, false,
+    false,           BuildPairwiseAlltoAll};
+
 }  // namespace
 }  // namespace baton
 
@@ -424,120 +492,41 @@ batonResult_t batonStreamDestroy(batonStream_t stream) {
   return batonSuccess;  // ~HostStream waits for the queue to drain
 }
 
-#define BATON_CHECK(fn, expr, comm)            \
-  do {                                         \
-    ::baton::Status _st = (expr);              \
-    if (!_st.ok()) return Fail(fn, _st, comm); \
-  } while (0)
-
 batonResult_t batonAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              batonDataType_t datatype, batonRedOp_t op, batonComm_t comm,
                              batonStream_t stream) {
-  const char* fn = "batonAllReduce";
-  CallContext ctx = Begin(comm, stream);
-  BATON_CHECK(fn, ctx.status, ctx.comm.get());
-  Communicator* c = ctx.comm.get();
-  BATON_CHECK(fn, CheckDatatype(datatype), c);
-  BATON_CHECK(fn, CheckOp(op), c);
-  BATON_CHECK(fn, CheckCount(count, datatype), c);
-  BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
-  BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllReduce, {Algorithm::kRing}, &algo),
-              c);
-  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, op, 0);
-  return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingAllReduce(a, s); });
+  return RunCollective(kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 
 batonResult_t batonBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              batonDataType_t datatype, int root, batonComm_t comm,
                              batonStream_t stream) {
-  const char* fn = "batonBroadcast";
-  CallContext ctx = Begin(comm, stream);
-  BATON_CHECK(fn, ctx.status, ctx.comm.get());
-  Communicator* c = ctx.comm.get();
-  BATON_CHECK(fn, CheckDatatype(datatype), c);
-  BATON_CHECK(fn, CheckCount(count, datatype), c);
-  BATON_CHECK(fn, CheckRank(root, c->nranks(), "root"), c);
-  if (c->rank() == root) BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
-  BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kBroadcast, {Algorithm::kRing}, &algo),
-              c);
-  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, root);
-  return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildChainBroadcast(a, s); });
+  return RunCollective(kBroadcast, sendbuff, recvbuff, count, datatype, batonSum, root, comm,
+                       stream);
 }
 
 batonResult_t batonReduce(const void* sendbuff, void* recvbuff, size_t count,
                           batonDataType_t datatype, batonRedOp_t op, int root, batonComm_t comm,
                           batonStream_t stream) {
-  const char* fn = "batonReduce";
-  CallContext ctx = Begin(comm, stream);
-  BATON_CHECK(fn, ctx.status, ctx.comm.get());
-  Communicator* c = ctx.comm.get();
-  BATON_CHECK(fn, CheckDatatype(datatype), c);
-  BATON_CHECK(fn, CheckOp(op), c);
-  BATON_CHECK(fn, CheckCount(count, datatype), c);
-  BATON_CHECK(fn, CheckRank(root, c->nranks(), "root"), c);
-  BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
-  if (c->rank() == root) BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kReduce, {Algorithm::kRing}, &algo), c);
-  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, op, root);
-  return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildChainReduce(a, s); });
+  return RunCollective(kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
 batonResult_t batonAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              batonDataType_t datatype, batonComm_t comm, batonStream_t stream) {
-  const char* fn = "batonAllGather";
-  CallContext ctx = Begin(comm, stream);
-  BATON_CHECK(fn, ctx.status, ctx.comm.get());
-  Communicator* c = ctx.comm.get();
-  BATON_CHECK(fn, CheckDatatype(datatype), c);
-  BATON_CHECK(fn, CheckCount(sendcount, datatype, c->nranks()), c);
-  BATON_CHECK(fn, CheckBuffer(sendbuff, sendcount, "sendbuff"), c);
-  BATON_CHECK(fn, CheckBuffer(recvbuff, sendcount, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(Collective::kAllGather, {Algorithm::kRing}, &algo),
-              c);
-  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, sendcount, datatype, batonSum, 0);
-  return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingAllGather(a, s); });
+  return RunCollective(kAllGather, sendbuff, recvbuff, sendcount, datatype, batonSum, 0, comm,
+                       stream);
 }
 
 batonResult_t batonReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  batonDataType_t datatype, batonRedOp_t op, batonComm_t comm,
                                  batonStream_t stream) {
-  const char* fn = "batonReduceScatter";
-  CallContext ctx = Begin(comm, stream);
-  BATON_CHECK(fn, ctx.status, ctx.comm.get());
-  Communicator* c = ctx.comm.get();
-  BATON_CHECK(fn, CheckDatatype(datatype), c);
-  BATON_CHECK(fn, CheckOp(op), c);
-  BATON_CHECK(fn, CheckCount(recvcount, datatype, c->nranks()), c);
-  BATON_CHECK(fn, CheckBuffer(sendbuff, recvcount, "sendbuff"), c);
-  BATON_CHECK(fn, CheckBuffer(recvbuff, recvcount, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(
-      fn, c->config().algorithms.choose(Collective::kReduceScatter, {Algorithm::kRing}, &algo), c);
-  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, recvcount, datatype, op, 0);
-  return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildRingReduceScatter(a, s); });
+  return RunCollective(kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm,
+                       stream);
 }
 
 batonResult_t batonAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                             batonDataType_t datatype, batonComm_t comm, batonStream_t stream) {
-  const char* fn = "batonAlltoAll";
-  CallContext ctx = Begin(comm, stream);
-  BATON_CHECK(fn, ctx.status, ctx.comm.get());
-  Communicator* c = ctx.comm.get();
-  BATON_CHECK(fn, CheckDatatype(datatype), c);
-  BATON_CHECK(fn, CheckCount(count, datatype, c->nranks()), c);
-  BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
-  BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(
-      fn, c->config().algorithms.choose(Collective::kAlltoAll, {Algorithm::kPairwise}, &algo), c);
-  CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, 0);
-  return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildPairwiseAlltoAll(a, s); });
+  return RunCollective(kAlltoAll, sendbuff, recvbuff, count, datatype, batonSum, 0, comm, stream);
 }
 
 static batonResult_t PointToPoint(const char* fn, bool is_send, const void* sendbuff,
