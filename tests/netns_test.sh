@@ -3,7 +3,8 @@
 # bridge in a switch namespace, addresses in 10.77.0.0/24 only, no route
 # out, links shaped with tbf. One batonrun per "host" starts RANKS_PER_HOST
 # ranks, so ranks of a host talk over shared memory and hosts over TCP
-# (the mixed case), and the perf binaries check every result. Needs root;
+# (the mixed case) with two TCP sockets per pair of hosts, and the perf
+# binaries check every result. Needs root;
 # skips (exit 77) where namespaces cannot be made.
 # Usage: tests/netns_test.sh BATONRUN ALL_REDUCE_PERF [BROADCAST_PERF...]
 set -u
@@ -53,7 +54,7 @@ for bin in "$@"; do
   for ((i = 0; i < HOSTS; i++)); do
     log=$(mktemp)
     logs+=("$log")
-    BATON_SOCKET_IFNAME=eth0 BATON_TIMEOUT=60 ip netns exec "$tag-h$i" timeout 240 \
+    BATON_SOCKET_IFNAME=eth0 BATON_TIMEOUT=60 BATON_NSOCKS_PERPEER=2 ip netns exec "$tag-h$i" timeout 240 \
       "$batonrun" -n "$RANKS_PER_HOST" --world-size "$world" \
       --rank-offset $((i * RANKS_PER_HOST)) --root "10.77.0.1:$port" \
       "$bin" -b 8 -e 8M -f 4 -n 2 -w 1 >"$log" 2>&1 &
@@ -70,6 +71,7 @@ for bin in "$@"; do
     for log in "${logs[@]}"; do tail -30 "$log"; done
     failed=$((failed + 1))
   fi
+  [[ -n ${NETNS_VERBOSE:-} ]] && cat "${logs[0]}"
   rm -f "${logs[@]}"
 done
 echo "$passed passed, $failed failed"

@@ -115,28 +115,62 @@ TEST_F(ShmPair, PeerDeathIsAnErrorNotAHang) {
   EXPECT_EQ(st.code(), batonRemoteError);
 }
 
-TEST(TcpChannelTest, ReduceWithPartialElementsAcrossReads) {
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  // A tiny staging buffer forces partial elements at every read.
-  TcpChannel tx(Fd(sv[0]), 4096, 1), rx(Fd(sv[1]), 4099, 0);
-  const size_t n = 1 << 18;
-  std::vector<double> in(n), local(n), out(n);
-  for (size_t i = 0; i < n; ++i) in[i] = double(i % 1000), local[i] = 0.5;
-  RecvTarget t;
-  t.dst = reinterpret_cast<uint8_t*>(out.data());
-  t.reduce_with = reinterpret_cast<const uint8_t*>(local.data());
-  t.datatype = batonFloat64;
-  t.op = batonMax;
-  t.elem_size = 8;
-  Pump(&tx, &rx, reinterpret_cast<const uint8_t*>(in.data()), n * 8, t);
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(in[i], 0.5));
+// `k` connected socket pairs: ends[0] for one side, ends[1] for the other.
+void SocketPairs(int k, std::vector<Fd> ends[2]) {
+  for (int i = 0; i < k; ++i) {
+    int sv[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    ends[0].emplace_back(sv[0]);
+    ends[1].emplace_back(sv[1]);
+  }
 }
+
+class TcpStripes : public ::testing::TestWithParam<int> {};
+
+TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
+  std::vector<Fd> ends[2];
+  SocketPairs(GetParam(), ends);
+  // A tiny, odd staging buffer forces partial elements at every read.
+  TcpChannel tx(std::move(ends[0]), 4096, 1), rx(std::move(ends[1]), 4099 * GetParam(), 0);
+  for (size_t n : {size_t(1), size_t(1000), size_t(1 << 18) + 5}) {
+    std::vector<double> in(n), local(n), out(n);
+    for (size_t i = 0; i < n; ++i) in[i] = double(i % 1000), local[i] = 0.5;
+    RecvTarget t;
+    t.dst = reinterpret_cast<uint8_t*>(out.data());
+    t.reduce_with = reinterpret_cast<const uint8_t*>(local.data());
+    t.datatype = batonFloat64;
+    t.op = batonMax;
+    t.elem_size = 8;
+    Pump(&tx, &rx, reinterpret_cast<const uint8_t*>(in.data()), n * 8, t);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(in[i], 0.5)) << n;
+  }
+}
+
+TEST_P(TcpStripes, CopiesBackToBackMessages) {
+  std::vector<Fd> ends[2];
+  SocketPairs(GetParam(), ends);
+  TcpChannel tx(std::move(ends[0]), 1 << 16, 1), rx(std::move(ends[1]), 1 << 16, 0);
+  // Sizes around the striping threshold, one after the other on the same
+  // sockets: each must land whole and in order.
+  for (size_t bytes : {TcpChannel::kStripeMinBytes - 1, TcpChannel::kStripeMinBytes,
+                       TcpChannel::kStripeMinBytes + 63, size_t(3) << 20, size_t(7)}) {
+    std::vector<uint8_t> src(bytes), dst(bytes);
+    for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + bytes);
+    RecvTarget t;
+    t.dst = dst.data();
+    Pump(&tx, &rx, src.data(), bytes, t);
+    ASSERT_EQ(src, dst) << bytes;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sockets, TcpStripes, ::testing::Values(1, 3));
 
 TEST(TcpChannelTest, ClosedPeerIsRemoteError) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
-  TcpChannel rx(Fd(sv[1]), 4096, 0);
+  std::vector<Fd> one;
+  one.emplace_back(sv[1]);
+  TcpChannel rx(std::move(one), 4096, 0);
   close(sv[0]);
   std::vector<uint8_t> dst(10);
   RecvTarget t;

@@ -37,8 +37,9 @@ struct PeerInfo {
   uint64_t host_hash;
   WireAddr listen_addr;  // where this rank accepts its peers' connections
   char hostname[64];
-  uint8_t wants_tcp;  // BATON_TRANSPORT=tcp on this rank
-  uint8_t reserved[3];
+  uint8_t wants_tcp;    // BATON_TRANSPORT=tcp on this rank
+  uint8_t tcp_sockets;  // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
+  uint8_t reserved[2];
   int32_t ncpus;  // topology summary, for the cost model
   int32_t numa_nodes;
 };
@@ -57,15 +58,17 @@ Status StartRendezvousServer(Fd listener, const UniqueIdData& id, double timeout
 Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& mine,
                   Deadline deadline, std::vector<PeerInfo>* all);
 
-// Connects every pair of ranks with one authenticated TCP socket: rank r
-// connects to each lower rank and accepts each higher one. The result is
-// indexed by peer rank (invalid Fd for self).
+// Connects every pair of ranks with sockets_per_peer[p] authenticated TCP
+// sockets (at least 1; both ends must ask for the same number): rank r
+// connects to each lower rank and accepts each higher one. (*sockets)[p]
+// holds the sockets to peer p in order (empty for self).
 Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
-                   const std::vector<PeerInfo>& peers, Deadline deadline, std::vector<Fd>* sockets);
+                   const std::vector<PeerInfo>& peers, const std::vector<int>& sockets_per_peer,
+                   Deadline deadline, std::vector<std::vector<Fd>>* sockets);
 
 // Sends `len` bytes to each of `peers` and receives `len` bytes from each,
-// over the mesh sockets; a small all-to-some exchange used during set-up.
-Status ExchangeWithPeers(const std::vector<Fd>& sockets, const std::vector<int>& peers,
+// over the first mesh socket of each; a small exchange used during set-up.
+Status ExchangeWithPeers(const std::vector<std::vector<Fd>>& sockets, const std::vector<int>& peers,
                          const void* send, std::vector<std::vector<uint8_t>>* recv, size_t len,
                          Deadline deadline);
 

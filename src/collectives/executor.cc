@@ -178,9 +178,7 @@ Status Executor::run(const Schedule& schedule) {
       if (q.channel->kind() == Channel::Kind::kShm) {
         ws.any_shm = true;
       } else {
-        ws.tcp.push_back(
-            {q.channel->pollFd(), static_cast<short>(q.is_send ? POLLOUT : POLLIN), 0});
-        ws.tcp_peers.push_back(q.peer);
+        q.channel->addWaitFds(q.is_send, q.peer, &ws);
       }
     }
     const auto left = std::chrono::duration<double>(config_.timeout_s) - (now - last_progress);

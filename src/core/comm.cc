@@ -27,6 +27,8 @@ CommConfig CommConfig::FromEnv() {
   }
   c.transport.buffsize = GetEnvSize("BATON_BUFFSIZE", 4 << 20);
   if (c.transport.buffsize < (64 << 10)) c.transport.buffsize = 64 << 10;
+  c.transport.tcp_sockets = static_cast<int>(
+      std::clamp<int64_t>(GetEnvInt("BATON_NSOCKS_PERPEER", 1), 1, kMaxSocketsPerPeer));
   c.transport.cma = GetEnvInt("BATON_CMA", 0) != 0;
   c.transport.cma_threshold = GetEnvSize("BATON_CMA_THRESHOLD", 256 << 10);
   c.chunk_bytes = GetEnvSize("BATON_CHUNKSIZE", 512 << 10);
@@ -79,9 +81,14 @@ Status Communicator::Create(const UniqueIdData& id, int nranks, int rank,
   Fd listener;
   BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
   PeerInfo mine = LocalPeerInfo(rank, bound, comm->config_.transport.force_tcp);
+  mine.tcp_sockets = static_cast<uint8_t>(comm->config_.transport.tcp_sockets);
   BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
-  std::vector<Fd> mesh;
-  BATON_RETURN_IF_ERROR(ConnectMesh(id, rank, listener.get(), comm->peers_, deadline, &mesh));
+  std::vector<int> sockets_per_peer(nranks, 0);
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank) sockets_per_peer[p] = SocketsBetween(comm->peers_[rank], comm->peers_[p]);
+  std::vector<std::vector<Fd>> mesh;
+  BATON_RETURN_IF_ERROR(
+      ConnectMesh(id, rank, listener.get(), comm->peers_, sockets_per_peer, deadline, &mesh));
   listener.reset();
 
   ChannelSetup setup{&id, rank, nranks, &comm->peers_, &mesh, comm->config_.transport, deadline};

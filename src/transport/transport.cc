@@ -41,28 +41,25 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   const int n = setup.nranks, me = setup.rank;
   set->rank_ = me;
   set->channels_.resize(n);
-  set->mesh_.resize(n);
-  set->peer_fd_.assign(n, -1);
+  set->shm_sockets_.resize(n);
+  set->peer_fds_.resize(n);
   set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
   for (int p = 0; p < n; ++p) set->peer_closed_[p].store(false);
 
   std::vector<int> local_peers;
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    bool tcp = peers[p].wants_tcp || peers[me].wants_tcp;
-    if (!tcp && peers[p].host_hash == peers[me].host_hash) local_peers.push_back(p);
-  }
+  for (int p = 0; p < n; ++p)
+    if (p != me && SharesMemory(peers[p], peers[me])) local_peers.push_back(p);
   if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->setupShm(setup, local_peers));
   set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
 
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     if (set->channels_[p]) {
-      set->mesh_[p] = std::move((*setup.mesh)[p]);
-      set->peer_fd_[p] = set->mesh_[p].get();
+      set->shm_sockets_[p] = std::move((*setup.mesh)[p][0]);
+      set->peer_fds_[p] = {set->shm_sockets_[p].get()};
     } else {
       auto ch = std::make_unique<TcpChannel>(std::move((*setup.mesh)[p]), setup.config.buffsize, p);
-      set->peer_fd_[p] = ch->pollFd();
+      set->peer_fds_[p] = ch->fds();
       set->channels_[p] = std::move(ch);
     }
   }
@@ -79,11 +76,12 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   ev.data.u64 = kWakeKey;
   epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->wake_fd_.get(), &ev);
   for (int p = 0; p < n; ++p) {
-    if (set->peer_fd_[p] < 0) continue;
-    ev.events = kBaseEvents;
-    ev.data.u64 = static_cast<uint64_t>(p);
-    if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->peer_fd_[p], &ev) != 0)
-      return ErrnoError("epoll_ctl", errno);
+    for (size_t i = 0; i < set->peer_fds_[p].size(); ++i) {
+      ev.events = kBaseEvents;
+      ev.data.u64 = WatchKey(p, static_cast<int>(i));
+      if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->peer_fds_[p][i], &ev) != 0)
+        return ErrnoError("epoll_ctl", errno);
+    }
   }
   ChannelSet* raw = set.get();
   set->watchdog_ = std::thread([raw] { raw->watchdogLoop(); });
@@ -202,7 +200,7 @@ void ChannelSet::watchdogLoop() {
         }
         continue;
       }
-      int peer = static_cast<int>(key);
+      const int peer = static_cast<int>(key / 256), index = static_cast<int>(key % 256);
       if (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         // One-shot: the peer stays marked closed and is not re-armed.
         peer_closed_[peer].store(true, std::memory_order_release);
@@ -214,7 +212,7 @@ void ChannelSet::watchdogLoop() {
         epoll_event ev{};
         ev.events = kBaseEvents;
         ev.data.u64 = key;
-        epoll_ctl(watch_epoll_.get(), EPOLL_CTL_MOD, peer_fd_[peer], &ev);
+        epoll_ctl(watch_epoll_.get(), EPOLL_CTL_MOD, peer_fds_[peer][index], &ev);
       }
       ForceRingDoorbell(bell_);
     }
@@ -249,7 +247,7 @@ void ChannelSet::wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
     epoll_event ev{};
     ev.events = kBaseEvents | (ws.tcp[i].events & POLLIN ? uint32_t(EPOLLIN) : 0u) |
                 (ws.tcp[i].events & POLLOUT ? uint32_t(EPOLLOUT) : 0u);
-    ev.data.u64 = static_cast<uint64_t>(ws.tcp_peers[i]);
+    ev.data.u64 = ws.tcp_keys[i];
     epoll_ctl(watch_epoll_.get(), EPOLL_CTL_MOD, ws.tcp[i].fd, &ev);
   }
   // A re-arm by the watchdog can race with ours; a short cap bounds the cost.
@@ -260,8 +258,8 @@ void ChannelSet::wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
 
 void ChannelSet::abort() {
   aborted_.store(true, std::memory_order_release);
-  for (int fd : peer_fd_)
-    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+  for (const auto& fds : peer_fds_)
+    for (int fd : fds) shutdown(fd, SHUT_RDWR);
   uint64_t one = 1;
   if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
   }

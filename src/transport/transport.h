@@ -7,6 +7,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -48,27 +49,46 @@ class Channel {
   virtual Kind kind() const = 0;
   virtual Status progressSend(const uint8_t* src, size_t bytes, size_t* done) = 0;
   virtual Status progressRecv(const RecvTarget& target, size_t bytes, size_t* done) = 0;
-  // TCP: the socket to poll. Shared memory: -1.
-  virtual int pollFd() const { return -1; }
+  // Adds the sockets the current send (or receive) waits on; nothing for
+  // shared memory, which waits on the doorbell.
+  virtual void addWaitFds(bool /*sending*/, int /*peer*/, struct WaitSet* /*ws*/) const {}
 };
+
+// The watchdog's epoll key of socket `index` to `peer`.
+inline uint64_t WatchKey(int peer, int index) {
+  return uint64_t(peer) * 256 + uint64_t(index);
+}
+constexpr int kMaxSocketsPerPeer = 16;
 
 // What the executor waits for: channels whose next operation is stalled.
 struct WaitSet {
   bool any_shm = false;
-  std::vector<pollfd> tcp;     // fd + POLLIN/POLLOUT
-  std::vector<int> tcp_peers;  // the peer of each entry of `tcp`
+  std::vector<pollfd> tcp;         // fd + POLLIN/POLLOUT
+  std::vector<uint64_t> tcp_keys;  // WatchKey of each entry of `tcp`
   void clear() {
     any_shm = false;
     tcp.clear();
-    tcp_peers.clear();
+    tcp_keys.clear();
   }
 };
+
+// Ranks that share memory: same host, and neither forced onto TCP.
+inline bool SharesMemory(const PeerInfo& a, const PeerInfo& b) {
+  return a.host_hash == b.host_hash && !a.wants_tcp && !b.wants_tcp;
+}
+// Sockets between two ranks: one for shared-memory pairs (set-up and
+// death detection), the smaller of the two wishes for TCP pairs.
+inline int SocketsBetween(const PeerInfo& a, const PeerInfo& b) {
+  if (SharesMemory(a, b)) return 1;
+  return std::clamp<int>(std::min(a.tcp_sockets, b.tcp_sockets), 1, kMaxSocketsPerPeer);
+}
 
 // Settings read from the environment at communicator creation.
 struct TransportConfig {
   bool force_tcp = false;       // BATON_TRANSPORT=tcp
   uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
   uint32_t shm_slots = 32;      // ring slots per shm connection
+  int tcp_sockets = 1;          // BATON_NSOCKS_PERPEER: sockets per TCP peer, striped
   bool cma = false;             // BATON_CMA=1: single-copy shm transfers (measured slower here)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
 };
@@ -79,7 +99,7 @@ struct ChannelSetup {
   int rank;
   int nranks;
   const std::vector<PeerInfo>* peers;
-  std::vector<Fd>* mesh;  // one socket per peer; TCP channels take theirs over
+  std::vector<std::vector<Fd>>* mesh;  // sockets per peer; channels take theirs over
   TransportConfig config;
   Deadline deadline;
 };
@@ -126,8 +146,8 @@ class ChannelSet {
   int rank_ = 0;
   int local_ranks_ = 1;
   std::vector<std::unique_ptr<Channel>> channels_;
-  std::vector<Fd> mesh_;      // sockets of shm peers (kept for death detection)
-  std::vector<int> peer_fd_;  // socket per peer (mesh or TCP channel), -1 self
+  std::vector<Fd> shm_sockets_;             // of shm peers (for death detection)
+  std::vector<std::vector<int>> peer_fds_;  // every socket to each peer
   std::unique_ptr<std::atomic<bool>[]> peer_closed_;
   std::atomic<bool> aborted_{false};
 
