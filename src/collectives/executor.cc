@@ -33,6 +33,7 @@ RecvTarget RecvTargetOf(const Op& op) {
   t.datatype = op.datatype;
   t.op = op.redop;
   t.post_divisor = op.post_divisor;
+  t.incoming_first = op.incoming_first;
   t.elem_size = static_cast<uint32_t>(datatypeSize(op.datatype));
   return t;
 }

@@ -24,6 +24,11 @@ struct Op {
   batonDataType_t datatype = batonUint8;
   batonRedOp_t redop = batonSum;
   uint32_t post_divisor = 0;   // kRecv/kCopy: divide the result (avg)
+  // kRecv with reduce_with: dst = incoming (op) reduce_with instead. Lets
+  // both partners of an exchange put the lower rank's operand first, so
+  // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
+  // bitwise identical results on every rank.
+  bool incoming_first = false;
   int32_t deps[2] = {-1, -1};  // ops of this schedule to finish first
 };
 

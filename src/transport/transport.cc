@@ -27,8 +27,9 @@ void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len
     memcpy(t.dst + offset, data, len);
     return;
   }
-  reduceInto(t.dst + offset, t.reduce_with + offset, data, len / t.elem_size, t.datatype, t.op,
-             t.post_divisor);
+  const uint8_t* local = t.reduce_with + offset;
+  reduceInto(t.dst + offset, t.incoming_first ? data : local, t.incoming_first ? local : data,
+             len / t.elem_size, t.datatype, t.op, t.post_divisor);
 }
 
 bool ChannelSet::isLocal(int peer) const {

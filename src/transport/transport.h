@@ -33,6 +33,7 @@ struct RecvTarget {
   batonRedOp_t op = batonSum;
   uint32_t post_divisor = 0;
   uint32_t elem_size = 1;
+  bool incoming_first = false;  // dst = incoming op reduce_with
 };
 
 // Applies `len` incoming bytes that belong at byte `offset` of the target.

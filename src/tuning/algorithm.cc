@@ -21,6 +21,7 @@ constexpr struct {
 } kAlgorithms[] = {{"ring", Algorithm::kRing},
                    {"rhd", Algorithm::kRecursiveHalvingDoubling},
                    {"tree", Algorithm::kTree},
+                   {"binomial", Algorithm::kBinomial},
                    {"pairwise", Algorithm::kPairwise}};
 
 std::vector<std::string> Split(const std::string& s, char sep) {
@@ -77,7 +78,7 @@ Status AlgorithmFilter::Parse(const std::string& spec, AlgorithmFilter* out) {
         if (strcasecmp(name.c_str(), e.name) == 0) rule.algorithms.push_back(e.value), found = true;
       if (!found)
         return InvalidUsage("BATON_ALGO=" + spec + ": unknown algorithm '" + name +
-                            "' (ring, rhd, tree, pairwise)");
+                            "' (ring, rhd, tree, binomial, pairwise)");
     }
     f.rules_.push_back(rule);
   }

@@ -11,14 +11,15 @@
 namespace baton {
 
 enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll };
-enum class Algorithm { kRing, kRecursiveHalvingDoubling, kTree, kPairwise };
+enum class Algorithm { kRing, kRecursiveHalvingDoubling, kTree, kBinomial, kPairwise };
 
 const char* CollectiveName(Collective c);
 const char* AlgorithmName(Algorithm a);
 
 // A parsed BATON_ALGO: "ring", "ring,tree", "^tree" (exclude),
 // "allreduce:ring;broadcast:ring" (scoped per collective). Names are case
-// insensitive; "rhd" is recursive halving/doubling.
+// insensitive: ring, rhd (recursive halving/doubling), tree (double binary
+// tree), binomial (binomial tree), pairwise.
 class AlgorithmFilter {
  public:
   // Empty spec: everything allowed.
