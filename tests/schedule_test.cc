@@ -87,6 +87,31 @@ TEST(ScheduleTest, RingAllReduceMatchesReference) {
   }
 }
 
+TEST(ScheduleTest, RingAllReduceAtThousandRanks) {
+  for (int p : {127, 1000, 1024}) {
+    for (size_t count : {size_t(1), size_t(p + 1)}) {
+      auto ring = ShuffledRing(p);
+      std::vector<std::vector<int32_t>> buf(p);
+      std::vector<Schedule> sched(p);
+      for (int r = 0; r < p; ++r) {
+        buf[r].resize(count);
+        for (size_t i = 0; i < count; ++i) buf[r][i] = Input(r, i);
+        CollArgs a = Args(r, p, count, &ring);
+        a.send = a.recv = buf[r].data();
+        BuildRingAllReduce(a, &sched[r]);
+      }
+      std::vector<SimRankStats> stats;
+      Status st = SimulateSchedules(sched, &stats);
+      ASSERT_TRUE(st.ok()) << "p=" << p << ": " << st.message();
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int r = 0; r < p; ++r) want += Input(r, i);
+        for (int r = 0; r < p; ++r) ASSERT_EQ(buf[r][i], want) << "p=" << p << " rank " << r;
+      }
+    }
+  }
+}
+
 TEST(ScheduleTest, RingAllReduceAvgDividesOnce) {
   for (int p : {2, 3, 5, 8}) {
     auto ring = IdentityRing(p);
