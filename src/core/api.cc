@@ -18,6 +18,7 @@
 #include "core/log.h"
 #include "core/stream.h"
 #include "kernels/cpu_reduce.h"
+#include "tuning/select.h"
 
 #pragma GCC visibility push(default)
 
@@ -225,17 +226,16 @@ Status IdFromRootAddress(const std::string& root, int rank, UniqueIdData* data) 
     if (!_st.ok()) return Fail(fn, _st, comm); \
   } while (0)
 
-// What a collective entry point checks and runs.
+// What a collective entry point checks; the algorithm comes from
+// SelectAlgorithm.
 struct CollectiveSpec {
   const char* fn;
   Collective collective;
-  std::vector<Algorithm> algorithms;  // available, in preference order
   bool has_op;
   bool has_root;
   bool per_rank_blocks;  // count is per rank: buffers hold nranks blocks
   bool send_only_at_root;
   bool recv_only_at_root;
-  void (*build)(const CollArgs&, Schedule*);
 };
 
 batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff,
@@ -254,38 +254,28 @@ batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, vo
     BATON_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   if (!spec.recv_only_at_root || is_root)
     BATON_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
-  Algorithm algo;
-  BATON_CHECK(fn, c->config().algorithms.choose(spec.collective, spec.algorithms, &algo), c);
+  const size_t bytes = count * datatypeSize(datatype) * (spec.per_rank_blocks ? c->nranks() : 1);
+  AlgorithmImpl algo;
+  BATON_CHECK(
+      fn, SelectAlgorithm(c->config().algorithms, spec.collective, bytes, c->nranks(), &algo), c);
+  BATON_TRACE(kLogColl, "%s: %zu bytes with %s", fn, bytes, AlgorithmName(algo.algorithm));
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, spec.has_op ? op : batonSum,
                         spec.has_root ? root : 0);
-  auto build = spec.build;
+  BuildFn build = algo.build;
   return LaunchCall(fn, ctx, stream, [a, build](Schedule* s) { build(a, s); });
 }
 
 const CollectiveSpec kAllReduce{
-    "batonAllReduce",  Collective::kAllReduce, {Algorithm::kRing}, true, false, false, false, false,
-    BuildRingAllReduce};
+    "batonAllReduce", Collective::kAllReduce, true, false, false, false, false};
 const CollectiveSpec kBroadcast{
-    "batonBroadcast",   Collective::kBroadcast, {Algorithm::kRing}, false, true, false, true, false,
-    BuildChainBroadcast};
-const CollectiveSpec kReduce{
-    "batonReduce", Collective::kReduce, {Algorithm::kRing}, true, true, false, false,
-    true,          BuildChainReduce};
+    "batonBroadcast", Collective::kBroadcast, false, true, false, true, false};
+const CollectiveSpec kReduce{"batonReduce", Collective::kReduce, true, true, false, false, true};
 const CollectiveSpec kAllGather{
-    "batonAllGather",  Collective::kAllGather, {Algorithm::kRing}, false, false, true, false, false,
-    BuildRingAllGather};
-const CollectiveSpec kReduceScatter{"batonReduceScatter",
-                                    Collective::kReduceScatter,
-                                    {Algorithm::kRing},
-                                    true,
-                                    false,
-                                    true,
-                                    false,
-                                    false,
-                                    BuildRingReduceScatter};
+    "batonAllGather", Collective::kAllGather, false, false, true, false, false};
+const CollectiveSpec kReduceScatter{
+    "batonReduceScatter", Collective::kReduceScatter, true, false, true, false, false};
 const CollectiveSpec kAlltoAll{
-    "batonAlltoAll", Collective::kAlltoAll, {Algorithm::kPairwise}, false, false, true, false,
-    false,           BuildPairwiseAlltoAll};
+    "batonAlltoAll", Collective::kAlltoAll, false, false, true, false, false};
 
 }  // namespace
 }  // namespace baton

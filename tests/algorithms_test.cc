@@ -1,0 +1,319 @@
+// Every (collective, algorithm) pair in real processes: 1 to 9 and 16 ranks,
+// over shared memory and TCP. Each algorithm gets its own communicator made
+// with BATON_ALGO naming it; a collective the algorithm does not implement
+// must fail with batonInvalidUsage (and leave the communicator usable),
+// never hang. Results are compared bitwise with a plain loop over all ranks'
+// inputs, which are small integers so that every reduction order is exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/reduce_copy.h"
+#include "mp_harness.h"
+
+namespace {
+
+using baton_test::Options;
+using baton_test::RankContext;
+using baton_test::RunRanks;
+
+const char* const kAlgorithms[] = {"ring", "rhd", "tree", "binomial", "pairwise"};
+
+// The algorithms each collective has (BATON_ALGO names).
+bool Implements(const std::string& coll, const std::string& algo) {
+  if (coll == "allreduce") return algo == "ring" || algo == "rhd" || algo == "tree";
+  if (coll == "broadcast" || coll == "reduce")
+    return algo == "ring" || algo == "tree" || algo == "binomial";
+  if (coll == "allgather" || coll == "reducescatter") return algo == "ring" || algo == "rhd";
+  if (coll == "alltoall") return algo == "pairwise";
+  return false;
+}
+
+size_t SizeOf(batonDataType_t t) {
+  switch (t) {
+    case batonInt8:
+    case batonUint8:
+      return 1;
+    case batonFloat16:
+    case batonBfloat16:
+      return 2;
+    case batonInt32:
+    case batonUint32:
+    case batonFloat32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+// Input element i of rank r for op: small integers (prod: one 2 and one
+// -1 per element across ranks, so products stay tiny and exact).
+double Input(batonRedOp_t op, int r, int n, size_t i, bool is_unsigned) {
+  if (op == batonProd) {
+    if (static_cast<int>(i % n) == r) return 2;
+    if (!is_unsigned && static_cast<int>((i + 1) % n) == r && n > 1) return -1;
+    return 1;
+  }
+  double v = static_cast<double>((r * 7 + i * 13) % 5);
+  return is_unsigned ? v : v - 2;
+}
+
+bool IsUnsigned(batonDataType_t t) {
+  return t == batonUint8 || t == batonUint32 || t == batonUint64;
+}
+
+// Writes the value v (exactly representable) as element i of type t.
+void Store(batonDataType_t t, void* buf, size_t i, double v) {
+  switch (t) {
+    case batonInt8:
+      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
+      break;
+    case batonUint8:
+      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
+      break;
+    case batonInt32:
+      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
+      break;
+    case batonUint32:
+      static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v);
+      break;
+    case batonInt64:
+      static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
+      break;
+    case batonUint64:
+      static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v);
+      break;
+    case batonFloat32:
+      static_cast<float*>(buf)[i] = static_cast<float>(v);
+      break;
+    case batonFloat64:
+      static_cast<double*>(buf)[i] = v;
+      break;
+    case batonFloat16:
+      static_cast<baton::half_t*>(buf)[i] = baton::floatToHalf(static_cast<float>(v));
+      break;
+    case batonBfloat16:
+      static_cast<baton::bfloat16_t*>(buf)[i] = baton::floatToBf16(static_cast<float>(v));
+      break;
+    default:
+      break;
+  }
+}
+
+// The reference result of element i: a plain loop over all ranks' inputs.
+double Expected(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
+  const bool u = IsUnsigned(t);
+  double acc = Input(op, 0, n, i, u);
+  for (int r = 1; r < n; ++r) {
+    double v = Input(op, r, n, i, u);
+    switch (op) {
+      case batonProd:
+        acc *= v;
+        break;
+      case batonMax:
+        acc = std::max(acc, v);
+        break;
+      case batonMin:
+        acc = std::min(acc, v);
+        break;
+      default:
+        acc += v;
+        break;
+    }
+  }
+  if (op != batonAvg) return acc;
+  if (t == batonFloat32)
+    return static_cast<double>(static_cast<float>(acc) / static_cast<float>(n));
+  if (t == batonFloat16 || t == batonBfloat16)
+    return static_cast<float>(acc) / static_cast<float>(n);
+  if (t == batonFloat64) return acc / n;
+  return std::trunc(acc / n);  // C integer division of an exact (small) sum
+}
+
+std::vector<uint8_t> Fill(batonDataType_t t, batonRedOp_t op, int r, int n, size_t count,
+                          size_t first = 0) {
+  std::vector<uint8_t> v(count * SizeOf(t) + 1);
+  for (size_t i = 0; i < count; ++i)
+    Store(t, v.data(), i, Input(op, r, n, first + i, IsUnsigned(t)));
+  return v;
+}
+
+std::vector<uint8_t> Reference(batonDataType_t t, batonRedOp_t op, int n, size_t count,
+                               size_t first = 0) {
+  std::vector<uint8_t> v(count * SizeOf(t) + 1);
+  for (size_t i = 0; i < count; ++i) Store(t, v.data(), i, Expected(t, op, n, first + i));
+  return v;
+}
+
+struct Shape {
+  batonDataType_t type;
+  batonRedOp_t op;
+  size_t count;
+};
+
+// The datatype/op/count grid: every type with sum, every op with int32 and
+// float, counts 0, 1, p-1, p+1, a prime, and one large float sum.
+std::vector<Shape> Shapes(int n) {
+  std::vector<Shape> s;
+  for (int t = 0; t < batonNumTypes; ++t) s.push_back({batonDataType_t(t), batonSum, 1009});
+  for (batonDataType_t t : {batonInt32, batonFloat32, batonFloat16})
+    for (int op = 0; op < batonNumOps; ++op) s.push_back({t, batonRedOp_t(op), size_t(n + 1)});
+  for (size_t c : {size_t(0), size_t(1), size_t(n > 1 ? n - 1 : 0), size_t(n + 1)})
+    s.push_back({batonInt32, batonSum, c});
+  s.push_back({batonFloat32, batonSum, (size_t(1) << 20) + 3});
+  return s;
+}
+
+std::string Describe(const std::string& coll, const std::string& algo, const Shape& s,
+                     bool in_place, int root = -1) {
+  return coll + "/" + algo + " type " + std::to_string(s.type) + " op " + std::to_string(s.op) +
+         " count " + std::to_string(s.count) + (in_place ? " in-place" : " out-of-place") +
+         (root >= 0 ? " root " + std::to_string(root) : "");
+}
+
+// Runs one collective with one algorithm over the grid; false to stop.
+void CheckCollective(RankContext& ctx, batonComm_t comm, const std::string& coll,
+                     const std::string& algo) {
+  const int rank = ctx.rank(), n = ctx.nranks();
+  if (!Implements(coll, algo)) {
+    // An impossible request is a clear error, and the communicator lives on.
+    std::vector<float> x(4, 1.0f), y(4 * n);
+    batonResult_t r = batonInvalidUsage;
+    if (coll == "allreduce")
+      r = batonAllReduce(x.data(), x.data(), 4, batonFloat, batonSum, comm, nullptr);
+    if (coll == "broadcast")
+      r = batonBroadcast(x.data(), x.data(), 4, batonFloat, 0, comm, nullptr);
+    if (coll == "reduce")
+      r = batonReduce(x.data(), y.data(), 4, batonFloat, batonSum, 0, comm, nullptr);
+    if (coll == "allgather") r = batonAllGather(x.data(), y.data(), 4, batonFloat, comm, nullptr);
+    if (coll == "reducescatter")
+      r = batonReduceScatter(y.data(), x.data(), 4, batonFloat, batonSum, comm, nullptr);
+    if (coll == "alltoall") r = batonAlltoAll(y.data(), y.data(), 4, batonFloat, comm, nullptr);
+    MP_EXPECT_EQ(ctx, r, batonInvalidUsage) << " " << coll << " with BATON_ALGO=" << algo;
+    MP_EXPECT_TRUE(ctx,
+                   std::string(batonGetLastError(comm)).find("BATON_ALGO") != std::string::npos)
+        << " message: " << batonGetLastError(comm);
+    return;
+  }
+  for (const Shape& s : Shapes(n)) {
+    const size_t es = SizeOf(s.type), count = s.count;
+    const bool reduces = coll != "broadcast" && coll != "allgather" && coll != "alltoall";
+    if (!reduces && s.op != batonSum) continue;
+    // Large buffers only on one transport-independent path per collective.
+    if (count > 100000 && coll != "allreduce" && coll != "broadcast") continue;
+    for (bool in_place : {false, true}) {
+      const std::string what = Describe(coll, algo, s, in_place);
+      ctx.SetStep(what);
+      if (coll == "allreduce") {
+        auto buf = Fill(s.type, s.op, rank, n, count);
+        std::vector<uint8_t> out(buf.size(), 0xee);
+        uint8_t* recv = in_place ? buf.data() : out.data();
+        MP_EXPECT_OK(ctx, batonAllReduce(buf.data(), recv, count, s.type, s.op, comm, nullptr))
+            << what;
+        MP_EXPECT_TRUE(ctx, memcmp(recv, Reference(s.type, s.op, n, count).data(), count * es) == 0)
+            << what;
+      } else if (coll == "broadcast" || coll == "reduce") {
+        for (int root : {0, n - 1, n / 2}) {
+          const std::string w = Describe(coll, algo, s, in_place, root);
+          auto buf = Fill(s.type, coll == "reduce" ? s.op : batonSum, rank, n, count);
+          std::vector<uint8_t> out(buf.size(), 0xee);
+          uint8_t* recv = in_place ? buf.data() : out.data();
+          if (coll == "broadcast") {
+            MP_EXPECT_OK(ctx, batonBroadcast(buf.data(), recv, count, s.type, root, comm, nullptr))
+                << w;
+            auto want = Fill(s.type, batonSum, root, n, count);
+            MP_EXPECT_TRUE(ctx, memcmp(recv, want.data(), count * es) == 0) << w;
+          } else {
+            MP_EXPECT_OK(ctx,
+                         batonReduce(buf.data(), recv, count, s.type, s.op, root, comm, nullptr))
+                << w;
+            if (rank == root)
+              MP_EXPECT_TRUE(
+                  ctx, memcmp(recv, Reference(s.type, s.op, n, count).data(), count * es) == 0)
+                  << w;
+          }
+        }
+      } else if (coll == "allgather") {
+        std::vector<uint8_t> out(count * es * n + 1, 0xee);
+        auto mine = Fill(s.type, batonSum, rank, n, count);
+        uint8_t* send = mine.data();
+        if (in_place) {
+          memcpy(out.data() + rank * count * es, mine.data(), count * es);
+          send = out.data() + rank * count * es;
+        }
+        MP_EXPECT_OK(ctx, batonAllGather(send, out.data(), count, s.type, comm, nullptr)) << what;
+        for (int r = 0; r < n; ++r) {
+          auto want = Fill(s.type, batonSum, r, n, count);
+          MP_EXPECT_TRUE(ctx, memcmp(out.data() + r * count * es, want.data(), count * es) == 0)
+              << what << " block " << r;
+        }
+      } else if (coll == "reducescatter") {
+        auto in = Fill(s.type, s.op, rank, n, count * n);
+        std::vector<uint8_t> out(count * es + 1, 0xee);
+        uint8_t* recv = in_place ? in.data() + rank * count * es : out.data();
+        MP_EXPECT_OK(ctx, batonReduceScatter(in.data(), recv, count, s.type, s.op, comm, nullptr))
+            << what;
+        auto want = Reference(s.type, s.op, n, count, rank * count);
+        MP_EXPECT_TRUE(ctx, memcmp(recv, want.data(), count * es) == 0) << what;
+      } else if (coll == "alltoall") {
+        // Block b of rank r's input is element values r*1000 + b*count + i.
+        std::vector<int32_t> in(count * n), out(count * n, -1);
+        for (size_t i = 0; i < in.size(); ++i) in[i] = rank * 1000 + static_cast<int32_t>(i);
+        int32_t* recv = in_place ? in.data() : out.data();
+        MP_EXPECT_OK(ctx, batonAlltoAll(in.data(), recv, count, batonInt32, comm, nullptr)) << what;
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i)
+            if (recv[r * count + i] != r * 1000 + static_cast<int32_t>(rank * count + i)) {
+              MP_ADD_FAILURE(ctx) << what << " block " << r << " element " << i;
+              break;
+            }
+      }
+      if (ctx.failed()) return;
+    }
+  }
+}
+
+class AlgorithmsTest : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
+
+TEST_P(AlgorithmsTest, EveryCollectiveWithEveryAlgorithm) {
+  const int n = std::get<0>(GetParam());
+  const std::string transport = std::get<1>(GetParam());
+  Options options;
+  options.init_comm = false;
+  options.unique_id = false;
+  options.extra_ids = static_cast<int>(std::size(kAlgorithms));
+  options.env = {{"BATON_TRANSPORT", transport}};
+  options.deadline = std::chrono::seconds(400);
+  RunRanks(
+      n,
+      [&](RankContext& ctx) {
+        for (size_t a = 0; a < std::size(kAlgorithms); ++a) {
+          const std::string algo = kAlgorithms[a];
+          setenv("BATON_ALGO", algo.c_str(), 1);
+          batonComm_t comm = nullptr;
+          MP_ASSERT_OK(ctx, batonCommInitRank(&comm, ctx.nranks(),
+                                              ctx.extra_id(static_cast<int>(a)), ctx.rank()));
+          for (const char* coll :
+               {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"})
+            CheckCollective(ctx, comm, coll, algo);
+          MP_EXPECT_OK(ctx, batonCommDestroy(comm));
+          if (ctx.failed()) return;
+        }
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AlgorithmsTest,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16),
+                                            ::testing::Values("shm", "tcp")),
+                         [](const ::testing::TestParamInfo<std::tuple<int, const char*>>& info) {
+                           return std::string(std::get<1>(info.param)) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "ranks";
+                         });
+
+}  // namespace
