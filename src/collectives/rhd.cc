@@ -13,54 +13,11 @@
 
 #include <vector>
 
+#include "collectives/ops.h"
 #include "kernels/cpu_reduce.h"
 
 namespace baton {
 namespace {
-
-Op SendOp(int peer, const uint8_t* src, size_t bytes, int dep) {
-  Op op;
-  op.kind = Op::Kind::kSend;
-  op.peer = peer;
-  op.src = src;
-  op.bytes = bytes;
-  op.deps[0] = dep;
-  return op;
-}
-
-// A receive into dst; with reduce_with, dst = reduce_with op incoming, or
-// incoming op reduce_with when the sender is the lower rank (incoming_first).
-Op RecvOp(const CollArgs& a, int peer, uint8_t* dst, size_t bytes, const uint8_t* reduce_with,
-          bool incoming_first, uint32_t post_divisor, int dep0, int dep1) {
-  Op op;
-  op.kind = Op::Kind::kRecv;
-  op.peer = peer;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.reduce_with = reduce_with;
-  op.incoming_first = reduce_with != nullptr && incoming_first;
-  op.datatype = a.datatype;
-  op.redop = a.op;
-  op.post_divisor = post_divisor;
-  op.deps[0] = dep0;
-  op.deps[1] = dep1;
-  return op;
-}
-
-Op CopyOp(const CollArgs& a, const uint8_t* src, uint8_t* dst, size_t bytes, int dep) {
-  Op op;
-  op.kind = Op::Kind::kCopy;
-  op.src = src;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.datatype = a.datatype;
-  op.deps[0] = dep;
-  return op;
-}
-
-uint32_t AvgDivisor(const CollArgs& a) {
-  return a.op == batonAvg ? static_cast<uint32_t>(a.nranks) : 0;
-}
 
 // A rank's place in the folded power-of-two group. Even ranks below 2r are
 // folded out (they give their data to rank + 1); the others get new ranks
@@ -103,7 +60,7 @@ struct Fold {
 void AddFoldedOut(const CollArgs& a, const Fold& f, const uint8_t* send, size_t send_bytes,
                   uint8_t* recv, size_t recv_bytes, Schedule* out) {
   int s = out->add(SendOp(f.partner, send, send_bytes, -1));
-  out->add(RecvOp(a, f.partner, recv, recv_bytes, nullptr, false, 0, s, -1));
+  out->add(OrderedRecvOp(a, f.partner, recv, recv_bytes, nullptr, false, 0, s, -1));
 }
 
 }  // namespace
@@ -140,7 +97,7 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
   const uint8_t* input = send;
   if (f.absorbs()) {
     // The partner is the lower rank, so its data goes first.
-    last = out->add(RecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
+    last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
     input = recv;
   }
   const int steps = f.steps;
@@ -158,8 +115,8 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
     const bool peer_lower = (f.newrank & bit) != 0;
     const uint8_t* src = k == 0 ? input : dst[k - 1];
     const int s = out->add(SendOp(peer, src, bytes, last));
-    last = out->add(RecvOp(a, peer, dst[k], bytes, src, peer_lower,
-                           k == steps - 1 ? AvgDivisor(a) : 0, last, prev_send));
+    last = out->add(OrderedRecvOp(a, peer, dst[k], bytes, src, peer_lower,
+                                  k == steps - 1 ? AvgDivisor(a) : 0, last, prev_send));
     prev_send = s;
   }
   if (detour && steps == 1) {
@@ -197,7 +154,7 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
   int last = -1;
   const uint8_t* cur = send;
   if (f.absorbs()) {
-    last = out->add(RecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
+    last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
     cur = recv;
   }
   const int steps = f.steps;
@@ -228,9 +185,9 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
     if (given[k].end > given[k].begin)
       sends[k] = out->add(SendOp(peer, cur + given[k].begin, given[k].end - given[k].begin, last));
     if (kept[k].end > kept[k].begin)
-      last = out->add(RecvOp(a, peer, recv + kept[k].begin, kept[k].end - kept[k].begin,
-                             cur + kept[k].begin, peer_lower, k == steps - 1 ? AvgDivisor(a) : 0,
-                             last, -1));
+      last = out->add(OrderedRecvOp(a, peer, recv + kept[k].begin, kept[k].end - kept[k].begin,
+                                    cur + kept[k].begin, peer_lower,
+                                    k == steps - 1 ? AvgDivisor(a) : 0, last, -1));
     cur = recv;
   }
   for (int k = steps - 1; k >= 0; --k) {
@@ -238,8 +195,8 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
     if (kept[k].end > kept[k].begin)
       out->add(SendOp(peer, recv + kept[k].begin, kept[k].end - kept[k].begin, last));
     if (given[k].end > given[k].begin)
-      last = out->add(RecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin, nullptr,
-                             false, 0, last, sends[k]));
+      last = out->add(OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin,
+                                    nullptr, false, 0, last, sends[k]));
   }
   if (f.absorbs()) out->add(SendOp(f.partner, recv, bytes, last));
 }
@@ -272,7 +229,7 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
   int last = -1;
   const uint8_t* cur = send;
   if (f.absorbs()) {
-    last = out->add(RecvOp(a, f.partner, partial, total, send, true, 0, -1, -1));
+    last = out->add(OrderedRecvOp(a, f.partner, partial, total, send, true, 0, -1, -1));
     cur = partial;
   }
   auto offset = [&](int nr) { return static_cast<size_t>(f.FirstRank(nr)) * blk; };
@@ -287,8 +244,8 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
     out->add(SendOp(peer, cur + offset(give_lo), offset(give_hi) - offset(give_lo), last));
     const bool final_step = k == f.steps - 1;
     uint8_t* dst = final_step && !f.absorbs() ? recv : partial + offset(lo);
-    last = out->add(RecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo), peer_lower,
-                           final_step ? AvgDivisor(a) : 0, last, -1));
+    last = out->add(OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo),
+                                  peer_lower, final_step ? AvgDivisor(a) : 0, last, -1));
     cur = partial;
   }
   if (f.absorbs()) {
@@ -321,10 +278,9 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
     return;
   }
   const int copy = send != own ? out->add(CopyOp(a, send, own, blk, -1)) : -1;
-  const int fold_recv =
-      f.absorbs()
-          ? out->add(RecvOp(a, f.partner, recv + f.partner * blk, blk, nullptr, false, 0, -1, -1))
-          : -1;
+  const int fold_recv = f.absorbs() ? out->add(OrderedRecvOp(a, f.partner, recv + f.partner * blk,
+                                                             blk, nullptr, false, 0, -1, -1))
+                                    : -1;
   auto offset = [&](int nr) { return static_cast<size_t>(f.FirstRank(nr)) * blk; };
   int last = -1;
   for (int k = 0; k < f.steps; ++k) {
@@ -335,8 +291,9 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
     Op s = SendOp(peer, recv + offset(mine), offset(mine + bit) - offset(mine), dep0);
     s.deps[1] = dep1;
     out->add(s);
-    last = out->add(RecvOp(a, peer, recv + offset(theirs), offset(theirs + bit) - offset(theirs),
-                           nullptr, false, 0, dep0, dep1));
+    last = out->add(OrderedRecvOp(a, peer, recv + offset(theirs),
+                                  offset(theirs + bit) - offset(theirs), nullptr, false, 0, dep0,
+                                  dep1));
   }
   if (f.absorbs()) out->add(SendOp(f.partner, recv, blk * p, last));
 }

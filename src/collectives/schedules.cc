@@ -2,15 +2,12 @@
 // them; the comments here say how each maps onto send/recv/copy steps.
 #include <algorithm>
 
+#include "collectives/ops.h"
 #include "collectives/schedule.h"
 #include "kernels/cpu_reduce.h"
 
 namespace baton {
 namespace {
-
-int Mod(int a, int p) {
-  return ((a % p) + p) % p;
-}
 
 // One rank's place in the ring: its position, its neighbours, and its
 // distance from the root along the ring (for rooted collectives).
@@ -28,52 +25,6 @@ struct RingView {
     from_root = Mod(q - position(a.root), p);
   }
 };
-
-// Chunks per block so each chunk is about chunk_bytes, and at most one per
-// element (so a chunk is empty only when its whole block is).
-size_t ChunksFor(size_t block_elems, size_t elem_size, size_t chunk_bytes) {
-  size_t bytes = block_elems * elem_size;
-  size_t n = (bytes + chunk_bytes - 1) / std::max<size_t>(chunk_bytes, 1);
-  return std::clamp<size_t>(n, 1, std::max<size_t>(block_elems, 1));
-}
-
-Op SendOp(int peer, const uint8_t* src, size_t bytes, int dep) {
-  Op op;
-  op.kind = Op::Kind::kSend;
-  op.peer = peer;
-  op.src = src;
-  op.bytes = bytes;
-  op.deps[0] = dep;
-  return op;
-}
-
-Op RecvOp(const CollArgs& a, int peer, uint8_t* dst, size_t bytes, const uint8_t* reduce_with,
-          uint32_t post_divisor) {
-  Op op;
-  op.kind = Op::Kind::kRecv;
-  op.peer = peer;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.reduce_with = reduce_with;
-  op.datatype = a.datatype;
-  op.redop = a.op;
-  op.post_divisor = post_divisor;
-  return op;
-}
-
-Op CopyOp(const CollArgs& a, const uint8_t* src, uint8_t* dst, size_t bytes) {
-  Op op;
-  op.kind = Op::Kind::kCopy;
-  op.src = src;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.datatype = a.datatype;
-  return op;
-}
-
-uint32_t AvgDivisor(const CollArgs& a) {
-  return a.op == batonAvg ? static_cast<uint32_t>(a.nranks) : 0;
-}
 
 }  // namespace
 

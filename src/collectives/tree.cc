@@ -9,60 +9,11 @@
 #include <tuple>
 #include <vector>
 
+#include "collectives/ops.h"
 #include "kernels/cpu_reduce.h"
 
 namespace baton {
 namespace {
-
-// a mod p in [0, p), also for negative a.
-int Mod(int a, int p) {
-  return ((a % p) + p) % p;
-}
-
-// Chunks per block so each chunk is about chunk_bytes, and at most one per
-// element (so no chunk of a non-empty block is empty: no zero-byte messages).
-size_t ChunksFor(size_t block_elems, size_t elem_size, size_t chunk_bytes) {
-  size_t bytes = block_elems * elem_size;
-  size_t n = (bytes + chunk_bytes - 1) / std::max<size_t>(chunk_bytes, 1);
-  return std::clamp<size_t>(n, 1, std::max<size_t>(block_elems, 1));
-}
-
-Op SendOp(int peer, const uint8_t* src, size_t bytes, int dep) {
-  Op op;
-  op.kind = Op::Kind::kSend;
-  op.peer = peer;
-  op.src = src;
-  op.bytes = bytes;
-  op.deps[0] = dep;
-  return op;
-}
-
-// A receive; with reduce_with, dst = reduce_with (op) incoming, so the local
-// operand always comes first and each rank reduces in one fixed order.
-Op RecvOp(const CollArgs& a, int peer, uint8_t* dst, size_t bytes, const uint8_t* reduce_with,
-          uint32_t post_divisor, int dep) {
-  Op op;
-  op.kind = Op::Kind::kRecv;
-  op.peer = peer;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.reduce_with = reduce_with;
-  op.datatype = a.datatype;
-  op.redop = a.op;
-  op.post_divisor = post_divisor;
-  op.deps[0] = dep;
-  return op;
-}
-
-Op CopyOp(const CollArgs& a, const uint8_t* src, uint8_t* dst, size_t bytes) {
-  Op op;
-  op.kind = Op::Kind::kCopy;
-  op.src = src;
-  op.dst = dst;
-  op.bytes = bytes;
-  op.datatype = a.datatype;
-  return op;
-}
 
 // Smallest power of two >= n (n >= 1).
 int CeilPow2(int n) {
