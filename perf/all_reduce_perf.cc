@@ -11,7 +11,8 @@ class AllReduce : public baton_perf::Collective {
   bool UsesOp() const override { return true; }
   bool UsesRoot() const override { return false; }
 
-  baton_perf::CollCounts GetCounts(size_t count, int /*nranks*/) const override {
+  baton_perf::CollCounts GetCounts(size_t count, size_t /*type_size*/,
+                                   int /*nranks*/) const override {
     // In place, every rank reduces into the buffer it sends from: both offsets are 0.
     return {.send_count = count, .recv_count = count, .param_count = count};
   }

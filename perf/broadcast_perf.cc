@@ -11,7 +11,8 @@ class Broadcast : public baton_perf::Collective {
   bool UsesOp() const override { return false; }
   bool UsesRoot() const override { return true; }
 
-  baton_perf::CollCounts GetCounts(size_t count, int /*nranks*/) const override {
+  baton_perf::CollCounts GetCounts(size_t count, size_t /*type_size*/,
+                                   int /*nranks*/) const override {
     // In place, the root sends from the buffer every rank receives into.
     return {.send_count = count, .recv_count = count, .param_count = count};
   }

@@ -3,8 +3,9 @@
 // Output, flags and measurement follow NVIDIA nccl-tests (src/common.cu, src/util.cu, version
 // 2.18) so that tables from NCCL and Baton runs can be compared line by line and parsed by the
 // same scripts. The differences are deliberate: the "# Using devices" lines describe host ranks,
-// -A/-S are Baton flags (-S is --report_timestamps in nccl-tests), -J writes JSON lines, and GPU
-// only flags (-G, -R, -x, -D, -V, -M) are absent or ignored.
+// -A/-S are Baton flags (-S is --report_timestamps in nccl-tests), -J writes JSON lines, GPU only
+// flags (-G, -R, -x, -D, -V, -M) are absent or ignored, and the driver's own barriers and
+// bookkeeping go through Baton (batonBarrier, batonSend/batonRecv) where nccl-tests uses MPI.
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #include "perf_common.h"
@@ -20,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <source_location>
 #include <string>
@@ -666,8 +668,19 @@ class Runner {
   void PrintResultHeader();
   void PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw);
 
-  // Collective-based helpers on the NULL stream; every rank calls them in the same order.
+  // Synchronization and bookkeeping between ranks, on the NULL stream; every rank calls them in
+  // the same order. They use batonBarrier and point-to-point calls only, never batonAllReduce or
+  // batonAllGather: -A (BATON_ALGO) restricts the algorithms of collectives and may leave none
+  // for the ones the driver would use (-A pairwise), while the driver's own bookkeeping must work
+  // whatever is measured, as nccl-tests' MPI calls do whatever NCCL_ALGO says.
   void Barrier();
+  // Rank 0 gets every rank's `bytes` at all + rank * bytes; other ranks' `all` is not touched.
+  void GatherToRank0(const void* mine, size_t bytes, void* all);
+  // Every rank gets rank 0's `bytes` at buf.
+  void BroadcastFromRank0(void* buf, size_t bytes);
+  // All ranks' `value`, folded by rank 0 in rank order and sent back: identical bits everywhere.
+  template <typename T>
+  T FoldAllRanks(T value, const std::function<T(T, T)>& fold);
   double CombineTime(double seconds);
   int64_t SumInt64(int64_t value);
 
@@ -699,8 +712,6 @@ class Runner {
   int nranks_ = 1;
   std::unique_ptr<std::FILE, FileCloser> json_;
   std::string json_line_;
-  // batonGetLastError's text left by the batonAllGather probe, which is not a failure.
-  std::string probe_error_;
 
   // The test being run and the size being measured.
   batonDataType_t type_ = batonFloat;
@@ -754,16 +765,8 @@ void Runner::PrintDeviceReport() {
   RankRecord mine = {};
   mine.pid = static_cast<int32_t>(getpid());
   std::snprintf(mine.host, sizeof(mine.host), "%s", host_.c_str());
-  std::vector<RankRecord> all(static_cast<size_t>(nranks_));
-  const batonResult_t gathered =
-      batonAllGather(&mine, all.data(), sizeof(RankRecord), batonUint8, comm(), nullptr);
-  if (gathered == batonInvalidUsage) {
-    // A library without batonAllGather yet: only rank 0's line is known.
-    probe_error_ = batonGetLastError(nullptr);  // the footer reads this thread's last error
-    all.assign(1, mine);
-  } else {
-    Check(gathered, "batonAllGather");
-  }
+  std::vector<RankRecord> all(rank_ == 0 ? static_cast<size_t>(nranks_) : 0);
+  GatherToRank0(&mine, sizeof(RankRecord), all.data());
   for (size_t r = 0; r < all.size(); ++r) {
     // The device number is the rank's index on its host, like the local GPU index it replaces.
     int local = 0;
@@ -797,7 +800,7 @@ void Runner::PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw) {
   Print("# Collective test concluded: %s\n", program_.c_str());
   Print("#\n");
   const char* last_error = batonGetLastError(nullptr);
-  if (last_error[0] != '\0' && probe_error_ != last_error) {
+  if (last_error[0] != '\0') {
     Print("# error: %s\n", last_error);
   } else {
     Print("\n");
@@ -805,25 +808,67 @@ void Runner::PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw) {
 }
 
 void Runner::Barrier() {
-  const int32_t in = 0;
-  int32_t out = 0;
-  Check(batonAllReduce(&in, &out, 1, batonInt32, batonSum, comm(), nullptr), "barrier");
+  Check(batonBarrier(comm(), nullptr), "batonBarrier");
+}
+
+// One group, so that rank 0 drains all its peers at once whatever order their messages come in.
+void Runner::GatherToRank0(const void* mine, size_t bytes, void* all) {
+  if (rank_ == 0) std::memcpy(all, mine, bytes);
+  if (nranks_ == 1) return;
+  Check(batonGroupStart(), "batonGroupStart");
+  if (rank_ == 0) {
+    for (int r = 1; r < nranks_; ++r) {
+      Check(batonRecv(static_cast<std::byte*>(all) + r * bytes, bytes, batonUint8, r, comm(),
+                      nullptr),
+            "batonRecv");
+    }
+  } else {
+    Check(batonSend(mine, bytes, batonUint8, 0, comm(), nullptr), "batonSend");
+  }
+  Check(batonGroupEnd(), "batonGroupEnd");
+}
+
+void Runner::BroadcastFromRank0(void* buf, size_t bytes) {
+  if (nranks_ == 1) return;
+  Check(batonGroupStart(), "batonGroupStart");
+  if (rank_ == 0) {
+    for (int r = 1; r < nranks_; ++r) {
+      Check(batonSend(buf, bytes, batonUint8, r, comm(), nullptr), "batonSend");
+    }
+  } else {
+    Check(batonRecv(buf, bytes, batonUint8, 0, comm(), nullptr), "batonRecv");
+  }
+  Check(batonGroupEnd(), "batonGroupEnd");
+}
+
+template <typename T>
+T Runner::FoldAllRanks(T value, const std::function<T(T, T)>& fold) {
+  std::vector<T> all(rank_ == 0 ? static_cast<size_t>(nranks_) : 0);
+  GatherToRank0(&value, sizeof(T), all.data());
+  T result = value;
+  if (rank_ == 0) {
+    result = all[0];
+    for (int r = 1; r < nranks_; ++r) result = fold(result, all[r]);
+  }
+  BroadcastFromRank0(&result, sizeof(T));
+  return result;
 }
 
 double Runner::CombineTime(double seconds) {
-  // Mode 0 reports rank 0's time: a sum to which only rank 0 contributes.
-  static constexpr batonRedOp_t kOps[] = {batonSum, batonSum, batonMin, batonMax};
-  const double in = (opt_.average == 0 && rank_ != 0) ? 0.0 : seconds;
-  double out = 0;
-  Check(batonAllReduce(&in, &out, 1, batonFloat64, kOps[opt_.average], comm(), nullptr),
-        "time allreduce");
-  return opt_.average == 1 ? out / nranks_ : out;
+  switch (opt_.average) {
+    case 0:  // rank 0's time
+      return FoldAllRanks<double>(seconds, [](double first, double) { return first; });
+    case 2:
+      return FoldAllRanks<double>(seconds, [](double a, double b) { return std::min(a, b); });
+    case 3:
+      return FoldAllRanks<double>(seconds, [](double a, double b) { return std::max(a, b); });
+    default:
+      return FoldAllRanks<double>(seconds, std::plus<double>()) / nranks_;
+  }
 }
 
 int64_t Runner::SumInt64(int64_t value) {
-  int64_t out = 0;
-  Check(batonAllReduce(&value, &out, 1, batonInt64, batonSum, comm(), nullptr), "count allreduce");
-  return out;
+  return FoldAllRanks<int64_t>(value, std::plus<int64_t>());
 }
 
 std::vector<size_t> Runner::SweepSizes() const {
@@ -838,7 +883,7 @@ std::vector<size_t> Runner::SweepSizes() const {
 }
 
 void Runner::Setup(size_t bytes) {
-  counts_ = coll_.GetCounts(bytes / ElementSize(), nranks_);
+  counts_ = coll_.GetCounts(bytes / ElementSize(), ElementSize(), nranks_);
   send_bytes_ = counts_.send_count * ElementSize();
   expected_bytes_ = counts_.recv_count * ElementSize();
 }
@@ -853,12 +898,12 @@ void Runner::InitData(bool in_place, uint64_t seed) {
                           .rank = rank_,
                           .nranks = nranks_,
                           .root = root_,
+                          .in_place = in_place,
                           .input = input,
                           .expected = expected_.get()});
 }
 
 int64_t Runner::CheckData(bool in_place) {
-  if (!coll_.ChecksRank(rank_, root_)) return 0;
   const std::byte* output =
       recv_.get() + (in_place ? counts_.recv_inplace_offset * rank_ * ElementSize() : 0);
   return CountWrong(output, expected_.get(), counts_.recv_count, type_, op_);
@@ -925,9 +970,11 @@ void Runner::BenchTime(bool in_place) {
   const double bus_bw = alg_bw * coll_.BusBwFactor(nranks_);
   Barrier();
 
+  // Like nccl-tests, a result the collective does not define is still timed but not checked.
+  const bool checked = opt_.datacheck > 0 && (!in_place || coll_.ChecksInPlace());
   int64_t wrong = 0;
   ++check_rep_;
-  for (int c = 0; c < opt_.datacheck; ++c) {
+  for (int c = 0; checked && c < opt_.datacheck; ++c) {
     InitData(in_place, static_cast<uint64_t>(check_rep_));
     StartColl(in_place, 0);
     WaitIfBlocking();
@@ -942,7 +989,7 @@ void Runner::BenchTime(bool in_place) {
   const std::string time = FormatColumn(time_us, 7);
   const std::string alg = FormatColumn(alg_bw, 6);
   const std::string bus = FormatColumn(bus_bw, 6);
-  if (opt_.datacheck) {
+  if (checked) {
     Print("  %7s  %6s  %6s  %6g", time.c_str(), alg.c_str(), bus.c_str(),
           static_cast<double>(wrong));
   } else {
@@ -953,8 +1000,7 @@ void Runner::BenchTime(bool in_place) {
     json_line_ += opt_.report_cputime ? "\"cpu_time\":" : "\"time\":";
     json_line_ += JsonNumber(time_us) + ",\"alg_bw\":" + JsonNumber(alg_bw) +
                   ",\"bus_bw\":" + JsonNumber(bus_bw) +
-                  ",\"nwrong\":" + (opt_.datacheck ? std::to_string(wrong) : std::string("null")) +
-                  "}";
+                  ",\"nwrong\":" + (checked ? std::to_string(wrong) : std::string("null")) + "}";
   }
   bus_bw_sum_ += bus_bw;
   ++bus_bw_count_;

@@ -1,4 +1,4 @@
-// Shared driver of the Baton perf binaries (all_reduce_perf, broadcast_perf, ...).
+// Shared driver of the Baton perf binaries (all_reduce_perf, all_gather_perf, ...).
 //
 // The binaries reproduce NVIDIA nccl-tests: same flags, same size sweep, same timing and
 // bandwidth formulas, same table, so results and scripts carry over between NCCL and Baton. The
@@ -67,6 +67,15 @@ inline void* ElementAt(void* base, size_t index, batonDataType_t type) {
   return static_cast<char*>(base) + index * TypeSize(type);
 }
 
+// Each rank's share of `count` elements for the gathering and scattering collectives, as
+// nccl-tests computes it: count / nranks rounded down to a multiple of 16 bytes, which nccl-tests
+// does so that every rank's block starts aligned for vector loads. Baton needs no alignment, but
+// the same rounding keeps the size and count columns identical to nccl-tests' for the same flags.
+inline size_t RankShare(size_t count, size_t type_size, int nranks) {
+  const size_t per_16_bytes = type_size >= 16 ? 1 : 16 / type_size;
+  return count / static_cast<size_t>(nranks) / per_16_bytes * per_16_bytes;
+}
+
 // What InitData gets: where this rank's input goes and where the expected output goes.
 struct InitArgs {
   const CollCounts& counts;
@@ -74,6 +83,7 @@ struct InitArgs {
   int rank;
   int nranks;
   int root;        // -1 for collectives without a root
+  bool in_place;   // input lies inside the receive buffer (see CollCounts' offsets)
   void* input;     // send_count elements: the send buffer, or its in-place slot in recv
   void* expected;  // recv_count elements; the driver compares the output with it
 };
@@ -103,8 +113,9 @@ class Collective {
   virtual bool UsesOp() const = 0;
   // Rooted collectives run every root for -r -1 and print it; the others print root -1.
   virtual bool UsesRoot() const = 0;
-  // Counts for a size of `count` elements (the -b/-e size divided by the element size).
-  virtual CollCounts GetCounts(size_t count, int nranks) const = 0;
+  // Counts for a size of `count` elements of `type_size` bytes (the -b/-e size divided by the
+  // element size).
+  virtual CollCounts GetCounts(size_t count, size_t type_size, int nranks) const = 0;
   // Bytes algbw is computed from (nccl-tests' getBw): by default param_count elements; the
   // gathering and scattering collectives count all ranks' shares.
   virtual double AlgBytes(const CollCounts& counts, size_t type_size, int nranks) const {
@@ -114,15 +125,14 @@ class Collective {
   // busbw = algbw * factor: the fraction of the data that crosses the slowest link of an
   // optimal algorithm, which makes busbw comparable with the hardware's peak bandwidth.
   virtual double BusBwFactor(int nranks) const = 0;
-  // Fills args.input (this rank's data) and args.expected. The driver has zeroed the receive
-  // buffer before, so a rank that provides no input (a non-root of a broadcast) can skip it.
+  // Fills args.input (this rank's data) and args.expected, recv_count elements that every rank
+  // compares its output with (a non-root of a reduce: its receive buffer as it was before the
+  // call). The driver has zeroed the receive buffer before, so a rank that provides no input (a
+  // non-root of a broadcast) can skip it.
   virtual void InitData(const InitArgs& args) const = 0;
-  // Whether this rank's output is defined and checked (a reduce leaves non-roots' undefined).
-  virtual bool ChecksRank(int rank, int root) const {
-    (void)rank;
-    (void)root;
-    return true;
-  }
+  // Whether the in-place result is defined and checked. nccl-tests prints N/A for sendrecv in
+  // place, where each rank sends from and receives into one buffer at the same time.
+  virtual bool ChecksInPlace() const { return true; }
   // The Baton call itself.
   virtual batonResult_t Run(const RunArgs& args) const = 0;
 };
