@@ -16,24 +16,12 @@ declare -A algos=(
   [alltoall_perf]="pairwise"
   [sendrecv_perf]="ring"
 )
-passed=0
-failed=0
+source "$(dirname "$0")/perf_check.sh"
 for bin in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf \
            alltoall_perf sendrecv_perf; do
   for algo in ${algos[$bin]}; do
-    name="$bin -A $algo, $ranks ranks"
-    out=$(timeout 300 "$batonrun" -n "$ranks" "$dir/$bin" -b 8 -e 1M -f 8 -n 2 -w 1 -A "$algo" 2>&1)
-    rc=$?
-    if [[ $rc -eq 0 ]] && grep -q "Out of bounds values : 0 OK" <<<"$out" &&
-       ! awk '/^ +[0-9]/ { if ($9 != 0 || ($13 != 0 && $13 != "N/A")) bad = 1 } END { exit !bad }' <<<"$out"; then
-      echo "ok - $name"
-      passed=$((passed + 1))
-    else
-      echo "not ok - $name (exit $rc)"
-      echo "$out" | tail -30
-      failed=$((failed + 1))
-    fi
+    perf_check "$bin -A $algo, $ranks ranks" \
+      "$batonrun" -n "$ranks" "$dir/$bin" -b 8 -e 1M -f 8 -n 2 -w 1 -A "$algo"
   done
 done
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+perf_summary

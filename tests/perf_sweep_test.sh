@@ -12,24 +12,12 @@ configs=("BATON_TRANSPORT=shm"
          "BATON_TRANSPORT=shm BATON_CMA=1"
          "BATON_TRANSPORT=tcp"
          "BATON_TRANSPORT=tcp BATON_NSOCKS_PERPEER=3")
-passed=0
-failed=0
+source "$(dirname "$0")/perf_check.sh"
 for config in "${configs[@]}"; do
   for bin in "$@"; do
-    name="$(basename "$bin") $config"
     # shellcheck disable=SC2086 # the config is a list of assignments
-    out=$(env $config timeout 300 "$batonrun" -n 4 "$bin" -b 8 -e 64M -f 2 -n 2 -w 1 2>&1)
-    rc=$?
-    if [[ $rc -eq 0 ]] && grep -q "Out of bounds values : 0 OK" <<<"$out" &&
-       ! awk '/^ +[0-9]/ { if ($9 != 0 || ($13 != 0 && $13 != "N/A")) bad = 1 } END { exit !bad }' <<<"$out"; then
-      echo "ok - $name"
-      passed=$((passed + 1))
-    else
-      echo "not ok - $name (exit $rc)"
-      echo "$out" | tail -40
-      failed=$((failed + 1))
-    fi
+    perf_check "$(basename "$bin") $config" \
+      env $config "$batonrun" -n 4 "$bin" -b 8 -e 64M -f 2 -n 2 -w 1
   done
 done
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+perf_summary

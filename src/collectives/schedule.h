@@ -23,7 +23,7 @@ struct Op {
   const uint8_t* reduce_with = nullptr;  // kRecv: dst = reduce_with (op) incoming
   batonDataType_t datatype = batonUint8;
   batonRedOp_t redop = batonSum;
-  uint32_t post_divisor = 0;   // kRecv/kCopy: divide the result (avg)
+  uint32_t post_divisor = 0;  // kRecv/kCopy: divide the result (avg)
   // kRecv with reduce_with: dst = incoming (op) reduce_with instead. Lets
   // both partners of an exchange put the lower rank's operand first, so
   // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
