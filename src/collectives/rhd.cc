@@ -74,6 +74,34 @@ void BuildRhdAllReduce(const CollArgs& a, Schedule* out) {
   }
 }
 
+// The start both allreduce variants share: nothing for an empty vector, a
+// copy for one rank, the whole part of a folded-out rank, and the absorbing
+// rank's receive of its partner's vector (the partner is the lower rank, so
+// its data goes first). Returns false when the schedule is already complete;
+// otherwise *input is what the power-of-two phase starts from and *last the
+// receive it depends on (-1 if none).
+bool StartFoldedAllReduce(const CollArgs& a, const Fold& f, size_t bytes, Schedule* out,
+                          const uint8_t** input, int* last) {
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  *input = send;
+  *last = -1;
+  if (bytes == 0) return false;
+  if (a.nranks == 1) {
+    if (send != recv) out->add(CopyOp(a, send, recv, bytes, -1));
+    return false;
+  }
+  if (f.folded_out()) {
+    AddFoldedOut(a, f, send, bytes, recv, bytes, out);
+    return false;
+  }
+  if (f.absorbs()) {
+    *last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
+    *input = recv;
+  }
+  return true;
+}
+
 // Step k exchanges whole vectors with new rank ^ 2^k. The outgoing vector
 // must stay intact while the incoming one is reduced, so step k reads one
 // buffer and writes another, alternating between recv and scratch so that
@@ -81,25 +109,11 @@ void BuildRhdAllReduce(const CollArgs& a, Schedule* out) {
 // which read the buffer it now overwrites.
 void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
   const size_t bytes = a.count * datatypeSize(a.datatype);
-  const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
-  if (bytes == 0) return;
-  if (a.nranks == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, bytes, -1));
-    return;
-  }
   const Fold f(a.rank, a.nranks);
-  if (f.folded_out()) {
-    AddFoldedOut(a, f, send, bytes, recv, bytes, out);
-    return;
-  }
-  int last = -1;  // the latest receive
-  const uint8_t* input = send;
-  if (f.absorbs()) {
-    // The partner is the lower rank, so its data goes first.
-    last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
-    input = recv;
-  }
+  int last;  // the latest receive
+  const uint8_t* input;
+  if (!StartFoldedAllReduce(a, f, bytes, out, &input, &last)) return;
   const int steps = f.steps;
   std::vector<uint8_t*> dst(steps);  // what step k writes; step k + 1 reads it
   uint8_t* ping = steps > 1 ? out->allocScratch(bytes) : nullptr;
@@ -139,24 +153,11 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
 void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
   const size_t es = datatypeSize(a.datatype);
   const size_t bytes = a.count * es;
-  const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
-  if (bytes == 0) return;
-  if (a.nranks == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, bytes, -1));
-    return;
-  }
   const Fold f(a.rank, a.nranks);
-  if (f.folded_out()) {
-    AddFoldedOut(a, f, send, bytes, recv, bytes, out);
-    return;
-  }
-  int last = -1;
-  const uint8_t* cur = send;
-  if (f.absorbs()) {
-    last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
-    cur = recv;
-  }
+  int last;
+  const uint8_t* cur;
+  if (!StartFoldedAllReduce(a, f, bytes, out, &cur, &last)) return;
   const int steps = f.steps;
   // Byte offset of block j of p'; block_offset(p') is the end of the vector.
   auto block_offset = [&](int j) {
