@@ -161,11 +161,6 @@ void Communicator::abort() {
   async_error_.compare_exchange_strong(expected, batonRemoteError);
 }
 
-void Communicator::recordAsyncError(const Status& st) {
-  if (st.ok()) return;
-  setLastError(st.message());
-}
-
 void Communicator::setLastError(const std::string& message) {
   std::lock_guard<std::mutex> lock(error_mu_);
   last_error_ = message;

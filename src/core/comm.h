@@ -62,7 +62,6 @@ class Communicator {
 
   // First asynchronous (or communication) error, batonSuccess if none.
   batonResult_t asyncError() const { return async_error_.load(); }
-  void recordAsyncError(const Status& st);
 
   void setLastError(const std::string& message);
   std::string lastError() const;

@@ -32,10 +32,6 @@ void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len
              len / t.elem_size, t.datatype, t.op, t.post_divisor);
 }
 
-bool ChannelSet::isLocal(int peer) const {
-  return channels_[peer] && channels_[peer]->kind() == Channel::Kind::kShm;
-}
-
 Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>* out) {
   auto set = std::make_unique<ChannelSet>();
   const auto& peers = *setup.peers;

@@ -118,11 +118,8 @@ class ChannelSet {
   ChannelSet& operator=(const ChannelSet&) = delete;
 
   Channel* channel(int peer) const { return channels_[peer].get(); }
-  bool isLocal(int peer) const;
   int localRanks() const { return local_ranks_; }
 
-  // True when `peer`'s connection was closed (the peer died or aborted).
-  bool peerClosed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
   // Sleeps until one of `ws` may progress, a peer dies, abort() is called,
