@@ -37,23 +37,37 @@ struct Op {
 // schedules of two peers must list their messages to each other alike.
 struct Schedule {
   std::vector<Op> ops;
-  // Memory the schedule owns (partial sums, barrier tokens). A deque-like
-  // list of blocks keeps earlier pointers valid as more is added.
+  // Memory the schedule owns (partial sums, barrier tokens): blocks
+  // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
+  // as more is added. Blocks past scratch_used are kept from earlier calls so
+  // that a reused schedule (one per communicator) allocates nothing for small
+  // messages.
   std::vector<std::vector<uint8_t>> scratch;
+  size_t scratch_used = 0;
 
+  // Largest block clear() keeps for reuse; bigger ones go back to the heap
+  // rather than pinning memory between calls.
+  static constexpr size_t kRetainedScratchBytes = 1 << 20;
+
+  // `bytes` of zeroed memory that lives until clear().
   uint8_t* allocScratch(size_t bytes) {
-    scratch.emplace_back(bytes);
-    return scratch.back().data();
+    if (scratch_used == scratch.size()) scratch.emplace_back();
+    std::vector<uint8_t>& block = scratch[scratch_used++];
+    block.assign(bytes, 0);
+    return block.data();
   }
   // Appends an op and returns its index (for dependencies).
   int add(const Op& op) {
     ops.push_back(op);
     return static_cast<int>(ops.size()) - 1;
   }
-  // Empties the schedule, keeping the ops' capacity for the next call.
+  // Empties the schedule, keeping the ops' capacity and small scratch
+  // blocks for the next call.
   void clear() {
     ops.clear();
-    scratch.clear();
+    for (auto& block : scratch)
+      if (block.capacity() > kRetainedScratchBytes) std::vector<uint8_t>().swap(block);
+    scratch_used = 0;
   }
   // Appends all of `other`'s ops after ours (group calls), keeping their
   // dependencies pointing at the same ops.

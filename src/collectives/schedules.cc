@@ -35,7 +35,12 @@ void Schedule::append(Schedule&& other) {
       if (d >= 0) d += base;
     ops.push_back(op);
   }
-  for (auto& block : other.scratch) scratch.push_back(std::move(block));
+  // Take over other's live blocks; it gets our spare ones in exchange.
+  for (size_t i = 0; i < other.scratch_used; ++i) {
+    if (scratch_used == scratch.size()) scratch.emplace_back();
+    scratch[scratch_used++].swap(other.scratch[i]);
+  }
+  other.scratch_used = 0;
 }
 
 // Ring allreduce = ring reduce-scatter + ring allgather. The buffer is cut

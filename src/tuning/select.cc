@@ -3,6 +3,8 @@
 #include "collectives/rhd.h"
 #include "collectives/tree.h"
 
+#include <vector>
+
 namespace baton {
 namespace {
 
@@ -13,65 +15,81 @@ constexpr size_t kSmallMessageBytes = 64 << 10;
 
 }  // namespace
 
-std::vector<AlgorithmImpl> CandidateAlgorithms(Collective c, size_t bytes, int nranks) {
+namespace {
+
+// Candidate lists in default preference order, as static tables so that
+// choosing an algorithm allocates nothing: it runs on every call, and the
+// small-message path is latency-bound.
+constexpr AlgorithmImpl kAllReduceSmall[] = {
+    {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
+    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
+    {Algorithm::kRing, BuildRingAllReduce}};
+constexpr AlgorithmImpl kAllReduceLarge[] = {
+    {Algorithm::kRing, BuildRingAllReduce},
+    {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
+    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce}};
+constexpr AlgorithmImpl kBroadcastSmall[] = {{Algorithm::kBinomial, BuildBinomialBroadcast},
+                                             {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
+                                             {Algorithm::kRing, BuildChainBroadcast}};
+constexpr AlgorithmImpl kBroadcastLarge[] = {{Algorithm::kRing, BuildChainBroadcast},
+                                             {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
+                                             {Algorithm::kBinomial, BuildBinomialBroadcast}};
+constexpr AlgorithmImpl kReduceSmall[] = {{Algorithm::kBinomial, BuildBinomialReduce},
+                                          {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
+                                          {Algorithm::kRing, BuildChainReduce}};
+constexpr AlgorithmImpl kReduceLarge[] = {{Algorithm::kRing, BuildChainReduce},
+                                          {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
+                                          {Algorithm::kBinomial, BuildBinomialReduce}};
+constexpr AlgorithmImpl kAllGatherSmall[] = {
+    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather},
+    {Algorithm::kRing, BuildRingAllGather}};
+constexpr AlgorithmImpl kAllGatherLarge[] = {
+    {Algorithm::kRing, BuildRingAllGather},
+    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather}};
+constexpr AlgorithmImpl kReduceScatterSmall[] = {
+    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter},
+    {Algorithm::kRing, BuildRingReduceScatter}};
+constexpr AlgorithmImpl kReduceScatterLarge[] = {
+    {Algorithm::kRing, BuildRingReduceScatter},
+    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter}};
+constexpr AlgorithmImpl kAlltoAll[] = {{Algorithm::kPairwise, BuildPairwiseAlltoAll}};
+
+}  // namespace
+
+std::span<const AlgorithmImpl> CandidateAlgorithms(Collective c, size_t bytes, int nranks) {
   const bool small = bytes < kSmallMessageBytes || nranks <= 1;
   switch (c) {
     case Collective::kAllReduce:
-      if (small)
-        return {{Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
-                {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
-                {Algorithm::kRing, BuildRingAllReduce}};
-      return {{Algorithm::kRing, BuildRingAllReduce},
-              {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
-              {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce}};
+      return small ? std::span<const AlgorithmImpl>(kAllReduceSmall) : kAllReduceLarge;
     case Collective::kBroadcast:
-      if (small)
-        return {{Algorithm::kBinomial, BuildBinomialBroadcast},
-                {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
-                {Algorithm::kRing, BuildChainBroadcast}};
-      return {{Algorithm::kRing, BuildChainBroadcast},
-              {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
-              {Algorithm::kBinomial, BuildBinomialBroadcast}};
+      return small ? std::span<const AlgorithmImpl>(kBroadcastSmall) : kBroadcastLarge;
     case Collective::kReduce:
-      if (small)
-        return {{Algorithm::kBinomial, BuildBinomialReduce},
-                {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
-                {Algorithm::kRing, BuildChainReduce}};
-      return {{Algorithm::kRing, BuildChainReduce},
-              {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
-              {Algorithm::kBinomial, BuildBinomialReduce}};
+      return small ? std::span<const AlgorithmImpl>(kReduceSmall) : kReduceLarge;
     case Collective::kAllGather:
-      if (small)
-        return {{Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather},
-                {Algorithm::kRing, BuildRingAllGather}};
-      return {{Algorithm::kRing, BuildRingAllGather},
-              {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather}};
+      return small ? std::span<const AlgorithmImpl>(kAllGatherSmall) : kAllGatherLarge;
     case Collective::kReduceScatter:
-      if (small)
-        return {{Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter},
-                {Algorithm::kRing, BuildRingReduceScatter}};
-      return {{Algorithm::kRing, BuildRingReduceScatter},
-              {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter}};
+      return small ? std::span<const AlgorithmImpl>(kReduceScatterSmall) : kReduceScatterLarge;
     case Collective::kAlltoAll:
-      return {{Algorithm::kPairwise, BuildPairwiseAlltoAll}};
+      return kAlltoAll;
   }
   return {};
 }
 
 Status SelectAlgorithm(const AlgorithmFilter& filter, Collective c, size_t bytes, int nranks,
                        AlgorithmImpl* out) {
-  std::vector<AlgorithmImpl> candidates = CandidateAlgorithms(c, bytes, nranks);
-  std::vector<Algorithm> names;
-  for (const auto& impl : candidates) names.push_back(impl.algorithm);
-  Algorithm chosen;
-  BATON_RETURN_IF_ERROR(filter.choose(c, names, &chosen));
-  for (const auto& impl : candidates) {
-    if (impl.algorithm == chosen) {
+  const std::span<const AlgorithmImpl> candidates = CandidateAlgorithms(c, bytes, nranks);
+  for (const AlgorithmImpl& impl : candidates) {
+    if (filter.allows(c, impl.algorithm)) {
       *out = impl;
       return Status::Ok();
     }
   }
-  return InternalError("algorithm selection is inconsistent");
+  // Nothing allowed: let the filter explain, naming what exists.
+  std::vector<Algorithm> names;
+  for (const AlgorithmImpl& impl : candidates) names.push_back(impl.algorithm);
+  Algorithm unused;
+  Status st = filter.choose(c, names, &unused);
+  return st.ok() ? InternalError("algorithm selection is inconsistent") : st;
 }
 
 }  // namespace baton

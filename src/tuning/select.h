@@ -4,7 +4,7 @@
 #pragma once
 
 #include <cstddef>
-#include <vector>
+#include <span>
 
 #include "collectives/schedule.h"
 #include "core/status.h"
@@ -24,7 +24,7 @@ struct AlgorithmImpl {
 // Every algorithm that implements `c`, in default preference order for a
 // call moving `bytes` (the whole vector for allreduce/broadcast/reduce, one
 // rank's block times nranks for the others) on `nranks` ranks.
-std::vector<AlgorithmImpl> CandidateAlgorithms(Collective c, size_t bytes, int nranks);
+std::span<const AlgorithmImpl> CandidateAlgorithms(Collective c, size_t bytes, int nranks);
 
 // The first candidate BATON_ALGO allows, or batonInvalidUsage.
 Status SelectAlgorithm(const AlgorithmFilter& filter, Collective c, size_t bytes, int nranks,
