@@ -160,9 +160,10 @@ Status Executor::run(const Schedule& schedule) {
       last_progress = now;
     }
     if (now - spin_start < config_.spin) {
-      // Oversubscribed: give the core to a peer that has work instead of
-      // burning it (Open MPI's yield_when_idle does the same).
-      if (config_.yield) {
+      // Past the short pause phase, give the core to whoever has work: a
+      // descheduled peer runs at once instead of at the next tick (Open
+      // MPI's yield_when_idle does the same).
+      if (config_.yield && now - spin_start >= config_.pause_spin) {
         sched_yield();
       } else {
         CpuRelax();
