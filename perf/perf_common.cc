@@ -628,27 +628,138 @@ struct RankRecord {
 };
 static_assert(sizeof(RankRecord) == 256);
 
+// ---- The Baton backend -------------------------------------------------------------------------
+
+// Baton itself: a communicator from batonCommInitFromEnv, calls queued on a host stream.
+class BatonBackend : public Backend {
+ public:
+  std::string Description() const override {
+    int version = 0;
+    batonGetVersion(&version);
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "baton %d.%d.%d) nccl-headers=%d nccl-library=%d",
+                  version / 10000, version / 100 % 100, version % 100, BATON_VERSION_CODE, version);
+    return buf;
+  }
+
+  batonResult_t Init(const std::string& algo, bool use_stream) override {
+    if (!algo.empty()) setenv("BATON_ALGO", algo.c_str(), 1);
+    batonComm_t comm = nullptr;
+    const batonResult_t init = batonCommInitFromEnv(&comm);
+    if (init != batonSuccess) return init;
+    comm_.reset(comm);
+    if (batonResult_t r = batonCommUserRank(comm, &rank_); r != batonSuccess) return r;
+    if (batonResult_t r = batonCommCount(comm, &nranks_); r != batonSuccess) return r;
+    if (use_stream) {
+      batonStream_t stream = nullptr;
+      if (batonResult_t r = batonStreamCreate(&stream); r != batonSuccess) return r;
+      stream_.reset(stream);
+    }
+    return batonSuccess;
+  }
+
+  int Rank() const override { return rank_; }
+  int Size() const override { return nranks_; }
+  std::string ErrorDetail() const override { return batonGetLastError(comm_.get()); }
+  std::string FinalError() const override { return batonGetLastError(nullptr); }
+  void Abort() override {
+    if (comm_) batonCommAbort(comm_.release());
+  }
+
+  batonResult_t Finalize() override {
+    if (stream_) {
+      if (batonResult_t r = batonStreamDestroy(stream_.release()); r != batonSuccess) return r;
+    }
+    return comm_ ? batonCommDestroy(comm_.release()) : batonSuccess;
+  }
+
+  batonResult_t Barrier() override { return batonBarrier(comm_.get(), nullptr); }
+  batonResult_t GatherToRank0(const void* mine, size_t bytes, void* all) override;
+  batonResult_t BroadcastFromRank0(void* buf, size_t bytes) override;
+
+  batonResult_t GroupStart() override { return batonGroupStart(); }
+  batonResult_t GroupEnd() override { return batonGroupEnd(); }
+  batonResult_t Synchronize() override {
+    return stream_ ? batonStreamSynchronize(stream_.get()) : batonSuccess;
+  }
+  batonComm_t comm() const override { return comm_.get(); }
+  batonStream_t stream() const override { return stream_.get(); }
+
+ private:
+  CommPtr comm_;
+  StreamPtr stream_;  // after comm_: destroyed first, as its queued calls use the communicator
+  int rank_ = 0;
+  int nranks_ = 1;
+};
+
+// The driver's bookkeeping uses batonBarrier and point-to-point calls only, never
+// batonAllReduce or batonAllGather: -A (BATON_ALGO) restricts the algorithms of collectives and
+// may leave none for the ones the driver would use (-A pairwise), while the driver's own
+// bookkeeping must work whatever is measured, as nccl-tests' MPI calls do whatever NCCL_ALGO says.
+// One group, so that rank 0 drains all its peers at once whatever order their messages come in.
+batonResult_t BatonBackend::GatherToRank0(const void* mine, size_t bytes, void* all) {
+  if (rank_ == 0) std::memcpy(all, mine, bytes);
+  if (nranks_ == 1) return batonSuccess;
+  if (batonResult_t r = batonGroupStart(); r != batonSuccess) return r;
+  batonResult_t result = batonSuccess;
+  if (rank_ == 0) {
+    for (int r = 1; r < nranks_ && result == batonSuccess; ++r) {
+      result = batonRecv(static_cast<std::byte*>(all) + r * bytes, bytes, batonUint8, r,
+                         comm_.get(), nullptr);
+    }
+  } else {
+    result = batonSend(mine, bytes, batonUint8, 0, comm_.get(), nullptr);
+  }
+  const batonResult_t end = batonGroupEnd();
+  return result != batonSuccess ? result : end;
+}
+
+batonResult_t BatonBackend::BroadcastFromRank0(void* buf, size_t bytes) {
+  if (nranks_ == 1) return batonSuccess;
+  if (batonResult_t r = batonGroupStart(); r != batonSuccess) return r;
+  batonResult_t result = batonSuccess;
+  if (rank_ == 0) {
+    for (int r = 1; r < nranks_ && result == batonSuccess; ++r) {
+      result = batonSend(buf, bytes, batonUint8, r, comm_.get(), nullptr);
+    }
+  } else {
+    result = batonRecv(buf, bytes, batonUint8, 0, comm_.get(), nullptr);
+  }
+  const batonResult_t end = batonGroupEnd();
+  return result != batonSuccess ? result : end;
+}
+
 // ---- The run -----------------------------------------------------------------------------------
 
 class Runner {
  public:
-  Runner(const Options& opt, const Collective& coll, std::string program)
-      : opt_(opt), coll_(coll), program_(std::move(program)), host_(ShortHostName()) {}
+  Runner(const Options& opt, const Collective& coll, Backend& backend, std::string program)
+      : opt_(opt),
+        coll_(coll),
+        backend_(backend),
+        program_(std::move(program)),
+        host_(ShortHostName()) {}
+  // Before the buffers are freed, the backend's queued calls must finish (see Finalize).
+  ~Runner() {
+    if (!finalized_) backend_.Finalize();
+  }
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
   int Run();
 
  private:
-  // Reports a failed Baton call and ends the process. Peers blocked in a collective with this
-  // rank learn of it through the abort (or their launcher), instead of hanging.
+  // Reports a failed call and ends the process. Peers blocked in a collective with this rank
+  // learn of it through the abort (or their launcher), instead of hanging.
   void Check(batonResult_t result, const char* what,
              std::source_location where = std::source_location::current()) {
     if (result == batonSuccess) return;
     const char* file = std::strrchr(where.file_name(), '/');
     std::fprintf(stderr, "%s: Test Baton failure %s:%u %s: '%s' (%s)\n", host_.c_str(),
                  file ? file + 1 : where.file_name(), static_cast<unsigned>(where.line()), what,
-                 batonGetErrorString(result), batonGetLastError(comm_.get()));
+                 batonGetErrorString(result), backend_.ErrorDetail().c_str());
     std::fflush(stdout);
-    if (comm_) batonCommAbort(comm_.release());
+    backend_.Abort();
     std::exit(EXIT_FAILURE);
   }
 
@@ -660,7 +771,7 @@ class Runner {
     va_end(args);
   }
 
-  batonComm_t comm() const { return comm_.get(); }
+  batonComm_t comm() const { return backend_.comm(); }
   size_t ElementSize() const { return Props(type_).size; }
 
   void OpenJson();
@@ -668,11 +779,8 @@ class Runner {
   void PrintResultHeader();
   void PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw);
 
-  // Synchronization and bookkeeping between ranks, on the NULL stream; every rank calls them in
-  // the same order. They use batonBarrier and point-to-point calls only, never batonAllReduce or
-  // batonAllGather: -A (BATON_ALGO) restricts the algorithms of collectives and may leave none
-  // for the ones the driver would use (-A pairwise), while the driver's own bookkeeping must work
-  // whatever is measured, as nccl-tests' MPI calls do whatever NCCL_ALGO says.
+  // Synchronization and bookkeeping between ranks, through the backend (see Backend); every
+  // rank calls them in the same order.
   void Barrier();
   // Rank 0 gets every rank's `bytes` at all + rank * bytes; other ranks' `all` is not touched.
   void GatherToRank0(const void* mine, size_t bytes, void* all);
@@ -698,16 +806,15 @@ class Runner {
 
   const Options& opt_;
   const Collective& coll_;
+  Backend& backend_;
   const std::string program_;
   const std::string host_;
 
-  // Declared before the stream and communicator, so that these are destroyed (and queued calls
-  // finished) before the buffers those calls use are freed.
+  // The destructor finalizes the backend (its stream and communicator) before these are freed.
   Buffer send_;
   Buffer recv_;
   Buffer expected_;
-  CommPtr comm_;
-  StreamPtr stream_;  // after comm_: destroyed first, as its queued calls use the communicator
+  bool finalized_ = false;
   int rank_ = 0;
   int nranks_ = 1;
   std::unique_ptr<std::FILE, FileCloser> json_;
@@ -740,11 +847,7 @@ void Runner::OpenJson() {
 }
 
 void Runner::PrintDeviceReport() {
-  int version = 0;
-  Check(batonGetVersion(&version), "batonGetVersion");
-  Print("# nccl-tests version %s (baton %d.%d.%d) nccl-headers=%d nccl-library=%d\n",
-        kNcclTestsFormatVersion, version / 10000, version / 100 % 100, version % 100,
-        BATON_VERSION_CODE, version);
+  Print("# nccl-tests version %s (%s\n", kNcclTestsFormatVersion, backend_.Description().c_str());
   Print("# Collective test starting: %s\n", program_.c_str());
   Print(
       "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
@@ -799,46 +902,24 @@ void Runner::PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw) {
   Print("#\n");
   Print("# Collective test concluded: %s\n", program_.c_str());
   Print("#\n");
-  const char* last_error = batonGetLastError(nullptr);
-  if (last_error[0] != '\0') {
-    Print("# error: %s\n", last_error);
+  const std::string last_error = backend_.FinalError();
+  if (!last_error.empty()) {
+    Print("# error: %s\n", last_error.c_str());
   } else {
     Print("\n");
   }
 }
 
 void Runner::Barrier() {
-  Check(batonBarrier(comm(), nullptr), "batonBarrier");
+  Check(backend_.Barrier(), "batonBarrier");
 }
 
-// One group, so that rank 0 drains all its peers at once whatever order their messages come in.
 void Runner::GatherToRank0(const void* mine, size_t bytes, void* all) {
-  if (rank_ == 0) std::memcpy(all, mine, bytes);
-  if (nranks_ == 1) return;
-  Check(batonGroupStart(), "batonGroupStart");
-  if (rank_ == 0) {
-    for (int r = 1; r < nranks_; ++r) {
-      Check(batonRecv(static_cast<std::byte*>(all) + r * bytes, bytes, batonUint8, r, comm(),
-                      nullptr),
-            "batonRecv");
-    }
-  } else {
-    Check(batonSend(mine, bytes, batonUint8, 0, comm(), nullptr), "batonSend");
-  }
-  Check(batonGroupEnd(), "batonGroupEnd");
+  Check(backend_.GatherToRank0(mine, bytes, all), "GatherToRank0");
 }
 
 void Runner::BroadcastFromRank0(void* buf, size_t bytes) {
-  if (nranks_ == 1) return;
-  Check(batonGroupStart(), "batonGroupStart");
-  if (rank_ == 0) {
-    for (int r = 1; r < nranks_; ++r) {
-      Check(batonSend(buf, bytes, batonUint8, r, comm(), nullptr), "batonSend");
-    }
-  } else {
-    Check(batonRecv(buf, bytes, batonUint8, 0, comm(), nullptr), "batonRecv");
-  }
-  Check(batonGroupEnd(), "batonGroupEnd");
+  Check(backend_.BroadcastFromRank0(buf, bytes), "BroadcastFromRank0");
 }
 
 template <typename T>
@@ -901,6 +982,7 @@ void Runner::InitData(bool in_place, uint64_t seed) {
                           .in_place = in_place,
                           .input = input,
                           .expected = expected_.get()});
+  if (backend_.PeersWriteEarly()) Barrier();
 }
 
 int64_t Runner::CheckData(bool in_place) {
@@ -913,7 +995,8 @@ void Runner::StartColl(bool in_place, int iter) {
   // Successive iterations use successive slices of the buffers, as nccl-tests does, so that
   // small sizes do not run from a cache that a real application would not have warmed.
   const size_t slice = std::max(send_bytes_, expected_bytes_);
-  const size_t steps = slice ? std::max<size_t>(opt_.max_bytes / slice, 1) : 1;
+  const size_t steps =
+      slice && backend_.ShiftsBuffers() ? std::max<size_t>(opt_.max_bytes / slice, 1) : 1;
   const size_t shift = slice * (static_cast<size_t>(iter) % steps);
   std::byte* recv = recv_.get() + shift;
   const std::byte* send =
@@ -926,7 +1009,7 @@ void Runner::StartColl(bool in_place, int iter) {
                         .op = op_,
                         .root = root_,
                         .comm = comm(),
-                        .stream = stream_.get(),
+                        .stream = backend_.stream(),
                         .rank = rank_,
                         .nranks = nranks_};
   Check(coll_.Run(args), coll_.Name());
@@ -934,13 +1017,13 @@ void Runner::StartColl(bool in_place, int iter) {
 
 void Runner::WaitIfBlocking() {
   if (!opt_.blocking) return;
-  if (stream_) Check(batonStreamSynchronize(stream_.get()), "batonStreamSynchronize");
+  Check(backend_.Synchronize(), "batonStreamSynchronize");
   if (opt_.blocking == 1) Barrier();
 }
 
 void Runner::CompleteColl() {
-  if (opt_.blocking || !stream_) return;
-  Check(batonStreamSynchronize(stream_.get()), "batonStreamSynchronize");
+  if (opt_.blocking || !backend_.stream()) return;
+  Check(backend_.Synchronize(), "batonStreamSynchronize");
 }
 
 void Runner::BenchTime(bool in_place) {
@@ -955,9 +1038,9 @@ void Runner::BenchTime(bool in_place) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   for (int iter = 0; iter < opt_.iters; ++iter) {
-    if (opt_.agg_iters > 1) Check(batonGroupStart(), "batonGroupStart");
+    if (opt_.agg_iters > 1) Check(backend_.GroupStart(), "batonGroupStart");
     for (int a = 0; a < opt_.agg_iters; ++a) StartColl(in_place, iter * opt_.agg_iters + a);
-    if (opt_.agg_iters > 1) Check(batonGroupEnd(), "batonGroupEnd");
+    if (opt_.agg_iters > 1) Check(backend_.GroupEnd(), "batonGroupEnd");
     WaitIfBlocking();
   }
   const double calls = static_cast<double>(opt_.iters) * opt_.agg_iters;
@@ -1049,26 +1132,19 @@ void Runner::TimeTest() {
 }
 
 int Runner::Run() {
-  if (!opt_.algo.empty()) setenv("BATON_ALGO", opt_.algo.c_str(), 1);
-  batonComm_t comm = nullptr;
-  const batonResult_t init = batonCommInitFromEnv(&comm);
+  const batonResult_t init = backend_.Init(opt_.algo, !opt_.stream_null);
   if (init != batonSuccess) {
     std::fprintf(stderr, "%s: %s: batonCommInitFromEnv failed: %s (%s)\n", host_.c_str(),
-                 program_.c_str(), batonGetErrorString(init), batonGetLastError(comm));
+                 program_.c_str(), batonGetErrorString(init), backend_.ErrorDetail().c_str());
+    backend_.Finalize();
+    finalized_ = true;
     return EXIT_FAILURE;
   }
-  comm_.reset(comm);
-  Check(batonCommUserRank(comm, &rank_), "batonCommUserRank");
-  Check(batonCommCount(comm, &nranks_), "batonCommCount");
+  rank_ = backend_.Rank();
+  nranks_ = backend_.Size();
 
   OpenJson();
   PrintDeviceReport();
-
-  if (!opt_.stream_null) {
-    batonStream_t stream = nullptr;
-    Check(batonStreamCreate(&stream), "batonStreamCreate");
-    stream_.reset(stream);
-  }
   // As nccl-tests: the send and receive buffers hold the largest size, the reference one too.
   send_ = AllocateBuffer(opt_.max_bytes);
   recv_ = AllocateBuffer(opt_.max_bytes);
@@ -1108,17 +1184,21 @@ int Runner::Run() {
         op_ = o == -1 ? batonSum : static_cast<batonRedOp_t>(o);
         op_name_ = o == -1 ? "none" : kOpNames[o];
         root_ = r;
+        if (std::string why; !backend_.Supports(type_, op_, &why)) {
+          Print("# skipping type %s op %s: %s\n", Props(type_).name, op_name_, why.c_str());
+          continue;
+        }
         TimeTest();
       }
     }
   }
 
   const int64_t errors = SumInt64(errors_);
-  const double avg_bus_bw = bus_bw_sum_ / bus_bw_count_;
+  const double avg_bus_bw = bus_bw_count_ ? bus_bw_sum_ / bus_bw_count_ : 0.0;
   const char* min_env = std::getenv("NCCL_TESTS_MIN_BW");
   const double min_bus_bw = min_env ? std::atof(min_env) : -1.0;
-  if (stream_) Check(batonStreamDestroy(stream_.release()), "batonStreamDestroy");
-  Check(batonCommDestroy(comm_.release()), "batonCommDestroy");
+  finalized_ = true;
+  Check(backend_.Finalize(), "batonCommDestroy");
 
   PrintFooter(errors, avg_bus_bw, min_bus_bw);
   const bool failed = errors != 0 || (min_bus_bw >= 0 && avg_bus_bw < min_bus_bw * 0.9);
@@ -1129,6 +1209,14 @@ int Runner::Run() {
 
 size_t TypeSize(batonDataType_t type) {
   return type >= 0 && type < batonNumTypes ? Props(type).size : 0;
+}
+
+const char* TypeName(batonDataType_t type) {
+  return type >= 0 && type < batonNumTypes ? Props(type).name : "invalid";
+}
+
+const char* OpName(batonRedOp_t op) {
+  return op >= 0 && op < batonNumOps ? kOpNames[static_cast<size_t>(op)] : "invalid";
 }
 
 // ---- DataPattern -------------------------------------------------------------------------------
@@ -1191,6 +1279,11 @@ void DataPattern::FillReduced(void* buf, size_t count, size_t first_index) const
 }
 
 int PerfMain(int argc, char** argv, const Collective& coll) {
+  BatonBackend baton;
+  return PerfMain(argc, argv, coll, baton);
+}
+
+int PerfMain(int argc, char** argv, const Collective& coll, Backend& backend) {
   // Line-buffered even into a pipe (batonrun, mpirun), so that progress shows as it happens.
   setlinebuf(stdout);
   const char* slash = std::strrchr(argv[0], '/');
@@ -1199,7 +1292,7 @@ int PerfMain(int argc, char** argv, const Collective& coll) {
   if (const int status = ParseOptions(argc, argv, program.c_str(), &opt); status >= 0) {
     return status;
   }
-  return Runner(opt, coll, program).Run();
+  return Runner(opt, coll, backend, program).Run();
 }
 
 }  // namespace baton_perf

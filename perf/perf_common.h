@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "baton.h"
 
@@ -137,10 +138,78 @@ class Collective {
   virtual batonResult_t Run(const RunArgs& args) const = 0;
 };
 
+// The library being measured: how ranks find each other, synchronise and exchange the driver's
+// bookkeeping (times, error counts, host names). Baton's own binaries use the Baton backend that
+// PerfMain(argc, argv, coll) creates; perf/peers implements it for Open MPI and Gloo, so that
+// their tables come from the very same sweep, timing, check and printing code as Baton's.
+// Every call returns batonSuccess or an error whose text ErrorDetail() gives.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // What the first table line shows in parentheses, e.g. "baton 0.1.0" or "Open MPI v4.1.4".
+  virtual std::string Description() const = 0;
+  // Creates the communicator. `algo` is -A (empty when not given), `use_stream` is false for
+  // -S null / -y 1; backends without streams ignore it.
+  virtual batonResult_t Init(const std::string& algo, bool use_stream) = 0;
+  virtual int Rank() const = 0;
+  virtual int Size() const = 0;
+  // Text explaining the last failure, for error messages.
+  virtual std::string ErrorDetail() const = 0;
+  // Error text left when the run ended (the footer's "# error:" line); empty when none.
+  virtual std::string FinalError() const { return ""; }
+  // Ends the job after a failure, so that peers blocked in a collective fail instead of hanging.
+  virtual void Abort() = 0;
+  // Frees the communicator at the end of the run. Called once, after the last collective.
+  virtual batonResult_t Finalize() = 0;
+
+  virtual batonResult_t Barrier() = 0;
+  // Rank 0 gets every rank's `bytes` at all + rank * bytes; other ranks' `all` is not touched.
+  virtual batonResult_t GatherToRank0(const void* mine, size_t bytes, void* all) = 0;
+  // Every rank gets rank 0's `bytes` at buf.
+  virtual batonResult_t BroadcastFromRank0(void* buf, size_t bytes) = 0;
+
+  // -m: calls between GroupStart and GroupEnd may be fused; synchronous backends run them in
+  // turn.
+  virtual batonResult_t GroupStart() { return batonSuccess; }
+  virtual batonResult_t GroupEnd() { return batonSuccess; }
+  // Waits for the calls queued on the backend's stream; synchronous backends return at once.
+  virtual batonResult_t Synchronize() { return batonSuccess; }
+  // Baton's communicator and stream for Collective::Run; null for other libraries.
+  virtual batonComm_t comm() const { return nullptr; }
+  virtual batonStream_t stream() const { return nullptr; }
+
+  // Whether successive iterations may use successive slices of the buffers (see the driver's
+  // StartColl). Libraries that bind an algorithm object to its buffers (Gloo) say no, so that
+  // every timed call reuses one object instead of building a new one per slice.
+  virtual bool ShiftsBuffers() const { return true; }
+  // Whether a peer may write into this rank's receive buffer before this rank's call starts.
+  // Gloo's algorithm objects register the user's buffers with the transport once, so a fast
+  // peer's first message can land before this rank has written its input; the driver then puts
+  // a barrier between writing the check's data and the (untimed) checked call.
+  virtual bool PeersWriteEarly() const { return false; }
+  // Whether the library implements `type` and `op`; when not, the driver prints a comment line
+  // with `why` and skips that combination instead of failing.
+  virtual bool Supports(batonDataType_t type, batonRedOp_t op, std::string* why) const {
+    (void)type;
+    (void)op;
+    (void)why;
+    return true;
+  }
+};
+
+// Name of a type as -d and the table spell it ("float", "half", ...).
+const char* TypeName(batonDataType_t type);
+// Name of a reduction op as -o and the table spell it ("sum", "prod", ...).
+const char* OpName(batonRedOp_t op);
+
 // Parses the nccl-tests flags, creates the communicator with batonCommInitFromEnv, runs the
 // sweep and prints the table on rank 0. Returns the process exit status: 0 when every check
 // passed, 1 on wrong results, a failed Baton call or bad arguments.
 int PerfMain(int argc, char** argv, const Collective& coll);
+
+// The same, measuring `backend` instead of Baton: `coll` calls the backend's library in Run.
+int PerfMain(int argc, char** argv, const Collective& coll, Backend& backend);
 
 }  // namespace baton_perf
 

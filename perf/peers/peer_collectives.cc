@@ -1,0 +1,164 @@
+// The four collectives of the peer perf binaries; see peer_collectives.h.
+//
+// GetCounts, AlgBytes, BusBwFactor and InitData repeat, deliberately line for line, those of
+// perf/all_reduce_perf.cc, broadcast_perf.cc, all_gather_perf.cc and reduce_scatter_perf.cc:
+// the comparison is only fair if both sides move and check exactly the same data.
+//
+// SPDX-License-Identifier: BSD-3-Clause
+#include "peer_collectives.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace baton_perf {
+namespace {
+
+// Calls PeerLibrary's collective; Run translates the driver's arguments into a PeerCall.
+class PeerCollective : public Collective {
+ public:
+  explicit PeerCollective(PeerLibrary& library) : library_(library) {}
+
+ protected:
+  PeerCall MakeCall(const RunArgs& args, bool in_place) const {
+    return PeerCall{.send = args.send,
+                    .recv = args.recv,
+                    .count = args.count,
+                    .type = args.type,
+                    .op = args.op,
+                    .root = args.root,
+                    .in_place = in_place};
+  }
+  // Offset, in bytes, of a rank's block of `count` elements.
+  static size_t BlockBytes(const RunArgs& args) {
+    return args.count * TypeSize(args.type) * static_cast<size_t>(args.rank);
+  }
+
+  PeerLibrary& library_;
+};
+
+// As perf/all_reduce_perf.cc.
+class PeerAllReduce : public PeerCollective {
+ public:
+  using PeerCollective::PeerCollective;
+  const char* Name() const override { return "AllReduce"; }
+  bool UsesOp() const override { return true; }
+  bool UsesRoot() const override { return false; }
+  CollCounts GetCounts(size_t count, size_t /*type_size*/, int /*nranks*/) const override {
+    return {.send_count = count, .recv_count = count, .param_count = count};
+  }
+  double BusBwFactor(int nranks) const override { return 2.0 * (nranks - 1) / nranks; }
+  void InitData(const InitArgs& args) const override {
+    args.pattern.FillInput(args.input, args.counts.send_count, 0, args.rank);
+    args.pattern.FillReduced(args.expected, args.counts.recv_count, 0);
+  }
+  batonResult_t Run(const RunArgs& args) const override {
+    return library_.AllReduce(MakeCall(args, args.send == args.recv));
+  }
+};
+
+// As perf/broadcast_perf.cc.
+class PeerBroadcast : public PeerCollective {
+ public:
+  using PeerCollective::PeerCollective;
+  const char* Name() const override { return "Broadcast"; }
+  bool UsesOp() const override { return false; }
+  bool UsesRoot() const override { return true; }
+  CollCounts GetCounts(size_t count, size_t /*type_size*/, int /*nranks*/) const override {
+    return {.send_count = count, .recv_count = count, .param_count = count};
+  }
+  double BusBwFactor(int /*nranks*/) const override { return 1.0; }
+  void InitData(const InitArgs& args) const override {
+    if (args.rank == args.root) {
+      args.pattern.FillInput(args.input, args.counts.send_count, 0, args.root);
+    }
+    args.pattern.FillInput(args.expected, args.counts.recv_count, 0, args.root);
+  }
+  batonResult_t Run(const RunArgs& args) const override {
+    return library_.Broadcast(MakeCall(args, args.send == args.recv));
+  }
+};
+
+// As perf/all_gather_perf.cc.
+class PeerAllGather : public PeerCollective {
+ public:
+  using PeerCollective::PeerCollective;
+  const char* Name() const override { return "AllGather"; }
+  bool UsesOp() const override { return false; }
+  bool UsesRoot() const override { return false; }
+  CollCounts GetCounts(size_t count, size_t type_size, int nranks) const override {
+    const size_t share = RankShare(count, type_size, nranks);
+    return {.send_count = share,
+            .recv_count = share * nranks,
+            .param_count = share,
+            .send_inplace_offset = share};
+  }
+  double AlgBytes(const CollCounts& counts, size_t type_size, int nranks) const override {
+    return static_cast<double>(counts.param_count * type_size) * nranks;
+  }
+  double BusBwFactor(int nranks) const override { return (nranks - 1.0) / nranks; }
+  void InitData(const InitArgs& args) const override {
+    const size_t share = args.counts.send_count;
+    args.pattern.FillInput(args.input, share, args.rank * share, args.rank);
+    for (int r = 0; r < args.nranks; ++r) {
+      args.pattern.FillInput(ElementAt(args.expected, r * share, args.pattern.type()), share,
+                             r * share, r);
+    }
+  }
+  batonResult_t Run(const RunArgs& args) const override {
+    const bool in_place = static_cast<const std::byte*>(args.send) ==
+                          static_cast<const std::byte*>(args.recv) + BlockBytes(args);
+    return library_.AllGather(MakeCall(args, in_place));
+  }
+};
+
+// As perf/reduce_scatter_perf.cc.
+class PeerReduceScatter : public PeerCollective {
+ public:
+  using PeerCollective::PeerCollective;
+  const char* Name() const override { return "ReduceScatter"; }
+  bool UsesOp() const override { return true; }
+  bool UsesRoot() const override { return false; }
+  CollCounts GetCounts(size_t count, size_t type_size, int nranks) const override {
+    const size_t share = RankShare(count, type_size, nranks);
+    return {.send_count = share * nranks,
+            .recv_count = share,
+            .param_count = share,
+            .recv_inplace_offset = share};
+  }
+  double AlgBytes(const CollCounts& counts, size_t type_size, int nranks) const override {
+    return static_cast<double>(counts.param_count * type_size) * nranks;
+  }
+  double BusBwFactor(int nranks) const override { return (nranks - 1.0) / nranks; }
+  void InitData(const InitArgs& args) const override {
+    args.pattern.FillInput(args.input, args.counts.send_count, 0, args.rank);
+    const size_t share = args.counts.recv_count;
+    args.pattern.FillReduced(args.expected, share, args.rank * share);
+  }
+  batonResult_t Run(const RunArgs& args) const override {
+    const bool in_place = static_cast<const std::byte*>(args.recv) ==
+                          static_cast<const std::byte*>(args.send) + BlockBytes(args);
+    return library_.ReduceScatter(MakeCall(args, in_place));
+  }
+};
+
+}  // namespace
+
+int PeerMain(int argc, char** argv, const char* collective, PeerLibrary& library) {
+  if (std::strcmp(collective, "all_reduce") == 0) {
+    return PerfMain(argc, argv, PeerAllReduce(library), library);
+  }
+  if (std::strcmp(collective, "broadcast") == 0) {
+    return PerfMain(argc, argv, PeerBroadcast(library), library);
+  }
+  if (std::strcmp(collective, "all_gather") == 0) {
+    return PerfMain(argc, argv, PeerAllGather(library), library);
+  }
+  if (std::strcmp(collective, "reduce_scatter") == 0) {
+    return PerfMain(argc, argv, PeerReduceScatter(library), library);
+  }
+  std::fprintf(stderr, "unknown collective '%s'\n", collective);
+  return EXIT_FAILURE;
+}
+
+}  // namespace baton_perf
