@@ -23,6 +23,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# CUDA: nvcc from /usr/local/cuda when installed, so the default (cuda=auto)
+# configuration builds the CUDA kernels (docs/cuda.md).
+if [ -d /usr/local/cuda/bin ]; then
+  export PATH="$PATH:/usr/local/cuda/bin"
+fi
+
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release
 fi

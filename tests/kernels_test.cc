@@ -1,6 +1,7 @@
 // Tests of the reduce-copy kernels (src/kernels): the fp16/bf16 conversions,
-// the CPU entry point reduceCopy over every datatype x op x shape, and the
-// device-style grid-stride use of the portable core.
+// the CPU entry point reduceCopy over every datatype x op x shape at every
+// kernel level the CPU has (portable, AVX2, AVX-512: each forced in turn), and
+// the device-style grid-stride use of the portable core.
 //
 // Expected values come from a scalar reference written here, independently
 // of the core: integers in 64-bit wrapping arithmetic, floats in double
@@ -18,11 +19,13 @@
 #include <cfloat>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <baton.h>
 
 #include "kernels/cpu_reduce.h"
+#include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
 
 namespace baton {
@@ -32,6 +35,8 @@ constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,
                                          batonInt64,   batonUint64,  batonFloat16, batonFloat32,
                                          batonFloat64, batonBfloat16};
 constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
+constexpr CpuKernelLevel kAllLevels[] = {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
+                                         CpuKernelLevel::kAvx512};
 
 uint32_t bitsOf(float f) {
   uint32_t u;
@@ -366,22 +371,33 @@ struct Case {
   }
 };
 
+// Misaligned cases place every operand independently 1..63 bytes past a
+// 64-byte boundary (a multiple of the element size, as the API requires), so
+// sources and destinations are misaligned relative to each other as well.
+size_t operandOffset(const Case& c, size_t size, FastRng& rng) {
+  if (!c.misaligned) return 0;
+  return size * (1 + rng() % (63 / size));
+}
+
+// Source element bits for a case (truncated to the element size by storeRaw).
+using ElementGenerator = uint64_t (*)(batonDataType_t, FastRng&);
+
 // Runs one reduceCopy case against the reference; reports the first mismatch.
-::testing::AssertionResult runCase(const Case& c, FastRng& rng) {
+::testing::AssertionResult runCase(const Case& c, FastRng& rng,
+                                   ElementGenerator generate = randomElement) {
   const size_t size = datatypeSize(c.dt);
   const size_t bytes = c.count * size;
-  const size_t offset = c.misaligned ? size : 0;
   std::vector<GuardedBuffer> srcBufs;
   std::vector<GuardedBuffer> dstBufs;
   srcBufs.reserve(c.nsrcs);
   dstBufs.reserve(c.ndsts);
   for (int s = 0; s < c.nsrcs; ++s) {
-    srcBufs.emplace_back(bytes, offset);
+    srcBufs.emplace_back(bytes, operandOffset(c, size, rng));
     for (size_t i = 0; i < c.count; ++i) {
-      storeRaw(srcBufs[s].data(), size, i, randomElement(c.dt, rng));
+      storeRaw(srcBufs[s].data(), size, i, generate(c.dt, rng));
     }
   }
-  for (int d = 0; d < c.ndsts; ++d) dstBufs.emplace_back(bytes, offset);
+  for (int d = 0; d < c.ndsts; ++d) dstBufs.emplace_back(bytes, operandOffset(c, size, rng));
 
   // Expected values from the untouched inputs, before any in-place call.
   std::vector<const uint8_t*> inputs;
@@ -640,13 +656,31 @@ TEST(ReduceOps, Names) {
 
 // ---- reduceCopy sweep -------------------------------------------------------------
 
-class ReduceCopyTest : public ::testing::TestWithParam<batonDataType_t> {};
+// Parameterized by datatype and kernel level: each test runs with that level
+// forced (setCpuKernelLevel), or skips when the CPU lacks it.
+class ReduceCopyTest
+    : public ::testing::TestWithParam<std::tuple<batonDataType_t, CpuKernelLevel>> {
+ protected:
+  void SetUp() override {
+    saved_ = cpuKernelLevel();
+    const CpuKernelLevel level = std::get<1>(GetParam());
+    if (!cpuKernelLevelAvailable(level)) {
+      GTEST_SKIP() << "this CPU lacks " << cpuKernelLevelName(level);
+    }
+    ASSERT_TRUE(setCpuKernelLevel(level));
+  }
+  void TearDown() override { setCpuKernelLevel(saved_); }
+  static batonDataType_t datatype() { return std::get<0>(GetParam()); }
+
+ private:
+  CpuKernelLevel saved_ = CpuKernelLevel::kPortable;
+};
 
 // Every op x nsrcs x ndsts x length 0..257. Alignment, placement and divisor
 // rotate with the length so that every combination of them occurs for many
 // lengths, on both sides of each vector-width and block boundary.
 TEST_P(ReduceCopyTest, AllShapes) {
-  const batonDataType_t dt = GetParam();
+  const batonDataType_t dt = datatype();
   FastRng rng(1000 + dt);
   FailureBudget budget;
   for (batonRedOp_t op : kAllOps) {
@@ -674,7 +708,7 @@ TEST_P(ReduceCopyTest, AllShapes) {
 // iterations: each op takes a different path (fast two-source out of place
 // and in place, blocked general path with 2 destinations or 8 sources, copy).
 TEST_P(ReduceCopyTest, LargeCount) {
-  const batonDataType_t dt = GetParam();
+  const batonDataType_t dt = datatype();
   FastRng rng(2000 + dt);
   constexpr size_t kCount = (size_t{1} << 20) + 3;
   const Case cases[] = {
@@ -692,11 +726,37 @@ TEST_P(ReduceCopyTest, LargeCount) {
   }
 }
 
+// Streaming (non-temporal) stores normally start at 16 MiB; forcing them on
+// for every size checks that path, its cache-line alignment head and the
+// second destination's phase check, with aligned (streaming) and misaligned
+// (declined) operands, in place and out of place.
+TEST_P(ReduceCopyTest, StreamingStores) {
+  const batonDataType_t dt = datatype();
+  FastRng rng(7000 + dt);
+  const size_t savedNt = simdNonTemporalMinBytes();
+  setSimdNonTemporalMinBytes(0);
+  FailureBudget budget;
+  for (batonRedOp_t op : kAllOps) {
+    for (auto [nsrcs, ndsts] : {std::pair{2, 1}, std::pair{3, 2}}) {
+      for (size_t count : {size_t{1000}, size_t{65536 + 5}}) {
+        for (bool misaligned : {false, true}) {
+          const Placement placement =
+              count % 2 == 0 ? Placement::kSeparate : Placement::kSecondDstIsFirstSrc;
+          const uint32_t divisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
+          Case c{dt, op, nsrcs, ndsts, count, misaligned, placement, divisor};
+          if (!budget.check(runCase(c, rng))) break;
+        }
+      }
+    }
+  }
+  setSimdNonTemporalMinBytes(savedNt);
+}
+
 // reduceInto with every aliasing of dst to its operands; values are drawn
 // from a tiny set so NaN, +-0 and ties are frequent, which exposes any swap of
 // the operand order in the in-place paths.
 TEST_P(ReduceCopyTest, ReduceIntoAliasing) {
-  const batonDataType_t dt = GetParam();
+  const batonDataType_t dt = datatype();
   const size_t size = datatypeSize(dt);
   const Kind kind = kindOf(dt);
   constexpr size_t kCount = 1031;
@@ -742,6 +802,173 @@ TEST_P(ReduceCopyTest, ReduceIntoAliasing) {
   }
 }
 
+// ---- Special values and agreement with the portable core ------------------------------
+
+// Raw bit patterns at the edges of each type: signed zeros, infinities,
+// quiet and signalling NaNs with payloads and both signs, the smallest and
+// largest subnormals, the smallest normal, the largest finite value, one and
+// its neighbour (for rounding ties); for integers the extremes and small
+// values. Entries wider than the element are truncated, so only each type's
+// own row matters.
+uint64_t specialElement(batonDataType_t dt, FastRng& rng) {
+  static const std::vector<uint64_t> kHalf = {
+      0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0xfd55, 0x0001, 0x8001,
+      0x03ff, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x3c00, 0xbc00, 0x3c01, 0x1400, 0x6800};
+  static const std::vector<uint64_t> kBf16 = {
+      0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81, 0xff95, 0x0001, 0x8001,
+      0x007f, 0x807f, 0x0080, 0x7f7f, 0xff7f, 0x3f80, 0xbf80, 0x3f81, 0x3b80, 0x4b80};
+  static const std::vector<uint64_t> kFloat = {
+      0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001,
+      0xff812345, 0x00000001, 0x80000001, 0x007fffff, 0x807fffff, 0x00800000, 0x7f7fffff,
+      0xff7fffff, 0x3f800000, 0xbf800000, 0x3f800001, 0x33800000, 0x4b800000};
+  static const std::vector<uint64_t> kDouble = {
+      0x0000000000000000, 0x8000000000000000, 0x7ff0000000000000, 0xfff0000000000000,
+      0x7ff8000000000000, 0xfff8000000000001, 0x7ff0000000000001, 0xfff0123456789abc,
+      0x0000000000000001, 0x8000000000000001, 0x000fffffffffffff, 0x800fffffffffffff,
+      0x0010000000000000, 0x7fefffffffffffff, 0xffefffffffffffff, 0x3ff0000000000000,
+      0xbff0000000000000, 0x3ff0000000000001, 0x3ca0000000000000, 0x4340000000000000};
+  static const std::vector<uint64_t> kInt = {0,
+                                             1,
+                                             2,
+                                             ~uint64_t{0},
+                                             0x7f,
+                                             0x80,
+                                             0xff,
+                                             0x7fffffff,
+                                             0x80000000,
+                                             0xffffffff,
+                                             0x7fffffffffffffff,
+                                             0x8000000000000000,
+                                             0xfffffffffffffffe,
+                                             0x100000001};
+  const std::vector<uint64_t>* pool = &kInt;
+  switch (kindOf(dt)) {
+    case Kind::kHalf:
+      pool = &kHalf;
+      break;
+    case Kind::kBf16:
+      pool = &kBf16;
+      break;
+    case Kind::kFloat:
+      pool = &kFloat;
+      break;
+    case Kind::kDouble:
+      pool = &kDouble;
+      break;
+    default:
+      break;
+  }
+  // A few ordinary values too, so specials meet finite operands.
+  if (rng() % 8 == 0) return randomElement(dt, rng);
+  return (*pool)[rng() % pool->size()];
+}
+
+// Every op x nsrcs x ndsts over operands drawn mostly from specialElement.
+TEST_P(ReduceCopyTest, SpecialValues) {
+  const batonDataType_t dt = datatype();
+  FastRng rng(5000 + dt);
+  FailureBudget budget;
+  for (batonRedOp_t op : kAllOps) {
+    for (int nsrcs : {1, 2, 3, 8}) {
+      for (int ndsts : {1, 2}) {
+        for (uint32_t divisor : {0u, 3u}) {
+          for (size_t count : {size_t{200}, size_t{301}}) {
+            Case c{dt, op, nsrcs, ndsts, count, count % 2 == 1, Placement::kSeparate, divisor};
+            if (!budget.check(runCase(c, rng, specialElement))) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The selected level against the portable core itself (reduceCopyRange run
+// as a plain loop), bit for bit. For max/min and for copies even NaN payloads
+// must agree: the core's choice of operand is fully specified there. Sums and
+// products of two NaNs may carry either payload (the core leaves it open), so
+// there both only need to be NaN. For fp16 and bf16 the first run feeds all
+// 65536 bit patterns through the conversions (x + -0 and x max -0 are exact
+// in fp32, so the store must reproduce the core's rounding of every input).
+TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
+  const batonDataType_t dt = datatype();
+  const size_t size = datatypeSize(dt);
+  const Kind kind = kindOf(dt);
+  FastRng rng(6000 + dt);
+  const bool is16 = kind == Kind::kHalf || kind == Kind::kBf16;
+  constexpr size_t kCount = 65536 + 37;
+  for (batonRedOp_t op : kAllOps) {
+    for (int nsrcs : {2, 3}) {
+      for (uint32_t divisor : {0u, 3u}) {
+        for (int run = 0; run < 2; ++run) {
+          const bool exhaustive16 = is16 && run == 0;
+          std::vector<std::vector<uint8_t>> srcs(nsrcs, std::vector<uint8_t>(kCount * size));
+          for (int s = 0; s < nsrcs; ++s) {
+            for (size_t i = 0; i < kCount; ++i) {
+              uint64_t v = run == 0 ? rng() : specialElement(dt, rng);
+              if (exhaustive16) v = s == 0 ? (i & 0xffff) : 0x8000;  // x op -0
+              storeRaw(srcs[s].data(), size, i, v);
+            }
+          }
+          std::vector<uint8_t> got(kCount * size), want(kCount * size);
+          ReduceCopyArgs args;
+          for (int s = 0; s < nsrcs; ++s) args.srcs[s] = srcs[s].data();
+          args.nsrcs = nsrcs;
+          args.dsts[0] = got.data();
+          args.ndsts = 1;
+          args.count = kCount;
+          args.datatype = dt;
+          args.op = op;
+          args.postDivisor = divisor;
+          reduceCopy(args);
+          ASSERT_TRUE(dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
+            using T = typename decltype(typeTag)::type;
+            using Op = typename decltype(opTag)::type;
+            const T* typedSrcs[kMaxReduceSrcs];
+            for (int s = 0; s < nsrcs; ++s)
+              typedSrcs[s] = reinterpret_cast<const T*>(srcs[s].data());
+            T* typedDst = reinterpret_cast<T*>(want.data());
+            reduceCopyRange<T, Op>(typedSrcs, nsrcs, &typedDst, 1, 0, kCount, 1, divisor);
+          }));
+          const bool payloadsFree = op == batonSum || op == batonProd || op == batonAvg;
+          for (size_t i = 0; i < kCount; ++i) {
+            const uint64_t g = loadRaw(got.data(), size, i);
+            const uint64_t w = loadRaw(want.data(), size, i);
+            const bool ok = g == w || (payloadsFree && sameElement(kind, g, w));
+            ASSERT_TRUE(ok) << datatypeName(dt) << " " << redOpName(op) << " nsrcs=" << nsrcs
+                            << " div=" << divisor << " run=" << run << " element " << i << std::hex
+                            << ": got 0x" << g << " want 0x" << w;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- Kernel levels -------------------------------------------------------------------
+
+TEST(KernelLevel, SelectionApi) {
+  const CpuKernelLevel saved = cpuKernelLevel();
+  EXPECT_TRUE(cpuKernelLevelAvailable(CpuKernelLevel::kPortable));
+  EXPECT_TRUE(cpuKernelLevelAvailable(bestCpuKernelLevel()));
+  EXPECT_FALSE(cpuKernelLevelAvailable(static_cast<CpuKernelLevel>(7)));
+  EXPECT_FALSE(setCpuKernelLevel(static_cast<CpuKernelLevel>(7)));
+  EXPECT_EQ(cpuKernelLevel(), saved);  // a refused request changes nothing
+  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kPortable), "portable");
+  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kAvx2), "avx2");
+  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kAvx512), "avx512");
+  EXPECT_STREQ(cpuKernelLevelName(static_cast<CpuKernelLevel>(-1)), "invalid");
+  for (CpuKernelLevel level : kAllLevels) {
+    if (!cpuKernelLevelAvailable(level)) continue;
+    EXPECT_TRUE(setCpuKernelLevel(level));
+    EXPECT_EQ(cpuKernelLevel(), level);
+  }
+  // Without BATON_KERNELS (as meson test runs it) the default is the best.
+  if (getenv("BATON_KERNELS") == nullptr) {
+    EXPECT_EQ(saved, bestCpuKernelLevel());
+  }
+  setCpuKernelLevel(saved);
+}
+
 // ---- Grid emulation ----------------------------------------------------------------
 
 // Runs reduceCopyRange the way a CUDA kernel's grid-stride loop does: one
@@ -764,7 +991,7 @@ void emulateGrid(const ReduceCopyArgs& args, int grid, int block) {
 }
 
 TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
-  const batonDataType_t dt = GetParam();
+  const batonDataType_t dt = datatype();
   const size_t size = datatypeSize(dt);
   const Kind kind = kindOf(dt);
   FastRng rng(4000 + dt);
@@ -829,10 +1056,13 @@ TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTypes, ReduceCopyTest, ::testing::ValuesIn(kAllTypes),
-                         [](const ::testing::TestParamInfo<batonDataType_t>& info) {
-                           return std::string(datatypeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, ReduceCopyTest,
+    ::testing::Combine(::testing::ValuesIn(kAllTypes), ::testing::ValuesIn(kAllLevels)),
+    [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
+      return std::string(datatypeName(std::get<0>(info.param))) + "_" +
+             cpuKernelLevelName(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace baton

@@ -17,6 +17,9 @@
 #include "core/group.h"
 #include "core/log.h"
 #include "core/stream.h"
+#if BATON_HAVE_CUDA
+#include "core/cuda_device.h"  // CUDA device buffers (docs/cuda.md)
+#endif
 #include "kernels/cpu_reduce.h"
 #include "tuning/select.h"
 
@@ -93,6 +96,10 @@ Status CheckRank(int r, int nranks, const char* what) {
 }
 
 Status CheckStream(batonStream_t stream) {
+#if BATON_HAVE_CUDA
+  // With a GPU, a foreign handle may be a cudaStream_t: CudaTryLaunch decides.
+  if (CudaDeviceAvailable()) return Status::Ok();
+#endif
   if (stream != nullptr && !StreamIsLive(stream))
     return InvalidArgument(
         "stream is not a live batonStream_t from batonStreamCreate (CUDA streams need a "
@@ -262,6 +269,29 @@ batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, vo
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, spec.has_op ? op : batonSum,
                         spec.has_root ? root : 0);
   BuildFn build = algo.build;
+#if BATON_HAVE_CUDA
+  if (CudaDeviceAvailable()) {  // CUDA hook: device buffers or a cudaStream_t
+    Status st;
+    auto staged = [a, build](const void* send, void* recv, Schedule* s) {
+      CollArgs b = a;
+      b.send = send;
+      b.recv = recv;
+      build(b, s);
+    };
+    if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(),
+                      CudaBuffersFor(spec.collective, sendbuff, recvbuff, count,
+                                     datatypeSize(datatype), c->nranks(), c->rank(), root),
+                      staged, &st))
+      return st.ok() ? batonSuccess : Fail(fn, st, c);
+  }
+#endif
+  if (stream == nullptr && !InGroup()) {
+    // Synchronous: build and run right here. Capturing by reference keeps the
+    // builder within std::function's inline storage, so the latency path
+    // allocates nothing.
+    Status st = c->run([&a, build](Schedule* s) { build(a, s); });
+    return st.ok() ? batonSuccess : Fail(fn, st, c);
+  }
   return LaunchCall(fn, ctx, stream, [a, build](Schedule* s) { build(a, s); });
 }
 
@@ -531,6 +561,33 @@ static batonResult_t PointToPoint(const char* fn, bool is_send, const void* send
   BATON_CHECK(
       fn, CheckBuffer(is_send ? sendbuff : recvbuff, count, is_send ? "sendbuff" : "recvbuff"), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, 0);
+#if BATON_HAVE_CUDA
+  if (CudaDeviceAvailable()) {  // CUDA hook: device buffers or a cudaStream_t
+    Status st;
+    const size_t bytes = count * datatypeSize(datatype);
+    CudaCallBuffers io;
+    if (is_send) {
+      io.send = sendbuff;
+      io.send_bytes = bytes;
+    } else {
+      io.recv = recvbuff;
+      io.recv_bytes = bytes;
+    }
+    auto staged = [a, peer, is_send](const void* send, void* recv, Schedule* s) {
+      CollArgs b = a;
+      b.send = send;
+      b.recv = recv;
+      if (is_send) {
+        BuildSend(b, peer, s);
+      } else {
+        BuildRecv(b, peer, s);
+      }
+    };
+    if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream),
+                      InGroup() || peer == c->rank(), io, staged, &st))
+      return st.ok() ? batonSuccess : Fail(fn, st, c);
+  }
+#endif
   baton::Launch l;
   l.comm = ctx.comm;
   l.stream = stream;
@@ -564,6 +621,15 @@ batonResult_t batonBarrier(batonComm_t comm, batonStream_t stream) {
   CallContext ctx = Begin(comm, stream);
   BATON_CHECK(fn, ctx.status, ctx.comm.get());
   CollArgs a = MakeArgs(*ctx.comm, nullptr, nullptr, 0, batonUint8, batonSum, 0);
+#if BATON_HAVE_CUDA
+  if (CudaDeviceAvailable()) {  // CUDA hook: a barrier ordered on a cudaStream_t
+    Status st;
+    auto staged = [a](const void*, void*, Schedule* s) { BuildDisseminationBarrier(a, s); };
+    if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(), {},
+                      staged, &st))
+      return st.ok() ? batonSuccess : Fail(fn, st, ctx.comm.get());
+  }
+#endif
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildDisseminationBarrier(a, s); });
 }
 

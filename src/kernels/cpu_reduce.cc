@@ -12,6 +12,11 @@
  * Every path applies the same core functors in the same order, so they agree
  * with reduceCopyRange (and so with the device kernels) bit for bit.
  *
+ * Before those portable loops, reduceCopy offers the call to the vectorized
+ * back ends (cpu_avx512.cc, cpu_avx2.cc) chosen at run time: the best the CPU
+ * has, or what BATON_KERNELS asks for. They compute the same elements in the
+ * same order and decline combinations they have no vector code for.
+ *
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include "kernels/cpu_reduce.h"
@@ -20,7 +25,12 @@
 #include <string.h>
 
 #include <algorithm>
+#include <atomic>
+#include <string>
 
+#include "core/env.h"
+#include "core/log.h"
+#include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
 
 namespace baton {
@@ -127,7 +137,128 @@ void reduceTyped(const ReduceCopyArgs& args) {
   reduceBlocked<T, Op, kDiv>(srcs, args.nsrcs, dsts, args.ndsts, n, divisor);
 }
 
+// ---- Kernel level ----------------------------------------------------------
+
+constexpr int kLevelUnset = -1;
+// The level reduceCopy runs; read on every call, so relaxed and lock-free.
+std::atomic<int> gKernelLevel{kLevelUnset};
+std::atomic<size_t> gNonTemporalMinBytes{kDefaultNonTemporalMinBytes};
+
+bool parseKernelLevel(const std::string& text, CpuKernelLevel* out, bool* isAuto) {
+  *isAuto = text == "auto";
+  if (*isAuto) return true;
+  for (CpuKernelLevel level :
+       {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2, CpuKernelLevel::kAvx512}) {
+    if (text == cpuKernelLevelName(level)) {
+      *out = level;
+      return true;
+    }
+  }
+  return false;
+}
+
+// BATON_KERNELS, resolved against the CPU. Runs once per process.
+CpuKernelLevel levelFromEnv() {
+  const CpuKernelLevel best = bestCpuKernelLevel();
+  CpuKernelLevel chosen = best;
+  const auto env = GetEnv("BATON_KERNELS");
+  if (env) {
+    CpuKernelLevel asked = best;
+    bool isAuto = false;
+    if (!parseKernelLevel(*env, &asked, &isAuto)) {
+      BATON_WARN(kLogEnv, "ignoring BATON_KERNELS=%s: expected auto, portable, avx2 or avx512",
+                 env->c_str());
+    } else if (!isAuto && !cpuKernelLevelAvailable(asked)) {
+      BATON_WARN(kLogEnv, "BATON_KERNELS=%s: this CPU lacks %s, using %s", env->c_str(),
+                 cpuKernelLevelName(asked), cpuKernelLevelName(best));
+    } else if (!isAuto) {
+      chosen = asked;
+    }
+  }
+  BATON_INFO(kLogInit, "reduce kernels: %s (best on this CPU: %s)", cpuKernelLevelName(chosen),
+             cpuKernelLevelName(best));
+  return chosen;
+}
+
+// Resolves BATON_KERNELS on first use; thread-safe (a static's initializer).
+void ensureKernelLevel() {
+  static const bool resolved = [] {
+    int expected = kLevelUnset;
+    gKernelLevel.compare_exchange_strong(expected, static_cast<int>(levelFromEnv()));
+    return true;
+  }();
+  (void)resolved;
+}
+
+// Offers args to the vectorized back end of the current level; true when it
+// ran them.
+bool reduceCopySimd(const ReduceCopyArgs& args) {
+  int level = gKernelLevel.load(std::memory_order_relaxed);
+  if (level == kLevelUnset) {
+    ensureKernelLevel();
+    level = gKernelLevel.load(std::memory_order_relaxed);
+  }
+  if (level == static_cast<int>(CpuKernelLevel::kPortable)) return false;
+  SimdOptions options;
+  options.nonTemporalMinBytes = gNonTemporalMinBytes.load(std::memory_order_relaxed);
+  if (level == static_cast<int>(CpuKernelLevel::kAvx512)) return reduceCopyAvx512(args, options);
+  return reduceCopyAvx2(args, options);
+}
+
 }  // namespace
+
+CpuKernelLevel bestCpuKernelLevel() {
+  static const CpuKernelLevel best = cpuSupportsAvx512() ? CpuKernelLevel::kAvx512
+                                     : cpuSupportsAvx2() ? CpuKernelLevel::kAvx2
+                                                         : CpuKernelLevel::kPortable;
+  return best;
+}
+
+bool cpuKernelLevelAvailable(CpuKernelLevel level) {
+  switch (level) {
+    case CpuKernelLevel::kPortable:
+      return true;
+    case CpuKernelLevel::kAvx2:
+      return cpuSupportsAvx2();
+    case CpuKernelLevel::kAvx512:
+      return cpuSupportsAvx512();
+    default:
+      return false;
+  }
+}
+
+CpuKernelLevel cpuKernelLevel() {
+  ensureKernelLevel();
+  return static_cast<CpuKernelLevel>(gKernelLevel.load(std::memory_order_relaxed));
+}
+
+bool setCpuKernelLevel(CpuKernelLevel level) {
+  if (!cpuKernelLevelAvailable(level)) return false;
+  ensureKernelLevel();  // so a later first call cannot overwrite this choice
+  gKernelLevel.store(static_cast<int>(level), std::memory_order_relaxed);
+  return true;
+}
+
+const char* cpuKernelLevelName(CpuKernelLevel level) {
+  switch (level) {
+    case CpuKernelLevel::kPortable:
+      return "portable";
+    case CpuKernelLevel::kAvx2:
+      return "avx2";
+    case CpuKernelLevel::kAvx512:
+      return "avx512";
+    default:
+      return "invalid";
+  }
+}
+
+size_t simdNonTemporalMinBytes() {
+  return gNonTemporalMinBytes.load(std::memory_order_relaxed);
+}
+
+void setSimdNonTemporalMinBytes(size_t bytes) {
+  gNonTemporalMinBytes.store(bytes, std::memory_order_relaxed);
+}
 
 void reduceCopy(const ReduceCopyArgs& args) {
   const bool argsOk = args.nsrcs >= 1 && args.nsrcs <= kMaxReduceSrcs && args.ndsts >= 1 &&
@@ -152,6 +283,7 @@ void reduceCopy(const ReduceCopyArgs& args) {
     return;
   }
 
+  if (reduceCopySimd(args)) return;
   dispatchReduce(args.datatype, args.op, [&](auto typeTag, auto opTag) {
     using T = typename decltype(typeTag)::type;
     using Op = typename decltype(opTag)::type;

@@ -45,6 +45,30 @@ void reduceCopy(const ReduceCopyArgs& args);
 void reduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t postDivisor = 0);
 
+// ---- Kernel implementation (BATON_KERNELS) ---------------------------------
+//
+// reduceCopy runs one of these; all give bit-identical results (NaN payloads
+// of sums and products aside, as in the portable core). The default is the
+// best the CPU has; BATON_KERNELS=portable|avx2|avx512|auto overrides it.
+enum class CpuKernelLevel {
+  kPortable = 0,  // the core's loops, auto-vectorized for the baseline ISA
+  kAvx2 = 1,      // AVX2 + F16C
+  kAvx512 = 2,    // AVX-512 F/BW/DQ
+};
+
+// The level reduceCopy uses now. The first call reads BATON_KERNELS and logs
+// the choice once at INFO.
+CpuKernelLevel cpuKernelLevel();
+// The best level this CPU (and OS) supports.
+CpuKernelLevel bestCpuKernelLevel();
+bool cpuKernelLevelAvailable(CpuKernelLevel level);
+// Makes reduceCopy use level from now on, for every thread (tests and
+// benchmarks compare levels in one process). Returns false, changing
+// nothing, when the CPU lacks it or level is out of range.
+bool setCpuKernelLevel(CpuKernelLevel level);
+// "portable", "avx2", "avx512"; "invalid" when out of range.
+const char* cpuKernelLevelName(CpuKernelLevel level);
+
 // Bytes per element; 0 for an invalid datatype.
 size_t datatypeSize(batonDataType_t dt);
 // nccl-tests names ("int8", ..., "bfloat16"); "invalid" when out of range.

@@ -1,0 +1,93 @@
+// The math the trainer needs, behind one interface, so that where the numbers live (host memory
+// with CBLAS today, device memory with cuBLAS later) is one object's business. The model, the
+// optimizer and the communication code only see opaque float pointers from Buffer; Baton's
+// collectives take those same pointers (host buffers now, device buffers once Baton's CUDA
+// collectives land), so a device backend needs no change outside its own file (docs/trainer.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace trainer {
+
+class Backend;
+
+// Floats owned by a backend (host or device memory); movable, frees itself.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, float* data, size_t size) : owner_(owner), data_(data), size_(size) {}
+  Buffer(Buffer&& other) noexcept { *this = std::move(other); }
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  float* data() { return data_; }
+  const float* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  void reset();
+  Backend* owner_ = nullptr;
+  float* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Loss and accuracy of one batch, summed (not averaged) so batches and ranks add up.
+struct BatchStats {
+  double loss_sum = 0;
+  double correct = 0;
+  double samples = 0;
+};
+
+// Dense math on backend memory; matrices are row-major. Every call may run asynchronously on a
+// device; synchronize() waits for all of them (before host reads or host-stream collectives).
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // n zeroed floats of backend memory.
+  virtual Buffer allocate(size_t n) = 0;
+  virtual void upload(float* dst, const float* host, size_t n) = 0;
+  virtual void download(float* host, const float* src, size_t n) = 0;
+  virtual void copy(float* dst, const float* src, size_t n) = 0;
+  virtual void synchronize() {}
+
+  // C[m x n] = alpha * op(A) * op(B) + beta * C, op(A) is m x k, op(B) is k x n.
+  virtual void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+  // y[r][c] += bias[c], then y = max(y, 0) when relu.
+  virtual void addBias(float* y, const float* bias, int rows, int cols, bool relu) = 0;
+  // out[c] = sum over r of m[r][c].
+  virtual void columnSums(const float* m, int rows, int cols, float* out) = 0;
+  // delta[i] = 0 where activation[i] <= 0 (the derivative of ReLU).
+  virtual void reluBackward(float* delta, const float* activation, size_t n) = 0;
+  // Softmax cross-entropy of logits[rows x classes] against host labels. When dlogits is not
+  // null it receives d(mean loss)/d(logits) = (softmax - onehot) / rows.
+  virtual BatchStats softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows,
+                                         int classes, float* dlogits) = 0;
+  // SGD with momentum and (L2) weight decay, PyTorch's formulation:
+  //   v = momentum * v + (g + weight_decay * w);  w -= lr * v
+  virtual void sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
+                       float weight_decay) = 0;
+  // avg = decay * avg + (1 - decay) * w
+  virtual void emaUpdate(float* avg, const float* w, size_t n, float decay) = 0;
+  // x *= s
+  virtual void scale(float* x, size_t n, float s) = 0;
+  // x += y
+  virtual void add(float* x, const float* y, size_t n) = 0;
+
+ private:
+  friend class Buffer;
+  virtual void release(float* data) = 0;
+};
+
+// The host backend: CBLAS (OpenBLAS) sgemm and plain loops. blas_threads <= 0 leaves OpenBLAS's
+// own setting alone.
+std::unique_ptr<Backend> makeCpuBackend(int blas_threads);
+
+}  // namespace trainer

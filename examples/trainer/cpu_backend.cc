@@ -1,0 +1,153 @@
+// The host backend: CBLAS for the matrix products, straightforward loops for the rest.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backend.h"
+#include "util.h"
+
+namespace trainer {
+
+Buffer& Buffer::operator=(Buffer&& other) noexcept {
+  if (this != &other) {
+    reset();
+    owner_ = other.owner_;
+    data_ = other.data_;
+    size_ = other.size_;
+    other.owner_ = nullptr;
+    other.data_ = nullptr;
+    other.size_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->release(data_);
+  owner_ = nullptr;
+  data_ = nullptr;
+  size_ = 0;
+}
+
+namespace {
+
+// Host memory, 64-byte aligned for the BLAS kernels; math through CBLAS.
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int blas_threads) {
+    if (blas_threads > 0) openblas_set_num_threads(blas_threads);
+  }
+
+  std::string name() const override {
+    return "cpu (OpenBLAS, " + std::to_string(openblas_get_num_threads()) + " thread(s))";
+  }
+
+  Buffer allocate(size_t n) override {
+    size_t bytes = ((std::max<size_t>(n, 1) * sizeof(float) + 63) / 64) * 64;
+    auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (p == nullptr)
+      throw TrainError("out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, bytes);
+    return Buffer(this, p, n);
+  }
+  void upload(float* dst, const float* host, size_t n) override { copy(dst, host, n); }
+  void download(float* host, const float* src, size_t n) override { copy(host, src, n); }
+  void copy(float* dst, const float* src, size_t n) override {
+    if (dst != src && n > 0) std::memcpy(dst, src, n * sizeof(float));
+  }
+
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+            const float* b, float beta, float* c) override {
+    int lda = trans_a ? m : k;
+    int ldb = trans_b ? k : n;
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
+  }
+
+  void addBias(float* y, const float* bias, int rows, int cols, bool relu) override {
+    for (int r = 0; r < rows; ++r) {
+      float* row = y + static_cast<size_t>(r) * cols;
+      for (int c = 0; c < cols; ++c) {
+        float v = row[c] + bias[c];
+        row[c] = relu && v < 0.0f ? 0.0f : v;
+      }
+    }
+  }
+
+  void columnSums(const float* m, int rows, int cols, float* out) override {
+    std::fill(out, out + cols, 0.0f);
+    for (int r = 0; r < rows; ++r) {
+      const float* row = m + static_cast<size_t>(r) * cols;
+      for (int c = 0; c < cols; ++c) out[c] += row[c];
+    }
+  }
+
+  void reluBackward(float* delta, const float* activation, size_t n) override {
+    for (size_t i = 0; i < n; ++i) {
+      if (activation[i] <= 0.0f) delta[i] = 0.0f;
+    }
+  }
+
+  BatchStats softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
+                                 float* dlogits) override {
+    BatchStats stats;
+    stats.samples = rows;
+    for (int r = 0; r < rows; ++r) {
+      const float* z = logits + static_cast<size_t>(r) * classes;
+      int best = 0;
+      float zmax = z[0];
+      for (int c = 1; c < classes; ++c) {
+        if (z[c] > zmax) {
+          zmax = z[c];
+          best = c;
+        }
+      }
+      double sum = 0;
+      for (int c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(z[c] - zmax));
+      double log_sum = std::log(sum);
+      stats.loss_sum += log_sum - static_cast<double>(z[labels[r]] - zmax);
+      stats.correct += best == labels[r] ? 1 : 0;
+      if (dlogits != nullptr) {
+        float* d = dlogits + static_cast<size_t>(r) * classes;
+        for (int c = 0; c < classes; ++c) {
+          double p = std::exp(static_cast<double>(z[c] - zmax) - log_sum);
+          d[c] = static_cast<float>((p - (c == labels[r] ? 1.0 : 0.0)) / rows);
+        }
+      }
+    }
+    return stats;
+  }
+
+  void sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
+               float weight_decay) override {
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = momentum * v[i] + (g[i] + weight_decay * w[i]);
+      w[i] -= lr * v[i];
+    }
+  }
+
+  void emaUpdate(float* avg, const float* w, size_t n, float decay) override {
+    for (size_t i = 0; i < n; ++i) avg[i] = decay * avg[i] + (1.0f - decay) * w[i];
+  }
+
+  void scale(float* x, size_t n, float s) override {
+    for (size_t i = 0; i < n; ++i) x[i] *= s;
+  }
+
+  void add(float* x, const float* y, size_t n) override {
+    for (size_t i = 0; i < n; ++i) x[i] += y[i];
+  }
+
+ private:
+  void release(float* data) override { std::free(data); }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeCpuBackend(int blas_threads) {
+  return std::make_unique<CpuBackend>(blas_threads);
+}
+
+}  // namespace trainer

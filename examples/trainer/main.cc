@@ -1,0 +1,134 @@
+// baton-train: data-parallel SGD on Fashion-MNIST with Baton (docs/trainer.md).
+//
+//   batonrun -n 4 baton-train --epochs 5
+#include <baton.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "backend.h"
+#include "data.h"
+#include "options.h"
+#include "trainer.h"
+#include "util.h"
+
+namespace {
+
+using trainer::TrainError;
+
+// The launcher's rank, for messages printed before the communicator exists.
+std::string launcherRank() {
+  for (const char* name :
+       {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && v[0] != '\0') return v;
+  }
+  return "?";
+}
+
+// Ranks sharing this host, from whichever launcher started us (0 when unknown).
+int localRanks() {
+  for (const char* name : {"BATON_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                           "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && std::atoi(v) > 0) return std::atoi(v);
+  }
+  return 0;
+}
+
+// OpenBLAS starts one busy-waiting thread per core in every process. With several ranks on a
+// host that oversubscribes the cores (4 ranks x 2 threads on 2 cores) and starves Baton's own
+// progress, so unless told otherwise (--blas-threads or OPENBLAS_NUM_THREADS) each rank gets
+// cores / local ranks threads, at least one.
+int blasThreads(const trainer::Options& o, int world) {
+  if (o.blas_threads > 0) return o.blas_threads;
+  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return -1;
+  int local = localRanks();
+  if (local <= 0) local = world;
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, cores / std::max(local, 1));
+}
+
+// Loads the data on every rank and agrees on the outcome, so a rank that cannot read its files
+// makes every rank stop with a message instead of leaving the others in a collective.
+trainer::DataSplit loadData(const trainer::Options& o, batonComm_t comm, int rank) {
+  trainer::DataSplit data;
+  std::string problem;
+  try {
+    data = o.synthetic > 0 ? trainer::makeSynthetic(o.synthetic, o.seed)
+                           : trainer::loadFashionMnist(o.data_dir);
+  } catch (const TrainError& e) {
+    problem = e.what();
+  }
+  int ok = problem.empty() ? 1 : 0;
+  trainer::checkBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
+                      "data check allreduce");
+  if (!problem.empty()) throw TrainError(problem);
+  if (ok == 0)
+    throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
+                     " could)");
+  return data;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  trainer::Options options;
+  try {
+    std::string help;
+    if (trainer::parseOptions(argc, argv, &options, &help)) {
+      std::fputs(help.c_str(), stdout);
+      return 0;
+    }
+  } catch (const TrainError& e) {
+    std::fprintf(stderr, "baton-train: rank %s: error: %s\n", launcherRank().c_str(), e.what());
+    return 2;
+  }
+
+  batonComm_t comm = nullptr;
+  if (batonCommInitFromEnv(&comm) != batonSuccess) {
+    std::fprintf(stderr, "baton-train: rank %s: cannot join the job: %s\n", launcherRank().c_str(),
+                 batonGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0;
+  int world = 1;
+  batonCommUserRank(comm, &rank);
+  batonCommCount(comm, &world);
+  try {
+    // Asynchrony itself acts as momentum, about 1 - 1/W for W workers (Mitliagkas et al. 2016,
+    // "Asynchrony begets momentum"); on top of 0.9 it diverges, so --async compensates unless
+    // --momentum is given.
+    if (options.async && !options.momentum_set && world > 2) {
+      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / (world - 1)));
+      if (rank == 0) {
+        std::printf(
+            "async: explicit momentum lowered to %.3f for %d workers (--momentum sets it)\n",
+            options.momentum, world - 1);
+      }
+    }
+    std::unique_ptr<trainer::Backend> backend =
+        trainer::makeCpuBackend(blasThreads(options, world));
+    trainer::DataSplit data = loadData(options, comm, rank);
+    {
+      trainer::TrainingRun run(comm, options, *backend, data);
+      run.run();
+    }
+    batonResult_t r = batonCommDestroy(comm);
+    if (r != batonSuccess) {
+      std::fprintf(stderr, "baton-train: rank %d: batonCommDestroy: %s\n", rank,
+                   batonGetErrorString(r));
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
+    // Abort rather than destroy: peers blocked in a collective with us see an error at once.
+    batonCommAbort(comm);
+    return 1;
+  }
+}

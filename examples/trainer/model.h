@@ -1,0 +1,91 @@
+// The multilayer perceptron (ReLU hidden layers, softmax cross-entropy), its SGD optimizer and
+// the exponential moving average of its parameters.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "backend.h"
+
+namespace trainer {
+
+// Where one fully connected layer's weights [out x in] and bias [out] sit in the flat vector.
+struct LayerSlice {
+  int in = 0;
+  int out = 0;
+  size_t weight_offset = 0;
+  size_t bias_offset = 0;
+  size_t begin() const { return weight_offset; }
+  size_t end() const { return bias_offset + static_cast<size_t>(out); }
+};
+
+// An MLP whose parameters (and gradients) are one flat buffer each, layer after layer (W1 b1 W2
+// b2 ...), so a bucket of consecutive layers is one contiguous range for one allreduce and the
+// whole model is one buffer for broadcasts, averaging and checkpoints.
+class Mlp {
+ public:
+  // sizes = {784, 512, 256, 10}; max_batch bounds the activations kept for backward.
+  Mlp(Backend& backend, std::vector<int> sizes, int max_batch);
+
+  size_t parameterCount() const { return params_.size(); }
+  const std::vector<LayerSlice>& layers() const { return layers_; }
+  const std::vector<int>& sizes() const { return sizes_; }
+  float* params() { return params_.data(); }
+  float* grads() { return grads_.data(); }
+
+  // He-normal weights and zero biases from seed (the same on every rank and platform).
+  void initialize(uint64_t seed);
+
+  // Forward pass of rows inputs (backend memory, rows x sizes[0]) with the given parameters
+  // (params() or, for evaluation, an average of them). With keep_for_backward the activations
+  // and d(loss)/d(logits) are kept for backward().
+  BatchStats forward(const float* params, const float* x, const uint8_t* labels, int rows,
+                     bool keep_for_backward);
+
+  // Writes grads() for the last forward(keep_for_backward = true), from the last layer to the
+  // first, calling layer_done(l) as soon as layer l's weight and bias gradients are final (so
+  // their allreduce can start while the layers below are still being computed).
+  void backward(const std::function<void(int layer)>& layer_done);
+
+ private:
+  Backend& backend_;
+  std::vector<int> sizes_;
+  std::vector<LayerSlice> layers_;
+  int max_batch_;
+  Buffer params_;
+  Buffer grads_;
+  std::vector<Buffer> activations_;  // activations_[0] unused (input), [l] = output of layer l-1
+  std::vector<Buffer> deltas_;       // d(loss)/d(pre-activation) of each layer
+  const float* input_ = nullptr;
+  int rows_ = 0;
+};
+
+// SGD with momentum and weight decay over a flat parameter vector.
+class SgdOptimizer {
+ public:
+  SgdOptimizer(Backend& backend, size_t n, float momentum, float weight_decay);
+  void step(float* params, const float* grads, float lr);
+  float* momentumBuffer() { return velocity_.data(); }
+  size_t size() const { return velocity_.size(); }
+
+ private:
+  Backend& backend_;
+  Buffer velocity_;
+  float momentum_;
+  float weight_decay_;
+};
+
+// Exponential moving average of the parameters (Polyak averaging), evaluated alongside them.
+class ParameterEma {
+ public:
+  ParameterEma(Backend& backend, const float* params, size_t n, float decay);
+  void update(const float* params);
+  float* data() { return avg_.data(); }
+
+ private:
+  Backend& backend_;
+  Buffer avg_;
+  float decay_;
+};
+
+}  // namespace trainer

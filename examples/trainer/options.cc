@@ -1,0 +1,216 @@
+#include "options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "util.h"
+
+namespace trainer {
+namespace {
+
+constexpr const char* kUsage =
+    R"(usage: baton-train [options]   (launch with batonrun -n N, mpirun or srun)
+
+Data
+  --data DIR              Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)
+  --synthetic N           a deterministic synthetic set of N samples instead (tests)
+Model and optimizer
+  --hidden 512,256        hidden layer sizes (784-512-256-10 by default)
+  --epochs N              epochs to train (5)
+  --batch N               samples per rank and step (64)
+  --lr X                  learning rate for one rank's batch (0.05)
+  --no-lr-scaling         do not scale the rate by the number of ranks
+  --warmup N              steps of linear warm-up to the scaled rate (200)
+  --lr-schedule cosine|constant   after the warm-up (cosine to 0 over all epochs)
+  --momentum X            (0.9)   --weight-decay X   (1e-4)
+  --ema DECAY             also evaluate an exponential moving average of the parameters
+  --seed N                seed of the initial weights, shuffles and synthetic data (1)
+Communication
+  --mode sync|ps|local    allreduce (default), parameter server on rank 0, or local SGD
+  --async                 with --mode ps: workers do not wait for each other
+  --average-every K       with --mode local: average the parameters every K steps (8)
+  --no-overlap            one allreduce after backward instead of overlapped buckets
+  --bucket-cap-mb X       bucket size (25)     --first-bucket-mb X   first bucket (1)
+  --fp16-allreduce        send gradients as fp16
+Output and state
+  --json FILE             one JSON object per epoch and line (rank 0)
+  --checkpoint FILE       write the training state after every epoch (rank 0)
+  --resume FILE           continue from a checkpoint
+  --no-progress           no progress bar (it is only drawn on a terminal anyway)
+  --check-replicas        compare a parameter hash across ranks after every step
+  --print-hash            print a hash of the final parameters
+  --max-steps N           at most N steps per epoch
+  --stop-after N          stop after epoch N as if interrupted (the schedule still spans --epochs)
+  --blas-threads N        OpenBLAS threads per rank (default: cores / ranks on this host)
+)";
+
+// Option values with full-string checks: "12abc", "", out-of-range values are errors.
+class ArgReader {
+ public:
+  ArgReader(int argc, char** argv) : argc_(argc), argv_(argv) {}
+  bool done() const { return i_ >= argc_; }
+  std::string next() { return argv_[i_++]; }
+  std::string value(const std::string& flag) {
+    if (i_ >= argc_) throw TrainError(flag + " needs a value (see --help)");
+    return argv_[i_++];
+  }
+  long integer(const std::string& flag, long lo, long hi) {
+    std::string v = value(flag);
+    errno = 0;
+    char* end = nullptr;
+    long x = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0 || x < lo || x > hi) {
+      throw TrainError(flag + ": '" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "]");
+    }
+    return x;
+  }
+  double real(const std::string& flag, double lo, double hi) {
+    std::string v = value(flag);
+    errno = 0;
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || errno != 0 || !std::isfinite(x) || x < lo || x > hi) {
+      throw TrainError(flag + ": '" + v + "' is not a number in [" + std::to_string(lo) + ", " +
+                       std::to_string(hi) + "]");
+    }
+    return x;
+  }
+
+ private:
+  int argc_;
+  char** argv_;
+  int i_ = 1;
+};
+
+std::vector<int> parseSizes(const std::string& flag, const std::string& v) {
+  std::vector<int> sizes;
+  size_t start = 0;
+  while (start <= v.size()) {
+    size_t comma = v.find(',', start);
+    std::string part =
+        v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    char* end = nullptr;
+    long x = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || x < 1 || x > 65536) {
+      throw TrainError(flag + ": '" + v + "' is not a comma-separated list of sizes in [1, 65536]");
+    }
+    sizes.push_back(static_cast<int>(x));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+}  // namespace
+
+bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
+  ArgReader args(argc, argv);
+  bool average_every_set = false;
+  while (!args.done()) {
+    std::string flag = args.next();
+    if (flag == "-h" || flag == "--help") {
+      *help_text = kUsage;
+      return true;
+    } else if (flag == "--data") {
+      o->data_dir = args.value(flag);
+    } else if (flag == "--synthetic") {
+      o->synthetic = static_cast<size_t>(args.integer(flag, 1, 10'000'000));
+    } else if (flag == "--hidden") {
+      o->hidden = parseSizes(flag, args.value(flag));
+    } else if (flag == "--epochs") {
+      o->epochs = static_cast<int>(args.integer(flag, 1, 100000));
+    } else if (flag == "--batch") {
+      o->batch = static_cast<int>(args.integer(flag, 1, 65536));
+    } else if (flag == "--lr") {
+      o->lr = args.real(flag, 0, 100);
+    } else if (flag == "--no-lr-scaling") {
+      o->lr_scaling = false;
+    } else if (flag == "--warmup") {
+      o->warmup_steps = static_cast<int>(args.integer(flag, 0, 100'000'000));
+    } else if (flag == "--lr-schedule") {
+      std::string v = args.value(flag);
+      if (v != "cosine" && v != "constant") {
+        throw TrainError("--lr-schedule: '" + v + "' is not one of cosine, constant");
+      }
+      o->cosine = v == "cosine";
+    } else if (flag == "--stop-after") {
+      o->stop_after = static_cast<int>(args.integer(flag, 1, 100000));
+    } else if (flag == "--momentum") {
+      o->momentum = args.real(flag, 0, 0.999999);
+      o->momentum_set = true;
+    } else if (flag == "--weight-decay") {
+      o->weight_decay = args.real(flag, 0, 1);
+    } else if (flag == "--ema") {
+      o->ema = args.real(flag, 0, 0.999999999);
+      if (o->ema == 0) throw TrainError("--ema: the decay must be in (0, 1), e.g. 0.999");
+    } else if (flag == "--seed") {
+      o->seed = static_cast<uint64_t>(args.integer(flag, 0, 0x7fffffffffffffffL));
+    } else if (flag == "--mode") {
+      std::string m = args.value(flag);
+      if (m == "sync") {
+        o->mode = Mode::kSync;
+      } else if (m == "ps") {
+        o->mode = Mode::kPs;
+      } else if (m == "local") {
+        o->mode = Mode::kLocal;
+      } else {
+        throw TrainError("--mode: '" + m + "' is not one of sync, ps, local");
+      }
+    } else if (flag == "--async") {
+      o->async = true;
+    } else if (flag == "--average-every") {
+      o->average_every = static_cast<int>(args.integer(flag, 1, 1'000'000));
+      average_every_set = true;
+    } else if (flag == "--no-overlap") {
+      o->overlap = false;
+    } else if (flag == "--bucket-cap-mb") {
+      o->bucket_cap_mb = args.real(flag, 0, 1 << 20);
+    } else if (flag == "--first-bucket-mb") {
+      o->first_bucket_mb = args.real(flag, 0, 1 << 20);
+    } else if (flag == "--fp16-allreduce") {
+      o->fp16_allreduce = true;
+    } else if (flag == "--json") {
+      o->json = args.value(flag);
+    } else if (flag == "--checkpoint") {
+      o->checkpoint = args.value(flag);
+    } else if (flag == "--resume") {
+      o->resume = args.value(flag);
+    } else if (flag == "--no-progress") {
+      o->progress = false;
+    } else if (flag == "--check-replicas") {
+      o->check_replicas = true;
+    } else if (flag == "--print-hash") {
+      o->print_hash = true;
+    } else if (flag == "--max-steps") {
+      o->max_steps = args.integer(flag, 1, 1L << 40);
+    } else if (flag == "--blas-threads") {
+      o->blas_threads = static_cast<int>(args.integer(flag, 1, 1024));
+    } else {
+      throw TrainError("unknown option '" + flag + "' (see --help)");
+    }
+  }
+  if (o->async && o->mode != Mode::kPs) throw TrainError("--async needs --mode ps");
+  if (average_every_set && o->mode != Mode::kLocal) {
+    throw TrainError("--average-every needs --mode local");
+  }
+  if (o->fp16_allreduce && o->mode != Mode::kSync) {
+    throw TrainError("--fp16-allreduce applies to --mode sync only");
+  }
+  return false;
+}
+
+const char* modeName(const Options& o) {
+  switch (o.mode) {
+    case Mode::kSync:
+      return "sync";
+    case Mode::kPs:
+      return o.async ? "ps-async" : "ps";
+    case Mode::kLocal:
+      return "local";
+  }
+  return "?";
+}
+
+}  // namespace trainer

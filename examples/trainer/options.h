@@ -1,0 +1,56 @@
+// Command-line options of baton-train.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainer {
+
+// How gradients (or parameters) travel between ranks.
+enum class Mode {
+  kSync,   // allreduce of the gradients every step (DDP / Horovod)
+  kPs,     // parameter server on rank 0, built from send/recv (synchronous or --async)
+  kLocal,  // local SGD: parameters averaged every K steps
+};
+
+// Everything the command line sets; defaults are the documented ones (docs/trainer.md).
+struct Options {
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  size_t synthetic = 0;  // > 0: a synthetic set of this many training samples
+  int epochs = 5;
+  int batch = 64;    // per rank (per worker in ps mode)
+  double lr = 0.05;  // for one rank's batch; scaled linearly with the ranks (see scaleLr)
+  bool lr_scaling = true;
+  int warmup_steps = 200;
+  bool cosine = true;  // cosine decay to 0 after the warm-up (else constant)
+  int stop_after = 0;  // > 0: stop after this epoch, as if interrupted (tests of --resume)
+  double momentum = 0.9;
+  bool momentum_set = false;  // --momentum given (else --async lowers it, see main.cc)
+  double weight_decay = 1e-4;
+  std::vector<int> hidden = {512, 256};
+  Mode mode = Mode::kSync;
+  bool async = false;
+  int average_every = 8;
+  double ema = 0;  // 0: off
+  bool fp16_allreduce = false;
+  bool overlap = true;
+  double bucket_cap_mb = 25;
+  double first_bucket_mb = 1;
+  std::string checkpoint;
+  std::string resume;
+  std::string json;
+  uint64_t seed = 1;
+  bool check_replicas = false;
+  int blas_threads = -1;  // -1: automatic (see main.cc)
+  long max_steps = 0;     // > 0: at most this many steps per epoch (quick tests)
+  bool progress = true;
+  bool print_hash = false;
+};
+
+// Parses argv; on --help sets *help_text and returns true; throws TrainError on a bad option.
+bool parseOptions(int argc, char** argv, Options* options, std::string* help_text);
+
+const char* modeName(const Options& o);
+
+}  // namespace trainer

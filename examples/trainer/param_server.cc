@@ -1,0 +1,268 @@
+// --mode ps: a parameter server on rank 0 built from batonSend/batonRecv; ranks 1..n-1 are
+// workers that compute gradients on disjoint shards.
+//
+// Synchronous: every step, rank 0 receives all workers' gradients (one group of receives),
+// averages them in worker order, updates and sends the parameters back (one group of sends).
+// All traffic crosses rank 0's links, the bottleneck a ring allreduce avoids.
+//
+// Asynchronous: Baton's send/recv block and a communicator runs its calls in order, so a single
+// communicator cannot "receive from whichever worker is ready". Rank 0 therefore splits one
+// two-rank communicator {0, w} per worker (batonCommSplit) and serves each on its own thread;
+// a mutex makes each update atomic. A worker pushes (gradient, the parameter version it was
+// computed from) and pulls (parameters, new version) without waiting for the other workers;
+// staleness = updates applied between its pull and its push.
+#include <baton.h>
+
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "trainer.h"
+#include "util.h"
+
+namespace trainer {
+namespace {
+
+// Owns a communicator made by batonCommSplit.
+class OwnedComm {
+ public:
+  OwnedComm() = default;
+  explicit OwnedComm(batonComm_t c) : comm_(c) {}
+  OwnedComm(OwnedComm&& o) noexcept : comm_(o.comm_) { o.comm_ = nullptr; }
+  OwnedComm& operator=(OwnedComm&& o) noexcept {
+    std::swap(comm_, o.comm_);
+    return *this;
+  }
+  OwnedComm(const OwnedComm&) = delete;
+  ~OwnedComm() {
+    if (comm_ != nullptr) batonCommDestroy(comm_);
+  }
+  batonComm_t get() const { return comm_; }
+
+ private:
+  batonComm_t comm_ = nullptr;
+};
+
+void groupEnd(batonComm_t comm, const std::string& what) {
+  checkBaton(batonGroupEnd(), comm, what);
+}
+
+void shareEma(TrainingRun& run) {
+  if (!run.ema) return;
+  checkBaton(batonBroadcast(run.ema->data(), run.ema->data(), run.model.parameterCount(),
+                            batonFloat, 0, run.comm, nullptr),
+             run.comm, "EMA broadcast");
+}
+
+void trainSyncPs(TrainingRun& run) {
+  const int workers = run.world - 1;
+  const size_t n = run.model.parameterCount();
+  batonComm_t comm = run.comm;
+  std::vector<Buffer> inbox;
+  if (run.rank == 0) {
+    for (int w = 0; w < workers; ++w) inbox.push_back(run.backend.allocate(n));
+  }
+  float lr = 0;
+  run.total_steps = run.shard(0, workers).steps * run.opt.epochs;
+  for (int epoch = run.start_epoch; epoch < run.lastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = run.epochOrder(epoch);
+    Shard part = run.shard(run.rank == 0 ? 0 : run.rank - 1, workers);
+    if (part.steps == 0) throw TrainError("too few samples for this many workers and --batch");
+    EpochStats stats;
+    double epoch_start = nowSeconds();
+    for (long step = 0; step < part.steps; ++step) {
+      if (run.rank == 0) {
+        batonGroupStart();
+        for (int w = 0; w < workers; ++w) {
+          checkBaton(batonRecv(inbox[w].data(), n, batonFloat, w + 1, comm, nullptr), comm,
+                     "gradient receive");
+        }
+        groupEnd(comm, "gradient receive from the workers");
+        float* g = run.model.grads();
+        run.backend.copy(g, inbox[0].data(), n);
+        for (int w = 1; w < workers; ++w) run.backend.add(g, inbox[w].data(), n);
+        run.backend.scale(g, n, 1.0f / static_cast<float>(workers));
+        lr = run.learningRate(run.global_step, workers);
+        run.optimizer.step(run.model.params(), g, lr);
+        if (run.ema) run.ema->update(run.model.params());
+        run.backend.synchronize();
+        batonGroupStart();
+        for (int w = 0; w < workers; ++w) {
+          checkBaton(batonSend(run.model.params(), n, batonFloat, w + 1, comm, nullptr), comm,
+                     "parameter send");
+        }
+        groupEnd(comm, "parameter send to the workers");
+      } else {
+        double t0 = nowSeconds();
+        BatchStats b = run.forwardBatch(order, part, step, true);
+        run.model.backward(nullptr);
+        run.backend.synchronize();
+        double c0 = nowSeconds();
+        checkBaton(batonSend(run.model.grads(), n, batonFloat, 0, comm, nullptr), comm,
+                   "gradient send to the server");
+        checkBaton(batonRecv(run.model.params(), n, batonFloat, 0, comm, nullptr), comm,
+                   "parameter receive from the server");
+        double t1 = nowSeconds();
+        stats.comm_wait_s += t1 - c0;
+        stats.step_s += t1 - t0;
+        stats.loss_sum += b.loss_sum;
+        stats.correct += b.correct;
+        stats.samples += b.samples;
+        lr = run.learningRate(run.global_step, workers);
+      }
+      ++run.global_step;
+      if (run.opt.check_replicas) {
+        run.checkReplicas(("after step " + std::to_string(run.global_step)).c_str());
+      }
+      run.progress(epoch, step, part.steps, stats);
+    }
+    double wall = nowSeconds() - epoch_start;
+    shareEma(run);
+    run.finishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * workers);
+  }
+}
+
+// Rank 0's side of the asynchronous server: the shared state the per-worker threads update.
+struct AsyncServer {
+  std::mutex mu;
+  int64_t version = 0;  // updates applied so far (= global step)
+  EpochStats stats;     // staleness
+  std::string error;    // first failure of any thread
+};
+
+void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int worker, long steps) {
+  const size_t n = run.model.parameterCount();
+  Buffer grad = run.backend.allocate(n);
+  Buffer outgoing = run.backend.allocate(n);
+  const std::string who = "worker " + std::to_string(worker);
+  try {
+    for (long step = 0; step < steps; ++step) {
+      int64_t in_header[1] = {0};
+      batonGroupStart();
+      checkBaton(batonRecv(in_header, 1, batonInt64, 1, pair, nullptr), pair, "header receive");
+      checkBaton(batonRecv(grad.data(), n, batonFloat, 1, pair, nullptr), pair, "gradient receive");
+      groupEnd(pair, "gradient receive from " + who);
+      int64_t out_header[1];
+      {
+        std::lock_guard<std::mutex> lock(server.mu);
+        double staleness = static_cast<double>(server.version - in_header[0]);
+        server.stats.staleness_sum += staleness;
+        server.stats.staleness_count += 1;
+        server.stats.staleness_max = std::max(server.stats.staleness_max, staleness);
+        // Every push is one update of one worker's batch: no linear scaling.
+        float lr = run.learningRate(server.version, 1);
+        run.optimizer.step(run.model.params(), grad.data(), lr);
+        if (run.ema) run.ema->update(run.model.params());
+        ++server.version;
+        run.backend.copy(outgoing.data(), run.model.params(), n);
+        run.backend.synchronize();
+        out_header[0] = server.version;
+      }
+      batonGroupStart();
+      checkBaton(batonSend(out_header, 1, batonInt64, 1, pair, nullptr), pair, "header send");
+      checkBaton(batonSend(outgoing.data(), n, batonFloat, 1, pair, nullptr), pair,
+                 "parameter send");
+      groupEnd(pair, "parameter send to " + who);
+    }
+  } catch (const TrainError& e) {
+    std::lock_guard<std::mutex> lock(server.mu);
+    if (server.error.empty()) server.error = who + ": " + e.what();
+  }
+}
+
+void trainAsyncPs(TrainingRun& run) {
+  const int workers = run.world - 1;
+  const size_t n = run.model.parameterCount();
+  // One two-rank communicator {0, w} per worker; rank 0 keeps them all, worker w its own.
+  std::vector<OwnedComm> pairs;
+  OwnedComm mine;
+  for (int w = 1; w <= workers; ++w) {
+    bool member = run.rank == 0 || run.rank == w;
+    batonComm_t c = nullptr;
+    checkBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c), run.comm,
+               "batonCommSplit for worker " + std::to_string(w));
+    if (run.rank == 0)
+      pairs.emplace_back(c);
+    else if (run.rank == w)
+      mine = OwnedComm(c);
+  }
+  AsyncServer server;
+  server.version = run.global_step;
+  float lr = 0;
+  // Every push is one update: the server's step counts all workers' steps.
+  run.total_steps = run.shard(0, workers).steps * workers * run.opt.epochs;
+  for (int epoch = run.start_epoch; epoch < run.lastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = run.epochOrder(epoch);
+    Shard part = run.shard(run.rank == 0 ? 0 : run.rank - 1, workers);
+    if (part.steps == 0) throw TrainError("too few samples for this many workers and --batch");
+    EpochStats stats;
+    double epoch_start = nowSeconds();
+    if (run.rank == 0) {
+      server.stats = EpochStats{};
+      std::vector<std::thread> threads;
+      for (int w = 0; w < workers; ++w) {
+        threads.emplace_back(serveWorker, std::ref(run), std::ref(server), pairs[w].get(), w + 1,
+                             part.steps);
+      }
+      for (std::thread& t : threads) t.join();
+      if (!server.error.empty()) throw TrainError("parameter server: " + server.error);
+      stats = server.stats;
+      run.global_step = server.version;
+      lr = run.learningRate(run.global_step, 1);
+    } else {
+      batonComm_t pair = mine.get();
+      int64_t version = run.global_step;
+      for (long step = 0; step < part.steps; ++step) {
+        double t0 = nowSeconds();
+        BatchStats b = run.forwardBatch(order, part, step, true);
+        run.model.backward(nullptr);
+        run.backend.synchronize();
+        double c0 = nowSeconds();
+        int64_t header[1] = {version};
+        batonGroupStart();
+        checkBaton(batonSend(header, 1, batonInt64, 0, pair, nullptr), pair, "header send");
+        checkBaton(batonSend(run.model.grads(), n, batonFloat, 0, pair, nullptr), pair,
+                   "gradient send");
+        groupEnd(pair, "gradient push to the server");
+        batonGroupStart();
+        checkBaton(batonRecv(header, 1, batonInt64, 0, pair, nullptr), pair, "header receive");
+        checkBaton(batonRecv(run.model.params(), n, batonFloat, 0, pair, nullptr), pair,
+                   "parameter receive");
+        groupEnd(pair, "parameter pull from the server");
+        version = header[0];
+        double t1 = nowSeconds();
+        stats.comm_wait_s += t1 - c0;
+        stats.step_s += t1 - t0;
+        stats.loss_sum += b.loss_sum;
+        stats.correct += b.correct;
+        stats.samples += b.samples;
+        run.progress(epoch, step, part.steps, stats);
+      }
+    }
+    double wall = nowSeconds() - epoch_start;
+    // Epoch boundary: everyone takes the server's latest parameters (and step) for evaluation.
+    run.broadcastParameters();
+    int64_t step_now = run.global_step;
+    checkBaton(batonBroadcast(&step_now, &step_now, 1, batonInt64, 0, run.comm, nullptr), run.comm,
+               "step broadcast");
+    run.global_step = step_now;
+    shareEma(run);
+    if (run.opt.check_replicas) run.checkReplicas("at the end of the epoch");
+    run.finishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * workers);
+  }
+}
+
+}  // namespace
+
+void trainParameterServer(TrainingRun& run) {
+  if (run.world < 2) {
+    throw TrainError("--mode ps needs at least 2 ranks (rank 0 is the server, the others work)");
+  }
+  if (run.opt.async) {
+    trainAsyncPs(run);
+  } else {
+    trainSyncPs(run);
+  }
+}
+
+}  // namespace trainer

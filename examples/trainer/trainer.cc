@@ -1,0 +1,438 @@
+#include "trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cmath>
+#include <cstring>
+
+#include "buckets.h"
+#include "checkpoint.h"
+#include "util.h"
+
+namespace trainer {
+namespace {
+
+constexpr int kEvalBatch = 500;
+
+std::vector<int> layerSizes(const Options& o, const DataSplit& data) {
+  std::vector<int> sizes = {static_cast<int>(data.train.features)};
+  sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
+  sizes.push_back(data.train.classes);
+  return sizes;
+}
+
+}  // namespace
+
+TrainingRun::TrainingRun(batonComm_t comm_in, const Options& options, Backend& backend_in,
+                         const DataSplit& data_in)
+    : comm(comm_in),
+      opt(options),
+      backend(backend_in),
+      data(data_in),
+      model(backend_in, layerSizes(options, data_in), std::max(options.batch, kEvalBatch)),
+      optimizer(backend_in, model.parameterCount(), static_cast<float>(options.momentum),
+                static_cast<float>(options.weight_decay)) {
+  checkBaton(batonCommUserRank(comm, &rank), comm, "batonCommUserRank");
+  checkBaton(batonCommCount(comm, &world), comm, "batonCommCount");
+  size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
+  batch_x_ = backend.allocate(max_rows * data.train.features);
+  host_x_.resize(max_rows * data.train.features);
+  batch_labels_.resize(max_rows);
+  tty_ = rank == 0 && opt.progress && isatty(STDERR_FILENO) == 1;
+}
+
+TrainingRun::~TrainingRun() {
+  if (json_ != nullptr) std::fclose(json_);
+}
+
+std::vector<uint32_t> TrainingRun::epochOrder(int epoch) const {
+  std::vector<uint32_t> order(data.train.count);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  Rng rng(mixSeed(opt.seed, static_cast<uint64_t>(epoch), 0x5407));
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  return order;
+}
+
+Shard TrainingRun::shard(int part, int parts) const {
+  size_t per = data.train.count / static_cast<size_t>(parts);
+  Shard s;
+  s.begin = per * static_cast<size_t>(part);
+  s.steps = static_cast<long>(per / static_cast<size_t>(opt.batch));
+  if (opt.max_steps > 0) s.steps = std::min(s.steps, opt.max_steps);
+  return s;
+}
+
+BatchStats TrainingRun::forwardBatch(const std::vector<uint32_t>& order, const Shard& shard,
+                                     long step, bool train) {
+  const Dataset& d = data.train;
+  int rows = opt.batch;
+  size_t first = shard.begin + static_cast<size_t>(step) * static_cast<size_t>(rows);
+  for (int r = 0; r < rows; ++r) {
+    uint32_t index = order[first + static_cast<size_t>(r)];
+    const uint8_t* img = d.image(index);
+    float* x = host_x_.data() + static_cast<size_t>(r) * d.features;
+    for (size_t f = 0; f < d.features; ++f) x[f] = static_cast<float>(img[f]) * (1.0f / 255.0f);
+    batch_labels_[static_cast<size_t>(r)] = d.labels[index];
+  }
+  backend.upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
+  return model.forward(model.params(), batch_x_.data(), batch_labels_.data(), rows, train);
+}
+
+float TrainingRun::learningRate(long step, int contributors) const {
+  double base = opt.lr;
+  double target = opt.lr_scaling ? opt.lr * contributors : opt.lr;
+  if (opt.warmup_steps > 0 && step < opt.warmup_steps) {
+    return static_cast<float>(base +
+                              (target - base) * static_cast<double>(step) / opt.warmup_steps);
+  }
+  if (opt.cosine && total_steps > opt.warmup_steps) {
+    double progress = static_cast<double>(step - opt.warmup_steps) /
+                      static_cast<double>(total_steps - opt.warmup_steps);
+    progress = std::min(std::max(progress, 0.0), 1.0);
+    return static_cast<float>(target * 0.5 * (1.0 + std::cos(M_PI * progress)));
+  }
+  return static_cast<float>(target);
+}
+
+int TrainingRun::lastEpoch() const {
+  return opt.stop_after > 0 ? std::min(opt.stop_after, opt.epochs) : opt.epochs;
+}
+
+void TrainingRun::broadcastParameters() {
+  backend.synchronize();
+  checkBaton(batonBroadcast(model.params(), model.params(), model.parameterCount(), batonFloat, 0,
+                            comm, nullptr),
+             comm, "parameter broadcast");
+}
+
+uint64_t TrainingRun::parameterHash() {
+  std::vector<float> host(model.parameterCount());
+  backend.synchronize();
+  backend.download(host.data(), model.params(), host.size());
+  return hashBytes(host.data(), host.size() * sizeof(float));
+}
+
+void TrainingRun::checkReplicas(const char* when) {
+  uint64_t h = parameterHash();
+  // max of (h, ~h) gives the largest hash and the complement of the smallest in one call.
+  uint64_t v[2] = {h, ~h};
+  checkBaton(batonAllReduce(v, v, 2, batonUint64, batonMax, comm, nullptr), comm,
+             "replica check allreduce");
+  uint64_t hmax = v[0];
+  uint64_t hmin = ~v[1];
+  if (hmax != hmin) {
+    char buf[160];
+    std::snprintf(
+        buf, sizeof buf,
+        "replica check failed %s: parameter hashes differ across ranks (this rank %016" PRIx64
+        ", min %016" PRIx64 ", max %016" PRIx64 ")",
+        when, h, hmin, hmax);
+    throw TrainError(buf);
+  }
+}
+
+BatchStats TrainingRun::evaluate(const float* params) {
+  const Dataset& d = data.test;
+  size_t begin = d.count * static_cast<size_t>(rank) / static_cast<size_t>(world);
+  size_t end = d.count * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
+  BatchStats total;
+  for (size_t i = begin; i < end; i += kEvalBatch) {
+    int rows = static_cast<int>(std::min<size_t>(kEvalBatch, end - i));
+    for (int r = 0; r < rows; ++r) {
+      const uint8_t* img = d.image(i + static_cast<size_t>(r));
+      float* x = host_x_.data() + static_cast<size_t>(r) * d.features;
+      for (size_t f = 0; f < d.features; ++f) x[f] = static_cast<float>(img[f]) * (1.0f / 255.0f);
+    }
+    backend.upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
+    BatchStats s = model.forward(params, batch_x_.data(), d.labels.data() + i, rows, false);
+    total.loss_sum += s.loss_sum;
+    total.correct += s.correct;
+    total.samples += s.samples;
+  }
+  return total;
+}
+
+void TrainingRun::progress(int epoch, long step, long steps, const EpochStats& stats) {
+  if (!tty_) return;
+  double now = nowSeconds();
+  if (step + 1 < steps && now - last_progress_ < 0.1) return;
+  last_progress_ = now;
+  constexpr int kWidth = 30;
+  int filled = static_cast<int>(kWidth * (step + 1) / std::max(steps, 1L));
+  std::string bar(static_cast<size_t>(filled), '=');
+  bar.resize(kWidth, ' ');
+  double loss = stats.samples > 0 ? stats.loss_sum / stats.samples : 0;
+  std::fprintf(stderr, "\repoch %d [%s] %ld/%ld loss %.4f", epoch + 1, bar.c_str(), step + 1, steps,
+               loss);
+  if (step + 1 == steps) std::fprintf(stderr, "\r%*s\r", 70, "");
+  std::fflush(stderr);
+}
+
+void TrainingRun::finishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
+                              long samples_trained) {
+  backend.synchronize();
+  BatchStats test = evaluate(model.params());
+  BatchStats ema_test;
+  if (ema) ema_test = evaluate(ema->data());
+  double sums[11] = {stats.loss_sum, stats.correct,       stats.samples,         stats.comm_wait_s,
+                     stats.step_s,   stats.staleness_sum, stats.staleness_count, test.correct,
+                     test.samples,   ema_test.correct,    ema_test.samples};
+  checkBaton(batonAllReduce(sums, sums, 11, batonDouble, batonSum, comm, nullptr), comm,
+             "metrics allreduce");
+  double stale_max = stats.staleness_max;
+  checkBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
+             "metrics allreduce");
+  if (!opt.checkpoint.empty()) saveCheckpoint(epoch + 1);
+  if (rank != 0) return;
+
+  double loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+  double train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
+  double wait_frac = sums[4] > 0 ? sums[3] / sums[4] : 0;
+  double test_acc = sums[8] > 0 ? sums[7] / sums[8] : 0;
+  double ema_acc = sums[10] > 0 ? sums[9] / sums[10] : 0;
+  double samples_per_s = wall_s > 0 ? static_cast<double>(samples_trained) / wall_s : 0;
+  double stale_mean = sums[6] > 0 ? sums[5] / sums[6] : 0;
+  std::printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_acc %.4f", epoch + 1, opt.epochs, loss,
+              train_acc, test_acc);
+  if (ema) std::printf("  ema_test_acc %.4f", ema_acc);
+  std::printf("  samples/s %.0f  comm_wait_frac %.3f", samples_per_s, wait_frac);
+  if (opt.mode == Mode::kPs && opt.async) {
+    std::printf("  staleness mean %.2f max %.0f", stale_mean, stale_max);
+  }
+  std::printf("  lr %.4g  %.1fs\n", lr, wall_s);
+  std::fflush(stdout);
+  if (json_ != nullptr) {
+    std::fprintf(json_,
+                 "{\"epoch\": %d, \"mode\": \"%s\", \"ranks\": %d, \"loss\": %.6f, "
+                 "\"train_acc\": %.6f, \"test_acc\": %.6f",
+                 epoch + 1, modeName(opt), world, loss, train_acc, test_acc);
+    if (ema) std::fprintf(json_, ", \"ema_test_acc\": %.6f", ema_acc);
+    std::fprintf(json_,
+                 ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
+                 "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",
+                 samples_per_s, wait_frac, stale_mean, stale_max, lr, wall_s, global_step);
+    std::fflush(json_);
+  }
+}
+
+void TrainingRun::saveCheckpoint(int epochs_done) {
+  if (rank != 0) return;
+  Checkpoint c;
+  c.mode = modeName(opt);
+  c.sizes = model.sizes();
+  c.seed = opt.seed;
+  c.epochs_done = epochs_done;
+  c.global_step = global_step;
+  size_t n = model.parameterCount();
+  backend.synchronize();
+  c.params.resize(n);
+  backend.download(c.params.data(), model.params(), n);
+  c.momentum.resize(n);
+  backend.download(c.momentum.data(), optimizer.momentumBuffer(), n);
+  if (ema) {
+    c.ema.resize(n);
+    backend.download(c.ema.data(), ema->data(), n);
+  }
+  writeCheckpoint(opt.checkpoint, c);
+}
+
+void TrainingRun::failOnRootProblem(const std::string& problem) {
+  char text[512] = {};
+  if (rank == 0) std::snprintf(text, sizeof text, "%s", problem.c_str());
+  checkBaton(batonBroadcast(text, text, sizeof text, batonChar, 0, comm, nullptr), comm,
+             "start-up broadcast");
+  if (text[0] != '\0') {
+    throw TrainError(rank == 0 ? problem : std::string(text) + " (reported by rank 0)");
+  }
+}
+
+// Rank 0 reads the file and broadcasts it, so the other ranks need not see the same filesystem.
+void TrainingRun::loadCheckpoint() {
+  Checkpoint c;
+  std::string problem;
+  if (rank == 0) {
+    try {
+      c = readCheckpoint(opt.resume);
+      if (c.sizes != model.sizes())
+        problem = opt.resume + ": the model's layer sizes differ";
+      else if (c.mode != modeName(opt))
+        problem = opt.resume + ": written by --mode " + c.mode;
+      else if (c.seed != opt.seed)
+        problem = opt.resume + ": written with another --seed";
+      else if (!c.ema.empty() != (ema != nullptr))
+        problem = opt.resume + ": --ema differs";
+      else if (c.params.size() != model.parameterCount())
+        problem = opt.resume + ": wrong size";
+    } catch (const TrainError& e) {
+      problem = e.what();
+    }
+  }
+  failOnRootProblem(problem);
+  int64_t meta[2] = {c.epochs_done, c.global_step};
+  checkBaton(batonBroadcast(meta, meta, 2, batonInt64, 0, comm, nullptr), comm,
+             "checkpoint broadcast");
+  size_t n = model.parameterCount();
+  auto share = [&](std::vector<float>& host, float* dst) {
+    host.resize(n);
+    checkBaton(batonBroadcast(host.data(), host.data(), n, batonFloat, 0, comm, nullptr), comm,
+               "checkpoint broadcast");
+    backend.upload(dst, host.data(), n);
+  };
+  share(c.params, model.params());
+  share(c.momentum, optimizer.momentumBuffer());
+  if (ema) share(c.ema, ema->data());
+  start_epoch = static_cast<int>(meta[0]);
+  global_step = meta[1];
+}
+
+void TrainingRun::run() {
+  model.initialize(opt.seed);
+  // Every rank starts from rank 0's parameters, as DDP and Horovod do.
+  broadcastParameters();
+  if (opt.ema > 0) {
+    ema = std::make_unique<ParameterEma>(backend, model.params(), model.parameterCount(),
+                                         static_cast<float>(opt.ema));
+  }
+  if (!opt.resume.empty()) loadCheckpoint();
+  // Opened before training so an unwritable path fails at once, not after the first epoch.
+  std::string json_problem;
+  if (rank == 0 && !opt.json.empty()) {
+    json_ = std::fopen(opt.json.c_str(), opt.resume.empty() ? "w" : "a");
+    if (json_ == nullptr) json_problem = "cannot open " + opt.json + ": " + std::strerror(errno);
+  }
+  failOnRootProblem(json_problem);
+  if (rank == 0) {
+    std::printf("baton-train: %s, %d rank(s), mode %s, model", data.description.c_str(), world,
+                modeName(opt));
+    for (size_t i = 0; i < model.sizes().size(); ++i) {
+      std::printf("%s%d", i == 0 ? " " : "-", model.sizes()[i]);
+    }
+    std::printf(" (%zu parameters), batch %d per rank, %s\n", model.parameterCount(), opt.batch,
+                backend.name().c_str());
+    if (start_epoch > 0)
+      std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
+    std::fflush(stdout);
+  }
+  if (start_epoch < lastEpoch()) {
+    switch (opt.mode) {
+      case Mode::kSync:
+        trainSync();
+        break;
+      case Mode::kLocal:
+        trainLocal();
+        break;
+      case Mode::kPs:
+        trainParameterServer(*this);
+        break;
+    }
+  }
+  if (opt.check_replicas) checkReplicas("at the end");
+  if (opt.print_hash) {
+    uint64_t h = parameterHash();
+    if (rank == 0) std::printf("final parameter hash: %016" PRIx64 "\n", h);
+  }
+}
+
+void TrainingRun::trainSync() {
+  GradientAverager averager(
+      comm, backend, model, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
+      static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap, opt.fp16_allreduce);
+  if (rank == 0 && opt.overlap) {
+    std::printf("gradient buckets (reverse layer order):");
+    for (const GradientBucket& b : averager.buckets()) {
+      std::printf(" [layers %d-%d, %.2f MiB]", b.first_layer + 1, b.last_layer + 1,
+                  static_cast<double>(b.end - b.begin) * 4 / (1024.0 * 1024.0));
+    }
+    std::printf("\n");
+  }
+  float lr = 0;
+  total_steps = shard(rank, world).steps * opt.epochs;
+  for (int epoch = start_epoch; epoch < lastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = epochOrder(epoch);
+    Shard part = shard(rank, world);
+    if (part.steps == 0) {
+      throw TrainError("too few samples: " + std::to_string(data.train.count) + " over " +
+                       std::to_string(world) + " ranks gives no batch of " +
+                       std::to_string(opt.batch));
+    }
+    EpochStats stats;
+    double epoch_start = nowSeconds();
+    for (long step = 0; step < part.steps; ++step) {
+      double t0 = nowSeconds();
+      BatchStats b = forwardBatch(order, part, step, true);
+      model.backward([&](int layer) { averager.layerDone(layer); });
+      stats.comm_wait_s += averager.finish();
+      lr = learningRate(global_step, world);
+      optimizer.step(model.params(), model.grads(), lr);
+      if (ema) ema->update(model.params());
+      ++global_step;
+      stats.step_s += nowSeconds() - t0;
+      stats.loss_sum += b.loss_sum;
+      stats.correct += b.correct;
+      stats.samples += b.samples;
+      if (opt.check_replicas) {
+        checkReplicas(("after step " + std::to_string(global_step)).c_str());
+      }
+      progress(epoch, step, part.steps, stats);
+    }
+    double wall = nowSeconds() - epoch_start;
+    finishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
+  }
+}
+
+void TrainingRun::trainLocal() {
+  size_t n = model.parameterCount();
+  float lr = 0;
+  auto average = [&](float* buf) {
+    backend.synchronize();
+    checkBaton(batonAllReduce(buf, buf, n, batonFloat, batonAvg, comm, nullptr), comm,
+               "model averaging allreduce");
+  };
+  total_steps = shard(rank, world).steps * opt.epochs;
+  for (int epoch = start_epoch; epoch < lastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = epochOrder(epoch);
+    Shard part = shard(rank, world);
+    if (part.steps == 0) throw TrainError("too few samples for this many ranks and --batch");
+    EpochStats stats;
+    double epoch_start = nowSeconds();
+    for (long step = 0; step < part.steps; ++step) {
+      double t0 = nowSeconds();
+      BatchStats b = forwardBatch(order, part, step, true);
+      model.backward(nullptr);
+      // Each replica steps on its own batch, so the rate is one rank's (no linear scaling).
+      lr = learningRate(global_step, 1);
+      optimizer.step(model.params(), model.grads(), lr);
+      ++global_step;
+      bool last = step + 1 == part.steps;
+      if (global_step % opt.average_every == 0 || last) {
+        double c0 = nowSeconds();
+        average(model.params());
+        // At the epoch's end the momentum is averaged too, so that every rank holds the same
+        // state there: the checkpoint is then the whole state and the next epoch starts equal.
+        if (last) {
+          average(optimizer.momentumBuffer());
+        }
+        stats.comm_wait_s += nowSeconds() - c0;
+        if (opt.check_replicas) {
+          checkReplicas(("after averaging at step " + std::to_string(global_step)).c_str());
+        }
+      }
+      if (ema) {
+        ema->update(model.params());
+        if (last) average(ema->data());
+      }
+      stats.step_s += nowSeconds() - t0;
+      stats.loss_sum += b.loss_sum;
+      stats.correct += b.correct;
+      stats.samples += b.samples;
+      progress(epoch, step, part.steps, stats);
+    }
+    double wall = nowSeconds() - epoch_start;
+    finishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
+  }
+}
+
+}  // namespace trainer

@@ -1,0 +1,255 @@
+/*
+ * AVX2 + F16C back end of the CPU reduce-copy (32-byte vectors). The loop is
+ * cpu_simd_impl.h; this file supplies the instruction-set adapter (Simd<T>).
+ * Every function after the target pragma may use AVX2/F16C, and is reached
+ * only through reduceCopyAvx2, which cpu_reduce.cc calls only when
+ * cpuSupportsAvx2() holds. FMA is deliberately not enabled: contracting a
+ * multiply and an add would change results against the portable core.
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "kernels/cpu_simd.h"
+#include "kernels/reduce_copy.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+namespace baton {
+
+bool cpuSupportsAvx2() {
+  // __builtin_cpu_supports also checks that the OS saves the YMM state.
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+}
+
+}  // namespace baton
+
+#pragma GCC push_options
+#pragma GCC target("avx2,f16c")
+
+namespace baton {
+namespace {
+
+// No vector path unless specialized below.
+template <typename T>
+struct Simd {
+  static constexpr bool kAvailable = false;
+};
+
+// Arithmetic on 8 fp32 accumulators, shared by float, fp16 and bf16.
+struct F32x8 {
+  using V = __m256;
+  static constexpr size_t kLanes = 8;
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasProd = true;
+  static constexpr bool kHasDiv = true;
+  static V sum(V a, V b) { return _mm256_add_ps(a, b); }
+  static V prod(V a, V b) { return _mm256_mul_ps(a, b); }
+  // FuncMax: b when b > a or a is NaN, else a.
+  static V max(V a, V b) {
+    const V takeB =
+        _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(a, b, takeB);
+  }
+  static V min(V a, V b) {
+    const V takeB =
+        _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_LT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_ps(a, b, takeB);
+  }
+  static V divisor(uint32_t d) { return _mm256_set1_ps(static_cast<float>(d)); }
+  static V div(V a, V d) { return _mm256_div_ps(a, d); }
+};
+
+template <>
+struct Simd<float> : F32x8 {
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
+};
+
+template <>
+struct Simd<half_t> : F32x8 {
+  static V load(const half_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static __m128i round(V v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
+  static void store(half_t* p, V v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), round(v)); }
+  static void stream(half_t* p, V v) { _mm_stream_si128(reinterpret_cast<__m128i*>(p), round(v)); }
+};
+
+// Two fp32 vectors per step, for types whose load splits one register of
+// raw elements into two of accumulators (bf16): every operation applies to
+// both halves.
+template <typename Base>
+struct PairOf {
+  struct V {
+    typename Base::V even;
+    typename Base::V odd;
+  };
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasProd = true;
+  static constexpr bool kHasDiv = true;
+  static V sum(V a, V b) { return {Base::sum(a.even, b.even), Base::sum(a.odd, b.odd)}; }
+  static V prod(V a, V b) { return {Base::prod(a.even, b.even), Base::prod(a.odd, b.odd)}; }
+  static V max(V a, V b) { return {Base::max(a.even, b.even), Base::max(a.odd, b.odd)}; }
+  static V min(V a, V b) { return {Base::min(a.even, b.even), Base::min(a.odd, b.odd)}; }
+  static V divisor(uint32_t d) { return {Base::divisor(d), Base::divisor(d)}; }
+  static V div(V a, V d) { return {Base::div(a.even, d.even), Base::div(a.odd, d.odd)}; }
+};
+
+// bf16 without any lane shuffle: 16 elements are loaded as 8 32-bit words;
+// the even elements (low halves) shifted up and the odd ones (high halves)
+// masked are each exact fp32 values. Element order within the step does not
+// matter to elementwise arithmetic, and the store puts every result back in
+// the half it came from.
+template <>
+struct Simd<bfloat16_t> : PairOf<F32x8> {
+  static constexpr size_t kLanes = 16;
+  static V load(const bfloat16_t* p) {
+    const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)),
+            _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(int32_t(0xffff0000u))))};
+  }
+  // floatToBf16 with the result left in the upper 16 bits of each word: add
+  // 0x7fff plus the lowest kept bit (ties to even); NaNs get the quiet bit.
+  static __m256i roundHigh(__m256 v) {
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+    const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+    const __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
+    const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                             _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(rounded, nan, isNan);
+  }
+  static __m256i round(V v) {
+    return _mm256_or_si256(
+        _mm256_srli_epi32(roundHigh(v.even), 16),
+        _mm256_and_si256(roundHigh(v.odd), _mm256_set1_epi32(int32_t(0xffff0000u))));
+  }
+  static void store(bfloat16_t* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round(v));
+  }
+  static void stream(bfloat16_t* p, V v) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), round(v));
+  }
+};
+
+template <>
+struct Simd<double> {
+  using V = __m256d;
+  static constexpr size_t kLanes = 4;
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasProd = true;
+  static constexpr bool kHasDiv = true;
+  static V load(const double* p) { return _mm256_loadu_pd(p); }
+  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static void stream(double* p, V v) { _mm256_stream_pd(p, v); }
+  static V sum(V a, V b) { return _mm256_add_pd(a, b); }
+  static V prod(V a, V b) { return _mm256_mul_pd(a, b); }
+  static V max(V a, V b) {
+    const V takeB =
+        _mm256_or_pd(_mm256_cmp_pd(b, a, _CMP_GT_OQ), _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_pd(a, b, takeB);
+  }
+  static V min(V a, V b) {
+    const V takeB =
+        _mm256_or_pd(_mm256_cmp_pd(b, a, _CMP_LT_OQ), _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
+    return _mm256_blendv_pd(a, b, takeB);
+  }
+  static V divisor(uint32_t d) { return _mm256_set1_pd(static_cast<double>(d)); }
+  static V div(V a, V d) { return _mm256_div_pd(a, d); }
+};
+
+// Integer lanes: loads and stores common to every width. Integer arithmetic
+// wraps in the vector units exactly as the core's unsigned arithmetic does.
+// No integer divide instruction exists, so integer avg stays portable.
+template <typename T>
+struct IntYmm {
+  using V = __m256i;
+  static constexpr size_t kLanes = 32 / sizeof(T);
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasDiv = false;
+  static V load(const T* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static void store(T* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+  static void stream(T* p, V v) { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v); }
+};
+
+template <>
+struct Simd<int8_t> : IntYmm<int8_t> {
+  static constexpr bool kHasProd = false;  // no 8-bit multiply
+  static V sum(V a, V b) { return _mm256_add_epi8(a, b); }
+  static V max(V a, V b) { return _mm256_max_epi8(a, b); }
+  static V min(V a, V b) { return _mm256_min_epi8(a, b); }
+};
+template <>
+struct Simd<uint8_t> : IntYmm<uint8_t> {
+  static constexpr bool kHasProd = false;
+  static V sum(V a, V b) { return _mm256_add_epi8(a, b); }
+  static V max(V a, V b) { return _mm256_max_epu8(a, b); }
+  static V min(V a, V b) { return _mm256_min_epu8(a, b); }
+};
+template <>
+struct Simd<int32_t> : IntYmm<int32_t> {
+  static constexpr bool kHasProd = true;
+  static V sum(V a, V b) { return _mm256_add_epi32(a, b); }
+  static V prod(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static V max(V a, V b) { return _mm256_max_epi32(a, b); }
+  static V min(V a, V b) { return _mm256_min_epi32(a, b); }
+};
+template <>
+struct Simd<uint32_t> : IntYmm<uint32_t> {
+  static constexpr bool kHasProd = true;
+  static V sum(V a, V b) { return _mm256_add_epi32(a, b); }
+  static V prod(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static V max(V a, V b) { return _mm256_max_epu32(a, b); }
+  static V min(V a, V b) { return _mm256_min_epu32(a, b); }
+};
+// 64-bit: AVX2 has no 64-bit multiply (products stay portable) and only a
+// signed compare; unsigned order is signed order after flipping the top bit.
+template <>
+struct Simd<int64_t> : IntYmm<int64_t> {
+  static constexpr bool kHasProd = false;
+  static V sum(V a, V b) { return _mm256_add_epi64(a, b); }
+  static V max(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(b, a)); }
+  static V min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b)); }
+};
+template <>
+struct Simd<uint64_t> : IntYmm<uint64_t> {
+  static constexpr bool kHasProd = false;
+  static V flip(V v) { return _mm256_xor_si256(v, _mm256_set1_epi64x(INT64_MIN)); }
+  static V sum(V a, V b) { return _mm256_add_epi64(a, b); }
+  static V max(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(flip(b), flip(a))); }
+  static V min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(flip(a), flip(b))); }
+};
+
+}  // namespace
+}  // namespace baton
+
+#include "kernels/cpu_simd_impl.h"
+
+namespace baton {
+
+bool reduceCopyAvx2(const ReduceCopyArgs& args, const SimdOptions& options) {
+  return simdReduceCopy(args, options);
+}
+
+}  // namespace baton
+
+#pragma GCC pop_options
+
+#else  // not x86
+
+namespace baton {
+bool cpuSupportsAvx2() {
+  return false;
+}
+bool reduceCopyAvx2(const ReduceCopyArgs&, const SimdOptions&) {
+  return false;
+}
+}  // namespace baton
+
+#endif

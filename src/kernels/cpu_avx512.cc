@@ -1,0 +1,262 @@
+/*
+ * AVX-512 back end of the CPU reduce-copy (F, BW, DQ; 64-byte vectors). The
+ * loop is cpu_simd_impl.h; this file supplies the instruction-set adapter
+ * (Simd<T>). Every function after the target pragma may use AVX-512, and is
+ * reached only through reduceCopyAvx512, which cpu_reduce.cc calls only when
+ * cpuSupportsAvx512() holds. fp16 converts with VCVTPH2PS / VCVTPS2PH (exact,
+ * resp. round to nearest even, NaNs quieted with their top payload bits, as
+ * the core does); bf16 rounds with integer arithmetic, never with AVX512_BF16,
+ * whose conversion flushes denormals.
+ *
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+#include "kernels/cpu_simd.h"
+#include "kernels/reduce_copy.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+// GCC 12 reports its own _mm512_undefined_*() (a deliberate self-initialized
+// value inside the intrinsics) as maybe-uninitialized once inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+namespace baton {
+
+bool cpuSupportsAvx512() {
+  // __builtin_cpu_supports also checks that the OS saves the ZMM state.
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq");
+}
+
+}  // namespace baton
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx2,f16c")
+
+namespace baton {
+namespace {
+
+// No vector path unless specialized below.
+template <typename T>
+struct Simd {
+  static constexpr bool kAvailable = false;
+};
+
+// Arithmetic on 16 fp32 accumulators, shared by float, fp16 and bf16.
+struct F32x16 {
+  using V = __m512;
+  static constexpr size_t kLanes = 16;
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasProd = true;
+  static constexpr bool kHasDiv = true;
+  static V sum(V a, V b) { return _mm512_add_ps(a, b); }
+  static V prod(V a, V b) { return _mm512_mul_ps(a, b); }
+  // FuncMax: b when b > a or a is NaN, else a.
+  static V max(V a, V b) {
+    const __mmask16 takeB =
+        _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(takeB, a, b);
+  }
+  static V min(V a, V b) {
+    const __mmask16 takeB =
+        _mm512_cmp_ps_mask(b, a, _CMP_LT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+    return _mm512_mask_blend_ps(takeB, a, b);
+  }
+  static V divisor(uint32_t d) { return _mm512_set1_ps(static_cast<float>(d)); }
+  static V div(V a, V d) { return _mm512_div_ps(a, d); }
+};
+
+template <>
+struct Simd<float> : F32x16 {
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
+};
+
+template <>
+struct Simd<half_t> : F32x16 {
+  static V load(const half_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static __m256i round(V v) { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
+  static void store(half_t* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round(v));
+  }
+  static void stream(half_t* p, V v) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), round(v));
+  }
+};
+
+// Two fp32 vectors per step, for types whose load splits one register of
+// raw elements into two of accumulators (bf16): every operation applies to
+// both halves.
+template <typename Base>
+struct PairOf {
+  struct V {
+    typename Base::V even;
+    typename Base::V odd;
+  };
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasProd = true;
+  static constexpr bool kHasDiv = true;
+  static V sum(V a, V b) { return {Base::sum(a.even, b.even), Base::sum(a.odd, b.odd)}; }
+  static V prod(V a, V b) { return {Base::prod(a.even, b.even), Base::prod(a.odd, b.odd)}; }
+  static V max(V a, V b) { return {Base::max(a.even, b.even), Base::max(a.odd, b.odd)}; }
+  static V min(V a, V b) { return {Base::min(a.even, b.even), Base::min(a.odd, b.odd)}; }
+  static V divisor(uint32_t d) { return {Base::divisor(d), Base::divisor(d)}; }
+  static V div(V a, V d) { return {Base::div(a.even, d.even), Base::div(a.odd, d.odd)}; }
+};
+
+// bf16 without any lane shuffle: 32 elements are loaded as 16 32-bit words;
+// the even elements (low halves) shifted up and the odd ones (high halves)
+// masked are each exact fp32 values. Element order within the step does not
+// matter to elementwise arithmetic, and the store puts every result back in
+// the half it came from.
+template <>
+struct Simd<bfloat16_t> : PairOf<F32x16> {
+  static constexpr size_t kLanes = 32;
+  static V load(const bfloat16_t* p) {
+    const __m512i raw = _mm512_loadu_si512(p);
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)),
+            _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(int32_t(0xffff0000u))))};
+  }
+  // floatToBf16 with the result left in the upper 16 bits of each word: add
+  // 0x7fff plus the lowest kept bit (ties to even); NaNs get the quiet bit.
+  static __m512i roundHigh(__m512 v) {
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
+    const __m512i nan = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
+    const __mmask16 isNan = _mm512_cmpgt_epi32_mask(
+        _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    return _mm512_mask_blend_epi32(isNan, rounded, nan);
+  }
+  static __m512i round(V v) {
+    return _mm512_or_si512(
+        _mm512_srli_epi32(roundHigh(v.even), 16),
+        _mm512_and_si512(roundHigh(v.odd), _mm512_set1_epi32(int32_t(0xffff0000u))));
+  }
+  static void store(bfloat16_t* p, V v) { _mm512_storeu_si512(p, round(v)); }
+  static void stream(bfloat16_t* p, V v) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), round(v));
+  }
+};
+
+template <>
+struct Simd<double> {
+  using V = __m512d;
+  static constexpr size_t kLanes = 8;
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasProd = true;
+  static constexpr bool kHasDiv = true;
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
+  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static void stream(double* p, V v) { _mm512_stream_pd(p, v); }
+  static V sum(V a, V b) { return _mm512_add_pd(a, b); }
+  static V prod(V a, V b) { return _mm512_mul_pd(a, b); }
+  static V max(V a, V b) {
+    const __mmask8 takeB =
+        _mm512_cmp_pd_mask(b, a, _CMP_GT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
+    return _mm512_mask_blend_pd(takeB, a, b);
+  }
+  static V min(V a, V b) {
+    const __mmask8 takeB =
+        _mm512_cmp_pd_mask(b, a, _CMP_LT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
+    return _mm512_mask_blend_pd(takeB, a, b);
+  }
+  static V divisor(uint32_t d) { return _mm512_set1_pd(static_cast<double>(d)); }
+  static V div(V a, V d) { return _mm512_div_pd(a, d); }
+};
+
+// Integer lanes: loads and stores common to every width. Integer arithmetic
+// wraps in the vector units exactly as the core's unsigned arithmetic does.
+// No integer divide instruction exists, so integer avg stays portable.
+template <typename T>
+struct IntZmm {
+  using V = __m512i;
+  static constexpr size_t kLanes = 64 / sizeof(T);
+  static constexpr bool kAvailable = true;
+  static constexpr bool kHasDiv = false;
+  static V load(const T* p) { return _mm512_loadu_si512(p); }
+  static void store(T* p, V v) { _mm512_storeu_si512(p, v); }
+  static void stream(T* p, V v) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v); }
+};
+
+template <>
+struct Simd<int8_t> : IntZmm<int8_t> {
+  static constexpr bool kHasProd = false;  // no 8-bit multiply
+  static V sum(V a, V b) { return _mm512_add_epi8(a, b); }
+  static V max(V a, V b) { return _mm512_max_epi8(a, b); }
+  static V min(V a, V b) { return _mm512_min_epi8(a, b); }
+};
+template <>
+struct Simd<uint8_t> : IntZmm<uint8_t> {
+  static constexpr bool kHasProd = false;
+  static V sum(V a, V b) { return _mm512_add_epi8(a, b); }
+  static V max(V a, V b) { return _mm512_max_epu8(a, b); }
+  static V min(V a, V b) { return _mm512_min_epu8(a, b); }
+};
+template <>
+struct Simd<int32_t> : IntZmm<int32_t> {
+  static constexpr bool kHasProd = true;
+  static V sum(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V prod(V a, V b) { return _mm512_mullo_epi32(a, b); }
+  static V max(V a, V b) { return _mm512_max_epi32(a, b); }
+  static V min(V a, V b) { return _mm512_min_epi32(a, b); }
+};
+template <>
+struct Simd<uint32_t> : IntZmm<uint32_t> {
+  static constexpr bool kHasProd = true;
+  static V sum(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V prod(V a, V b) { return _mm512_mullo_epi32(a, b); }
+  static V max(V a, V b) { return _mm512_max_epu32(a, b); }
+  static V min(V a, V b) { return _mm512_min_epu32(a, b); }
+};
+template <>
+struct Simd<int64_t> : IntZmm<int64_t> {
+  static constexpr bool kHasProd = true;  // AVX512DQ VPMULLQ
+  static V sum(V a, V b) { return _mm512_add_epi64(a, b); }
+  static V prod(V a, V b) { return _mm512_mullo_epi64(a, b); }
+  static V max(V a, V b) { return _mm512_max_epi64(a, b); }
+  static V min(V a, V b) { return _mm512_min_epi64(a, b); }
+};
+template <>
+struct Simd<uint64_t> : IntZmm<uint64_t> {
+  static constexpr bool kHasProd = true;
+  static V sum(V a, V b) { return _mm512_add_epi64(a, b); }
+  static V prod(V a, V b) { return _mm512_mullo_epi64(a, b); }
+  static V max(V a, V b) { return _mm512_max_epu64(a, b); }
+  static V min(V a, V b) { return _mm512_min_epu64(a, b); }
+};
+
+}  // namespace
+}  // namespace baton
+
+#include "kernels/cpu_simd_impl.h"
+
+namespace baton {
+
+bool reduceCopyAvx512(const ReduceCopyArgs& args, const SimdOptions& options) {
+  return simdReduceCopy(args, options);
+}
+
+}  // namespace baton
+
+#pragma GCC pop_options
+
+#else  // not x86
+
+namespace baton {
+bool cpuSupportsAvx512() {
+  return false;
+}
+bool reduceCopyAvx512(const ReduceCopyArgs&, const SimdOptions&) {
+  return false;
+}
+}  // namespace baton
+
+#endif

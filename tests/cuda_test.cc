@@ -1,0 +1,466 @@
+// Collectives on CUDA device buffers (CUDA builds only): several ranks (one
+// process each, through tests/mp_harness.h) run allreduce, broadcast, reduce,
+// allgather, reduce-scatter, alltoall and send/recv on cudaMalloc'd buffers,
+// on a cudaStream_t and synchronously, for every datatype and op, against a
+// host reference computed here. Inputs are small integers so that every
+// reference value is exact in every datatype and independent of the
+// reduction order. Skips (with the reason) when no CUDA device is visible.
+//
+// The parent process never calls CUDA itself: the device probe runs in a
+// forked child, because a process that initialized CUDA cannot use it in
+// children it forks afterwards (the harness forks the ranks).
+//
+// SPDX-License-Identifier: BSD-3-Clause
+
+#include <gtest/gtest.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <vector>
+
+#include <baton.h>
+
+#include "mp_harness.h"
+
+namespace {
+
+using baton_test::RankContext;
+using baton_test::RunRanks;
+
+constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,   batonUint32,
+                                         batonInt64,   batonUint64,  batonFloat16, batonFloat32,
+                                         batonFloat64, batonBfloat16};
+constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
+constexpr int kRanks = 3;  // not a power of two: the folding paths too
+
+// Number of CUDA devices, probed once in a forked child (see the top);
+// sets *reason when there are none.
+int DeviceCount(std::string* reason) {
+  static int count = -1;
+  static std::string why;
+  if (count < 0) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+      why = "pipe failed";
+      return count = 0;
+    }
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      int n = 0;
+      const cudaError_t err = cudaGetDeviceCount(&n);
+      char msg[256];
+      snprintf(msg, sizeof(msg), "%d %s", err == cudaSuccess ? n : 0,
+               err == cudaSuccess ? "no CUDA device" : cudaGetErrorString(err));
+      ssize_t written = write(fds[1], msg, strlen(msg));
+      (void)written;
+      _exit(0);
+    }
+    close(fds[1]);
+    char buf[256] = {};
+    ssize_t got = 0, r;
+    while (got < static_cast<ssize_t>(sizeof(buf) - 1) &&
+           (r = read(fds[0], buf + got, sizeof(buf) - 1 - got)) > 0)
+      got += r;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    count = atoi(buf);
+    const char* space = strchr(buf, ' ');
+    why = std::string("cudaGetDeviceCount: ") + (space ? space + 1 : "probe failed");
+  }
+  if (reason) *reason = why;
+  return count;
+}
+
+#define SKIP_WITHOUT_GPU()                                                       \
+  do {                                                                           \
+    std::string reason;                                                          \
+    if (DeviceCount(&reason) <= 0) GTEST_SKIP() << "no CUDA device: " << reason; \
+  } while (0)
+
+size_t SizeOf(batonDataType_t dt) {
+  switch (dt) {
+    case batonInt8:
+    case batonUint8:
+      return 1;
+    case batonFloat16:
+    case batonBfloat16:
+      return 2;
+    case batonInt32:
+    case batonUint32:
+    case batonFloat32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+bool IsUnsigned(batonDataType_t dt) {
+  return dt == batonUint8 || dt == batonUint32 || dt == batonUint64;
+}
+
+// Writes the small integer v (exact in every datatype) as element i.
+void Store(batonDataType_t dt, uint8_t* p, size_t i, double v) {
+  switch (dt) {
+    case batonInt8:
+      reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+      break;
+    case batonUint8:
+      p[i] = static_cast<uint8_t>(v);
+      break;
+    case batonInt32:
+      reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case batonUint32:
+      reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v);
+      break;
+    case batonInt64:
+      reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case batonUint64:
+      reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v);
+      break;
+    case batonFloat16: {
+      const _Float16 h = static_cast<_Float16>(v);
+      memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case batonFloat32:
+      reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case batonFloat64:
+      reinterpret_cast<double*>(p)[i] = v;
+      break;
+    case batonBfloat16: {
+      const float f = static_cast<float>(v);  // small integers: the top 16 bits are exact
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      const uint16_t top = static_cast<uint16_t>(bits >> 16);
+      memcpy(p + 2 * i, &top, 2);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+double Load(batonDataType_t dt, const uint8_t* p, size_t i) {
+  switch (dt) {
+    case batonInt8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case batonUint8:
+      return p[i];
+    case batonInt32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case batonUint32:
+      return reinterpret_cast<const uint32_t*>(p)[i];
+    case batonInt64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case batonUint64:
+      return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
+    case batonFloat16: {
+      _Float16 h;
+      memcpy(&h, p + 2 * i, 2);
+      return static_cast<double>(h);
+    }
+    case batonFloat32:
+      return reinterpret_cast<const float*>(p)[i];
+    case batonFloat64:
+      return reinterpret_cast<const double*>(p)[i];
+    case batonBfloat16: {
+      uint16_t top;
+      memcpy(&top, p + 2 * i, 2);
+      const uint32_t bits = static_cast<uint32_t>(top) << 16;
+      float f;
+      memcpy(&f, &bits, 4);
+      return f;
+    }
+    default:
+      return 0;
+  }
+}
+
+// Rank r's input element i for op: small integers whose reduction over
+// kRanks ranks is exact in every type (non-negative for unsigned types), and
+// for avg a sum divisible by the rank count.
+double Input(batonDataType_t dt, batonRedOp_t op, int r, size_t i) {
+  const double lift = IsUnsigned(dt) ? 6 : 0;
+  switch (op) {
+    case batonProd:
+      return static_cast<double>((i + r) % 3) - (IsUnsigned(dt) ? -1 : 1);
+    case batonMax:
+    case batonMin:
+      return static_cast<double>((i * 5 + r * 3) % 11) - 5 + lift;
+    default:
+      return static_cast<double>(i % 7) - 3 + lift + (r - (kRanks - 1) / 2.0) * 1;
+  }
+}
+
+double Reference(batonDataType_t dt, batonRedOp_t op, int nranks, size_t i) {
+  double acc = Input(dt, op, 0, i);
+  for (int r = 1; r < nranks; ++r) {
+    const double v = Input(dt, op, r, i);
+    switch (op) {
+      case batonProd:
+        acc *= v;
+        break;
+      case batonMax:
+        acc = std::max(acc, v);
+        break;
+      case batonMin:
+        acc = std::min(acc, v);
+        break;
+      default:
+        acc += v;
+        break;
+    }
+  }
+  return op == batonAvg ? acc / nranks : acc;
+}
+
+// A cudaMalloc'd buffer, freed on destruction.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t bytes) {
+    if (cudaMalloc(&ptr_, bytes ? bytes : 1) != cudaSuccess) ptr_ = nullptr;
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  uint8_t* get() const { return static_cast<uint8_t*>(ptr_); }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
+// Per rank: the rank's GPU (round robin) and a non-blocking stream.
+class RankGpu {
+ public:
+  explicit RankGpu(RankContext& ctx) {
+    int n = 0;
+    cudaGetDeviceCount(&n);
+    ok_ = n > 0 && cudaSetDevice(ctx.rank() % n) == cudaSuccess &&
+          cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking) == cudaSuccess;
+  }
+  ~RankGpu() {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  RankGpu(const RankGpu&) = delete;
+  RankGpu& operator=(const RankGpu&) = delete;
+  bool ok() const { return ok_; }
+  cudaStream_t stream() const { return stream_; }
+  batonStream_t baton() const { return reinterpret_cast<batonStream_t>(stream_); }
+
+ private:
+  bool ok_ = false;
+  cudaStream_t stream_ = nullptr;
+};
+
+std::vector<uint8_t> ToHost(const DeviceBuffer& d, size_t bytes) {
+  std::vector<uint8_t> h(bytes);
+  if (bytes) cudaMemcpy(h.data(), d.get(), bytes, cudaMemcpyDeviceToHost);
+  return h;
+}
+
+TEST(CudaCollectivesTest, AllReduceEveryTypeAndOpOnStream) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    const size_t count = 1037;  // odd: scalar tails
+    for (batonDataType_t dt : kAllTypes) {
+      for (batonRedOp_t op : kAllOps) {
+        const size_t bytes = count * SizeOf(dt);
+        std::vector<uint8_t> in(bytes);
+        for (size_t i = 0; i < count; ++i) Store(dt, in.data(), i, Input(dt, op, ctx.rank(), i));
+        DeviceBuffer send(bytes), recv(bytes);
+        MP_ASSERT_TRUE(ctx, send.get() && recv.get());
+        MP_ASSERT_TRUE(
+            ctx, cudaMemcpy(send.get(), in.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+        MP_ASSERT_OK(
+            ctx, batonAllReduce(send.get(), recv.get(), count, dt, op, ctx.comm(), gpu.baton()));
+        MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+        const std::vector<uint8_t> out = ToHost(recv, bytes);
+        for (size_t i = 0; i < count; ++i) {
+          const double want = Reference(dt, op, ctx.nranks(), i);
+          if (Load(dt, out.data(), i) != want) {
+            MP_ADD_FAILURE(ctx) << "dtype " << dt << " op " << op << " element " << i << ": got "
+                                << Load(dt, out.data(), i) << ", want " << want;
+            break;
+          }
+        }
+      }
+    }
+    batonResult_t async = batonSuccess;
+    MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
+    MP_EXPECT_EQ(ctx, async, batonSuccess);
+  });
+}
+
+TEST(CudaCollectivesTest, AllReduceInPlaceSynchronousAndLarge) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    for (size_t count : {size_t{0}, size_t{1}, size_t{4099}, size_t{3} << 20}) {
+      std::vector<float> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 1000) + ctx.rank();
+      DeviceBuffer buf(count * 4);
+      MP_ASSERT_TRUE(ctx, buf.get() != nullptr);
+      cudaMemcpy(buf.get(), in.data(), count * 4, cudaMemcpyHostToDevice);
+      // NULL stream: synchronous, in place.
+      MP_ASSERT_OK(ctx, batonAllReduce(buf.get(), buf.get(), count, batonFloat32, batonSum,
+                                       ctx.comm(), nullptr));
+      std::vector<float> out(count);
+      cudaMemcpy(out.data(), buf.get(), count * 4, cudaMemcpyDeviceToHost);
+      const float rankSum = ctx.nranks() * (ctx.nranks() - 1) / 2.0f;
+      for (size_t i = 0; i < count; ++i) {
+        const float want = ctx.nranks() * static_cast<float>(i % 1000) + rankSum;
+        if (out[i] != want) {
+          MP_ADD_FAILURE(ctx) << "count " << count << " element " << i << ": " << out[i]
+                              << " != " << want;
+          break;
+        }
+      }
+    }
+  });
+}
+
+// Five dependent allreduces queued on one stream, one synchronize: the
+// stream ordering (input copy, host collective, result copy) must chain.
+TEST(CudaCollectivesTest, QueuedCallsKeepStreamOrder) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    const size_t count = 100000;
+    std::vector<int64_t> in(count, 1);
+    DeviceBuffer a(count * 8), b(count * 8);
+    cudaMemcpy(a.get(), in.data(), count * 8, cudaMemcpyHostToDevice);
+    for (int step = 0; step < 5; ++step) {
+      uint8_t* src = step % 2 ? b.get() : a.get();
+      uint8_t* dst = step % 2 ? a.get() : b.get();
+      MP_ASSERT_OK(ctx,
+                   batonAllReduce(src, dst, count, batonInt64, batonSum, ctx.comm(), gpu.baton()));
+    }
+    MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+    std::vector<int64_t> out(count);
+    cudaMemcpy(out.data(), b.get(), count * 8, cudaMemcpyDeviceToHost);
+    int64_t want = 1;
+    for (int step = 0; step < 5; ++step) want *= ctx.nranks();
+    MP_EXPECT_EQ(ctx, out[0], want);
+    MP_EXPECT_EQ(ctx, out[count - 1], want);
+  });
+}
+
+TEST(CudaCollectivesTest, OtherCollectivesOnStream) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    const int n = ctx.nranks(), me = ctx.rank();
+    const size_t count = 777;
+    auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 100000 + i); };
+    std::vector<int32_t> mine(count * n), out(count * n);
+    for (size_t i = 0; i < count * n; ++i) mine[i] = value(me, i);
+    DeviceBuffer send(count * n * 4), recv(count * n * 4);
+    cudaMemcpy(send.get(), mine.data(), count * n * 4, cudaMemcpyHostToDevice);
+    auto sync_and_read = [&](size_t elems) {
+      cudaStreamSynchronize(gpu.stream());
+      cudaMemcpy(out.data(), recv.get(), elems * 4, cudaMemcpyDeviceToHost);
+    };
+
+    const int root = 1;
+    MP_ASSERT_OK(ctx, batonBroadcast(send.get(), recv.get(), count, batonInt32, root, ctx.comm(),
+                                     gpu.baton()));
+    sync_and_read(count);
+    for (size_t i = 0; i < count; ++i) MP_ASSERT_EQ(ctx, out[i], value(root, i));
+
+    MP_ASSERT_OK(
+        ctx, batonAllGather(send.get(), recv.get(), count, batonInt32, ctx.comm(), gpu.baton()));
+    sync_and_read(count * n);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) MP_ASSERT_EQ(ctx, out[r * count + i], value(r, i));
+
+    MP_ASSERT_OK(ctx, batonReduceScatter(send.get(), recv.get(), count, batonInt32, batonSum,
+                                         ctx.comm(), gpu.baton()));
+    sync_and_read(count);
+    for (size_t i = 0; i < count; ++i) {
+      int32_t want = 0;
+      for (int r = 0; r < n; ++r) want += value(r, me * count + i);
+      MP_ASSERT_EQ(ctx, out[i], want);
+    }
+
+    MP_ASSERT_OK(ctx,
+                 batonAlltoAll(send.get(), recv.get(), count, batonInt32, ctx.comm(), gpu.baton()));
+    sync_and_read(count * n);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        MP_ASSERT_EQ(ctx, out[r * count + i], value(r, me * count + i));
+
+    // Reduce: only the root's receive buffer changes.
+    std::vector<int32_t> sentinel(count, -7);
+    cudaMemcpy(recv.get(), sentinel.data(), count * 4, cudaMemcpyHostToDevice);
+    MP_ASSERT_OK(ctx, batonReduce(send.get(), recv.get(), count, batonInt32, batonMax, root,
+                                  ctx.comm(), gpu.baton()));
+    sync_and_read(count);
+    for (size_t i = 0; i < count; ++i) MP_ASSERT_EQ(ctx, out[i], me == root ? value(n - 1, i) : -7);
+
+    // Send/recv around the ring, then a stream-ordered barrier.
+    const int next = (me + 1) % n, prev = (me + n - 1) % n;
+    if (me % 2 == 0) {
+      MP_ASSERT_OK(ctx, batonSend(send.get(), count, batonInt32, next, ctx.comm(), gpu.baton()));
+      MP_ASSERT_OK(ctx, batonRecv(recv.get(), count, batonInt32, prev, ctx.comm(), gpu.baton()));
+    } else {
+      MP_ASSERT_OK(ctx, batonRecv(recv.get(), count, batonInt32, prev, ctx.comm(), gpu.baton()));
+      MP_ASSERT_OK(ctx, batonSend(send.get(), count, batonInt32, next, ctx.comm(), gpu.baton()));
+    }
+    MP_ASSERT_OK(ctx, batonBarrier(ctx.comm(), gpu.baton()));
+    sync_and_read(count);
+    for (size_t i = 0; i < count; ++i) MP_ASSERT_EQ(ctx, out[i], value(prev, i));
+  });
+}
+
+TEST(CudaCollectivesTest, BadBufferCombinationsAreInvalidArguments) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(2, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    DeviceBuffer dev(64);
+    std::vector<float> host(16);
+    // Mixed host and device buffers.
+    MP_EXPECT_RESULT(
+        ctx,
+        batonAllReduce(dev.get(), host.data(), 16, batonFloat32, batonSum, ctx.comm(), gpu.baton()),
+        batonInvalidArgument);
+    MP_EXPECT_RESULT(
+        ctx,
+        batonAllReduce(host.data(), dev.get(), 16, batonFloat32, batonSum, ctx.comm(), nullptr),
+        batonInvalidArgument);
+    // Host buffers with a cudaStream_t.
+    MP_EXPECT_RESULT(ctx,
+                     batonAllReduce(host.data(), host.data(), 16, batonFloat32, batonSum,
+                                    ctx.comm(), gpu.baton()),
+                     batonInvalidArgument);
+    // Device buffers with a Baton host stream.
+    batonStream_t hs = nullptr;
+    MP_ASSERT_OK(ctx, batonStreamCreate(&hs));
+    MP_EXPECT_RESULT(
+        ctx, batonAllReduce(dev.get(), dev.get(), 16, batonFloat32, batonSum, ctx.comm(), hs),
+        batonInvalidArgument);
+    MP_EXPECT_OK(ctx, batonStreamDestroy(hs));
+    // Host collectives still work in the same process.
+    float x = 1.0f + ctx.rank();
+    MP_ASSERT_OK(ctx, batonAllReduce(&x, &x, 1, batonFloat32, batonSum, ctx.comm(), nullptr));
+    MP_EXPECT_EQ(ctx, x, 3.0f);
+  });
+}
+
+}  // namespace
