@@ -111,6 +111,7 @@ Status Executor::run(const Schedule& schedule) {
   WaitSet& ws = wait_set_;
   auto last_progress = Clock::now();
   auto spin_start = last_progress;
+  auto last_yield = last_progress;
   bool spinning = false;
 
   // One pass over everything; returns whether anything moved.
@@ -160,11 +161,13 @@ Status Executor::run(const Schedule& schedule) {
       last_progress = now;
     }
     if (now - spin_start < config_.spin) {
-      // Past the short pause phase, give the core to whoever has work: a
-      // descheduled peer runs at once instead of at the next tick (Open
-      // MPI's yield_when_idle does the same).
-      if (config_.yield && now - spin_start >= config_.pause_spin) {
+      // Poll with pause, but hand the core over every yield_interval: a
+      // descheduled peer (or anything else waiting for this core) runs then
+      // instead of at the next tick, while on an idle core sched_yield
+      // returns at once and costs one syscall per interval.
+      if (config_.yield && now - last_yield >= config_.yield_interval) {
         sched_yield();
+        last_yield = now;
       } else {
         CpuRelax();
       }

@@ -9,17 +9,17 @@
 
 namespace baton {
 
-// How long to poll, how, and when to give up. A wait polls with `pause`
-// for `pause_spin`, then (with `yield`) polls with sched_yield until `spin`
-// has passed, then sleeps on the doorbell or the sockets. The yield phase is
-// what keeps latency low when the peer we wait for is descheduled: other
-// processes, or more ranks than cores, share the machine, and a core that
-// spins with pause only delays the peer it waits for.
+// How long to poll, how, and when to give up. A wait polls (with `pause`)
+// until `spin` has passed, calling sched_yield at most every
+// `yield_interval`, then sleeps on the doorbell or the sockets. Yielding is
+// what keeps latency low when the peer we wait for is descheduled (other
+// processes, or more ranks than cores, share the machine): a core that only
+// spins with pause delays the very peer it waits for.
 struct ExecutorConfig {
-  double timeout_s = 300;                  // BATON_TIMEOUT: fail after this long without progress
-  std::chrono::nanoseconds spin{200000};   // poll this long before sleeping (BATON_SPIN_US)
-  std::chrono::nanoseconds pause_spin{0};  // of which this long with pause only
-  bool yield = true;                       // sched_yield after pause_spin (BATON_SPIN_YIELD)
+  double timeout_s = 300;                 // BATON_TIMEOUT: fail after this long without progress
+  std::chrono::nanoseconds spin{200000};  // poll this long before sleeping (BATON_SPIN_US)
+  std::chrono::nanoseconds yield_interval{1000};  // sched_yield this often while polling
+  bool yield = true;                              // BATON_SPIN_YIELD
 };
 
 // Runs schedules. Sends and receives to every peer progress together in one
