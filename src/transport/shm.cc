@@ -15,6 +15,14 @@ namespace baton {
 
 namespace {
 constexpr uint32_t kSegmentMagic = 0x4d485342;  // "BSHM"
+
+// A slot cell's word for slot number `slot` holding `size` (see ShmSlotCell).
+uint64_t SlotWord(uint64_t slot, uint32_t size) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(slot) + 1) << 32) | size;
+}
+bool SlotPublished(uint64_t word, uint64_t slot) {
+  return static_cast<uint32_t>(word >> 32) == static_cast<uint32_t>(slot) + 1;
+}
 size_t RoundUp(size_t x, size_t a) {
   return (x + a - 1) / a * a;
 }
@@ -145,9 +153,9 @@ Status ShmChannel::sendByAddress(const uint8_t* src, size_t bytes, size_t* done)
     }
     CmaDescriptor desc{reinterpret_cast<uint64_t>(src), bytes};
     memcpy(peer_->slot(send_index_, send_head_), &desc, sizeof(desc));
-    send_ring_->sizes[send_head_ % nslots] = kCmaDescriptorBit;
+    send_ring_->cells[send_head_ % nslots].word.store(SlotWord(send_head_, kCmaDescriptorBit),
+                                                      std::memory_order_release);
     desc_slot_ = send_head_++;
-    send_ring_->head.store(send_head_, std::memory_order_release);
     desc_pending_ = true;
     RingDoorbell(peer_bell_);
   }
@@ -219,10 +227,11 @@ Status ShmChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) 
       }
     }
     size_t piece = std::min<size_t>(slot_bytes, bytes - *done);
-    memcpy(peer_->slot(send_index_, send_head_), src + *done, piece);
-    send_ring_->sizes[send_head_ % nslots] = static_cast<uint32_t>(piece);
+    ShmSlotCell& cell = send_ring_->cells[send_head_ % nslots];
+    memcpy(piece <= kShmInlineBytes ? cell.inline_data : peer_->slot(send_index_, send_head_),
+           src + *done, piece);
+    cell.word.store(SlotWord(send_head_, static_cast<uint32_t>(piece)), std::memory_order_release);
     ++send_head_;
-    send_ring_->head.store(send_head_, std::memory_order_release);
     *done += piece;
     published = true;
   }
@@ -235,19 +244,15 @@ Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
   const uint32_t nslots = h->nslots;
   bool consumed = false;
   while (*done < bytes) {
-    if (recv_tail_ == recv_head_seen_) {
-      recv_head_seen_ = recv_ring_->head.load(std::memory_order_acquire);
-      if (recv_tail_ == recv_head_seen_) {
-        if (!consumed && peer_closed_->load(std::memory_order_acquire)) {
-          // Re-check: data published just before the peer left is still good.
-          recv_head_seen_ = recv_ring_->head.load(std::memory_order_acquire);
-          if (recv_tail_ == recv_head_seen_) return peerGone();
-          continue;
-        }
-        break;
-      }
+    const ShmSlotCell& cell = recv_ring_->cells[recv_tail_ % nslots];
+    uint64_t word = cell.word.load(std::memory_order_acquire);
+    if (!SlotPublished(word, recv_tail_)) {
+      if (consumed || !peer_closed_->load(std::memory_order_acquire)) break;
+      // Re-check: data published just before the peer left is still good.
+      word = cell.word.load(std::memory_order_acquire);
+      if (!SlotPublished(word, recv_tail_)) return peerGone();
     }
-    uint32_t piece = recv_ring_->sizes[recv_tail_ % nslots];
+    const uint32_t piece = static_cast<uint32_t>(word);
     if (piece & kCmaDescriptorBit) {
       // (A partly read descriptor stays at the tail until the last byte:
       // this call continues it.)
@@ -258,7 +263,9 @@ Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
     if (piece > bytes - *done)
       return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) +
                            ": the ranks called different collectives or counts");
-    Deliver(target, *done, own_->slot(recv_index_, recv_tail_), piece);
+    Deliver(target, *done,
+            piece <= kShmInlineBytes ? cell.inline_data : own_->slot(recv_index_, recv_tail_),
+            piece);
     ++recv_tail_;
     recv_ring_->tail.store(recv_tail_, std::memory_order_release);
     *done += piece;

@@ -15,15 +15,31 @@ namespace baton {
 
 constexpr uint32_t kShmMaxSlots = 256;
 
+// Pieces of at most this many bytes travel inside their slot's cell.
+constexpr uint32_t kShmInlineBytes = 56;
+
+// The control word of one slot and, for small pieces, the data itself, in
+// one cache line: a consumer polling for the next message pulls a single
+// line from the producer's core (a separate head counter, size table and
+// data slot cost three line transfers per 8-byte message).
+struct alignas(64) ShmSlotCell {
+  // (uint32(slot number) + 1) << 32 | piece size (or kCmaDescriptorBit),
+  // stored last with release: the consumer of slot n waits for tag n + 1,
+  // which also tells a fresh piece from the one a lap earlier.
+  std::atomic<uint64_t> word;
+  uint8_t inline_data[kShmInlineBytes];
+};
+static_assert(sizeof(ShmSlotCell) == 64, "a slot cell must be one cache line");
+
 // One direction of a shared-memory connection: a ring of fixed-size slots
-// that lives in the receiver's segment. The producer fills whole slots and
-// publishes them by bumping `head`; the consumer reduces or copies straight
-// out of the slot and frees it by bumping `tail`. Slots keep element
-// boundaries aligned, so a reduction never straddles the wrap.
+// that lives in the receiver's segment. The producer fills a slot (or, for
+// small pieces, the slot's cell) and publishes it with the cell's word; the
+// consumer reduces or copies straight out of it and frees it by bumping
+// `tail`. Slots keep element boundaries aligned, so a reduction never
+// straddles the wrap.
 struct ShmRing {
-  alignas(64) std::atomic<uint64_t> head;  // slots published
   alignas(64) std::atomic<uint64_t> tail;  // slots consumed
-  alignas(64) uint32_t sizes[kShmMaxSlots];
+  ShmSlotCell cells[kShmMaxSlots];
 };
 
 // Header of a rank's segment: its doorbell and the layout of its rings, so
@@ -118,7 +134,7 @@ class ShmChannel : public Channel {
   const std::atomic<bool>* peer_closed_;
   int peer_rank_;
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
-  uint64_t recv_tail_ = 0, recv_head_seen_ = 0;  // consumer's view
+  uint64_t recv_tail_ = 0;                       // consumer's view
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;
