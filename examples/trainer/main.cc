@@ -90,7 +90,16 @@ int main(int argc, char** argv) {
   }
 
   batonComm_t comm = nullptr;
-  if (batonCommInitFromEnv(&comm) != batonSuccess) {
+  batonResult_t joined;
+  if (launcherRank() == "?" && std::getenv("BATON_ROOT") == nullptr) {
+    // Started without a launcher: train alone in a one-rank communicator.
+    batonUniqueId id;
+    joined = batonGetUniqueId(&id);
+    if (joined == batonSuccess) joined = batonCommInitRank(&comm, 1, id, 0);
+  } else {
+    joined = batonCommInitFromEnv(&comm);
+  }
+  if (joined != batonSuccess) {
     std::fprintf(stderr, "baton-train: rank %s: cannot join the job: %s\n", launcherRank().c_str(),
                  batonGetLastError(nullptr));
     return 1;
