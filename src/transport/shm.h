@@ -16,12 +16,14 @@ namespace baton {
 constexpr uint32_t kShmMaxSlots = 256;
 
 // Pieces of at most this many bytes travel inside their slot's cell.
-constexpr uint32_t kShmInlineBytes = 56;
+constexpr uint32_t kShmInlineBytes = 504;
 
-// The control word of one slot and, for small pieces, the data itself, in
-// one cache line: a consumer polling for the next message pulls a single
-// line from the producer's core (a separate head counter, size table and
-// data slot cost three line transfers per 8-byte message).
+// The control word of one slot and, for small pieces, the data itself: a
+// consumer polling for the next message finds the data in the same and the
+// next few cache lines, instead of a separate head counter, size table and
+// data slot (three line transfers for an 8-byte message, and slots that
+// cycle through BATON_BUFFSIZE of memory, so every small message also
+// missed in cache). The cells of a ring stay cache-resident.
 struct alignas(64) ShmSlotCell {
   // (uint32(slot number) + 1) << 32 | piece size (or kCmaDescriptorBit),
   // stored last with release: the consumer of slot n waits for tag n + 1,
@@ -29,7 +31,7 @@ struct alignas(64) ShmSlotCell {
   std::atomic<uint64_t> word;
   uint8_t inline_data[kShmInlineBytes];
 };
-static_assert(sizeof(ShmSlotCell) == 64, "a slot cell must be one cache line");
+static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight cache lines");
 
 // One direction of a shared-memory connection: a ring of fixed-size slots
 // that lives in the receiver's segment. The producer fills a slot (or, for
