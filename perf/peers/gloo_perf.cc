@@ -46,6 +46,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -168,11 +169,18 @@ class GlooLibrary : public baton_perf::PeerLibrary {
   batonResult_t Finalize() override {
     cache_.clear();
     batonResult_t result = batonSuccess;
-    if (context_ && remove_store_) {
-      // Everyone is past the rendezvous: the store we made can go.
+    if (context_) {
+      // Gloo has no orderly shutdown: a rank that closes its pairs while a
+      // peer still waits for its last message (the driver's closing
+      // broadcast) fails that peer with "Connection closed by peer". After
+      // this barrier every rank has received everything; rank 0, whose
+      // release message is the barrier's last, leaves a moment later so it
+      // reaches everyone before its sockets close.
       result = Barrier();
+      if (rank_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       std::error_code ignored;
-      if (result == batonSuccess && rank_ == 0) std::filesystem::remove_all(store_path_, ignored);
+      if (result == batonSuccess && remove_store_ && rank_ == 0)
+        std::filesystem::remove_all(store_path_, ignored);
     }
     context_.reset();
     return result;
