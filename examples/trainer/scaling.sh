@@ -5,8 +5,8 @@
 #
 #   examples/trainer/scaling.sh [BUILD_DIR]        (default build; prints a Markdown table)
 #
-# EPOCHS (5) epochs per shared-memory run, NETNS_EPOCHS (2) per simulated-cluster run, RATE
-# (1gbit), EXTRA (more trainer options). samples/s is the median over the epochs of one run. The cluster rows need root and
+# EPOCHS (5) epochs per shared-memory run, NETNS_EPOCHS (5) per simulated-cluster run, RATE
+# (1gbit), SECTIONS (shm,cluster: which rows), EXTRA (more trainer options). samples/s is the median over the epochs of one run. The cluster rows need root and
 # scripts/netns.sh; without them they are reported as skipped.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -14,8 +14,9 @@ build=${1:-$root/build}
 batonrun=$build/src/batonrun
 train=$build/examples/trainer/baton-train
 EPOCHS=${EPOCHS:-5}
-NETNS_EPOCHS=${NETNS_EPOCHS:-2}
+NETNS_EPOCHS=${NETNS_EPOCHS:-5}
 RATE=${RATE:-1gbit}
+SECTIONS=${SECTIONS:-shm,cluster}  # which rows: shm, cluster or both
 read -r -a EXTRA <<<"${EXTRA:-}"  # more trainer options for every run, e.g. "--max-steps 20"
 for f in "$batonrun" "$train"; do
   [[ -x $f ]] || { echo "$0: $f missing (build first: ninja -C $build)" >&2; exit 1; }
@@ -80,12 +81,15 @@ cluster() {  # cluster LABEL ARGS...: 4 hosts x 1 rank over TCP at RATE; the 4 "
 echo "baton-train on $(nproc) cores, $(date -u +%Y-%m-%dT%H:%MZ), epochs $EPOCHS (cluster $NETNS_EPOCHS)" >&2
 echo "| run | samples/s | test_acc | comm_wait_frac |"
 echo "| --- | ---: | --- | ---: |"
-shm "sync, 1 rank" 1
-shm "sync, 2 ranks, shared memory" 2
-shm "sync, 4 ranks, shared memory" 4
-shm "ps (rank 0 serves 3 workers), 4 ranks" 4 --mode ps
-shm "ps --async, 4 ranks" 4 --mode ps --async
-shm "local SGD K=8, 4 ranks" 4 --mode local --average-every 8
+if [[ ,$SECTIONS, == *,shm,* ]]; then
+  shm "sync, 1 rank" 1
+  shm "sync, 2 ranks, shared memory" 2
+  shm "sync, 4 ranks, shared memory" 4
+  shm "ps (rank 0 serves 3 workers), 4 ranks" 4 --mode ps
+  shm "ps --async, 4 ranks" 4 --mode ps --async
+  shm "local SGD K=8, 4 ranks" 4 --mode local --average-every 8
+fi
+[[ ,$SECTIONS, == *,cluster,* ]] || exit 0
 if [[ $(id -u) -eq 0 && -x $root/scripts/netns.sh ]] && "$root/scripts/netns.sh" up "$tag" 4 "$RATE" >&2; then
   netns_up=1
 fi
