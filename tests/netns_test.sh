@@ -14,34 +14,14 @@ HOSTS=${HOSTS:-3}
 RANKS_PER_HOST=${RANKS_PER_HOST:-2}
 RATE=${RATE:-1gbit}
 tag="bt$$"
-sw="$tag-sw"
+netns="$(dirname "$0")/../scripts/netns.sh"
 
-cleanup() {
-  for ((i = 0; i < HOSTS; i++)); do ip netns del "$tag-h$i" 2>/dev/null; done
-  ip netns del "$sw" 2>/dev/null
-}
-trap cleanup EXIT
-
-if [[ $(id -u) -ne 0 ]] || ! ip netns add "$sw" 2>/dev/null; then
+# scripts/netns.sh makes the namespaces (host i: TAG-h<i>, eth0 = 10.77.0.(i+1)).
+trap '"$netns" down "$tag" "$HOSTS"' EXIT
+if [[ $(id -u) -ne 0 ]] || ! "$netns" up "$tag" "$HOSTS" "$RATE" >/dev/null; then
   echo "SKIP: cannot create network namespaces (needs root and iproute2)"
   exit 77
 fi
-set -e
-ip -n "$sw" link add br0 type bridge
-ip -n "$sw" link set br0 up
-for ((i = 0; i < HOSTS; i++)); do
-  ns="$tag-h$i"
-  ip netns add "$ns"
-  ip link add "$tag-v$i" type veth peer name eth0 netns "$ns"
-  ip link set "$tag-v$i" netns "$sw"
-  ip -n "$sw" link set "$tag-v$i" master br0 up
-  ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
-  # tbf needs a burst of at least 64 KiB on veth to reach its rate.
-  ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$RATE" burst 256kb latency 100ms
-done
-set +e
 
 passed=0
 failed=0
