@@ -15,6 +15,7 @@
 
 #include "kernels/reduce_copy.h"
 #include "mp_harness.h"
+#include "reference.h"
 
 namespace {
 
@@ -111,20 +112,7 @@ double Expected(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
   double acc = Input(op, 0, n, i, u);
   for (int r = 1; r < n; ++r) {
     double v = Input(op, r, n, i, u);
-    switch (op) {
-      case batonProd:
-        acc *= v;
-        break;
-      case batonMax:
-        acc = std::max(acc, v);
-        break;
-      case batonMin:
-        acc = std::min(acc, v);
-        break;
-      default:
-        acc += v;
-        break;
-    }
+    acc = CombineReference(op, acc, v);
   }
   if (op != batonAvg) return acc;
   if (t == batonFloat32)

@@ -25,6 +25,7 @@
 #include <baton.h>
 
 #include "mp_harness.h"
+#include "reference.h"
 
 namespace {
 
@@ -205,20 +206,7 @@ double Reference(batonDataType_t dt, batonRedOp_t op, int nranks, size_t i) {
   double acc = Input(dt, op, 0, i);
   for (int r = 1; r < nranks; ++r) {
     const double v = Input(dt, op, r, i);
-    switch (op) {
-      case batonProd:
-        acc *= v;
-        break;
-      case batonMax:
-        acc = std::max(acc, v);
-        break;
-      case batonMin:
-        acc = std::min(acc, v);
-        break;
-      default:
-        acc += v;
-        break;
-    }
+    acc = CombineReference(op, acc, v);
   }
   return op == batonAvg ? acc / nranks : acc;
 }

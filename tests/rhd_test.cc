@@ -19,6 +19,7 @@
 
 #include "collectives/simulator.h"
 #include "kernels/cpu_reduce.h"
+#include "reference.h"
 
 namespace baton {
 namespace {
@@ -406,20 +407,7 @@ double Reference(batonDataType_t dt, batonRedOp_t op, int p, size_t i) {
   double acc = Value(dt, op, p, 0, i);
   for (int r = 1; r < p; ++r) {
     const double v = Value(dt, op, p, r, i);
-    switch (op) {
-      case batonProd:
-        acc *= v;
-        break;
-      case batonMax:
-        acc = std::max(acc, v);
-        break;
-      case batonMin:
-        acc = std::min(acc, v);
-        break;
-      default:
-        acc += v;
-        break;
-    }
+    acc = CombineReference(op, acc, v);
   }
   if (op != batonAvg) return acc;
   if (!IsFloat(dt)) return static_cast<double>(static_cast<int64_t>(acc) / p);  // C division
