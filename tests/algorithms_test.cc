@@ -35,23 +35,6 @@ bool Implements(const std::string& coll, const std::string& algo) {
   return false;
 }
 
-size_t SizeOf(batonDataType_t t) {
-  switch (t) {
-    case batonInt8:
-    case batonUint8:
-      return 1;
-    case batonFloat16:
-    case batonBfloat16:
-      return 2;
-    case batonInt32:
-    case batonUint32:
-    case batonFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 // Input element i of rank r for op: small integers (prod: one 2 and one
 // -1 per element across ranks, so products stay tiny and exact).
 double Input(batonRedOp_t op, int r, int n, size_t i, bool is_unsigned) {
@@ -62,10 +45,6 @@ double Input(batonRedOp_t op, int r, int n, size_t i, bool is_unsigned) {
   }
   double v = static_cast<double>((r * 7 + i * 13) % 5);
   return is_unsigned ? v : v - 2;
-}
-
-bool IsUnsigned(batonDataType_t t) {
-  return t == batonUint8 || t == batonUint32 || t == batonUint64;
 }
 
 // Writes the value v (exactly representable) as element i of type t.

@@ -84,27 +84,6 @@ int DeviceCount(std::string* reason) {
     if (DeviceCount(&reason) <= 0) GTEST_SKIP() << "no CUDA device: " << reason; \
   } while (0)
 
-size_t SizeOf(batonDataType_t dt) {
-  switch (dt) {
-    case batonInt8:
-    case batonUint8:
-      return 1;
-    case batonFloat16:
-    case batonBfloat16:
-      return 2;
-    case batonInt32:
-    case batonUint32:
-    case batonFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
-bool IsUnsigned(batonDataType_t dt) {
-  return dt == batonUint8 || dt == batonUint32 || dt == batonUint64;
-}
-
 // Writes the small integer v (exact in every datatype) as element i.
 void Store(batonDataType_t dt, uint8_t* p, size_t i, double v) {
   switch (dt) {
