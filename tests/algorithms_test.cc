@@ -35,85 +35,18 @@ bool Implements(const std::string& coll, const std::string& algo) {
   return false;
 }
 
-// Input element i of rank r for op: small integers (prod: one 2 and one
-// -1 per element across ranks, so products stay tiny and exact).
-double Input(batonRedOp_t op, int r, int n, size_t i, bool is_unsigned) {
-  if (op == batonProd) {
-    if (static_cast<int>(i % n) == r) return 2;
-    if (!is_unsigned && static_cast<int>((i + 1) % n) == r && n > 1) return -1;
-    return 1;
-  }
-  double v = static_cast<double>((r * 7 + i * 13) % 5);
-  return is_unsigned ? v : v - 2;
-}
-
-// Writes the value v (exactly representable) as element i of type t.
-void Store(batonDataType_t t, void* buf, size_t i, double v) {
-  switch (t) {
-    case batonInt8:
-      static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v);
-      break;
-    case batonUint8:
-      static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v);
-      break;
-    case batonInt32:
-      static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v);
-      break;
-    case batonUint32:
-      static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v);
-      break;
-    case batonInt64:
-      static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v);
-      break;
-    case batonUint64:
-      static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v);
-      break;
-    case batonFloat32:
-      static_cast<float*>(buf)[i] = static_cast<float>(v);
-      break;
-    case batonFloat64:
-      static_cast<double*>(buf)[i] = v;
-      break;
-    case batonFloat16:
-      static_cast<baton::half_t*>(buf)[i] = baton::floatToHalf(static_cast<float>(v));
-      break;
-    case batonBfloat16:
-      static_cast<baton::bfloat16_t*>(buf)[i] = baton::floatToBf16(static_cast<float>(v));
-      break;
-    default:
-      break;
-  }
-}
-
-// The reference result of element i: a plain loop over all ranks' inputs.
-double Expected(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
-  const bool u = IsUnsigned(t);
-  double acc = Input(op, 0, n, i, u);
-  for (int r = 1; r < n; ++r) {
-    double v = Input(op, r, n, i, u);
-    acc = CombineReference(op, acc, v);
-  }
-  if (op != batonAvg) return acc;
-  if (t == batonFloat32)
-    return static_cast<double>(static_cast<float>(acc) / static_cast<float>(n));
-  if (t == batonFloat16 || t == batonBfloat16)
-    return static_cast<float>(acc) / static_cast<float>(n);
-  if (t == batonFloat64) return acc / n;
-  return std::trunc(acc / n);  // C integer division of an exact (small) sum
-}
-
 std::vector<uint8_t> Fill(batonDataType_t t, batonRedOp_t op, int r, int n, size_t count,
                           size_t first = 0) {
   std::vector<uint8_t> v(count * SizeOf(t) + 1);
   for (size_t i = 0; i < count; ++i)
-    Store(t, v.data(), i, Input(op, r, n, first + i, IsUnsigned(t)));
+    Store(t, v.data(), i, ExactInput(op, r, n, first + i, IsUnsigned(t)));
   return v;
 }
 
 std::vector<uint8_t> Reference(batonDataType_t t, batonRedOp_t op, int n, size_t count,
                                size_t first = 0) {
   std::vector<uint8_t> v(count * SizeOf(t) + 1);
-  for (size_t i = 0; i < count; ++i) Store(t, v.data(), i, Expected(t, op, n, first + i));
+  for (size_t i = 0; i < count; ++i) Store(t, v.data(), i, ExactExpected(t, op, n, first + i));
   return v;
 }
 

@@ -84,87 +84,6 @@ int DeviceCount(std::string* reason) {
     if (DeviceCount(&reason) <= 0) GTEST_SKIP() << "no CUDA device: " << reason; \
   } while (0)
 
-// Writes the small integer v (exact in every datatype) as element i.
-void Store(batonDataType_t dt, uint8_t* p, size_t i, double v) {
-  switch (dt) {
-    case batonInt8:
-      reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
-      break;
-    case batonUint8:
-      p[i] = static_cast<uint8_t>(v);
-      break;
-    case batonInt32:
-      reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
-      break;
-    case batonUint32:
-      reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v);
-      break;
-    case batonInt64:
-      reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
-      break;
-    case batonUint64:
-      reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v);
-      break;
-    case batonFloat16: {
-      const _Float16 h = static_cast<_Float16>(v);
-      memcpy(p + 2 * i, &h, 2);
-      break;
-    }
-    case batonFloat32:
-      reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
-      break;
-    case batonFloat64:
-      reinterpret_cast<double*>(p)[i] = v;
-      break;
-    case batonBfloat16: {
-      const float f = static_cast<float>(v);  // small integers: the top 16 bits are exact
-      uint32_t bits;
-      memcpy(&bits, &f, 4);
-      const uint16_t top = static_cast<uint16_t>(bits >> 16);
-      memcpy(p + 2 * i, &top, 2);
-      break;
-    }
-    default:
-      break;
-  }
-}
-
-double Load(batonDataType_t dt, const uint8_t* p, size_t i) {
-  switch (dt) {
-    case batonInt8:
-      return reinterpret_cast<const int8_t*>(p)[i];
-    case batonUint8:
-      return p[i];
-    case batonInt32:
-      return reinterpret_cast<const int32_t*>(p)[i];
-    case batonUint32:
-      return reinterpret_cast<const uint32_t*>(p)[i];
-    case batonInt64:
-      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
-    case batonUint64:
-      return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
-    case batonFloat16: {
-      _Float16 h;
-      memcpy(&h, p + 2 * i, 2);
-      return static_cast<double>(h);
-    }
-    case batonFloat32:
-      return reinterpret_cast<const float*>(p)[i];
-    case batonFloat64:
-      return reinterpret_cast<const double*>(p)[i];
-    case batonBfloat16: {
-      uint16_t top;
-      memcpy(&top, p + 2 * i, 2);
-      const uint32_t bits = static_cast<uint32_t>(top) << 16;
-      float f;
-      memcpy(&f, &bits, 4);
-      return f;
-    }
-    default:
-      return 0;
-  }
-}
-
 // Rank r's input element i for op: small integers whose reduction over
 // kRanks ranks is exact in every type (non-negative for unsigned types), and
 // for avg a sum divisible by the rank count.
@@ -327,9 +246,10 @@ TEST(CudaCollectivesTest, QueuedCallsKeepStreamOrder) {
   });
 }
 
-TEST(CudaCollectivesTest, OtherCollectivesOnStream) {
-  SKIP_WITHOUT_GPU();
-  RunRanks(kRanks, [](RankContext& ctx) {
+// Broadcast, allgather, reduce-scatter, alltoall, reduce, send/recv and a
+// barrier on a cudaStream_t, each checked against a host reference.
+void OtherCollectivesOnStream(RankContext& ctx) {
+  {
     RankGpu gpu(ctx);
     MP_ASSERT_TRUE(ctx, gpu.ok());
     const int n = ctx.nranks(), me = ctx.rank();
@@ -392,6 +312,71 @@ TEST(CudaCollectivesTest, OtherCollectivesOnStream) {
     MP_ASSERT_OK(ctx, batonBarrier(ctx.comm(), gpu.baton()));
     sync_and_read(count);
     for (size_t i = 0; i < count; ++i) MP_ASSERT_EQ(ctx, out[i], value(prev, i));
+  }
+}
+
+// Sets an environment variable for the ranks forked in its scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// The ranks of these tests share one host, so collectives on device buffers
+// go through CUDA IPC (peer memory, CUDA kernels) unless BATON_CUDA_IPC=0
+// (pinned host staging): both must give the reference results.
+TEST(CudaCollectivesTest, OtherCollectivesOnStream) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, OtherCollectivesOnStream);
+}
+
+TEST(CudaCollectivesTest, OtherCollectivesStagedWithoutIpc) {
+  SKIP_WITHOUT_GPU();
+  ScopedEnv off("BATON_CUDA_IPC", "0");
+  RunRanks(kRanks, OtherCollectivesOnStream);
+}
+
+// Nine ranks: reductions over more inputs than one kernel takes (two passes).
+TEST(CudaCollectivesTest, OtherCollectivesNineRanks) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(9, OtherCollectivesOnStream);
+}
+
+// Ranks that disagree on a call get batonInvalidUsage on every rank from the
+// IPC exchange (no hang, no garbage), and the communicator stays usable.
+// In-place alltoall, which IPC cannot serve, falls back to staging.
+TEST(CudaCollectivesTest, IpcMismatchIsAnErrorAndInPlaceAlltoAllFallsBack) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    const int n = ctx.nranks(), me = ctx.rank();
+    DeviceBuffer buf(4096 * 4);
+    MP_ASSERT_TRUE(ctx, buf.get() != nullptr);
+    const size_t count = me == 0 ? 100 : 200;
+    MP_EXPECT_RESULT(
+        ctx,
+        batonAllReduce(buf.get(), buf.get(), count, batonFloat32, batonSum, ctx.comm(), nullptr),
+        batonInvalidUsage);
+    // The same call everywhere works afterwards.
+    std::vector<int32_t> in(count * n);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(me * 1000 + i);
+    MP_ASSERT_TRUE(ctx, cudaMemcpy(buf.get(), in.data(), in.size() * 4, cudaMemcpyHostToDevice) ==
+                            cudaSuccess);
+    const size_t block = 100;
+    MP_ASSERT_OK(ctx,
+                 batonAlltoAll(buf.get(), buf.get(), block, batonInt32, ctx.comm(), gpu.baton()));
+    MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+    std::vector<int32_t> out(block * n);
+    cudaMemcpy(out.data(), buf.get(), out.size() * 4, cudaMemcpyDeviceToHost);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < block; ++i)
+        MP_ASSERT_EQ(ctx, out[r * block + i], static_cast<int32_t>(r * 1000 + me * block + i));
   });
 }
 

@@ -8,7 +8,10 @@
 #include <baton.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 inline size_t SizeOf(batonDataType_t dt) {
   switch (dt) {
@@ -42,4 +45,118 @@ inline double CombineReference(batonRedOp_t op, double acc, double v) {
     default:
       return acc + v;
   }
+}
+
+// Writes v as element i of dt: small integers exactly, other values rounded
+// to nearest even (the floating types).
+inline void Store(batonDataType_t dt, uint8_t* p, size_t i, double v) {
+  switch (dt) {
+    case batonInt8:
+      reinterpret_cast<int8_t*>(p)[i] = static_cast<int8_t>(v);
+      break;
+    case batonUint8:
+      p[i] = static_cast<uint8_t>(v);
+      break;
+    case batonInt32:
+      reinterpret_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case batonUint32:
+      reinterpret_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v);
+      break;
+    case batonInt64:
+      reinterpret_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case batonUint64:
+      reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v);
+      break;
+    case batonFloat16: {
+      const _Float16 h = static_cast<_Float16>(v);
+      std::memcpy(p + 2 * i, &h, 2);
+      break;
+    }
+    case batonFloat32:
+      reinterpret_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case batonFloat64:
+      reinterpret_cast<double*>(p)[i] = v;
+      break;
+    case batonBfloat16: {
+      // Round to nearest even (no NaNs here): exact for small integers, and
+      // the rounding the library applies to quotients (avg).
+      const float f = static_cast<float>(v);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      bits += 0x7fffu + ((bits >> 16) & 1u);
+      const uint16_t top = static_cast<uint16_t>(bits >> 16);
+      std::memcpy(p + 2 * i, &top, 2);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+inline double Load(batonDataType_t dt, const uint8_t* p, size_t i) {
+  switch (dt) {
+    case batonInt8:
+      return reinterpret_cast<const int8_t*>(p)[i];
+    case batonUint8:
+      return p[i];
+    case batonInt32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case batonUint32:
+      return reinterpret_cast<const uint32_t*>(p)[i];
+    case batonInt64:
+      return static_cast<double>(reinterpret_cast<const int64_t*>(p)[i]);
+    case batonUint64:
+      return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
+    case batonFloat16: {
+      _Float16 h;
+      std::memcpy(&h, p + 2 * i, 2);
+      return static_cast<double>(h);
+    }
+    case batonFloat32:
+      return reinterpret_cast<const float*>(p)[i];
+    case batonFloat64:
+      return reinterpret_cast<const double*>(p)[i];
+    case batonBfloat16: {
+      uint16_t top;
+      std::memcpy(&top, p + 2 * i, 2);
+      const uint32_t bits = static_cast<uint32_t>(top) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      return f;
+    }
+    default:
+      return 0;
+  }
+}
+
+// Input element i of rank r for op: small integers (prod: one 2 and one
+// -1 per element across ranks, so products stay tiny and exact).
+inline double ExactInput(batonRedOp_t op, int r, int n, size_t i, bool is_unsigned) {
+  if (op == batonProd) {
+    if (static_cast<int>(i % n) == r) return 2;
+    if (!is_unsigned && static_cast<int>((i + 1) % n) == r && n > 1) return -1;
+    return 1;
+  }
+  double v = static_cast<double>((r * 7 + i * 13) % 5);
+  return is_unsigned ? v : v - 2;
+}
+
+// The reference result of element i: a plain loop over all ranks' inputs.
+inline double ExactExpected(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
+  const bool u = IsUnsigned(t);
+  double acc = ExactInput(op, 0, n, i, u);
+  for (int r = 1; r < n; ++r) {
+    double v = ExactInput(op, r, n, i, u);
+    acc = CombineReference(op, acc, v);
+  }
+  if (op != batonAvg) return acc;
+  if (t == batonFloat32)
+    return static_cast<double>(static_cast<float>(acc) / static_cast<float>(n));
+  if (t == batonFloat16 || t == batonBfloat16)
+    return static_cast<float>(acc) / static_cast<float>(n);
+  if (t == batonFloat64) return acc / n;
+  return std::trunc(acc / n);  // C integer division of an exact (small) sum
 }

@@ -278,10 +278,12 @@ batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, vo
       b.recv = recv;
       build(b, s);
     };
+    const IpcCall ipc{spec.collective,          count,     datatype,   spec.has_op ? op : batonSum,
+                      spec.has_root ? root : 0, c->rank(), c->nranks()};
     if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(),
                       CudaBuffersFor(spec.collective, sendbuff, recvbuff, count,
                                      datatypeSize(datatype), c->nranks(), c->rank(), root),
-                      staged, &st))
+                      staged, &ipc, &st))
       return st.ok() ? batonSuccess : Fail(fn, st, c);
   }
 #endif
@@ -584,7 +586,7 @@ static batonResult_t PointToPoint(const char* fn, bool is_send, const void* send
       }
     };
     if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream),
-                      InGroup() || peer == c->rank(), io, staged, &st))
+                      InGroup() || peer == c->rank(), io, staged, nullptr, &st))
       return st.ok() ? batonSuccess : Fail(fn, st, c);
   }
 #endif
@@ -626,7 +628,7 @@ batonResult_t batonBarrier(batonComm_t comm, batonStream_t stream) {
     Status st;
     auto staged = [a](const void*, void*, Schedule* s) { BuildDisseminationBarrier(a, s); };
     if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(), {},
-                      staged, &st))
+                      staged, nullptr, &st))
       return st.ok() ? batonSuccess : Fail(fn, st, ctx.comm.get());
   }
 #endif

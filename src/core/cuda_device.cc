@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cuda_ipc.h"
 #include "core/env.h"
 #include "core/log.h"
 #include "core/stream.h"
@@ -180,6 +181,7 @@ class DeviceChannel {
   }
 
   HostStream& worker() { return worker_; }
+  CudaIpcContext& ipc() { return ipc_; }
   std::mutex& launch_mutex() { return launch_mu_; }
   uint32_t nextSequence() { return ++issued_; }  // under launch_mutex()
   const volatile uint32_t* deviceFlag() const { return device_flag_; }
@@ -194,7 +196,8 @@ class DeviceChannel {
   const volatile uint32_t* device_flag_ = nullptr;
   std::mutex launch_mu_;
   uint32_t issued_ = 0;
-  HostStream worker_;  // last: destroyed first, draining tasks that use the flag
+  CudaIpcContext ipc_;
+  HostStream worker_;  // last: destroyed first, draining tasks that use the flag and ipc_
 };
 
 // Channels by communicator. An entry lives until its communicator is gone
@@ -260,24 +263,6 @@ Placement Locate(const void* p) {
   // Managed memory is host-accessible: the host path reads it directly.
   if (attr.type == cudaMemoryTypeDevice) return {true, attr.device};
   return {};
-}
-
-// Polls an event until it completes or the deadline passes. Polling (with a
-// growing sleep) rather than cudaEventSynchronize gives the wait a deadline.
-Status WaitEvent(cudaEvent_t event, double timeout_s, const char* what) {
-  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
-  auto pause = std::chrono::microseconds(5);
-  for (;;) {
-    const cudaError_t err = cudaEventQuery(event);
-    if (err == cudaSuccess) return Status::Ok();
-    if (err != cudaErrorNotReady) return CudaErrorStatus(err, what);
-    if (Clock::now() > deadline)
-      return TimeoutError(std::string(what) + ": not complete after BATON_TIMEOUT=" +
-                          std::to_string(static_cast<int>(timeout_s)) +
-                          " s (is the stream blocked by earlier work?)");
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(1000));
-  }
 }
 
 // Host addresses standing in for the user's buffers inside one slot. When
@@ -397,7 +382,7 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
                              staged_recv, timeout_s, build = std::move(build)]() {
     Status result;
     if (device >= 0) cudaSetDevice(device);  // this thread's current device
-    result = WaitEvent(input_ready, timeout_s, "device input copy");
+    result = WaitCudaEvent(input_ready, timeout_s, "device input copy");
     cudaEventDestroy(input_ready);
     if (result.ok()) {
       result = comm->run([&](Schedule* s) { build(staged_send, staged_recv, s); });
@@ -430,6 +415,123 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   }
   StagingPool::Get().seal(slot, output_done);
   return st;
+}
+
+// The staged way, run entirely on the calling thread on the IPC context's
+// non-blocking stream: the fallback of an IPC call on the device worker,
+// where the user's stream is already waiting for this call's completion
+// flag (so neither it nor the legacy default stream may be used).
+Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* channel, int device,
+                     const CudaCallBuffers& b, const StagedBuilder& build, double timeout_s) {
+  cudaStream_t s = nullptr;
+  BATON_RETURN_IF_ERROR(channel->ipc().workStream(device, &s));
+  StagingSlot* slot = nullptr;
+  const StagedLayout layout = LayoutFor(b);
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(layout.bytes, 1), &slot));
+  uint8_t* base = slot->memory.data();
+  cudaEvent_t copied = nullptr;
+  // `copied` completes after the stream's last use of the slot, so the slot
+  // can go back to the pool with it whatever happens below.
+  auto copy_and_wait = [&](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                           const char* what) -> Status {
+    if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s); err != cudaSuccess)
+      return CudaErrorStatus(err, what);
+    if (copied == nullptr)
+      BATON_RETURN_IF_ERROR(RecordEvent(s, &copied, what));
+    else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess)
+      return CudaErrorStatus(err, what);
+    return WaitCudaEvent(copied, timeout_s, what);
+  };
+  Status st;
+  if (b.send_bytes > 0)
+    st = copy_and_wait(base + layout.send_offset, b.send, b.send_bytes, cudaMemcpyDeviceToHost,
+                       "device input -> pinned staging");
+  if (st.ok())
+    st = comm->run([&](Schedule* sched) {
+      build(b.send_bytes ? base + layout.send_offset : nullptr,
+            b.recv_bytes ? base + layout.recv_offset : nullptr, sched);
+    });
+  if (st.ok() && b.recv_bytes > 0)
+    st = copy_and_wait(b.recv, base + layout.recv_offset, b.recv_bytes, cudaMemcpyHostToDevice,
+                       "pinned staging -> device output");
+  slot->host_done.store(true, std::memory_order_release);
+  StagingPool::Get().seal(slot, copied);
+  return st;
+}
+
+CudaIpcCall MakeIpcCall(const IpcCall& call, const CudaCallBuffers& b) {
+  CudaIpcCall c;
+  c.call = call;
+  if (b.send_bytes > 0) {
+    c.send = b.send;
+    c.send_bytes = b.send_bytes;
+  }
+  if (b.recv_bytes > 0) {
+    c.recv = b.recv;
+    c.recv_bytes = b.recv_bytes;
+  }
+  return c;
+}
+
+// A collective on device buffers of one host, on a cudaStream_t: the device
+// worker runs it through CUDA IPC (or, where the ranks agree IPC cannot
+// serve it, staged) once the stream has produced the input; the stream
+// waits for the worker's flag as on the staged path.
+Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
+                      const CudaCallBuffers& b, const IpcCall& call, StagedBuilder build) {
+  DeviceChannel* channel = nullptr;
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  const double timeout_s = TimeoutSeconds();
+  cudaEvent_t input_ready = nullptr;
+  BATON_RETURN_IF_ERROR(RecordEvent(stream, &input_ready, "input ready"));
+
+  std::lock_guard<std::mutex> order(channel->launch_mutex());
+  const uint32_t seq = channel->nextSequence();
+  comm->addPending();
+  channel->worker().enqueue([comm, channel, seq, device, input_ready, timeout_s, b,
+                             ipc_call = MakeIpcCall(call, b), build = std::move(build)]() {
+    if (device >= 0) cudaSetDevice(device);
+    Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
+    cudaEventDestroy(input_ready);
+    if (!result.ok()) {
+      comm->abort();  // see RunOnStream
+    } else {
+      CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
+      result = channel->ipc().run(comm, ipc_call, timeout_s, &outcome);
+      if (result.ok() && outcome == CudaIpcOutcome::kFallback)
+        result = RunStagedHere(comm, channel, device, b, build, timeout_s);
+    }
+    if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
+    channel->publish(seq);  // also on failure: the stream must go on
+    comm->removePending();
+    return result;
+  });
+  const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
+  return launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
+}
+
+// The same with a NULL stream: synchronous, on the calling thread, after the
+// communicator's queued device calls and after all earlier work of blocking
+// streams (an event on the legacy default stream).
+Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, const CudaCallBuffers& b,
+                         const IpcCall& call, const StagedBuilder& build) {
+  DeviceChannel* channel = nullptr;
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  Status earlier = channel->worker().synchronize();  // already reported as async errors
+  (void)earlier;
+  const double timeout_s = TimeoutSeconds();
+  cudaEvent_t input_ready = nullptr;
+  BATON_RETURN_IF_ERROR(RecordEvent(cudaStreamLegacy, &input_ready, "input ready"));
+  Status st = WaitCudaEvent(input_ready, timeout_s, "device input");
+  cudaEventDestroy(input_ready);
+  if (!st.ok()) {
+    comm->abort();
+    return st;
+  }
+  CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
+  BATON_RETURN_IF_ERROR(channel->ipc().run(comm, MakeIpcCall(call, b), timeout_s, &outcome));
+  if (outcome == CudaIpcOutcome::kFallback) return RunSynchronous(comm, b, build);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -473,7 +575,7 @@ CudaCallBuffers CudaBuffersFor(Collective collective, const void* send, void* re
 
 bool CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
                    bool host_stream, bool in_group, const CudaCallBuffers& buffers,
-                   const StagedBuilder& build, Status* status) {
+                   const StagedBuilder& build, const IpcCall* ipc, Status* status) {
   const bool cuda_stream = stream != nullptr && !host_stream;
   Placement send, recv;
   if (buffers.send_bytes > 0) send = Locate(buffers.send);
@@ -507,6 +609,12 @@ bool CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stre
   DeviceGuard guard(device);
   if (guard.status() != cudaSuccess) {
     *status = CudaErrorStatus(guard.status(), "cudaSetDevice(" + std::to_string(device) + ")");
+    return true;
+  }
+  if (ipc != nullptr && any_device && CudaIpcEnabled(*comm)) {
+    *status = cuda_stream ? RunIpcOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device,
+                                           buffers, *ipc, build)
+                          : RunIpcSynchronous(comm, buffers, *ipc, build);
     return true;
   }
   *status = cuda_stream

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 
+#include "collectives/ipc_plan.h"
 #include "collectives/schedule.h"
 #include "core/comm.h"
 #include "core/status.h"
@@ -54,9 +55,12 @@ using StagedBuilder = std::function<void(const void* send, void* recv, Schedule*
 //    buffers with a stream that is no host stream, or a device call inside
 //    batonGroupStart/End: batonInvalidArgument / batonInvalidUsage;
 //  - a CUDA failure: batonUnhandledCudaError with CUDA's message.
-// `host_stream` says whether `stream` is a live Baton host stream.
+// `host_stream` says whether `stream` is a live Baton host stream. `ipc`
+// describes a collective (nullptr for send/recv and barrier): with device
+// buffers on a communicator whose ranks share one host, the call then goes
+// through CUDA IPC (cuda_ipc.h) instead of staging, unless BATON_CUDA_IPC=0.
 bool CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
                    bool host_stream, bool in_group, const CudaCallBuffers& buffers,
-                   const StagedBuilder& build, Status* status);
+                   const StagedBuilder& build, const IpcCall* ipc, Status* status);
 
 }  // namespace baton
