@@ -19,6 +19,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -377,6 +378,65 @@ TEST(CudaCollectivesTest, IpcMismatchIsAnErrorAndInPlaceAlltoAllFallsBack) {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < block; ++i)
         MP_ASSERT_EQ(ctx, out[r * block + i], static_cast<int32_t>(r * 1000 + me * block + i));
+  });
+}
+
+// Device calls inside batonGroupStart/End: an alltoallv-style exchange of
+// sends and receives with every rank (itself included) plus an allreduce,
+// all in one group, on a stream and synchronously. A group that mixes host
+// and device calls on one communicator is batonInvalidUsage on every rank.
+TEST(CudaCollectivesTest, DeviceCallsInGroups) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    const int n = ctx.nranks(), me = ctx.rank();
+    // Rank r sends (r + q + 1) * 100 elements to rank q: every pair differs.
+    auto block = [](int from, int to) { return static_cast<size_t>(from + to + 1) * 100; };
+    auto value = [](int from, int to, size_t i) {
+      return static_cast<int32_t>(from * 1000000 + to * 10000 + i);
+    };
+    for (bool on_stream : {true, false}) {
+      std::vector<std::unique_ptr<DeviceBuffer>> sends, recvs;
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> data(block(me, q));
+        for (size_t i = 0; i < data.size(); ++i) data[i] = value(me, q, i);
+        sends.push_back(std::make_unique<DeviceBuffer>(data.size() * 4));
+        recvs.push_back(std::make_unique<DeviceBuffer>(block(q, me) * 4));
+        cudaMemcpy(sends.back()->get(), data.data(), data.size() * 4, cudaMemcpyHostToDevice);
+      }
+      DeviceBuffer sum(64 * 4);
+      std::vector<int32_t> ones(64, me + 1);
+      cudaMemcpy(sum.get(), ones.data(), 64 * 4, cudaMemcpyHostToDevice);
+      batonStream_t stream = on_stream ? gpu.baton() : nullptr;
+      MP_ASSERT_OK(ctx, batonGroupStart());
+      for (int q = 0; q < n; ++q) {
+        MP_ASSERT_OK(ctx,
+                     batonSend(sends[q]->get(), block(me, q), batonInt32, q, ctx.comm(), stream));
+        MP_ASSERT_OK(ctx,
+                     batonRecv(recvs[q]->get(), block(q, me), batonInt32, q, ctx.comm(), stream));
+      }
+      MP_ASSERT_OK(
+          ctx, batonAllReduce(sum.get(), sum.get(), 64, batonInt32, batonSum, ctx.comm(), stream));
+      MP_ASSERT_OK(ctx, batonGroupEnd());
+      MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+      for (int q = 0; q < n; ++q) {
+        std::vector<int32_t> got(block(q, me));
+        cudaMemcpy(got.data(), recvs[q]->get(), got.size() * 4, cudaMemcpyDeviceToHost);
+        for (size_t i = 0; i < got.size(); ++i) MP_ASSERT_EQ(ctx, got[i], value(q, me, i));
+      }
+      cudaMemcpy(ones.data(), sum.get(), 64 * 4, cudaMemcpyDeviceToHost);
+      MP_EXPECT_EQ(ctx, ones[63], n * (n + 1) / 2);
+    }
+    // Host and device calls of one communicator in one group.
+    DeviceBuffer dev(16 * 4);
+    std::vector<float> host(16, 1.0f);
+    MP_ASSERT_OK(ctx, batonGroupStart());
+    MP_ASSERT_OK(ctx, batonAllReduce(host.data(), host.data(), 16, batonFloat32, batonSum,
+                                     ctx.comm(), nullptr));
+    MP_ASSERT_OK(
+        ctx, batonAllReduce(dev.get(), dev.get(), 16, batonFloat32, batonSum, ctx.comm(), nullptr));
+    MP_EXPECT_RESULT(ctx, batonGroupEnd(), batonInvalidUsage);
   });
 }
 

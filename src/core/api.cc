@@ -155,6 +155,19 @@ batonResult_t LaunchCall(const char* fn, CallContext& ctx, batonStream_t stream,
   return batonSuccess;
 }
 
+// Queues a call on device buffers inside a group (CudaRoute::kQueue).
+batonResult_t LaunchDeviceCall(const char* fn, CallContext& ctx, batonStream_t stream,
+                               StagedPart part) {
+  baton::Launch l;
+  l.comm = ctx.comm;
+  l.stream = stream;
+  l.on_device = true;
+  l.device = std::move(part);
+  Status st = Submit(std::move(l));
+  if (!st.ok()) return Fail(fn, st, ctx.comm.get());
+  return batonSuccess;
+}
+
 // Hex decoding of BATON_UNIQUE_ID (as batonrun exports it).
 bool DecodeHexId(const std::string& hex, batonUniqueId* id) {
   if (hex.size() != 2 * sizeof(id->internal)) return false;
@@ -280,11 +293,17 @@ batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, vo
     };
     const IpcCall ipc{spec.collective,          count,     datatype,   spec.has_op ? op : batonSum,
                       spec.has_root ? root : 0, c->rank(), c->nranks()};
-    if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(),
-                      CudaBuffersFor(spec.collective, sendbuff, recvbuff, count,
-                                     datatypeSize(datatype), c->nranks(), c->rank(), root),
-                      staged, &ipc, &st))
-      return st.ok() ? batonSuccess : Fail(fn, st, c);
+    const CudaCallBuffers io = CudaBuffersFor(spec.collective, sendbuff, recvbuff, count,
+                                              datatypeSize(datatype), c->nranks(), c->rank(), root);
+    switch (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(),
+                          io, staged, &ipc, &st)) {
+      case CudaRoute::kDone:
+        return st.ok() ? batonSuccess : Fail(fn, st, c);
+      case CudaRoute::kQueue:
+        return LaunchDeviceCall(fn, ctx, stream, {io, staged});
+      case CudaRoute::kHost:
+        break;
+    }
   }
 #endif
   if (stream == nullptr && !InGroup()) {
@@ -563,6 +582,8 @@ static batonResult_t PointToPoint(const char* fn, bool is_send, const void* send
   BATON_CHECK(
       fn, CheckBuffer(is_send ? sendbuff : recvbuff, count, is_send ? "sendbuff" : "recvbuff"), c);
   CollArgs a = MakeArgs(*c, sendbuff, recvbuff, count, datatype, batonSum, 0);
+  bool on_device = false;  // a device call queued in a group (or a self send/recv)
+  StagedPart device;
 #if BATON_HAVE_CUDA
   if (CudaDeviceAvailable()) {  // CUDA hook: device buffers or a cudaStream_t
     Status st;
@@ -585,19 +606,31 @@ static batonResult_t PointToPoint(const char* fn, bool is_send, const void* send
         BuildRecv(b, peer, s);
       }
     };
-    if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream),
-                      InGroup() || peer == c->rank(), io, staged, nullptr, &st))
-      return st.ok() ? batonSuccess : Fail(fn, st, c);
+    switch (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream),
+                          InGroup() || peer == c->rank(), io, staged, nullptr, &st)) {
+      case CudaRoute::kDone:
+        return st.ok() ? batonSuccess : Fail(fn, st, c);
+      case CudaRoute::kQueue:
+        on_device = true;
+        device = {io, staged};
+        break;
+      case CudaRoute::kHost:
+        break;
+    }
   }
 #endif
   baton::Launch l;
   l.comm = ctx.comm;
   l.stream = stream;
+  l.on_device = on_device;
+  l.device = std::move(device);
   if (peer == c->rank()) {
     l.self = is_send ? baton::Launch::Self::kSend : baton::Launch::Self::kRecv;
     l.self_src = sendbuff;
     l.self_dst = recvbuff;
     l.self_bytes = count * datatypeSize(datatype);
+  } else if (on_device) {
+    // l.device builds the schedule at batonGroupEnd.
   } else if (is_send) {
     l.build = [a, peer](Schedule* s) { BuildSend(a, peer, s); };
   } else {
@@ -627,9 +660,15 @@ batonResult_t batonBarrier(batonComm_t comm, batonStream_t stream) {
   if (CudaDeviceAvailable()) {  // CUDA hook: a barrier ordered on a cudaStream_t
     Status st;
     auto staged = [a](const void*, void*, Schedule* s) { BuildDisseminationBarrier(a, s); };
-    if (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(), {},
-                      staged, nullptr, &st))
-      return st.ok() ? batonSuccess : Fail(fn, st, ctx.comm.get());
+    switch (CudaTryLaunch(ctx.comm, stream, stream != nullptr && StreamIsLive(stream), InGroup(),
+                          {}, staged, nullptr, &st)) {
+      case CudaRoute::kDone:
+        return st.ok() ? batonSuccess : Fail(fn, st, ctx.comm.get());
+      case CudaRoute::kQueue:
+        return LaunchDeviceCall(fn, ctx, stream, {{}, staged});
+      case CudaRoute::kHost:
+        break;
+    }
   }
 #endif
   return LaunchCall(fn, ctx, stream, [a](Schedule* s) { BuildDisseminationBarrier(a, s); });

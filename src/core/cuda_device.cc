@@ -291,38 +291,100 @@ StagedLayout LayoutFor(const CudaCallBuffers& b) {
   return l;
 }
 
-// A device call on a NULL stream: synchronous, on the calling thread, after
+// The parts of one staged launch (one call, or the device calls of one
+// communicator in a group) laid out one after the other in one staging slot,
+// each part's region 256-byte aligned.
+class StagedParts {
+ public:
+  explicit StagedParts(std::vector<StagedPart> parts) {
+    size_t offset = 0;
+    for (auto& part : parts) {
+      Entry e;
+      e.layout = LayoutFor(part.buffers);
+      e.offset = offset;
+      e.part = std::move(part);
+      offset += (e.layout.bytes + 255) & ~size_t{255};
+      entries_.push_back(std::move(e));
+    }
+    bytes_ = offset;
+  }
+
+  size_t bytes() const { return bytes_; }
+
+  // Places the parts at `base` (a slot of at least bytes()).
+  void bind(uint8_t* base) {
+    for (Entry& e : entries_) {
+      const CudaCallBuffers& b = e.part.buffers;
+      e.send = b.send_bytes ? base + e.offset + e.layout.send_offset : nullptr;
+      e.recv = b.recv_bytes ? base + e.offset + e.layout.recv_offset : nullptr;
+    }
+  }
+
+  // Queues or runs the copies in (device -> staged) or out (staged ->
+  // device) through copy(dst, src, bytes, kind, what); stops at the first
+  // failure.
+  template <typename Copy>
+  Status copyInputs(const Copy& copy) const {
+    for (const Entry& e : entries_)
+      if (e.send != nullptr)
+        BATON_RETURN_IF_ERROR(copy(e.send, e.part.buffers.send, e.part.buffers.send_bytes,
+                                   cudaMemcpyDeviceToHost, "device input -> pinned staging"));
+    return Status::Ok();
+  }
+  template <typename Copy>
+  Status copyOutputs(const Copy& copy) const {
+    for (const Entry& e : entries_)
+      if (e.recv != nullptr)
+        BATON_RETURN_IF_ERROR(copy(e.part.buffers.recv, e.recv, e.part.buffers.recv_bytes,
+                                   cudaMemcpyHostToDevice, "pinned staging -> device output"));
+    return Status::Ok();
+  }
+
+  // The host schedule of all parts on the staged buffers; a group's parts
+  // merge into one schedule, as host calls in a group do.
+  void build(Schedule* s) const {
+    if (entries_.size() == 1) return entries_[0].part.build(entries_[0].send, entries_[0].recv, s);
+    for (const Entry& e : entries_) {
+      Schedule part;
+      e.part.build(e.send, e.recv, &part);
+      s->append(std::move(part));
+    }
+  }
+
+ private:
+  struct Entry {
+    StagedPart part;
+    StagedLayout layout;
+    size_t offset = 0;
+    uint8_t* send = nullptr;
+    uint8_t* recv = nullptr;
+  };
+  std::vector<Entry> entries_;
+  size_t bytes_ = 0;
+};
+
+// Device calls on a NULL stream: synchronous, on the calling thread, after
 // the communicator's queued device calls (so call order is kept).
-Status RunSynchronous(const std::shared_ptr<Communicator>& comm, const CudaCallBuffers& b,
-                      const StagedBuilder& build) {
+Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<StagedPart> parts) {
   if (DeviceChannel* channel = ChannelRegistry::Get().find(comm)) {
     Status earlier = channel->worker().synchronize();  // already reported as async errors
     (void)earlier;
   }
+  StagedParts staged(std::move(parts));
   StagingSlot* slot = nullptr;
-  const StagedLayout layout = LayoutFor(b);
-  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(layout.bytes, 1), &slot));
-  uint8_t* base = slot->memory.data();
-  Status st;
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  staged.bind(slot->memory.data());
   // cudaMemcpy on the legacy default stream waits for earlier work on every
   // blocking stream of the device, as a synchronous call should.
-  if (b.send_bytes > 0) {
-    if (cudaError_t err =
-            cudaMemcpy(base + layout.send_offset, b.send, b.send_bytes, cudaMemcpyDeviceToHost);
-        err != cudaSuccess)
-      st = CudaErrorStatus(err, "cudaMemcpy(device input -> pinned staging)");
-  }
-  if (st.ok())
-    st = comm->run([&](Schedule* s) {
-      build(b.send_bytes ? base + layout.send_offset : nullptr,
-            b.recv_bytes ? base + layout.recv_offset : nullptr, s);
-    });
-  if (st.ok() && b.recv_bytes > 0) {
-    if (cudaError_t err =
-            cudaMemcpy(b.recv, base + layout.recv_offset, b.recv_bytes, cudaMemcpyHostToDevice);
-        err != cudaSuccess)
-      st = CudaErrorStatus(err, "cudaMemcpy(pinned staging -> device output)");
-  }
+  auto copy = [](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                 const char* what) -> Status {
+    if (cudaError_t err = cudaMemcpy(dst, src, bytes, kind); err != cudaSuccess)
+      return CudaErrorStatus(err, std::string("cudaMemcpy(") + what + ")");
+    return Status::Ok();
+  };
+  Status st = staged.copyInputs(copy);
+  if (st.ok()) st = comm->run([&staged](Schedule* s) { staged.build(s); });
+  if (st.ok()) st = staged.copyOutputs(copy);
   slot->host_done.store(true, std::memory_order_release);
   StagingPool::Get().seal(slot, nullptr);
   return st;
@@ -343,29 +405,27 @@ Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what) {
   return Status::Ok();
 }
 
-// A device call on a cudaStream_t: queued, stream-ordered (see the top).
+// Device calls on a cudaStream_t: queued, stream-ordered (see the top).
 Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
-                   const CudaCallBuffers& b, StagedBuilder build) {
+                   std::vector<StagedPart> parts) {
   DeviceChannel* channel = nullptr;
   BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  auto staged = std::make_shared<StagedParts>(std::move(parts));
   StagingSlot* slot = nullptr;
-  const StagedLayout layout = LayoutFor(b);
-  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(layout.bytes, 1), &slot));
-  uint8_t* base = slot->memory.data();
-  uint8_t* staged_send = b.send_bytes ? base + layout.send_offset : nullptr;
-  uint8_t* staged_recv = b.recv_bytes ? base + layout.recv_offset : nullptr;
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged->bytes(), 1), &slot));
+  staged->bind(slot->memory.data());
   const double timeout_s = TimeoutSeconds();
+  auto copy_async = [stream](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                             const char* what) -> Status {
+    if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream); err != cudaSuccess)
+      return CudaErrorStatus(err, std::string("cudaMemcpyAsync(") + what + ")");
+    return Status::Ok();
+  };
 
   // Until the host task is queued, a failure leaves nothing behind but the
   // slot (sealed with whatever event covers the copies already queued).
   cudaEvent_t input_ready = nullptr;
-  Status st;
-  if (b.send_bytes > 0) {
-    if (cudaError_t err =
-            cudaMemcpyAsync(staged_send, b.send, b.send_bytes, cudaMemcpyDeviceToHost, stream);
-        err != cudaSuccess)
-      st = CudaErrorStatus(err, "cudaMemcpyAsync(device input -> pinned staging)");
-  }
+  Status st = staged->copyInputs(copy_async);
   if (st.ok()) st = RecordEvent(stream, &input_ready, "input staged");
   if (!st.ok()) {
     slot->host_done.store(true);
@@ -378,14 +438,13 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   std::lock_guard<std::mutex> order(channel->launch_mutex());
   const uint32_t seq = channel->nextSequence();
   comm->addPending();
-  channel->worker().enqueue([comm, channel, slot, seq, device, input_ready, staged_send,
-                             staged_recv, timeout_s, build = std::move(build)]() {
+  channel->worker().enqueue([comm, channel, slot, seq, device, input_ready, timeout_s, staged]() {
     Status result;
     if (device >= 0) cudaSetDevice(device);  // this thread's current device
     result = WaitCudaEvent(input_ready, timeout_s, "device input copy");
     cudaEventDestroy(input_ready);
     if (result.ok()) {
-      result = comm->run([&](Schedule* s) { build(staged_send, staged_recv, s); });
+      result = comm->run([&staged](Schedule* s) { staged->build(s); });
     } else {
       // This rank cannot take part: stop the communicator so the peers get
       // an error instead of waiting for it until their own timeout.
@@ -398,16 +457,11 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
     return result;
   });
 
-  // The stream waits for the host side, then copies the result back. The
+  // The stream waits for the host side, then copies the results back. The
   // kernel's own timeout covers the input wait plus the collective.
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
   st = launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
-  if (st.ok() && b.recv_bytes > 0) {
-    if (cudaError_t err =
-            cudaMemcpyAsync(b.recv, staged_recv, b.recv_bytes, cudaMemcpyHostToDevice, stream);
-        err != cudaSuccess)
-      st = CudaErrorStatus(err, "cudaMemcpyAsync(pinned staging -> device output)");
-  }
+  if (st.ok()) st = staged->copyOutputs(copy_async);
   cudaEvent_t output_done = nullptr;
   if (Status ev = RecordEvent(stream, &output_done, "output copied"); !ev.ok()) {
     if (st.ok()) st = ev;
@@ -422,38 +476,30 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
 // where the user's stream is already waiting for this call's completion
 // flag (so neither it nor the legacy default stream may be used).
 Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* channel, int device,
-                     const CudaCallBuffers& b, const StagedBuilder& build, double timeout_s) {
+                     const StagedPart& part, double timeout_s) {
   cudaStream_t s = nullptr;
   BATON_RETURN_IF_ERROR(channel->ipc().workStream(device, &s));
+  StagedParts staged({part});
   StagingSlot* slot = nullptr;
-  const StagedLayout layout = LayoutFor(b);
-  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(layout.bytes, 1), &slot));
-  uint8_t* base = slot->memory.data();
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  staged.bind(slot->memory.data());
   cudaEvent_t copied = nullptr;
   // `copied` completes after the stream's last use of the slot, so the slot
   // can go back to the pool with it whatever happens below.
   auto copy_and_wait = [&](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                            const char* what) -> Status {
     if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s); err != cudaSuccess)
-      return CudaErrorStatus(err, what);
-    if (copied == nullptr)
+      return CudaErrorStatus(err, std::string("cudaMemcpyAsync(") + what + ")");
+    if (copied == nullptr) {
       BATON_RETURN_IF_ERROR(RecordEvent(s, &copied, what));
-    else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess)
+    } else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess) {
       return CudaErrorStatus(err, what);
+    }
     return WaitCudaEvent(copied, timeout_s, what);
   };
-  Status st;
-  if (b.send_bytes > 0)
-    st = copy_and_wait(base + layout.send_offset, b.send, b.send_bytes, cudaMemcpyDeviceToHost,
-                       "device input -> pinned staging");
-  if (st.ok())
-    st = comm->run([&](Schedule* sched) {
-      build(b.send_bytes ? base + layout.send_offset : nullptr,
-            b.recv_bytes ? base + layout.recv_offset : nullptr, sched);
-    });
-  if (st.ok() && b.recv_bytes > 0)
-    st = copy_and_wait(b.recv, base + layout.recv_offset, b.recv_bytes, cudaMemcpyHostToDevice,
-                       "pinned staging -> device output");
+  Status st = staged.copyInputs(copy_and_wait);
+  if (st.ok()) st = comm->run([&staged](Schedule* sched) { staged.build(sched); });
+  if (st.ok()) st = staged.copyOutputs(copy_and_wait);
   slot->host_done.store(true, std::memory_order_release);
   StagingPool::Get().seal(slot, copied);
   return st;
@@ -478,7 +524,7 @@ CudaIpcCall MakeIpcCall(const IpcCall& call, const CudaCallBuffers& b) {
 // serve it, staged) once the stream has produced the input; the stream
 // waits for the worker's flag as on the staged path.
 Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
-                      const CudaCallBuffers& b, const IpcCall& call, StagedBuilder build) {
+                      StagedPart part, const IpcCall& call) {
   DeviceChannel* channel = nullptr;
   BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
   const double timeout_s = TimeoutSeconds();
@@ -488,24 +534,25 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
   std::lock_guard<std::mutex> order(channel->launch_mutex());
   const uint32_t seq = channel->nextSequence();
   comm->addPending();
-  channel->worker().enqueue([comm, channel, seq, device, input_ready, timeout_s, b,
-                             ipc_call = MakeIpcCall(call, b), build = std::move(build)]() {
-    if (device >= 0) cudaSetDevice(device);
-    Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
-    cudaEventDestroy(input_ready);
-    if (!result.ok()) {
-      comm->abort();  // see RunOnStream
-    } else {
-      CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
-      result = channel->ipc().run(comm, ipc_call, timeout_s, &outcome);
-      if (result.ok() && outcome == CudaIpcOutcome::kFallback)
-        result = RunStagedHere(comm, channel, device, b, build, timeout_s);
-    }
-    if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
-    channel->publish(seq);  // also on failure: the stream must go on
-    comm->removePending();
-    return result;
-  });
+  const CudaIpcCall ipc_call = MakeIpcCall(call, part.buffers);
+  channel->worker().enqueue(
+      [comm, channel, seq, device, input_ready, timeout_s, ipc_call, part = std::move(part)]() {
+        if (device >= 0) cudaSetDevice(device);
+        Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
+        cudaEventDestroy(input_ready);
+        if (!result.ok()) {
+          comm->abort();  // see RunOnStream
+        } else {
+          CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
+          result = channel->ipc().run(comm, ipc_call, timeout_s, &outcome);
+          if (result.ok() && outcome == CudaIpcOutcome::kFallback)
+            result = RunStagedHere(comm, channel, device, part, timeout_s);
+        }
+        if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
+        channel->publish(seq);  // also on failure: the stream must go on
+        comm->removePending();
+        return result;
+      });
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
   return launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
 }
@@ -513,8 +560,8 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
 // The same with a NULL stream: synchronous, on the calling thread, after the
 // communicator's queued device calls and after all earlier work of blocking
 // streams (an event on the legacy default stream).
-Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, const CudaCallBuffers& b,
-                         const IpcCall& call, const StagedBuilder& build) {
+Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart part,
+                         const IpcCall& call) {
   DeviceChannel* channel = nullptr;
   BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
   Status earlier = channel->worker().synchronize();  // already reported as async errors
@@ -529,8 +576,9 @@ Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, const CudaCa
     return st;
   }
   CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
-  BATON_RETURN_IF_ERROR(channel->ipc().run(comm, MakeIpcCall(call, b), timeout_s, &outcome));
-  if (outcome == CudaIpcOutcome::kFallback) return RunSynchronous(comm, b, build);
+  BATON_RETURN_IF_ERROR(
+      channel->ipc().run(comm, MakeIpcCall(call, part.buffers), timeout_s, &outcome));
+  if (outcome == CudaIpcOutcome::kFallback) return RunSynchronous(comm, {std::move(part)});
   return Status::Ok();
 }
 
@@ -573,15 +621,15 @@ CudaCallBuffers CudaBuffersFor(Collective collective, const void* send, void* re
   return {};
 }
 
-bool CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
-                   bool host_stream, bool in_group, const CudaCallBuffers& buffers,
-                   const StagedBuilder& build, const IpcCall* ipc, Status* status) {
+CudaRoute CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
+                        bool host_stream, bool in_group, const CudaCallBuffers& buffers,
+                        const StagedBuilder& build, const IpcCall* ipc, Status* status) {
   const bool cuda_stream = stream != nullptr && !host_stream;
   Placement send, recv;
   if (buffers.send_bytes > 0) send = Locate(buffers.send);
   if (buffers.recv_bytes > 0) recv = Locate(buffers.recv);
   const bool any_device = send.device || recv.device;
-  if (!any_device && !cuda_stream) return false;  // the host path, unchanged
+  if (!any_device && !cuda_stream) return CudaRoute::kHost;  // the host path, unchanged
 
   *status = Status::Ok();
   if ((buffers.send_bytes > 0 && buffers.recv_bytes > 0 && send.device != recv.device) ||
@@ -599,28 +647,56 @@ bool CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stre
   } else if (host_stream) {
     *status = InvalidArgument(
         "device buffers need a cudaStream_t (or NULL) as the stream, not a Baton host stream");
-  } else if (in_group) {
-    *status = InvalidUsage("device buffers inside batonGroupStart/batonGroupEnd are not supported");
   }
-  if (!status->ok()) return true;
+  if (!status->ok()) return CudaRoute::kDone;
+  if (in_group) return CudaRoute::kQueue;
 
   int device = send.device ? send.device_id : recv.device_id;
   if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = -1;  // no buffers: current
   DeviceGuard guard(device);
   if (guard.status() != cudaSuccess) {
     *status = CudaErrorStatus(guard.status(), "cudaSetDevice(" + std::to_string(device) + ")");
-    return true;
+    return CudaRoute::kDone;
   }
+  StagedPart part{buffers, build};
   if (ipc != nullptr && any_device && CudaIpcEnabled(*comm)) {
     *status = cuda_stream ? RunIpcOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device,
-                                           buffers, *ipc, build)
-                          : RunIpcSynchronous(comm, buffers, *ipc, build);
-    return true;
+                                           std::move(part), *ipc)
+                          : RunIpcSynchronous(comm, std::move(part), *ipc);
+    return CudaRoute::kDone;
   }
-  *status = cuda_stream
-                ? RunOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device, buffers, build)
-                : RunSynchronous(comm, buffers, build);
-  return true;
+  *status = cuda_stream ? RunOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device,
+                                      {std::move(part)})
+                        : RunSynchronous(comm, {std::move(part)});
+  return CudaRoute::kDone;
+}
+
+Status CudaLaunchGroup(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
+                       std::vector<StagedPart> parts) {
+  int device = -1;
+  for (const StagedPart& part : parts) {
+    for (const void* p :
+         {part.buffers.send_bytes ? part.buffers.send : nullptr,
+          part.buffers.recv_bytes ? static_cast<const void*>(part.buffers.recv) : nullptr}) {
+      if (p == nullptr) continue;
+      const Placement where = Locate(p);
+      if (!where.device) return InternalError("a host buffer among a group's device calls");
+      if (device >= 0 && where.device_id != device)
+        return InvalidArgument(
+            "the device calls of one communicator in a group use buffers on "
+            "devices " +
+            std::to_string(device) + " and " + std::to_string(where.device_id) +
+            "; they must share one GPU");
+      device = where.device_id;
+    }
+  }
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = -1;
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess)
+    return CudaErrorStatus(guard.status(), "cudaSetDevice(" + std::to_string(device) + ")");
+  return stream != nullptr
+             ? RunOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device, std::move(parts))
+             : RunSynchronous(comm, std::move(parts));
 }
 
 }  // namespace baton

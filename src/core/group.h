@@ -17,6 +17,25 @@ namespace baton {
 // read then, as NCCL does.
 using ScheduleBuilder = std::function<void(Schedule*)>;
 
+// The user buffers a call reads (send) and writes (recv); a zero size means
+// the call does not touch that buffer on this rank.
+struct CudaCallBuffers {
+  const void* send = nullptr;
+  size_t send_bytes = 0;
+  void* recv = nullptr;
+  size_t recv_bytes = 0;
+};
+
+// Builds the host schedule of a call on device buffers from the pinned host
+// buffers that stand in for them (nullptr where unused); see cuda_device.h.
+using StagedBuilder = std::function<void(const void* send, void* recv, Schedule*)>;
+
+// A call on device buffers, as staging sees it.
+struct StagedPart {
+  CudaCallBuffers buffers;
+  StagedBuilder build;
+};
+
 // A call to launch: its communicator, stream and schedule. Self sends and
 // receives are matched at launch time into local copies.
 struct Launch {
@@ -27,6 +46,11 @@ struct Launch {
   const void* self_src = nullptr;
   void* self_dst = nullptr;
   size_t self_bytes = 0;
+  // Device buffers (CUDA builds): `stream` is then a cudaStream_t or nullptr,
+  // and `device` replaces `build`. Self sends and receives keep their
+  // self_* fields.
+  bool on_device = false;
+  StagedPart device;
 };
 
 // Launches now, or queues it when this thread is inside a group.
