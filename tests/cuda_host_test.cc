@@ -19,17 +19,13 @@
 #include "kernels/cpu_reduce.h"
 #include "kernels/cuda/reduce_copy_device.h"
 #include "kernels/reduce_copy.h"
+#include "reference.h"
 
 namespace baton {
 namespace {
 
 using cudakern::KernelArgs;
 using cudakern::VectorSplit;
-
-constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,   batonUint32,
-                                         batonInt64,   batonUint64,  batonFloat16, batonFloat32,
-                                         batonFloat64, batonBfloat16};
-constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
 
 // Storage whose data() starts `offset` bytes past a 64-byte boundary.
 class OffsetBuffer {

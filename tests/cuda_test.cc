@@ -33,10 +33,6 @@ namespace {
 using baton_test::RankContext;
 using baton_test::RunRanks;
 
-constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,   batonUint32,
-                                         batonInt64,   batonUint64,  batonFloat16, batonFloat32,
-                                         batonFloat64, batonBfloat16};
-constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
 constexpr int kRanks = 3;  // not a power of two: the folding paths too
 
 // Number of CUDA devices, probed once in a forked child (see the top);

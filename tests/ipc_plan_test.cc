@@ -26,10 +26,6 @@
 namespace baton {
 namespace {
 
-constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,   batonUint32,
-                                         batonInt64,   batonUint64,  batonFloat16, batonFloat32,
-                                         batonFloat64, batonBfloat16};
-constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
 constexpr Collective kAllCollectives[] = {Collective::kAllReduce,     Collective::kBroadcast,
                                           Collective::kReduce,        Collective::kAllGather,
                                           Collective::kReduceScatter, Collective::kAlltoAll};

@@ -27,14 +27,11 @@
 #include "kernels/cpu_reduce.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
+#include "reference.h"
 
 namespace baton {
 namespace {
 
-constexpr batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,   batonInt32,   batonUint32,
-                                         batonInt64,   batonUint64,  batonFloat16, batonFloat32,
-                                         batonFloat64, batonBfloat16};
-constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
 constexpr CpuKernelLevel kAllLevels[] = {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
                                          CpuKernelLevel::kAvx512};
 

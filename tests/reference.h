@@ -13,6 +13,12 @@
 #include <cstdint>
 #include <cstring>
 
+// Every datatype and reduction op of the API, for tests that sweep them.
+inline constexpr batonDataType_t kAllTypes[] = {
+    batonInt8,   batonUint8,   batonInt32,   batonUint32,  batonInt64,
+    batonUint64, batonFloat16, batonFloat32, batonFloat64, batonBfloat16};
+inline constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
+
 inline size_t SizeOf(batonDataType_t dt) {
   switch (dt) {
     case batonInt8:
