@@ -12,6 +12,7 @@
 // and in decreasing order) with identical results required, and a static
 // check fails any phase in which one rank writes bytes another rank touches.
 #include "collectives/ipc_plan.h"
+#include "collectives/ipc_record.h"
 
 #include <gtest/gtest.h>
 
@@ -320,6 +321,69 @@ TEST(IpcPlanTest, AllReduceShape) {
   EXPECT_EQ(plan.phases[0][0].dst.offset, 500u * 4);
   ASSERT_EQ(plan.phases[1].size(), 3u);
   EXPECT_EQ(plan.phases[1][0].srcs[0].rank, 3) << "staggered: starts after its own part";
+}
+
+// The exchange's verdict: ranks that disagree on the call are an error with
+// the same message on every rank; a rank that cannot serve IPC makes all
+// fall back; records that are not IPC records (a rank on another path) are
+// an error.
+std::vector<IpcRecord> Records(int n, const IpcCall& call) {
+  std::vector<IpcRecord> all;
+  for (int r = 0; r < n; ++r) {
+    IpcCall mine = call;
+    mine.rank = r;
+    all.push_back(MakeIpcRecord(mine, 1000 + r));
+    std::snprintf(all.back().bus_id, sizeof(all.back().bus_id), "0000:%02x:00.0", r);
+  }
+  return all;
+}
+
+TEST(IpcRecordTest, AgreeingRanksRun) {
+  const IpcCall call{Collective::kAllReduce, 1000, batonFloat32, batonSum, 0, 0, 4};
+  const auto all = Records(4, call);
+  EXPECT_EQ(JudgeIpcRecords(all).kind, IpcVerdict::Kind::kRun);
+  EXPECT_EQ(IpcPeerSetKey(all),
+            "1000@0000:00:00.0;1001@0000:01:00.0;1002@0000:02:00.0;"
+            "1003@0000:03:00.0;");
+}
+
+TEST(IpcRecordTest, DisagreeingRanksAllGetTheSameError) {
+  const IpcCall call{Collective::kAllReduce, 1000, batonFloat32, batonSum, 0, 0, 4};
+  auto all = Records(4, call);
+  all[2].count = 999;
+  const IpcVerdict v = JudgeIpcRecords(all);
+  ASSERT_EQ(v.kind, IpcVerdict::Kind::kError);
+  EXPECT_EQ(v.error.code(), batonInvalidUsage);
+  EXPECT_EQ(v.error.message(),
+            "ranks disagree on the call: rank 0 called allreduce(count=1000, datatype=7, op=0, "
+            "root=0), rank 2 called allreduce(count=999, datatype=7, op=0, root=0)");
+  for (auto change : {+[](IpcRecord* r) { r->collective = 3; }, +[](IpcRecord* r) { r->op = 2; },
+                      +[](IpcRecord* r) { r->root = 1; }, +[](IpcRecord* r) { r->datatype = 2; }}) {
+    auto other = Records(3, call);
+    change(&other[1]);
+    EXPECT_EQ(JudgeIpcRecords(other).kind, IpcVerdict::Kind::kError);
+  }
+}
+
+TEST(IpcRecordTest, ARankThatCannotServeIpcMakesAllFallBack) {
+  const IpcCall call{Collective::kAlltoAll, 10, batonInt32, batonSum, 0, 0, 3};
+  auto all = Records(3, call);
+  SetIpcNotReady(&all[1], "in-place alltoall");
+  const IpcVerdict v = JudgeIpcRecords(all);
+  EXPECT_EQ(v.kind, IpcVerdict::Kind::kFallback);
+  EXPECT_EQ(v.reason, "rank 1: in-place alltoall");
+  // A reason longer than the field is cut, not overflowed.
+  SetIpcNotReady(&all[0], std::string(500, 'x'));
+  EXPECT_EQ(JudgeIpcRecords(all).reason.size(), std::string("rank 0: ").size() + 95);
+}
+
+TEST(IpcRecordTest, ForeignBytesAreAnError) {
+  const IpcCall call{Collective::kBroadcast, 10, batonInt8, batonSum, 1, 0, 2};
+  auto all = Records(2, call);
+  all[1].magic = 0;
+  const IpcVerdict v = JudgeIpcRecords(all);
+  ASSERT_EQ(v.kind, IpcVerdict::Kind::kError);
+  EXPECT_NE(v.error.message().find("rank 1 is not in the same CUDA IPC call"), std::string::npos);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <thread>
 
+#include "collectives/ipc_record.h"
 #include "collectives/schedule.h"
 #include "core/env.h"
 #include "core/log.h"
@@ -35,27 +36,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kRecordMagic = 0x43504942;  // "BIPC"
-constexpr uint32_t kRecordVersion = 1;
-
-// What one rank tells the others about one call. Plain bytes: it travels
-// through an allgather as is.
-struct IpcRecord {
-  uint32_t magic;
-  uint32_t version;
-  int32_t collective, datatype, op, root;
-  uint64_t count;
-  int32_t pid;
-  uint32_t flags;
-  char bus_id[32];  // "0000:3b:00.0"
-  cudaIpcMemHandle_t send_handle, recv_handle;
-  uint64_t send_offset, recv_offset;  // into the allocation the handle maps
-  uint64_t send_ptr, recv_ptr;        // this process's addresses (same-process peers)
-  char reason[96];                    // why kReady is missing, for the log
-};
-constexpr uint32_t kHasSend = 1u << 0;
-constexpr uint32_t kHasRecv = 1u << 1;
-constexpr uint32_t kReady = 1u << 2;  // handles obtained: IPC possible on this rank's side
+static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcRecord::send_handle),
+              "IpcRecord holds a cudaIpcMemHandle_t");
 
 // cuMemGetAddressRange from the driver, through the runtime's entry point
 // lookup (so libbaton still does not link libcuda): the start of the
@@ -78,24 +60,22 @@ GetAddressRangeFn AddressRangeFn() {
 }
 
 // The handle of the allocation holding `ptr` and ptr's offset in it.
-Status HandleOf(const void* ptr, cudaIpcMemHandle_t* handle, uint64_t* offset) {
+Status HandleOf(const void* ptr, char (&handle_bytes)[64], uint64_t* offset) {
   GetAddressRangeFn range = AddressRangeFn();
   if (range == nullptr) return InternalError("cuMemGetAddressRange is not available");
   CUdeviceptr base = 0;
   size_t size = 0;
   if (CUresult r = range(&base, &size, reinterpret_cast<CUdeviceptr>(ptr)); r != CUDA_SUCCESS)
     return InternalError("cuMemGetAddressRange failed (CUresult " + std::to_string(r) + ")");
-  if (cudaError_t err = cudaIpcGetMemHandle(handle, reinterpret_cast<void*>(base));
+  cudaIpcMemHandle_t handle;
+  if (cudaError_t err = cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base));
       err != cudaSuccess) {
     cudaGetLastError();
     return CudaErrorStatus(err, "cudaIpcGetMemHandle");
   }
+  std::memcpy(handle_bytes, &handle, sizeof(handle));
   *offset = reinterpret_cast<uintptr_t>(ptr) - static_cast<uintptr_t>(base);
   return Status::Ok();
-}
-
-void CopyReason(const std::string& why, char (&out)[96]) {
-  std::snprintf(out, sizeof(out), "%s", why.c_str());
 }
 
 CollArgs HostArgs(const Communicator& comm) {
@@ -120,12 +100,6 @@ Status Exchange(Communicator& comm, const void* mine, size_t bytes, uint8_t* all
   a.count = bytes;
   a.datatype = batonUint8;
   return comm.run([&a](Schedule* s) { BuildRingAllGather(a, s); });
-}
-
-std::string Describe(const IpcRecord& r) {
-  return std::string(CollectiveName(static_cast<Collective>(r.collective))) +
-         "(count=" + std::to_string(r.count) + ", datatype=" + std::to_string(r.datatype) +
-         ", op=" + std::to_string(r.op) + ", root=" + std::to_string(r.root) + ")";
 }
 
 size_t CacheCapacity() {
@@ -245,44 +219,29 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
     return CudaErrorStatus(err, "cudaGetDevice");
 
   // 1. This rank's record.
-  IpcRecord mine;
-  std::memset(&mine, 0, sizeof(mine));
-  mine.magic = kRecordMagic;
-  mine.version = kRecordVersion;
-  mine.collective = static_cast<int32_t>(c.call.collective);
-  mine.datatype = c.call.datatype;
-  mine.op = c.call.op;
-  mine.root = c.call.root;
-  mine.count = c.call.count;
-  mine.pid = static_cast<int32_t>(getpid());
-  mine.flags = kReady;
+  IpcRecord mine = MakeIpcRecord(c.call, static_cast<int>(getpid()));
   if (cudaError_t err = cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), device);
       err != cudaSuccess) {
     cudaGetLastError();
-    mine.flags &= ~kReady;
-    CopyReason(std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(err), mine.reason);
+    SetIpcNotReady(&mine, std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(err));
   }
-  auto describe_buffer = [&](const void* ptr, size_t bytes, uint32_t has, cudaIpcMemHandle_t* h,
+  auto describe_buffer = [&](const void* ptr, size_t bytes, uint32_t has, char(&handle)[64],
                              uint64_t* offset, uint64_t* raw) {
     if (ptr == nullptr || bytes == 0) return;
     mine.flags |= has;
     *raw = reinterpret_cast<uintptr_t>(ptr);
-    if (!(mine.flags & kReady)) return;
-    if (Status st = HandleOf(ptr, h, offset); !st.ok()) {
-      mine.flags &= ~kReady;  // e.g. memory from a pool or VMM allocation without IPC
-      CopyReason(st.message(), mine.reason);
-    }
+    if (!(mine.flags & kIpcReady)) return;
+    // Fails e.g. for memory from cudaMallocAsync pools or VMM without IPC.
+    if (Status st = HandleOf(ptr, handle, offset); !st.ok()) SetIpcNotReady(&mine, st.message());
   };
-  describe_buffer(c.send, c.send_bytes, kHasSend, &mine.send_handle, &mine.send_offset,
+  describe_buffer(c.send, c.send_bytes, kIpcHasSend, mine.send_handle, &mine.send_offset,
                   &mine.send_ptr);
-  describe_buffer(c.recv, c.recv_bytes, kHasRecv, &mine.recv_handle, &mine.recv_offset,
+  describe_buffer(c.recv, c.recv_bytes, kIpcHasRecv, mine.recv_handle, &mine.recv_offset,
                   &mine.recv_ptr);
   if (c.call.collective == Collective::kAlltoAll && c.send != nullptr && c.recv != nullptr) {
     const auto s0 = reinterpret_cast<uintptr_t>(c.send), r0 = reinterpret_cast<uintptr_t>(c.recv);
-    if (s0 < r0 + c.recv_bytes && r0 < s0 + c.send_bytes) {
-      mine.flags &= ~kReady;  // a peer may still read the block this rank overwrites
-      CopyReason("in-place alltoall", mine.reason);
-    }
+    if (s0 < r0 + c.recv_bytes && r0 < s0 + c.send_bytes)
+      SetIpcNotReady(&mine, "in-place alltoall");  // a peer may still read an overwritten block
   }
 
   // 2. Everyone's records.
@@ -291,34 +250,18 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
   std::vector<IpcRecord> all(n);
   std::memcpy(all.data(), records_.data(), records_.size());
 
-  // 3. Same call everywhere? Every rank sees the same records, so every rank
-  // reaches the same verdict and none is left waiting.
-  for (int q = 0; q < n; ++q) {
-    const IpcRecord& r = all[q];
-    if (r.magic != kRecordMagic || r.version != kRecordVersion)
-      return InvalidUsage("rank " + std::to_string(q) +
-                          " is not in the same CUDA IPC call (is BATON_CUDA_IPC the same on all "
-                          "ranks, and do all ranks pass device buffers?)");
-    if (r.collective != mine.collective || r.datatype != mine.datatype || r.op != mine.op ||
-        r.root != mine.root || r.count != mine.count)
-      return InvalidUsage("ranks disagree on the call: rank " + std::to_string(me) + " called " +
-                          Describe(mine) + ", rank " + std::to_string(q) + " called " +
-                          Describe(r));
-  }
-  for (int q = 0; q < n; ++q) {
-    if (!(all[q].flags & kReady)) {
-      note("CUDA IPC not used: rank " + std::to_string(q) + ": " + all[q].reason +
-           "; staging through host memory");
-      *outcome = CudaIpcOutcome::kFallback;
-      return Status::Ok();
-    }
+  // 3. The same verdict on every rank (they hold the same records).
+  const IpcVerdict verdict = JudgeIpcRecords(all);
+  if (verdict.kind == IpcVerdict::Kind::kError) return verdict.error;
+  if (verdict.kind == IpcVerdict::Kind::kFallback) {
+    note("CUDA IPC not used: " + verdict.reason + "; staging through host memory");
+    *outcome = CudaIpcOutcome::kFallback;
+    return Status::Ok();
   }
   //    Can this rank reach every peer's GPU? Agreed once per set of GPUs.
-  std::string key;
   bool reachable = true;
   std::string unreachable;
   for (int q = 0; q < n; ++q) {
-    key += std::to_string(all[q].pid) + "@" + all[q].bus_id + ";";
     if (q == me) continue;
     int peer_device = -1;
     if (cudaDeviceGetByPCIBusId(&peer_device, all[q].bus_id) != cudaSuccess) {
@@ -349,7 +292,7 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
     }
   }
   bool everyone = false;
-  BATON_RETURN_IF_ERROR(agree(comm, key, reachable, &everyone));
+  BATON_RETURN_IF_ERROR(agree(comm, IpcPeerSetKey(all), reachable, &everyone));
   if (!everyone) {
     note(std::string("CUDA IPC not used on these GPUs: ") +
          (reachable ? "another rank cannot reach a peer's GPU" : unreachable) +
@@ -369,7 +312,7 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
   auto address = [&](const IpcRef& ref, uint8_t** out) -> Status {
     const IpcRecord& r = all[ref.rank];
     const bool is_send = ref.buffer == IpcBuffer::kSend;
-    if (!(r.flags & (is_send ? kHasSend : kHasRecv)))
+    if (!(r.flags & (is_send ? kIpcHasSend : kIpcHasRecv)))
       return InternalError("IPC plan reads a buffer rank " + std::to_string(ref.rank) +
                            " did not pass");
     uint8_t*& base = (is_send ? send_base : recv_base)[ref.rank];
@@ -378,7 +321,9 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
         base = reinterpret_cast<uint8_t*>(is_send ? r.send_ptr : r.recv_ptr);
       } else {
         uint8_t* mapped = nullptr;
-        BATON_RETURN_IF_ERROR(mapPeer(ref.rank, is_send ? r.send_handle : r.recv_handle, &mapped));
+        cudaIpcMemHandle_t handle;
+        std::memcpy(&handle, is_send ? r.send_handle : r.recv_handle, sizeof(handle));
+        BATON_RETURN_IF_ERROR(mapPeer(ref.rank, handle, &mapped));
         base = mapped + (is_send ? r.send_offset : r.recv_offset);
       }
     }
