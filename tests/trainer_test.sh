@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# baton-train end to end: data reader errors, bad options, replicas bit-identical after every
-# step (4 ranks), bucketed overlapped allreduce == one allreduce per step (bitwise), same seed ==
-# same result, checkpoint + resume == uninterrupted run, every mode learns the synthetic set, and
-# one epoch of real Fashion-MNIST (skipped without the dataset package).
+# baton-train end to end: data reader errors, bad options, --device cuda (a clean failure without
+# CUDA or a GPU; with a GPU, 2 ranks training on it), replicas bit-identical after every step
+# (4 ranks), bucketed overlapped allreduce == one allreduce per step (bitwise), same seed == same
+# result, checkpoint + resume == uninterrupted run, every mode learns the synthetic set, and one
+# epoch of real Fashion-MNIST (skipped without the dataset package).
 # Usage: tests/trainer_test.sh BATONRUN BATON_TRAIN
 set -u
 batonrun=$1
@@ -65,6 +66,81 @@ expect_fail "unknown mode" "--mode: 'bogus' is not one of sync, ps, local" 1 2 -
 expect_fail "bad number" "--batch: '12x' is not an integer" 1 2 --batch 12x
 expect_fail "unwritable --json" "cannot open $work/nowhere/x.json" 1 2 --synthetic 500 --json "$work/nowhere/x.json"
 expect_fail "ps needs two ranks" "--mode ps needs at least 2 ranks" 1 1 --synthetic 500 --mode ps
+expect_fail "unknown device" "--device: 'gpu' is not one of cpu, cuda" 1 1 --device gpu
+
+# ---- --device cuda -------------------------------------------------------------------------------
+# Without CUDA in the build, or without a usable GPU, --device cuda must stop with one clear
+# message and a non-zero status (never a crash). With a GPU it must train: 2 ranks on the
+# visible GPU(s), replicas bit-identical, the same bits twice, accuracy like the CPU's. Whether
+# there is a GPU is what a short one-process run says (containers often lack nvidia-smi); when
+# nvidia-smi does list GPUs, that run must succeed.
+if "$train" --help | grep -q "this build: with the CUDA backend"; then cuda_built=1; else cuda_built=0; fi
+gpus=0
+if command -v nvidia-smi >/dev/null 2>&1; then gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU "); fi
+timeout 120 "$train" --no-progress --synthetic 500 --epochs 1 --max-steps 2 --device cuda \
+  >"$work/log" 2>"$work/err"
+device_rc=$?
+cat "$work/err" >>"$work/log"
+# device_fails NAME PATTERN: that run must have exited 1 with exactly one line on stderr,
+# matching PATTERN.
+device_fails() {
+  if [[ $device_rc -eq 1 && $(wc -l <"$work/err") -eq 1 ]] && grep -q -- "$2" "$work/err"; then
+    ok "$1: $(cat "$work/err")"
+  else
+    bad "$1 (exit $device_rc, stderr: $(head -c 300 "$work/err"))"
+  fi
+}
+if [[ $cuda_built -eq 0 ]]; then
+  device_fails "--device cuda in a build without CUDA" \
+    "baton-train: rank 0: error: --device cuda: this baton-train was built without CUDA support"
+  echo "skip - GPU training checks: baton-train was built without CUDA"
+elif [[ $device_rc -ne 0 && $gpus -gt 0 ]]; then
+  bad "nvidia-smi lists $gpus GPU(s) but --device cuda failed (exit $device_rc)"
+elif [[ $device_rc -ne 0 ]]; then
+  device_fails "--device cuda without a GPU fails cleanly" \
+    "baton-train: rank 0: error: --device cuda: no CUDA device: cudaGetDeviceCount: "
+  expect_fail "--device cuda without a GPU, 2 ranks" "error: --device cuda: no CUDA device" 1 2 \
+    --synthetic 500 --device cuda
+  if grep -qi "segmentation\|core dumped\|terminate called\|Aborted" "$work/log"; then
+    bad "--device cuda without a GPU crashed"
+  fi
+  echo "skip - GPU training checks: no usable GPU here"
+else
+  ok "--device cuda: one process without a launcher trains ($(grep -o 'cuda (.*)' "$work/log" | head -1))"
+  gpu=(--synthetic 3000 --epochs 1 --print-hash --device cuda)
+  if run 2 "${gpu[@]}" --check-replicas --json "$work/gpu.json"; then
+    gpu_hash=$(final_hash)
+    gpu_acc=$(last_json "$work/gpu.json" test_acc)
+    run 2 --synthetic 3000 --epochs 1 --json "$work/cpu.json"
+    cpu_acc=$(last_json "$work/cpu.json" test_acc)
+    if python3 -c "import sys; a, c = float('$gpu_acc'), float('$cpu_acc'); sys.exit(0 if a >= 0.9 and abs(a - c) <= 0.05 else 1)"; then
+      ok "--device cuda, 2 ranks: replicas identical after every step, test_acc $gpu_acc (cpu $cpu_acc)"
+    else
+      bad "--device cuda: test_acc $gpu_acc (cpu $cpu_acc)"
+    fi
+    run 2 "${gpu[@]}"
+    if [[ -n $gpu_hash && $(final_hash) == "$gpu_hash" ]]; then ok "--device cuda: same bits twice ($gpu_hash)"; else bad "--device cuda: $gpu_hash then $(final_hash)"; fi
+    # 2 ranks: every bucketing computes a + b per element, on the device as on the host.
+    run 2 "${gpu[@]}" --first-bucket-mb 0 --bucket-cap-mb 0
+    a=$(final_hash)
+    run 2 "${gpu[@]}" --no-overlap
+    b=$(final_hash)
+    if [[ -n $a && $a == "$b" ]]; then ok "--device cuda: bucketed == one allreduce ($a)"; else bad "--device cuda: bucketed $a != unbucketed $b"; fi
+  else
+    bad "--device cuda, 2 ranks: run failed"
+  fi
+  for mode in "--fp16-allreduce" "--mode ps --ema 0.9" "--mode local --average-every 3 --ema 0.9"; do
+    # shellcheck disable=SC2086
+    if run 2 "${gpu[@]}" --check-replicas $mode; then ok "--device cuda $mode: replicas identical"; else bad "--device cuda $mode"; fi
+  done
+  if run 3 "${gpu[@]}" --mode ps --async; then ok "--device cuda --mode ps --async runs"; else bad "--device cuda --mode ps --async"; fi
+  run 2 --synthetic 1200 --epochs 2 --warmup 5 --print-hash --device cuda --ema 0.9
+  a=$(final_hash)
+  run 2 --synthetic 1200 --epochs 2 --warmup 5 --stop-after 1 --device cuda --ema 0.9 --checkpoint "$work/gpu_ck"
+  run 2 --synthetic 1200 --epochs 2 --warmup 5 --print-hash --device cuda --ema 0.9 --resume "$work/gpu_ck"
+  b=$(final_hash)
+  if [[ -n $a && $a == "$b" ]]; then ok "--device cuda: checkpoint + resume == uninterrupted ($a)"; else bad "--device cuda resume: $a != $b"; fi
+fi
 
 # ---- A peer dies mid-training: the survivors report it and exit (no hang) --------------------
 # Launched torchrun-style (no batonrun, which would stop the job itself when a rank dies).

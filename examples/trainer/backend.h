@@ -1,8 +1,7 @@
 // The math the trainer needs, behind one interface, so that where the numbers live (host memory
-// with CBLAS today, device memory with cuBLAS later) is one object's business. The model, the
+// with CBLAS, or CUDA device memory with cuBLAS) is one object's business. The model, the
 // optimizer and the communication code only see opaque float pointers from Buffer; Baton's
-// collectives take those same pointers (host buffers now, device buffers once Baton's CUDA
-// collectives land), so a device backend needs no change outside its own file (docs/trainer.md).
+// collectives take those same pointers (host buffers, or CUDA device buffers: docs/cuda.md).
 #pragma once
 
 #include <cstddef>
@@ -44,7 +43,9 @@ struct BatchStats {
 };
 
 // Dense math on backend memory; matrices are row-major. Every call may run asynchronously on a
-// device; synchronize() waits for all of them (before host reads or host-stream collectives).
+// device; synchronize() waits for all of them (before host reads, and before collectives that
+// are not ordered on commStream()). Calls may come from several threads (the asynchronous
+// parameter server's), one at a time.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -80,6 +81,23 @@ class Backend {
   virtual void scale(float* x, size_t n, float s) = 0;
   // x += y
   virtual void add(float* x, const float* y, size_t n) = 0;
+  // dst = IEEE binary16 of src (round to nearest even), and back; dst and src do not overlap.
+  virtual void toHalf(uint16_t* dst, const float* src, size_t n) = 0;
+  virtual void fromHalf(float* dst, const uint16_t* src, size_t n) = 0;
+
+  // ---- communication with device buffers ----
+  // True when Buffers are device memory the host cannot read. Baton takes device buffers
+  // directly except inside batonGroupStart/End (docs/cuda.md), where they go through host copies.
+  virtual bool deviceMemory() const { return false; }
+  // The device stream every operation runs on, for Baton's stream-ordered collectives (a
+  // cudaStream_t passed as batonStream_t), or null: host backends use Baton host streams.
+  virtual void* commStream() { return nullptr; }
+  // Device backends time the stream-ordered collectives with events on commStream():
+  // commTimerStart/Stop bracket calls, and commSeconds returns the stream time of the bracketed
+  // calls completed since its last call (with wait, of all of them). Host backends: 0.
+  virtual void commTimerStart() {}
+  virtual void commTimerStop() {}
+  virtual double commSeconds(bool /*wait*/) { return 0; }
 
  private:
   friend class Buffer;
@@ -89,5 +107,12 @@ class Backend {
 // The host backend: CBLAS (OpenBLAS) sgemm and plain loops. blas_threads <= 0 leaves OpenBLAS's
 // own setting alone.
 std::unique_ptr<Backend> makeCpuBackend(int blas_threads);
+
+// The CUDA backend (cuda_backend.cc) on GPU local_rank % (visible GPUs), cuBLAS loaded at run
+// time. Throws TrainError with the reason when there is no usable GPU, no cuBLAS, or (built
+// without CUDA: no_cuda_backend.cc) always.
+std::unique_ptr<Backend> makeCudaBackend(int local_rank);
+// Whether this build has the CUDA backend (for --help and the tests).
+bool cudaBackendBuilt();
 
 }  // namespace trainer

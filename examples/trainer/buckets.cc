@@ -1,7 +1,5 @@
 #include "buckets.h"
 
-#include <cstring>
-
 #include "util.h"
 
 namespace trainer {
@@ -33,9 +31,18 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
                                    size_t first_cap_bytes, size_t cap_bytes, bool overlap,
                                    bool fp16)
     : comm_(comm), backend_(backend), model_(model), overlap_(overlap), fp16_(fp16) {
+  if (void* device_stream = backend_.commStream(); device_stream != nullptr) {
+    // Baton takes a cudaStream_t cast to batonStream_t: each allreduce then runs after the
+    // kernels queued before it, and what is queued after it runs after it (docs/cuda.md).
+    device_ = true;
+    stream_ = static_cast<batonStream_t>(device_stream);
+  }
   if (overlap_) {
     buckets_ = assignBuckets(model.layers(), first_cap_bytes, cap_bytes);
-    checkBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
+    if (!device_) {
+      checkBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
+      own_stream_ = true;
+    }
   } else {
     GradientBucket all;
     all.begin = 0;
@@ -44,11 +51,11 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
     all.last_layer = static_cast<int>(model.layers().size()) - 1;
     buckets_.push_back(all);
   }
-  if (fp16_) half_.resize(model.parameterCount());
+  if (fp16_) half_ = backend_.allocate((model.parameterCount() + 1) / 2);
 }
 
 GradientAverager::~GradientAverager() {
-  if (stream_ != nullptr) batonStreamDestroy(stream_);
+  if (own_stream_) batonStreamDestroy(stream_);
 }
 
 void GradientAverager::layerDone(int layer) {
@@ -61,82 +68,42 @@ void GradientAverager::layerDone(int layer) {
 void GradientAverager::launch(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   size_t count = bucket.end - bucket.begin;
-  batonStream_t stream = overlap_ ? stream_ : nullptr;
-  // The backend's results must be complete before Baton reads the buffer.
-  backend_.synchronize();
-  batonResult_t r;
-  if (fp16_) {
-    toHalf(bucket.begin, bucket.end);
-    r = batonAllReduce(half_.data() + bucket.begin, half_.data() + bucket.begin, count, batonHalf,
-                       batonAvg, comm_, stream);
-  } else {
-    float* g = model_.grads() + bucket.begin;
-    r = batonAllReduce(g, g, count, batonFloat, batonAvg, comm_, stream);
-  }
+  batonStream_t stream = device_ || overlap_ ? stream_ : nullptr;
+  // A host stream or a synchronous call reads the buffer now: the backend's results must be
+  // complete. On the device stream the allreduce is ordered after them anyway.
+  if (!device_) backend_.synchronize();
+  float* g = model_.grads() + bucket.begin;
+  if (fp16_) backend_.toHalf(half() + bucket.begin, g, count);
+  if (device_) backend_.commTimerStart();
+  batonResult_t r = fp16_ ? batonAllReduce(half() + bucket.begin, half() + bucket.begin, count,
+                                           batonHalf, batonAvg, comm_, stream)
+                          : batonAllReduce(g, g, count, batonFloat, batonAvg, comm_, stream);
+  if (device_) backend_.commTimerStop();
   checkBaton(r, comm_, "gradient allreduce (bucket " + std::to_string(b) + ")");
 }
 
 double GradientAverager::finish() {
   double t0 = nowSeconds();
   while (launched_ < buckets_.size()) launch(launched_++);
-  if (overlap_) checkBaton(batonStreamSynchronize(stream_), comm_, "gradient allreduce");
   launched_ = 0;
+  if (device_) {
+    // Queued behind the allreduces, like the optimizer step that follows.
+    if (fp16_) backend_.fromHalf(model_.grads(), half(), model_.parameterCount());
+    // A stream-ordered allreduce fails after its call returned; Baton then records the error on
+    // the communicator (and aborts it). Checked every step so training stops at the next one.
+    batonResult_t async_error = batonSuccess;
+    checkBaton(batonCommGetAsyncError(comm_, &async_error), comm_, "batonCommGetAsyncError");
+    checkBaton(async_error, comm_, "gradient allreduce (on the device stream)");
+    return backend_.commSeconds(false);
+  }
+  if (overlap_) checkBaton(batonStreamSynchronize(stream_), comm_, "gradient allreduce");
   double waited = nowSeconds() - t0;
-  if (fp16_) fromHalf(0, model_.parameterCount());
+  if (fp16_) backend_.fromHalf(model_.grads(), half(), model_.parameterCount());
   return waited;
 }
 
-void GradientAverager::toHalf(size_t begin, size_t end) {
-  const float* g = model_.grads();
-  for (size_t i = begin; i < end; ++i) half_[i] = floatToHalf(g[i]);
-}
-
-void GradientAverager::fromHalf(size_t begin, size_t end) {
-  float* g = model_.grads();
-  for (size_t i = begin; i < end; ++i) g[i] = halfToFloat(half_[i]);
-}
-
-// Branch-light bit manipulation: GCC's _Float16 conversions go through libgcc on CPUs built
-// without F16C and made --fp16-allreduce ten times slower than fp32. A device backend would
-// convert in a kernel instead.
-uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (x >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
-  if (x < 0x38800000u) {
-    // Below the smallest normal half: adding 0.5 puts the half's subnormal ulp (2^-24) at the
-    // float's last mantissa bit, so the FPU rounds to nearest even for us.
-    float t;
-    std::memcpy(&t, &x, sizeof t);
-    t += 0.5f;
-    uint32_t bits;
-    std::memcpy(&bits, &t, sizeof bits);
-    return static_cast<uint16_t>(sign | (bits - 0x3f000000u));
-  }
-  uint32_t odd = (x >> 13) & 1u;
-  x += 0xc8000fffu + odd;  // rebias the exponent (127 - 15) and round to nearest even
-  return static_cast<uint16_t>(sign | (x >> 13));
-}
-
-float halfToFloat(uint16_t h) {
-  uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t em = h & 0x7fffu;
-  uint32_t bits;
-  if (em >= 0x7c00u) {
-    bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
-  } else if (em < 0x400u) {
-    float v = static_cast<float>(em) * 0x1p-24f;
-    std::memcpy(&bits, &v, sizeof bits);
-    bits |= sign;
-  } else {
-    bits = sign | ((em << 13) + 0x38000000u);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+double GradientAverager::collectWait() {
+  return device_ ? backend_.commSeconds(true) : 0;
 }
 
 }  // namespace trainer

@@ -1,8 +1,10 @@
 // Gradient averaging for synchronous data parallelism, the way PyTorch DDP does it: gradients
 // are grouped into buckets in reverse layer order (the order backward produces them), and each
-// bucket's allreduce is launched on a host stream as soon as backward has finished its layers,
-// so communication overlaps the rest of backward; the step waits for all of them before the
-// optimizer update.
+// bucket's allreduce is launched as soon as backward has finished its layers: on a host stream
+// with a host backend, so communication overlaps the rest of backward and the step waits for
+// all of them before the optimizer update; on the device backend's stream with a device backend,
+// ordered after the kernels that computed the bucket and before the optimizer's (on that one
+// stream the rest of backward waits behind it: ordered, not overlapped; docs/trainer.md).
 #pragma once
 
 #include <baton.h>
@@ -13,10 +15,6 @@
 #include "model.h"
 
 namespace trainer {
-
-// IEEE 754 binary16 conversions, round to nearest even (as F16C and _Float16 do).
-uint16_t floatToHalf(float f);
-float halfToFloat(uint16_t h);
 
 // A contiguous range of the flat gradient vector holding whole layers [first_layer, last_layer].
 struct GradientBucket {
@@ -36,7 +34,8 @@ std::vector<GradientBucket> assignBuckets(const std::vector<LayerSlice>& layers,
 
 // Averages a model's gradients across the communicator, bucketed and overlapped with backward
 // (overlap = true) or as one allreduce after backward (overlap = false). With fp16 the gradients
-// travel as IEEE half precision (half the bytes, about 3 decimal digits).
+// travel as IEEE half precision (half the bytes, about 3 decimal digits), converted by the
+// backend (a kernel on a device).
 class GradientAverager {
  public:
   GradientAverager(batonComm_t comm, Backend& backend, Mlp& model, size_t first_cap_bytes,
@@ -48,15 +47,19 @@ class GradientAverager {
   // Backward's per-layer callback: launches every bucket whose layers are now all done.
   void layerDone(int layer);
   // After backward: launches what is left (everything without overlap), waits for all of it and
-  // returns the seconds spent waiting.
+  // returns the seconds spent waiting. With a device backend nothing waits on the host: the
+  // optimizer's kernels queue behind the allreduces, and the seconds are the stream time of the
+  // allreduces completed so far (collectWait() returns the rest).
   double finish();
+  // Device backend: waits for the outstanding allreduces and returns their stream seconds not
+  // yet counted by finish() (host backend: 0).
+  double collectWait();
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
  private:
   void launch(size_t bucket);
-  void toHalf(size_t begin, size_t end);
-  void fromHalf(size_t begin, size_t end);
+  uint16_t* half() { return reinterpret_cast<uint16_t*>(half_.data()); }
 
   batonComm_t comm_;
   Backend& backend_;
@@ -65,8 +68,10 @@ class GradientAverager {
   bool fp16_;
   std::vector<GradientBucket> buckets_;
   size_t launched_ = 0;  // buckets launched this step, in order
+  bool device_ = false;  // the backend's stream orders the allreduces (a cudaStream_t)
   batonStream_t stream_ = nullptr;
-  std::vector<uint16_t> half_;  // fp16 staging, same layout as the gradients
+  bool own_stream_ = false;  // a Baton host stream made here
+  Buffer half_;  // fp16 staging in backend memory, same layout as the gradients (2 per float)
 };
 
 }  // namespace trainer

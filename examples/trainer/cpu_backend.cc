@@ -2,11 +2,11 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "backend.h"
+#include "elementwise.h"
 #include "util.h"
 
 namespace trainer {
@@ -69,10 +69,7 @@ class CpuBackend final : public Backend {
   void addBias(float* y, const float* bias, int rows, int cols, bool relu) override {
     for (int r = 0; r < rows; ++r) {
       float* row = y + static_cast<size_t>(r) * cols;
-      for (int c = 0; c < cols; ++c) {
-        float v = row[c] + bias[c];
-        row[c] = relu && v < 0.0f ? 0.0f : v;
-      }
+      for (int c = 0; c < cols; ++c) row[c] = biasRelu(row[c], bias[c], relu);
     }
   }
 
@@ -85,9 +82,7 @@ class CpuBackend final : public Backend {
   }
 
   void reluBackward(float* delta, const float* activation, size_t n) override {
-    for (size_t i = 0; i < n; ++i) {
-      if (activation[i] <= 0.0f) delta[i] = 0.0f;
-    }
+    for (size_t i = 0; i < n; ++i) delta[i] = reluGrad(delta[i], activation[i]);
   }
 
   BatchStats softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
@@ -95,49 +90,38 @@ class CpuBackend final : public Backend {
     BatchStats stats;
     stats.samples = rows;
     for (int r = 0; r < rows; ++r) {
-      const float* z = logits + static_cast<size_t>(r) * classes;
-      int best = 0;
-      float zmax = z[0];
-      for (int c = 1; c < classes; ++c) {
-        if (z[c] > zmax) {
-          zmax = z[c];
-          best = c;
-        }
-      }
-      double sum = 0;
-      for (int c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(z[c] - zmax));
-      double log_sum = std::log(sum);
-      stats.loss_sum += log_sum - static_cast<double>(z[labels[r]] - zmax);
-      stats.correct += best == labels[r] ? 1 : 0;
-      if (dlogits != nullptr) {
-        float* d = dlogits + static_cast<size_t>(r) * classes;
-        for (int c = 0; c < classes; ++c) {
-          double p = std::exp(static_cast<double>(z[c] - zmax) - log_sum);
-          d[c] = static_cast<float>((p - (c == labels[r] ? 1.0 : 0.0)) / rows);
-        }
-      }
+      size_t offset = static_cast<size_t>(r) * classes;
+      RowLoss row = softmaxCrossEntropyRow(logits + offset, classes, labels[r],
+                                           dlogits != nullptr ? dlogits + offset : nullptr, rows);
+      stats.loss_sum += row.loss;
+      stats.correct += row.correct ? 1 : 0;
     }
     return stats;
   }
 
   void sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
                float weight_decay) override {
-    for (size_t i = 0; i < n; ++i) {
-      v[i] = momentum * v[i] + (g[i] + weight_decay * w[i]);
-      w[i] -= lr * v[i];
-    }
+    for (size_t i = 0; i < n; ++i) sgdUpdate(w[i], v[i], g[i], lr, momentum, weight_decay);
   }
 
   void emaUpdate(float* avg, const float* w, size_t n, float decay) override {
-    for (size_t i = 0; i < n; ++i) avg[i] = decay * avg[i] + (1.0f - decay) * w[i];
+    for (size_t i = 0; i < n; ++i) avg[i] = emaValue(avg[i], w[i], decay);
   }
 
   void scale(float* x, size_t n, float s) override {
-    for (size_t i = 0; i < n; ++i) x[i] *= s;
+    for (size_t i = 0; i < n; ++i) x[i] = scaleValue(x[i], s);
   }
 
   void add(float* x, const float* y, size_t n) override {
-    for (size_t i = 0; i < n; ++i) x[i] += y[i];
+    for (size_t i = 0; i < n; ++i) x[i] = sumValue(x[i], y[i]);
+  }
+
+  void toHalf(uint16_t* dst, const float* src, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i] = floatToHalf(src[i]);
+  }
+
+  void fromHalf(float* dst, const uint16_t* src, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i] = halfToFloat(src[i]);
   }
 
  private:

@@ -30,6 +30,21 @@ std::string launcherRank() {
   return "?";
 }
 
+// This rank's index among the ranks on its host, from whichever launcher started us (batonrun
+// sets BATON_LOCAL_RANK); the global rank when none says (one host, or one rank per host).
+int localRank(int rank) {
+  for (const char* name : {"BATON_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                           "SLURM_LOCALID", "LOCAL_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && v[0] != '\0') {
+      char* end = nullptr;
+      long x = std::strtol(v, &end, 10);
+      if (*end == '\0' && x >= 0 && x < (1L << 30)) return static_cast<int>(x);
+    }
+  }
+  return rank;
+}
+
 // Ranks sharing this host, from whichever launcher started us (0 when unknown).
 int localRanks() {
   for (const char* name : {"BATON_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
@@ -108,6 +123,10 @@ int main(int argc, char** argv) {
   int world = 1;
   batonCommUserRank(comm, &rank);
   batonCommCount(comm, &world);
+  // Outside the try block, so that after an error the communicator is aborted before the backend
+  // is destroyed: a device backend's destructor waits for its stream, which may still hold a
+  // collective that only the abort ends.
+  std::unique_ptr<trainer::Backend> backend;
   try {
     // Asynchrony itself acts as momentum, about 1 - 1/W for W workers (Mitliagkas et al. 2016,
     // "Asynchrony begets momentum"); on top of 0.9 it diverges, so --async compensates unless
@@ -120,8 +139,9 @@ int main(int argc, char** argv) {
             options.momentum, world - 1);
       }
     }
-    std::unique_ptr<trainer::Backend> backend =
-        trainer::makeCpuBackend(blasThreads(options, world));
+    backend = options.device == trainer::Device::kCuda
+                  ? trainer::makeCudaBackend(localRank(rank))
+                  : trainer::makeCpuBackend(blasThreads(options, world));
     trainer::DataSplit data = loadData(options, comm, rank);
     {
       trainer::TrainingRun run(comm, options, *backend, data);

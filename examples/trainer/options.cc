@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backend.h"
 #include "util.h"
 
 namespace trainer {
@@ -43,6 +44,9 @@ Output and state
   --max-steps N           at most N steps per epoch
   --stop-after N          stop after epoch N as if interrupted (the schedule still spans --epochs)
   --blas-threads N        OpenBLAS threads per rank (default: cores / ranks on this host)
+Device
+  --device cpu|cuda       where the math runs (cpu); cuda: each rank uses GPU
+                          (local rank) % (visible GPUs), gradients allreduced on the device
 )";
 
 // Option values with full-string checks: "12abc", "", out-of-range values are errors.
@@ -111,7 +115,8 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   while (!args.done()) {
     std::string flag = args.next();
     if (flag == "-h" || flag == "--help") {
-      *help_text = kUsage;
+      *help_text = std::string(kUsage) + "                          (this build: " +
+                   (cudaBackendBuilt() ? "with" : "without") + " the CUDA backend)\n";
       return true;
     } else if (flag == "--data") {
       o->data_dir = args.value(flag);
@@ -185,6 +190,15 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->print_hash = true;
     } else if (flag == "--max-steps") {
       o->max_steps = args.integer(flag, 1, 1L << 40);
+    } else if (flag == "--device") {
+      std::string d = args.value(flag);
+      if (d == "cpu") {
+        o->device = Device::kCpu;
+      } else if (d == "cuda") {
+        o->device = Device::kCuda;
+      } else {
+        throw TrainError("--device: '" + d + "' is not one of cpu, cuda");
+      }
     } else if (flag == "--blas-threads") {
       o->blas_threads = static_cast<int>(args.integer(flag, 1, 1024));
     } else {

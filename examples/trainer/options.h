@@ -14,6 +14,12 @@ enum class Mode {
   kLocal,  // local SGD: parameters averaged every K steps
 };
 
+// Where the math runs (backend.h).
+enum class Device {
+  kCpu,   // OpenBLAS on the host
+  kCuda,  // a CUDA GPU (cuda_backend.cc)
+};
+
 // Everything the command line sets; defaults are the documented ones (docs/trainer.md).
 struct Options {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
@@ -43,7 +49,8 @@ struct Options {
   uint64_t seed = 1;
   bool check_replicas = false;
   int blas_threads = -1;  // -1: automatic (see main.cc)
-  long max_steps = 0;     // > 0: at most this many steps per epoch (quick tests)
+  Device device = Device::kCpu;
+  long max_steps = 0;  // > 0: at most this many steps per epoch (quick tests)
   bool progress = true;
   bool print_hash = false;
 };

@@ -11,6 +11,12 @@
 // a mutex makes each update atomic. A worker pushes (gradient, the parameter version it was
 // computed from) and pulls (parameters, new version) without waiting for the other workers;
 // staleness = updates applied between its pull and its push.
+//
+// Device backends: the synchronous server's groups and the synchronous worker's calls take the
+// device buffers directly (Baton stages a group of device calls together, docs/cuda.md). The
+// asynchronous exchanges put a host header (the parameter version) and the device parameters in
+// one group, which Baton refuses (a group mixes host and device buffers); there the parameters
+// go through host copies (download / upload).
 #include <baton.h>
 
 #include <mutex>
@@ -132,15 +138,26 @@ struct AsyncServer {
 
 void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int worker, long steps) {
   const size_t n = run.model.parameterCount();
-  Buffer grad = run.backend.allocate(n);
-  Buffer outgoing = run.backend.allocate(n);
+  const bool staged = run.backend.deviceMemory();
   const std::string who = "worker " + std::to_string(worker);
   try {
+    Buffer grad = run.backend.allocate(n);
+    Buffer outgoing;
+    std::vector<float> host_grad;      // staged: the group receives into it
+    std::vector<float> host_outgoing;  // staged: the group sends it
+    if (staged) {
+      host_grad.resize(n);
+      host_outgoing.resize(n);
+    } else {
+      outgoing = run.backend.allocate(n);
+    }
     for (long step = 0; step < steps; ++step) {
       int64_t in_header[1] = {0};
       batonGroupStart();
       checkBaton(batonRecv(in_header, 1, batonInt64, 1, pair, nullptr), pair, "header receive");
-      checkBaton(batonRecv(grad.data(), n, batonFloat, 1, pair, nullptr), pair, "gradient receive");
+      checkBaton(
+          batonRecv(staged ? host_grad.data() : grad.data(), n, batonFloat, 1, pair, nullptr), pair,
+          "gradient receive");
       groupEnd(pair, "gradient receive from " + who);
       int64_t out_header[1];
       {
@@ -151,17 +168,23 @@ void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int wo
         server.stats.staleness_max = std::max(server.stats.staleness_max, staleness);
         // Every push is one update of one worker's batch: no linear scaling.
         float lr = run.learningRate(server.version, 1);
+        if (staged) run.backend.upload(grad.data(), host_grad.data(), n);
         run.optimizer.step(run.model.params(), grad.data(), lr);
         if (run.ema) run.ema->update(run.model.params());
         ++server.version;
-        run.backend.copy(outgoing.data(), run.model.params(), n);
-        run.backend.synchronize();
+        if (staged) {
+          run.backend.download(host_outgoing.data(), run.model.params(), n);  // synchronizes
+        } else {
+          run.backend.copy(outgoing.data(), run.model.params(), n);
+          run.backend.synchronize();
+        }
         out_header[0] = server.version;
       }
       batonGroupStart();
       checkBaton(batonSend(out_header, 1, batonInt64, 1, pair, nullptr), pair, "header send");
-      checkBaton(batonSend(outgoing.data(), n, batonFloat, 1, pair, nullptr), pair,
-                 "parameter send");
+      checkBaton(batonSend(staged ? host_outgoing.data() : outgoing.data(), n, batonFloat, 1, pair,
+                           nullptr),
+                 pair, "parameter send");
       groupEnd(pair, "parameter send to " + who);
     }
   } catch (const TrainError& e) {
@@ -212,23 +235,29 @@ void trainAsyncPs(TrainingRun& run) {
     } else {
       batonComm_t pair = mine.get();
       int64_t version = run.global_step;
+      const bool staged = run.backend.deviceMemory();
+      std::vector<float> host_buffer(staged ? n : 0);  // staged: gradient out, parameters in
       for (long step = 0; step < part.steps; ++step) {
         double t0 = nowSeconds();
         BatchStats b = run.forwardBatch(order, part, step, true);
         run.model.backward(nullptr);
         run.backend.synchronize();
         double c0 = nowSeconds();
+        if (staged) run.backend.download(host_buffer.data(), run.model.grads(), n);
         int64_t header[1] = {version};
         batonGroupStart();
         checkBaton(batonSend(header, 1, batonInt64, 0, pair, nullptr), pair, "header send");
-        checkBaton(batonSend(run.model.grads(), n, batonFloat, 0, pair, nullptr), pair,
-                   "gradient send");
+        checkBaton(batonSend(staged ? host_buffer.data() : run.model.grads(), n, batonFloat, 0,
+                             pair, nullptr),
+                   pair, "gradient send");
         groupEnd(pair, "gradient push to the server");
         batonGroupStart();
         checkBaton(batonRecv(header, 1, batonInt64, 0, pair, nullptr), pair, "header receive");
-        checkBaton(batonRecv(run.model.params(), n, batonFloat, 0, pair, nullptr), pair,
-                   "parameter receive");
+        checkBaton(batonRecv(staged ? host_buffer.data() : run.model.params(), n, batonFloat, 0,
+                             pair, nullptr),
+                   pair, "parameter receive");
         groupEnd(pair, "parameter pull from the server");
+        if (staged) run.backend.upload(run.model.params(), host_buffer.data(), n);
         version = header[0];
         double t1 = nowSeconds();
         stats.comm_wait_s += t1 - c0;

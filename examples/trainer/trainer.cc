@@ -378,6 +378,8 @@ void TrainingRun::trainSync() {
       }
       progress(epoch, step, part.steps, stats);
     }
+    // A device backend's last allreduces may still be timing on its stream.
+    stats.comm_wait_s += averager.collectWait();
     double wall = nowSeconds() - epoch_start;
     finishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
   }
