@@ -43,9 +43,9 @@ struct BatchStats {
 };
 
 // Dense math on backend memory; matrices are row-major. Every call may run asynchronously on a
-// device; synchronize() waits for all of them (before host reads, and before collectives that
-// are not ordered on commStream()). Calls may come from several threads (the asynchronous
-// parameter server's), one at a time.
+// device; synchronize() waits for all of them and for the work queued on commStream() (before
+// host reads, and before collectives that are not ordered on commStream()). Calls may come from
+// several threads (the asynchronous parameter server's), one at a time.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -86,17 +86,22 @@ class Backend {
   virtual void fromHalf(float* dst, const uint16_t* src, size_t n) = 0;
 
   // ---- communication with device buffers ----
-  // True when Buffers are device memory the host cannot read. Baton takes device buffers
-  // directly except inside batonGroupStart/End (docs/cuda.md), where they go through host copies.
+  // True when Buffers are device memory the host cannot read (Baton takes them as device
+  // buffers, docs/cuda.md).
   virtual bool deviceMemory() const { return false; }
-  // The device stream every operation runs on, for Baton's stream-ordered collectives (a
-  // cudaStream_t passed as batonStream_t), or null: host backends use Baton host streams.
+  // A device stream of its own for Baton's stream-ordered collectives (a cudaStream_t passed as
+  // batonStream_t), so that they run beside the math instead of behind it; null for host
+  // backends, which use Baton host streams. Work on it is ordered with the math only through
+  // the two calls below (and synchronize(), which waits for both streams).
   virtual void* commStream() { return nullptr; }
-  // Device backends time the stream-ordered collectives with events on commStream():
-  // commTimerStart/Stop bracket calls, and commSeconds returns the stream time of the bracketed
-  // calls completed since its last call (with wait, of all of them). Host backends: 0.
-  virtual void commTimerStart() {}
-  virtual void commTimerStop() {}
+  // What is queued on commStream() from now on runs after the math queued so far.
+  virtual void commAfterCompute() {}
+  // The math queued from now on runs after what is queued on commStream() so far. Device
+  // backends also time how long the math would wait here: from the moment the math queued so
+  // far is done to the moment commStream()'s work is, 0 when that finished first.
+  virtual void computeAfterComm() {}
+  // The seconds of those waits completed since the last call (with wait = true: of all of them,
+  // waiting for them). Host backends: 0.
   virtual double commSeconds(bool /*wait*/) { return 0; }
 
  private:

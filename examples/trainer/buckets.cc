@@ -32,8 +32,8 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
                                    bool fp16)
     : comm_(comm), backend_(backend), model_(model), overlap_(overlap), fp16_(fp16) {
   if (void* device_stream = backend_.commStream(); device_stream != nullptr) {
-    // Baton takes a cudaStream_t cast to batonStream_t: each allreduce then runs after the
-    // kernels queued before it, and what is queued after it runs after it (docs/cuda.md).
+    // Baton takes a cudaStream_t cast to batonStream_t and orders each allreduce on it
+    // (docs/cuda.md); the backend orders that stream with its math (launch, finish).
     device_ = true;
     stream_ = static_cast<batonStream_t>(device_stream);
   }
@@ -70,15 +70,15 @@ void GradientAverager::launch(size_t b) {
   size_t count = bucket.end - bucket.begin;
   batonStream_t stream = device_ || overlap_ ? stream_ : nullptr;
   // A host stream or a synchronous call reads the buffer now: the backend's results must be
-  // complete. On the device stream the allreduce is ordered after them anyway.
+  // complete. On the device's communication stream the allreduce waits for them instead, while
+  // the backend goes on with the layers below.
   if (!device_) backend_.synchronize();
   float* g = model_.grads() + bucket.begin;
   if (fp16_) backend_.toHalf(half() + bucket.begin, g, count);
-  if (device_) backend_.commTimerStart();
+  if (device_) backend_.commAfterCompute();
   batonResult_t r = fp16_ ? batonAllReduce(half() + bucket.begin, half() + bucket.begin, count,
                                            batonHalf, batonAvg, comm_, stream)
                           : batonAllReduce(g, g, count, batonFloat, batonAvg, comm_, stream);
-  if (device_) backend_.commTimerStop();
   checkBaton(r, comm_, "gradient allreduce (bucket " + std::to_string(b) + ")");
 }
 
@@ -87,7 +87,9 @@ double GradientAverager::finish() {
   while (launched_ < buckets_.size()) launch(launched_++);
   launched_ = 0;
   if (device_) {
-    // Queued behind the allreduces, like the optimizer step that follows.
+    // The math from here on (the fp16 conversion back, the optimizer step) waits for the
+    // allreduces on the device; the host does not.
+    backend_.computeAfterComm();
     if (fp16_) backend_.fromHalf(model_.grads(), half(), model_.parameterCount());
     // A stream-ordered allreduce fails after its call returned; Baton then records the error on
     // the communicator (and aborts it). Checked every step so training stops at the next one.

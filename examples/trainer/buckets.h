@@ -1,10 +1,10 @@
 // Gradient averaging for synchronous data parallelism, the way PyTorch DDP does it: gradients
 // are grouped into buckets in reverse layer order (the order backward produces them), and each
-// bucket's allreduce is launched as soon as backward has finished its layers: on a host stream
-// with a host backend, so communication overlaps the rest of backward and the step waits for
-// all of them before the optimizer update; on the device backend's stream with a device backend,
-// ordered after the kernels that computed the bucket and before the optimizer's (on that one
-// stream the rest of backward waits behind it: ordered, not overlapped; docs/trainer.md).
+// bucket's allreduce is launched as soon as backward has finished its layers, so communication
+// overlaps the rest of backward: on a host stream with a host backend, and the step waits for
+// all of them before the optimizer update; on the device backend's communication stream with a
+// device backend, after the kernels that computed the bucket, and the optimizer's kernels wait
+// for all of them on the device (docs/trainer.md).
 #pragma once
 
 #include <baton.h>
@@ -48,11 +48,11 @@ class GradientAverager {
   void layerDone(int layer);
   // After backward: launches what is left (everything without overlap), waits for all of it and
   // returns the seconds spent waiting. With a device backend nothing waits on the host: the
-  // optimizer's kernels queue behind the allreduces, and the seconds are the stream time of the
-  // allreduces completed so far (collectWait() returns the rest).
+  // optimizer's kernels wait for the allreduces on the device, and the seconds are those of the
+  // device's waits completed so far (Backend::computeAfterComm; collectWait() returns the rest).
   double finish();
-  // Device backend: waits for the outstanding allreduces and returns their stream seconds not
-  // yet counted by finish() (host backend: 0).
+  // Device backend: waits for the outstanding allreduces and returns the seconds of the
+  // device's waits not yet counted by finish() (host backend: 0).
   double collectWait();
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }

@@ -1,7 +1,8 @@
 // The CUDA backend (--device cuda): every Buffer is device memory and every operation is queued
-// on one CUDA stream that the backend owns; matrix products are cuBLAS sgemm, the rest are the
-// kernels of cuda_kernels.cu. Baton's collectives take the same device pointers, ordered on the
-// same stream (commStream(); docs/trainer.md, "CUDA backend").
+// on one CUDA stream that the backend owns (the compute stream); matrix products are cuBLAS
+// sgemm, the rest are the kernels of cuda_kernels.cu. Baton's collectives take the same device
+// pointers on a second stream (commStream()), ordered with the first by events, so gradient
+// allreduces run while backward goes on (docs/trainer.md, "CUDA backend").
 //
 // cuBLAS is loaded with dlopen when a CUDA backend is made, not linked: baton-train then starts,
 // and --device cpu runs, on machines without the CUDA libraries or driver. The CUDA runtime
@@ -212,11 +213,20 @@ struct CublasDestroy {
   }
 };
 
-// A pair of timing events around stream-ordered collectives (commTimerStart/Stop).
+// A pair of timing events for one computeAfterComm(): start on the compute stream (the math
+// queued before it is done), stop on the communication stream (its work is done).
 struct Timer {
   EventPtr start;
   EventPtr stop;
 };
+
+StreamPtr makeStream() {
+  // Blocking streams (not cudaStreamNonBlocking): Baton's synchronous device path copies on the
+  // legacy default stream, which then also waits for the work queued on these.
+  cudaStream_t stream = nullptr;
+  checkCuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  return StreamPtr(stream);
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -227,11 +237,9 @@ class CudaBackend final : public Backend {
     int pools = 0;
     checkCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_),
               "cudaDeviceGetAttribute");
-    // A blocking stream (not cudaStreamNonBlocking): Baton's synchronous device path copies on
-    // the legacy default stream, which then also waits for the work queued here.
-    cudaStream_t stream = nullptr;
-    checkCuda(cudaStreamCreate(&stream), "cudaStreamCreate");
-    stream_.reset(stream);
+    stream_ = makeStream();
+    comm_stream_ = makeStream();
+    compute_done_ = makeEvent(cudaEventDisableTiming);
     allocator_ = std::make_unique<DeviceAllocator>(stream_.get(), pools != 0);
     cublasHandle_t handle = nullptr;
     blas_.check(blas_.create(&handle), "cublasCreate");
@@ -251,10 +259,9 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     // Work still queued reads the scratch freed below; wait for it (errors were reported, or
     // are being, by whoever queued it).
-    if (stream_) {
-      cudaSetDevice(device_);
-      cudaStreamSynchronize(stream_.get());
-    }
+    cudaSetDevice(device_);
+    if (comm_stream_) cudaStreamSynchronize(comm_stream_.get());
+    if (stream_) cudaStreamSynchronize(stream_.get());
   }
 
   std::string name() const override { return description_; }
@@ -292,6 +299,8 @@ class CudaBackend final : public Backend {
 
   void synchronize() override {
     bind();
+    checkCuda(cudaStreamSynchronize(comm_stream_.get()),
+              "cudaStreamSynchronize (communication stream)");
     checkCuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
   }
 
@@ -381,22 +390,27 @@ class CudaBackend final : public Backend {
   }
 
   bool deviceMemory() const override { return true; }
-  void* commStream() override { return stream_.get(); }
+  void* commStream() override { return comm_stream_.get(); }
 
-  void commTimerStart() override {
+  void commAfterCompute() override {
+    bind();
+    checkCuda(cudaEventRecord(compute_done_.get(), stream_.get()), "cudaEventRecord");
+    checkCuda(cudaStreamWaitEvent(comm_stream_.get(), compute_done_.get(), 0),
+              "cudaStreamWaitEvent (communication after compute)");
+  }
+
+  void computeAfterComm() override {
     bind();
     if (idle_timers_.empty()) {
       idle_timers_.push_back({makeEvent(cudaEventDefault), makeEvent(cudaEventDefault)});
     }
-    open_timer_ = std::move(idle_timers_.back());
+    Timer t = std::move(idle_timers_.back());
     idle_timers_.pop_back();
-    checkCuda(cudaEventRecord(open_timer_.start.get(), stream_.get()), "cudaEventRecord");
-  }
-
-  void commTimerStop() override {
-    bind();
-    checkCuda(cudaEventRecord(open_timer_.stop.get(), stream_.get()), "cudaEventRecord");
-    running_timers_.push_back(std::move(open_timer_));
+    checkCuda(cudaEventRecord(t.start.get(), stream_.get()), "cudaEventRecord");
+    checkCuda(cudaEventRecord(t.stop.get(), comm_stream_.get()), "cudaEventRecord");
+    checkCuda(cudaStreamWaitEvent(stream_.get(), t.stop.get(), 0),
+              "cudaStreamWaitEvent (compute after communication)");
+    running_timers_.push_back(std::move(t));
   }
 
   double commSeconds(bool wait) override {
@@ -412,9 +426,10 @@ class CudaBackend final : public Backend {
       } else {
         checkCuda(err, "cudaEventQuery");
       }
+      // Negative when the communication finished before the math reached the wait: no wait.
       float ms = 0;
       checkCuda(cudaEventElapsedTime(&ms, t.start.get(), t.stop.get()), "cudaEventElapsedTime");
-      seconds += 1e-3 * ms;
+      seconds += 1e-3 * std::max(ms, 0.0f);
       idle_timers_.push_back(std::move(t));
       running_timers_.pop_front();
     }
@@ -441,8 +456,10 @@ class CudaBackend final : public Backend {
   int device_;
   const CublasApi& blas_;
   std::string description_;
-  // Declared first so that it is destroyed last: everything below queues work on it.
-  StreamPtr stream_;
+  // Declared first so that they are destroyed last: everything below queues work on them.
+  StreamPtr stream_;       // the math
+  StreamPtr comm_stream_;  // Baton's collectives on the gradients (commStream())
+  EventPtr compute_done_;  // commAfterCompute()'s record on stream_
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDestroy> handle_;
   std::unique_ptr<DeviceScratch> labels_;
@@ -453,7 +470,6 @@ class CudaBackend final : public Backend {
   UploadStaging label_staging_;
   std::vector<Timer> idle_timers_;
   std::deque<Timer> running_timers_;  // recorded, oldest first
-  Timer open_timer_;
 };
 
 }  // namespace

@@ -168,18 +168,20 @@ void compareBackends(Backend& cpu, Backend& gpu) {
     check(sameBits(gx.get(gpu), cx.get(cpu)), "toHalf and fromHalf");
   }
   {
-    gpu.commTimerStart();
+    // Nothing on the communication stream: the compute stream waits for nothing.
     Buffer big = gpu.allocate(1 << 20);
     gpu.scale(big.data(), big.size(), 2.0f);
-    gpu.commTimerStop();
+    gpu.commAfterCompute();
+    gpu.computeAfterComm();
     double s = gpu.commSeconds(true);
     check(s >= 0 && s < 60 && gpu.commSeconds(true) == 0, "stream timers");
   }
 }
 
-// Baton's allreduce on device buffers, ordered on the backend's stream, in a one-rank
-// communicator: the average of one rank is the input (fp32, and fp16 through the conversion
-// kernels). The multi-rank path is tests/trainer_test.sh's --device cuda run.
+// Baton's allreduce on device buffers on the backend's communication stream, ordered with its
+// math by commAfterCompute/computeAfterComm, in a one-rank communicator: the average of one rank
+// is the input (fp32, and fp16 through the conversion kernels). The multi-rank path is
+// tests/trainer_test.sh's --device cuda run.
 void checkStreamAllreduce(Backend& gpu) {
   batonUniqueId id;
   batonComm_t comm = nullptr;
@@ -193,8 +195,10 @@ void checkStreamAllreduce(Backend& gpu) {
   Dev g(gpu, x);
   auto stream = static_cast<batonStream_t>(gpu.commStream());
   gpu.scale(g.buf.data(), n, 2.0f);  // queued before the allreduce, which must see it
+  gpu.commAfterCompute();
   batonResult_t r =
       batonAllReduce(g.buf.data(), g.buf.data(), n, batonFloat, batonAvg, comm, stream);
+  gpu.computeAfterComm();
   gpu.scale(g.buf.data(), n, 0.5f);  // and after it
   std::vector<float> got = g.get(gpu);
   check(r == batonSuccess && sameBits(got, x),
@@ -202,7 +206,9 @@ void checkStreamAllreduce(Backend& gpu) {
   Buffer half = gpu.allocate((n + 1) / 2);
   auto* h = reinterpret_cast<uint16_t*>(half.data());
   gpu.toHalf(h, g.buf.data(), n);
+  gpu.commAfterCompute();
   r = batonAllReduce(h, h, n, batonHalf, batonAvg, comm, stream);
+  gpu.computeAfterComm();
   gpu.fromHalf(g.buf.data(), h, n);
   got = g.get(gpu);
   bool ok = r == batonSuccess;

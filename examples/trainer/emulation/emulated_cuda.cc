@@ -171,6 +171,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   return cudaSuccess;
 }
+cudaError_t cudaStreamWaitEvent(cudaStream_t /*stream*/, cudaEvent_t /*event*/,
+                                unsigned int /*flags*/) {
+  return cudaSuccess;  // cudaEventRecord already waited for what the event follows
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t /*event*/) {
   return cudaSuccess;
 }
