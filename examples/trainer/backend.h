@@ -53,6 +53,8 @@ class Backend {
 
   // n zeroed floats of backend memory.
   virtual Buffer allocate(size_t n) = 0;
+  // Host <-> backend copies; each returns once the host memory may be reused (upload) or holds
+  // the values of the work queued before it (download).
   virtual void upload(float* dst, const float* host, size_t n) = 0;
   virtual void download(float* host, const float* src, size_t n) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;

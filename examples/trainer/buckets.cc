@@ -39,10 +39,7 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
   }
   if (overlap_) {
     buckets_ = assignBuckets(model.layers(), first_cap_bytes, cap_bytes);
-    if (!device_) {
-      checkBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
-      own_stream_ = true;
-    }
+    if (!device_) checkBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
   } else {
     GradientBucket all;
     all.begin = 0;
@@ -55,7 +52,7 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
 }
 
 GradientAverager::~GradientAverager() {
-  if (own_stream_) batonStreamDestroy(stream_);
+  if (overlap_ && !device_) batonStreamDestroy(stream_);
 }
 
 void GradientAverager::layerDone(int layer) {
@@ -68,7 +65,6 @@ void GradientAverager::layerDone(int layer) {
 void GradientAverager::launch(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   size_t count = bucket.end - bucket.begin;
-  batonStream_t stream = device_ || overlap_ ? stream_ : nullptr;
   // A host stream or a synchronous call reads the buffer now: the backend's results must be
   // complete. On the device's communication stream the allreduce waits for them instead, while
   // the backend goes on with the layers below.
@@ -77,8 +73,8 @@ void GradientAverager::launch(size_t b) {
   if (fp16_) backend_.toHalf(half() + bucket.begin, g, count);
   if (device_) backend_.commAfterCompute();
   batonResult_t r = fp16_ ? batonAllReduce(half() + bucket.begin, half() + bucket.begin, count,
-                                           batonHalf, batonAvg, comm_, stream)
-                          : batonAllReduce(g, g, count, batonFloat, batonAvg, comm_, stream);
+                                           batonHalf, batonAvg, comm_, stream_)
+                          : batonAllReduce(g, g, count, batonFloat, batonAvg, comm_, stream_);
   checkBaton(r, comm_, "gradient allreduce (bucket " + std::to_string(b) + ")");
 }
 

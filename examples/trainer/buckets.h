@@ -69,8 +69,9 @@ class GradientAverager {
   std::vector<GradientBucket> buckets_;
   size_t launched_ = 0;  // buckets launched this step, in order
   bool device_ = false;  // the backend's stream orders the allreduces (a cudaStream_t)
+  // Where the allreduces go: the backend's device stream, a Baton host stream made here (host
+  // backend with overlap), or null (host backend without overlap: synchronous calls).
   batonStream_t stream_ = nullptr;
-  bool own_stream_ = false;  // a Baton host stream made here
   Buffer half_;  // fp16 staging in backend memory, same layout as the gradients (2 per float)
 };
 

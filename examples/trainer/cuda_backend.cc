@@ -287,7 +287,7 @@ class CudaBackend final : public Backend {
     bind();
     checkCuda(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()),
               "cudaMemcpyAsync (device to host)");
-    synchronize();
+    waitForCompute();
   }
 
   void copy(float* dst, const float* src, size_t n) override {
@@ -301,7 +301,7 @@ class CudaBackend final : public Backend {
     bind();
     checkCuda(cudaStreamSynchronize(comm_stream_.get()),
               "cudaStreamSynchronize (communication stream)");
-    checkCuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+    waitForCompute();
   }
 
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
@@ -348,7 +348,7 @@ class CudaBackend final : public Backend {
     checkCuda(cudaMemcpyAsync(stats_host_.get(), stats, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                               stream_.get()),
               "cudaMemcpyAsync (loss to host)");
-    synchronize();
+    waitForCompute();
     const auto* sums = static_cast<const double*>(stats_host_.get());
     BatchStats result;
     result.loss_sum = sums[0];
@@ -437,6 +437,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // A copy to the host on the compute stream needs only that stream: whatever the
+  // communication stream computed is joined to it (computeAfterComm) before anything reads it.
+  void waitForCompute() {
+    checkCuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+  }
+
   // The current device is per thread, and the asynchronous parameter server calls the backend
   // from threads of its own: every entry point makes this backend's GPU current first (a
   // thread-local check, so the usual case costs no CUDA call).

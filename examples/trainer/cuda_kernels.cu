@@ -117,36 +117,41 @@ __global__ void fromHalfKernel(float* dst, const uint16_t* src, size_t n) {
   for (size_t i = firstIndex(); i < n; i += gridStride()) dst[i] = halfToFloat(src[i]);
 }
 
+// Launches a grid-stride kernel over n items on stream (nothing when n is 0) and returns the
+// launch error. The arguments are converted to the kernel's parameter types.
+template <typename... Params, typename... Args>
+cudaError_t launchOver(size_t n, cudaStream_t stream, void (*kernel)(Params...), Args... args) {
+  static_assert(sizeof...(Params) == sizeof...(Args), "one argument per kernel parameter");
+  if (n == 0) return cudaSuccess;
+  kernel<<<blocksFor(n), kThreads, 0, stream>>>(static_cast<Params>(args)...);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t addBias(float* y, const float* bias, int rows, int cols, bool relu,
                     cudaStream_t stream) {
   size_t total = static_cast<size_t>(rows) * static_cast<size_t>(cols);
-  if (total == 0) return cudaSuccess;
-  addBiasKernel<<<blocksFor(total), kThreads, 0, stream>>>(y, bias, total, cols, relu);
-  return cudaGetLastError();
+  return launchOver(total, stream, addBiasKernel, y, bias, total, cols, relu);
 }
 
 cudaError_t columnSums(const float* m, int rows, int cols, float* out, cudaStream_t stream) {
-  if (cols <= 0) return cudaSuccess;
-  columnSumsKernel<<<blocksFor(static_cast<size_t>(cols)), kThreads, 0, stream>>>(m, rows, cols,
-                                                                                  out);
-  return cudaGetLastError();
+  return launchOver(static_cast<size_t>(std::max(cols, 0)), stream, columnSumsKernel, m, rows, cols,
+                    out);
 }
 
 cudaError_t reluBackward(float* delta, const float* activation, size_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  reluBackwardKernel<<<blocksFor(n), kThreads, 0, stream>>>(delta, activation, n);
-  return cudaGetLastError();
+  return launchOver(n, stream, reluBackwardKernel, delta, activation, n);
 }
 
 cudaError_t softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
                                 float* dlogits, double* row_loss, int* row_correct, double* stats,
                                 cudaStream_t stream) {
-  if (rows > 0) {
-    softmaxRowsKernel<<<blocksFor(static_cast<size_t>(rows)), kThreads, 0, stream>>>(
-        logits, labels, rows, classes, dlogits, row_loss, row_correct);
-    if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
+  if (cudaError_t err =
+          launchOver(static_cast<size_t>(std::max(rows, 0)), stream, softmaxRowsKernel, logits,
+                     labels, rows, classes, dlogits, row_loss, row_correct);
+      err != cudaSuccess) {
+    return err;
   }
   // Also for 0 rows, so that stats always holds this call's (zero) sums.
   reduceStatsKernel<<<1, kReduceThreads, 0, stream>>>(row_loss, row_correct, rows, stats);
@@ -155,39 +160,27 @@ cudaError_t softmaxCrossEntropy(const float* logits, const uint8_t* labels, int 
 
 cudaError_t sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
                     float weight_decay, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  sgdKernel<<<blocksFor(n), kThreads, 0, stream>>>(w, v, g, n, lr, momentum, weight_decay);
-  return cudaGetLastError();
+  return launchOver(n, stream, sgdKernel, w, v, g, n, lr, momentum, weight_decay);
 }
 
 cudaError_t emaUpdate(float* avg, const float* w, size_t n, float decay, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  emaKernel<<<blocksFor(n), kThreads, 0, stream>>>(avg, w, n, decay);
-  return cudaGetLastError();
+  return launchOver(n, stream, emaKernel, avg, w, n, decay);
 }
 
 cudaError_t scale(float* x, size_t n, float s, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  scaleKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, n, s);
-  return cudaGetLastError();
+  return launchOver(n, stream, scaleKernel, x, n, s);
 }
 
 cudaError_t add(float* x, const float* y, size_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  addKernel<<<blocksFor(n), kThreads, 0, stream>>>(x, y, n);
-  return cudaGetLastError();
+  return launchOver(n, stream, addKernel, x, y, n);
 }
 
 cudaError_t toHalf(uint16_t* dst, const float* src, size_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  toHalfKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, n);
-  return cudaGetLastError();
+  return launchOver(n, stream, toHalfKernel, dst, src, n);
 }
 
 cudaError_t fromHalf(float* dst, const uint16_t* src, size_t n, cudaStream_t stream) {
-  if (n == 0) return cudaSuccess;
-  fromHalfKernel<<<blocksFor(n), kThreads, 0, stream>>>(dst, src, n);
-  return cudaGetLastError();
+  return launchOver(n, stream, fromHalfKernel, dst, src, n);
 }
 
 }  // namespace trainer::cuda

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <thread>
 
@@ -30,29 +31,34 @@ std::string launcherRank() {
   return "?";
 }
 
-// This rank's index among the ranks on its host, from whichever launcher started us (batonrun
-// sets BATON_LOCAL_RANK); the global rank when none says (one host, or one rank per host).
-int localRank(int rank) {
-  for (const char* name : {"BATON_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                           "SLURM_LOCALID", "LOCAL_RANK"}) {
+// The first of these launcher variables (one per launcher: batonrun, Open MPI, MPICH, Slurm,
+// torchrun) that holds a whole number of at least min, or -1.
+int launcherNumber(std::initializer_list<const char*> names, long min) {
+  for (const char* name : names) {
     const char* v = std::getenv(name);
-    if (v != nullptr && v[0] != '\0') {
-      char* end = nullptr;
-      long x = std::strtol(v, &end, 10);
-      if (*end == '\0' && x >= 0 && x < (1L << 30)) return static_cast<int>(x);
-    }
+    if (v == nullptr || v[0] == '\0') continue;
+    char* end = nullptr;
+    long x = std::strtol(v, &end, 10);
+    if (*end == '\0' && x >= min && x < (1L << 30)) return static_cast<int>(x);
   }
-  return rank;
+  return -1;
 }
 
-// Ranks sharing this host, from whichever launcher started us (0 when unknown).
+// This rank's index among the ranks on its host; the global rank when no launcher says (one
+// host, or one rank per host).
+int localRank(int rank) {
+  int local = launcherNumber({"BATON_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                              "SLURM_LOCALID", "LOCAL_RANK"},
+                             0);
+  return local >= 0 ? local : rank;
+}
+
+// Ranks sharing this host (0 when unknown).
 int localRanks() {
-  for (const char* name : {"BATON_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                           "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && std::atoi(v) > 0) return std::atoi(v);
-  }
-  return 0;
+  return std::max(launcherNumber({"BATON_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                  "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"},
+                                 1),
+                  0);
 }
 
 // OpenBLAS starts one busy-waiting thread per core in every process. With several ranks on a

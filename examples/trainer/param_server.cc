@@ -142,22 +142,15 @@ void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int wo
   const std::string who = "worker " + std::to_string(worker);
   try {
     Buffer grad = run.backend.allocate(n);
-    Buffer outgoing;
-    std::vector<float> host_grad;      // staged: the group receives into it
-    std::vector<float> host_outgoing;  // staged: the group sends it
-    if (staged) {
-      host_grad.resize(n);
-      host_outgoing.resize(n);
-    } else {
-      outgoing = run.backend.allocate(n);
-    }
+    std::vector<float> host_grad(staged ? n : 0);  // staged: the group receives into it
+    float* incoming = staged ? host_grad.data() : grad.data();
+    // A snapshot of the parameters taken under the lock, sent after it (both kinds of backend).
+    std::vector<float> outgoing(n);
     for (long step = 0; step < steps; ++step) {
       int64_t in_header[1] = {0};
       batonGroupStart();
       checkBaton(batonRecv(in_header, 1, batonInt64, 1, pair, nullptr), pair, "header receive");
-      checkBaton(
-          batonRecv(staged ? host_grad.data() : grad.data(), n, batonFloat, 1, pair, nullptr), pair,
-          "gradient receive");
+      checkBaton(batonRecv(incoming, n, batonFloat, 1, pair, nullptr), pair, "gradient receive");
       groupEnd(pair, "gradient receive from " + who);
       int64_t out_header[1];
       {
@@ -172,19 +165,13 @@ void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int wo
         run.optimizer.step(run.model.params(), grad.data(), lr);
         if (run.ema) run.ema->update(run.model.params());
         ++server.version;
-        if (staged) {
-          run.backend.download(host_outgoing.data(), run.model.params(), n);  // synchronizes
-        } else {
-          run.backend.copy(outgoing.data(), run.model.params(), n);
-          run.backend.synchronize();
-        }
+        run.backend.download(outgoing.data(), run.model.params(), n);
         out_header[0] = server.version;
       }
       batonGroupStart();
       checkBaton(batonSend(out_header, 1, batonInt64, 1, pair, nullptr), pair, "header send");
-      checkBaton(batonSend(staged ? host_outgoing.data() : outgoing.data(), n, batonFloat, 1, pair,
-                           nullptr),
-                 pair, "parameter send");
+      checkBaton(batonSend(outgoing.data(), n, batonFloat, 1, pair, nullptr), pair,
+                 "parameter send");
       groupEnd(pair, "parameter send to " + who);
     }
   } catch (const TrainError& e) {
@@ -237,6 +224,8 @@ void trainAsyncPs(TrainingRun& run) {
       int64_t version = run.global_step;
       const bool staged = run.backend.deviceMemory();
       std::vector<float> host_buffer(staged ? n : 0);  // staged: gradient out, parameters in
+      const float* grad_out = staged ? host_buffer.data() : run.model.grads();
+      float* params_in = staged ? host_buffer.data() : run.model.params();
       for (long step = 0; step < part.steps; ++step) {
         double t0 = nowSeconds();
         BatchStats b = run.forwardBatch(order, part, step, true);
@@ -247,15 +236,12 @@ void trainAsyncPs(TrainingRun& run) {
         int64_t header[1] = {version};
         batonGroupStart();
         checkBaton(batonSend(header, 1, batonInt64, 0, pair, nullptr), pair, "header send");
-        checkBaton(batonSend(staged ? host_buffer.data() : run.model.grads(), n, batonFloat, 0,
-                             pair, nullptr),
-                   pair, "gradient send");
+        checkBaton(batonSend(grad_out, n, batonFloat, 0, pair, nullptr), pair, "gradient send");
         groupEnd(pair, "gradient push to the server");
         batonGroupStart();
         checkBaton(batonRecv(header, 1, batonInt64, 0, pair, nullptr), pair, "header receive");
-        checkBaton(batonRecv(staged ? host_buffer.data() : run.model.params(), n, batonFloat, 0,
-                             pair, nullptr),
-                   pair, "parameter receive");
+        checkBaton(batonRecv(params_in, n, batonFloat, 0, pair, nullptr), pair,
+                   "parameter receive");
         groupEnd(pair, "parameter pull from the server");
         if (staged) run.backend.upload(run.model.params(), host_buffer.data(), n);
         version = header[0];
