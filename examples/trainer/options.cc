@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <utility>
 
 #include "backend.h"
 #include "util.h"
@@ -81,6 +83,17 @@ class ArgReader {
     }
     return x;
   }
+  // One of a fixed set of names, each standing for a value.
+  template <typename T>
+  T choice(const std::string& flag, std::initializer_list<std::pair<const char*, T>> names) {
+    std::string v = value(flag);
+    std::string listed;
+    for (const auto& [name, x] : names) {
+      if (v == name) return x;
+      listed += (listed.empty() ? "" : ", ") + std::string(name);
+    }
+    throw TrainError(flag + ": '" + v + "' is not one of " + listed);
+  }
 
  private:
   int argc_;
@@ -135,11 +148,7 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--warmup") {
       o->warmup_steps = static_cast<int>(args.integer(flag, 0, 100'000'000));
     } else if (flag == "--lr-schedule") {
-      std::string v = args.value(flag);
-      if (v != "cosine" && v != "constant") {
-        throw TrainError("--lr-schedule: '" + v + "' is not one of cosine, constant");
-      }
-      o->cosine = v == "cosine";
+      o->cosine = args.choice<bool>(flag, {{"cosine", true}, {"constant", false}});
     } else if (flag == "--stop-after") {
       o->stop_after = static_cast<int>(args.integer(flag, 1, 100000));
     } else if (flag == "--momentum") {
@@ -153,16 +162,8 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--seed") {
       o->seed = static_cast<uint64_t>(args.integer(flag, 0, 0x7fffffffffffffffL));
     } else if (flag == "--mode") {
-      std::string m = args.value(flag);
-      if (m == "sync") {
-        o->mode = Mode::kSync;
-      } else if (m == "ps") {
-        o->mode = Mode::kPs;
-      } else if (m == "local") {
-        o->mode = Mode::kLocal;
-      } else {
-        throw TrainError("--mode: '" + m + "' is not one of sync, ps, local");
-      }
+      o->mode = args.choice<Mode>(
+          flag, {{"sync", Mode::kSync}, {"ps", Mode::kPs}, {"local", Mode::kLocal}});
     } else if (flag == "--async") {
       o->async = true;
     } else if (flag == "--average-every") {
@@ -191,14 +192,7 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--max-steps") {
       o->max_steps = args.integer(flag, 1, 1L << 40);
     } else if (flag == "--device") {
-      std::string d = args.value(flag);
-      if (d == "cpu") {
-        o->device = Device::kCpu;
-      } else if (d == "cuda") {
-        o->device = Device::kCuda;
-      } else {
-        throw TrainError("--device: '" + d + "' is not one of cpu, cuda");
-      }
+      o->device = args.choice<Device>(flag, {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
     } else if (flag == "--blas-threads") {
       o->blas_threads = static_cast<int>(args.integer(flag, 1, 1024));
     } else {
