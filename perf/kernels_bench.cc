@@ -30,6 +30,7 @@
 
 #include <baton.h>
 
+#include "base/datatype.h"
 #include "kernels/cpu_reduce.h"
 #include "kernels/cpu_simd.h"
 
@@ -105,7 +106,7 @@ void reduceSum(benchmark::State& state, batonDataType_t dt, CpuKernelLevel level
   args.nsrcs = 2;
   args.dsts[0] = dst.data();
   args.ndsts = 1;
-  args.count = bytes / datatypeSize(dt);
+  args.count = bytes / DatatypeSize(dt);
   args.datatype = dt;
   args.op = batonSum;
   for (auto _ : state) {

@@ -2,7 +2,7 @@
 # The main job: builds Baton if needed, then runs the allreduce and broadcast
 # sweeps on this machine over shared memory and over TCP loopback, printing
 # nccl-tests tables, and finally Baton against Open MPI and Gloo on this host
-# (perf/compare, 2 ranks, tables and plots in perf-results/). RANKS (default
+# (perf/compare.py, 2 ranks, tables and plots in perf-results/). RANKS (default
 # 4), MAXBYTES (default 64M) and extra perf flags can be given:
 # scripts/perf.sh -n 20. COMPARE=0 skips the comparison.
 set -euo pipefail
@@ -17,7 +17,7 @@ for transport in shm tcp; do
   done
 done
 if [[ ${COMPARE:-1} != 0 ]]; then
-  echo "### Baton vs Open MPI vs Gloo, allreduce, 2 ranks on this host (perf/compare)"
-  perf/compare --build build --configs shm2 --reps 3 --out perf-results
+  echo "### Baton vs Open MPI vs Gloo, allreduce, 2 ranks on this host (perf/compare.py)"
+  perf/compare.py --build build --configs shm2 --reps 3 --out perf-results
   sed -n '/^## shm2/,$p' perf-results/results.md | grep -v '^!\['
 fi

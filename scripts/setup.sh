@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Build and test tools; then the peers perf/compare runs against (Open MPI,
+# Build and test tools; then the peers perf/compare.py runs against (Open MPI,
 # Gloo), the trainer's BLAS, zlib and data set, and matplotlib for perf/plot.
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2

@@ -5,8 +5,6 @@
 
 #include <fstream>
 
-#include "core/env.h"
-
 namespace baton {
 
 uint64_t Fnv1a64(const void* data, size_t len, uint64_t seed) {
@@ -19,8 +17,8 @@ uint64_t Fnv1a64(const void* data, size_t len, uint64_t seed) {
   return h;
 }
 
-std::string HostIdentity() {
-  if (auto id = GetEnv("BATON_HOSTID")) return "hostid=" + *id;
+std::string HostIdentity(const std::string& override_id) {
+  if (!override_id.empty()) return "hostid=" + override_id;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   std::string boot_id;
@@ -31,8 +29,8 @@ std::string HostIdentity() {
   return std::string("host=") + host + " boot=" + boot_id + " netns=" + std::to_string(netns);
 }
 
-uint64_t HostHash() {
-  std::string id = HostIdentity();
+uint64_t HostHash(const std::string& override_id) {
+  std::string id = HostIdentity(override_id);
   return Fnv1a64(id.data(), id.size());
 }
 

@@ -9,11 +9,11 @@ namespace baton {
 // Two ranks share a host (and so can use shared memory) when hostname, boot
 // id and network namespace all agree. Ranks in different network namespaces
 // count as different hosts: that is how tests simulate a cluster on one
-// machine. BATON_HOSTID, when set, replaces all three.
-uint64_t HostHash();
+// machine. `override_id` (BATON_HOSTID), when not empty, replaces all three.
+uint64_t HostHash(const std::string& override_id);
 
 // A short description of what went into HostHash, for logs.
-std::string HostIdentity();
+std::string HostIdentity(const std::string& override_id);
 
 // 64-bit FNV-1a, used for host identity and derived ids.
 uint64_t Fnv1a64(const void* data, size_t len, uint64_t seed = 0xcbf29ce484222325ull);

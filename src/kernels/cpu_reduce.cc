@@ -28,8 +28,9 @@
 #include <atomic>
 #include <string>
 
-#include "core/env.h"
-#include "core/log.h"
+#include "base/datatype.h"
+#include "base/log.h"
+#include "base/settings.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
 
@@ -161,19 +162,17 @@ bool parseKernelLevel(const std::string& text, CpuKernelLevel* out, bool* isAuto
 CpuKernelLevel levelFromEnv() {
   const CpuKernelLevel best = bestCpuKernelLevel();
   CpuKernelLevel chosen = best;
-  const auto env = GetEnv("BATON_KERNELS");
-  if (env) {
-    CpuKernelLevel asked = best;
-    bool isAuto = false;
-    if (!parseKernelLevel(*env, &asked, &isAuto)) {
-      BATON_WARN(kLogEnv, "ignoring BATON_KERNELS=%s: expected auto, portable, avx2 or avx512",
-                 env->c_str());
-    } else if (!isAuto && !cpuKernelLevelAvailable(asked)) {
-      BATON_WARN(kLogEnv, "BATON_KERNELS=%s: this CPU lacks %s, using %s", env->c_str(),
-                 cpuKernelLevelName(asked), cpuKernelLevelName(best));
-    } else if (!isAuto) {
-      chosen = asked;
-    }
+  const std::string& name = ProcessSettings().kernels;
+  CpuKernelLevel asked = best;
+  bool isAuto = false;
+  if (!parseKernelLevel(name, &asked, &isAuto)) {
+    BATON_WARN(kLogEnv, "ignoring BATON_KERNELS=%s: expected auto, portable, avx2 or avx512",
+               name.c_str());
+  } else if (!isAuto && !cpuKernelLevelAvailable(asked)) {
+    BATON_WARN(kLogEnv, "BATON_KERNELS=%s: this CPU lacks %s, using %s", name.c_str(),
+               cpuKernelLevelName(asked), cpuKernelLevelName(best));
+  } else if (!isAuto) {
+    chosen = asked;
   }
   BATON_INFO(kLogInit, "reduce kernels: %s (best on this CPU: %s)", cpuKernelLevelName(chosen),
              cpuKernelLevelName(best));
@@ -262,7 +261,7 @@ void setSimdNonTemporalMinBytes(size_t bytes) {
 
 void reduceCopy(const ReduceCopyArgs& args) {
   const bool argsOk = args.nsrcs >= 1 && args.nsrcs <= kMaxReduceSrcs && args.ndsts >= 1 &&
-                      args.ndsts <= kMaxReduceDsts && datatypeSize(args.datatype) != 0 &&
+                      args.ndsts <= kMaxReduceDsts && DatatypeSize(args.datatype) != 0 &&
                       static_cast<int>(args.op) >= 0 && args.op < batonNumOps;
   assert(argsOk && "reduceCopy: nsrcs, ndsts, datatype or op out of range");
   if (!argsOk || args.count == 0) return;
@@ -270,7 +269,7 @@ void reduceCopy(const ReduceCopyArgs& args) {
   const bool divide = args.postDivisor > 1;
   if (args.nsrcs == 1 && !divide) {
     // A copy moves bits: no conversion, so NaN payloads survive as on device.
-    const size_t bytes = args.count * datatypeSize(args.datatype);
+    const size_t bytes = args.count * DatatypeSize(args.datatype);
     for (int d = 0; d < args.ndsts; ++d) {
       if (args.dsts[d] == args.srcs[0]) continue;
       // Overlap is outside the contract; memmove keeps it well-defined anyway.
@@ -310,71 +309,6 @@ void reduceInto(void* dst, const void* a, const void* b, size_t count, batonData
   args.op = op;
   args.postDivisor = postDivisor;
   reduceCopy(args);
-}
-
-size_t datatypeSize(batonDataType_t dt) {
-  switch (dt) {
-    case batonInt8:
-    case batonUint8:
-      return 1;
-    case batonFloat16:
-    case batonBfloat16:
-      return 2;
-    case batonInt32:
-    case batonUint32:
-    case batonFloat32:
-      return 4;
-    case batonInt64:
-    case batonUint64:
-    case batonFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
-const char* datatypeName(batonDataType_t dt) {
-  switch (dt) {
-    case batonInt8:
-      return "int8";
-    case batonUint8:
-      return "uint8";
-    case batonInt32:
-      return "int32";
-    case batonUint32:
-      return "uint32";
-    case batonInt64:
-      return "int64";
-    case batonUint64:
-      return "uint64";
-    case batonFloat16:
-      return "half";
-    case batonFloat32:
-      return "float";
-    case batonFloat64:
-      return "double";
-    case batonBfloat16:
-      return "bfloat16";
-    default:
-      return "invalid";
-  }
-}
-
-const char* redOpName(batonRedOp_t op) {
-  switch (op) {
-    case batonSum:
-      return "sum";
-    case batonProd:
-      return "prod";
-    case batonMax:
-      return "max";
-    case batonMin:
-      return "min";
-    case batonAvg:
-      return "avg";
-    default:
-      return "invalid";
-  }
 }
 
 }  // namespace baton

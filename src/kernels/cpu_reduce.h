@@ -69,13 +69,6 @@ bool setCpuKernelLevel(CpuKernelLevel level);
 // "portable", "avx2", "avx512"; "invalid" when out of range.
 const char* cpuKernelLevelName(CpuKernelLevel level);
 
-// Bytes per element; 0 for an invalid datatype.
-size_t datatypeSize(batonDataType_t dt);
-// nccl-tests names ("int8", ..., "bfloat16"); "invalid" when out of range.
-const char* datatypeName(batonDataType_t dt);
-// "sum", "prod", "max", "min", "avg"; "invalid" when out of range.
-const char* redOpName(batonRedOp_t op);
-
 }  // namespace baton
 
 #endif  // BATON_KERNELS_CPU_REDUCE_H_

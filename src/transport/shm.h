@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
+#include "transport/channel.h"
 #include "transport/doorbell.h"
-#include "transport/transport.h"
 
 namespace baton {
 

@@ -7,8 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "collectives/schedule.h"
-#include "core/log.h"
+#include "base/log.h"
+#include "base/partition.h"
+#include "base/socket.h"
 
 namespace baton {
 
@@ -20,7 +21,6 @@ TcpChannel::TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_r
   staging_.resize(k);
   staged_.assign(k, 0);
   for (size_t i = 0; i < k; ++i) {
-    SetNonBlocking(sockets_[i].get(), true).ok();
     SetNoDelay(sockets_[i].get());
     staging_[i].resize(std::max<size_t>(staging_bytes / k, 4096));
   }

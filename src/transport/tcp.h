@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "bootstrap/socket.h"
-#include "transport/transport.h"
+#include "base/fd.h"
+#include "transport/channel.h"
 
 namespace baton {
 
@@ -14,7 +14,8 @@ namespace baton {
 // Sends go straight from the user's buffer; plain receives land straight in
 // the destination; reducing receives go through a bounded staging buffer
 // per socket (BATON_BUFFSIZE in all) and are reduced as they arrive, a
-// partial trailing element waiting for the next read.
+// partial trailing element waiting for the next read. Every send and recv
+// passes MSG_DONTWAIT, so the sockets' own blocking mode does not matter.
 class TcpChannel : public Channel {
  public:
   // Messages of at least this many bytes are striped over all sockets.

@@ -1,9 +1,12 @@
 #include "tuning/select.h"
 
-#include "collectives/rhd.h"
-#include "collectives/tree.h"
-
 #include <vector>
+
+#include "algorithms/chain.h"
+#include "algorithms/pairwise.h"
+#include "algorithms/rhd.h"
+#include "algorithms/ring.h"
+#include "algorithms/tree.h"
 
 namespace baton {
 namespace {

@@ -6,9 +6,10 @@
 #include <cstddef>
 #include <span>
 
-#include "collectives/schedule.h"
-#include "core/status.h"
-#include "tuning/algorithm.h"
+#include "algorithms/collective.h"
+#include "algorithms/schedule.h"
+#include "base/status.h"
+#include "tuning/algorithm_filter.h"
 
 namespace baton {
 

@@ -13,7 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "kernels/cpu_reduce.h"
 
 namespace baton {

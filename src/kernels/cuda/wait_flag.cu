@@ -1,5 +1,5 @@
 // The stream-side half of the host/device handshake of the staged device
-// path (src/core/cuda_device.cc): a one-thread kernel that holds back later
+// path (src/cuda/cuda_device.cc): a one-thread kernel that holds back later
 // work on its stream until the host publishes a sequence number.
 //
 // SPDX-License-Identifier: BSD-3-Clause

@@ -1,0 +1,605 @@
+#!/usr/bin/env python3
+"""Baton against Open MPI and Gloo: the same all-reduce sweep, side by side.
+
+  perf/compare.py [--build DIR] [--configs shm2,shm4,net4-1g,...] [--sizes 8,64K,64M]
+               [--reps 3] [--budget 0.3] [--quick] [--out DIR]
+
+Runs build/perf/all_reduce_perf (Baton), build/perf/peers/mpi_all_reduce_perf (Open MPI) and
+build/perf/peers/gloo_all_reduce_perf with -A ring_chunked and -A halving_doubling (Gloo) on each
+configuration. All four print the same nccl-tests table and -J JSON lines from the same driver
+(perf/perf_common.cc), with the same sizes, iteration counts and correctness check. The
+libraries take turns (round robin, the order rotated on each repetition) so that drift of a
+shared machine spreads over all of them; each figure is the median over --reps repetitions.
+
+Configurations (--configs, comma separated):
+  shmN        N ranks on this host: Baton over shared memory, Open MPI with --mca btl self,vader,
+              Gloo over TCP on loopback (it has no shared-memory transport).
+  netN-RATE   N simulated hosts (scripts/netns.sh: namespaces on a bridge, eth0 shaped by tbf at
+              RATE, e.g. 1g = 1gbit, 10g, 500m), one rank per host. Baton: one batonrun per
+              namespace; Open MPI: mpirun in host 0 reaching the others through an rsh agent that
+              enters their namespace with its own hostname (unshare --uts); Gloo: one process per
+              namespace with a FileStore rendezvous. Needs root.
+
+Roofline (the physical limit the table divides Baton's bus bandwidth by):
+  shm   STREAM add bandwidth of one core, from build/perf/kernels_bench
+        --benchmark_filter=BM_StreamAdd/67108864 (a numpy c = a + b fallback, labelled so, when
+        kernels_bench is not built);
+  net   the tbf rate; one TCP stream's rate through the same namespaces is measured and reported
+        beside it.
+
+Writes to --out (default perf-results/): results.md (tables), results.json (all figures with
+their ranges, the commands, the roofline), CONFIG.png/.svg (perf/plot.py), CONFIG-LIB.jsonl (median
+records, nccl-tests JSON with a "label"), and raw/ (every run's output and JSON). Exit status 0
+when every run succeeded and every correctness check passed, 1 otherwise.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+NETNS = os.path.join(ROOT, "scripts", "netns.sh")
+
+DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
+DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
+
+# Library key -> (label, binary under the build directory, extra flags). Baton runs with
+# -S null: synchronous calls, as MPI_Allreduce and Gloo's run() are (the default host stream
+# adds a thread hand-off, ~3 us per call, that the peers do not pay).
+LIBRARIES = {
+    "baton": ("Baton", "perf/all_reduce_perf", ["-S", "null"]),
+    "mpi": ("Open MPI", "perf/peers/mpi_all_reduce_perf", []),
+    "gloo_rc": ("Gloo ring_chunked", "perf/peers/gloo_all_reduce_perf", ["-A", "ring_chunked"]),
+    "gloo_hd": ("Gloo halving_doubling", "perf/peers/gloo_all_reduce_perf",
+                ["-A", "halving_doubling"]),
+}
+PEERS = ["mpi", "gloo_rc", "gloo_hd"]
+
+
+def python_with(module):
+    """A Python interpreter that can import `module` (pyenv's may lack Debian's packages)."""
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        if candidate and subprocess.run([candidate, "-c", f"import {module}"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return sys.executable
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size '{text}' (e.g. 8, 64K, 16M)")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2).upper()]
+
+
+def human_size(size):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return str(size)
+
+
+def parse_rate(text):
+    """'1g' -> ('1gbit', 0.125 GB/s)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])(?:bit)?", text.lower())
+    if not m:
+        raise ValueError(f"invalid rate '{text}' (e.g. 1g, 10g, 500m)")
+    bits = float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+    return f"{m.group(1)}{m.group(2)}bit", bits / 8 / 1e9
+
+
+def parse_config(name):
+    m = re.fullmatch(r"shm(\d+)", name)
+    if m and int(m.group(1)) >= 2:
+        return {"name": name, "kind": "shm", "ranks": int(m.group(1))}
+    m = re.fullmatch(r"net(\d+)-(\S+)", name)
+    if m and 2 <= int(m.group(1)) <= 64:
+        rate, gbps = parse_rate(m.group(2))
+        return {"name": name, "kind": "net", "ranks": int(m.group(1)), "rate": rate,
+                "rate_GBps": gbps}
+    raise ValueError(f"invalid configuration '{name}': expected shmN (N >= 2) or netN-RATE "
+                     "(2 <= N <= 64, RATE like 1g, 10g, 500m)")
+
+
+def geometric_runs(sizes):
+    """Splits sorted sizes into runs that one -b/-e/-f sweep covers: [(b, e, f, [sizes])]."""
+    runs = []
+    i = 0
+    while i < len(sizes):
+        j = i + 1
+        factor = sizes[i + 1] // sizes[i] if i + 1 < len(sizes) else 2
+        if i + 1 < len(sizes) and sizes[i + 1] == sizes[i] * factor and factor >= 2:
+            while j < len(sizes) and sizes[j] == sizes[j - 1] * factor:
+                j += 1
+        else:
+            factor = 2
+        runs.append((sizes[i], sizes[j - 1], factor, sizes[i:j]))
+        i = j
+    return runs
+
+
+def size_groups(sizes, limits=(64 << 10, 4 << 20)):
+    """Sizes grouped by magnitude (each group gets its own iteration count), then into sweeps."""
+    groups = []
+    bounds = [0] + list(limits) + [1 << 62]
+    for lo, hi in zip(bounds, bounds[1:]):
+        chunk = [s for s in sizes if lo < s <= hi]
+        groups.extend(geometric_runs(chunk))
+    return groups
+
+
+class Runner:
+    """Runs the libraries on the configurations and collects their JSON records."""
+
+    def __init__(self, args):
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.out = os.path.abspath(args.out)
+        self.raw = os.path.join(self.out, "raw")
+        os.makedirs(self.raw, exist_ok=True)
+        self.batonrun = os.path.join(self.build, "src", "batonrun")
+        self.tag = None
+        self.hosts = 0
+        self.failures = []
+        self.port = 20000 + os.getpid() % 20000
+        self.tmp = tempfile.mkdtemp(prefix="baton-compare-")
+
+    # ---- set-up -------------------------------------------------------------------------------
+
+    def binary(self, key):
+        return os.path.join(self.build, LIBRARIES[key][1])
+
+    def available_libraries(self):
+        libs = []
+        for key in LIBRARIES:
+            if os.access(self.binary(key), os.X_OK):
+                libs.append(key)
+            else:
+                log(f"note: {self.binary(key)} not built: {LIBRARIES[key][0]} left out")
+        if "baton" not in libs:
+            raise SystemExit(f"error: {self.binary('baton')} not found; build first "
+                             f"(meson setup {self.args.build} && ninja -C {self.args.build})")
+        if not os.access(self.batonrun, os.X_OK):
+            raise SystemExit(f"error: {self.batonrun} not found")
+        return libs
+
+    def stream_bandwidth(self):
+        """(GB/s, label, command) of STREAM add on one core."""
+        bench = os.path.join(self.build, "perf", "kernels_bench")
+        if os.access(bench, os.X_OK):
+            cmd = [bench, "--benchmark_filter=BM_StreamAdd/67108864", "--benchmark_format=json",
+                   "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+            try:
+                result = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                        check=True)
+                data = json.loads(result.stdout)
+                rates = [b["bytes_per_second"] for b in data["benchmarks"]
+                         if b.get("aggregate_name", "median") == "median"
+                         and "bytes_per_second" in b]
+                if rates:
+                    return rates[0] / 1e9, "STREAM add, 64 MiB arrays (kernels_bench)", cmd
+            except (subprocess.SubprocessError, ValueError, KeyError) as e:
+                log(f"note: kernels_bench failed ({e}); using the numpy fallback")
+        code = ("import numpy as np, time\n"
+                "n = 64 << 20 >> 2\n"
+                "a = np.ones(n, np.float32); b = np.ones(n, np.float32); c = np.empty_like(a)\n"
+                "best = 1e9\n"
+                "for _ in range(7):\n"
+                "    t = time.perf_counter(); np.add(a, b, out=c); best = min(best, time.perf_counter() - t)\n"
+                "print(3 * 4 * n / best / 1e9)\n")
+        cmd = [python_with("numpy"), "-c", code]
+        try:
+            value = float(subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                         check=True).stdout)
+            return value, "STREAM-like add with numpy (fallback: kernels_bench not built)", cmd
+        except (subprocess.SubprocessError, ValueError) as e:
+            log(f"note: no STREAM measurement ({e})")
+            return None, "none", cmd
+
+    def tcp_stream_rate(self, seconds=2.0):
+        """GB/s of one TCP stream from host 0 to host 1 of the namespaces."""
+        port = self.next_port()
+        receiver = ("import socket, sys, time\n"
+                    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                    f"s.bind(('10.77.0.2', {port})); s.listen(1); print('ready', flush=True)\n"
+                    "c, _ = s.accept(); total = 0; buf = bytearray(1 << 20); start = None\n"
+                    "while True:\n"
+                    "    n = c.recv_into(buf)\n"
+                    "    if not n: break\n"
+                    "    if start is None: start = time.perf_counter()\n"
+                    "    else: total += n\n"
+                    "print(total / (time.perf_counter() - start) / 1e9)\n")
+        sender = ("import socket, time\n"
+                  f"s = socket.create_connection(('10.77.0.2', {port}))\n"
+                  "buf = b'x' * (1 << 20); end = time.perf_counter() + " + str(seconds) + "\n"
+                  "while time.perf_counter() < end: s.sendall(buf)\n"
+                  "s.close()\n")
+        rx = subprocess.Popen(["ip", "netns", "exec", f"{self.tag}-h1", sys.executable, "-c",
+                               receiver], stdout=subprocess.PIPE, text=True)
+        try:
+            if rx.stdout.readline().strip() != "ready":
+                return None
+            subprocess.run(["ip", "netns", "exec", f"{self.tag}-h0", sys.executable, "-c",
+                            sender], timeout=seconds + 30, check=True)
+            out, _ = rx.communicate(timeout=30)
+            return float(out.strip())
+        except (subprocess.SubprocessError, ValueError):
+            return None
+        finally:
+            if rx.poll() is None:
+                rx.kill()
+                rx.wait()
+
+    def next_port(self):
+        self.port += 1
+        if self.port > 60000:
+            self.port = 20000
+        return self.port
+
+    def netns_up(self, hosts, rate):
+        self.tag = f"cmp{os.getpid() % 100000}"
+        self.hosts = hosts
+        subprocess.run([NETNS, "up", self.tag, str(hosts), rate], check=True)
+
+    def netns_down(self):
+        if self.tag:
+            subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)
+            self.tag = None
+
+    def write_mpi_agent(self):
+        """The rsh agent and hostfile that let mpirun in host 0 start orted in the others."""
+        agent = os.path.join(self.tmp, "netns-agent.sh")
+        with open(agent, "w", encoding="utf-8") as f:
+            f.write(f"""#!/bin/sh
+# Open MPI plm_rsh_agent: "agent [options] HOST COMMAND..." runs COMMAND in the namespace of
+# HOST (10.77.0.I+1 -> {self.tag}-hI) with its own hostname, as ssh to a real host would.
+while [ "${{1#-}}" != "$1" ]; do shift; done
+host=$1; shift
+i=$(( ${{host##*.}} - 1 ))
+exec ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i && $*"
+""")
+        os.chmod(agent, 0o755)
+        hostfile = os.path.join(self.tmp, "hostfile")
+        with open(hostfile, "w", encoding="utf-8") as f:
+            for i in range(self.hosts):
+                f.write(f"10.77.0.{i + 1} slots=1\n")
+        return agent, hostfile
+
+    # ---- one run ------------------------------------------------------------------------------
+
+    def commands(self, lib, config, flags, json_path):
+        """[(argv, env)] of the processes of one run of `lib` (several for netns runs)."""
+        label, _, extra = LIBRARIES[lib]
+        bin_args = [self.binary(lib)] + extra + flags + ["-J", json_path]
+        n = config["ranks"]
+        env = dict(os.environ)
+        env.setdefault("BATON_TIMEOUT", "120")
+        mpi_common = ["mpirun", "--allow-run-as-root", "--oversubscribe",
+                      "--mca", "mpi_yield_when_idle", "1"]
+        if config["kind"] == "shm":
+            if lib == "mpi":
+                return [(mpi_common + ["--mca", "btl", "self,vader", "-np", str(n)] + bin_args,
+                         env)]
+            return [([self.batonrun, "-n", str(n)] + bin_args, env)]
+        # Simulated hosts.
+        if lib == "mpi":
+            agent, hostfile = config["mpi_agent"]
+            argv = (["ip", "netns", "exec", f"{self.tag}-h0"] + mpi_common +
+                    ["--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
+                     "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
+                     "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include",
+                     "eth0", "-np", str(n)] + bin_args)
+            return [(argv, env)]
+        procs = []
+        if lib == "baton":
+            port = self.next_port()
+            for i in range(n):
+                e = dict(env, BATON_SOCKET_IFNAME="eth0")
+                procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}", self.batonrun, "-n",
+                               "1", "--world-size", str(n), "--rank-offset", str(i), "--root",
+                               f"10.77.0.1:{port}"] + bin_args, e))
+            return procs
+        store = tempfile.mkdtemp(prefix="gloo-store-", dir=self.tmp)
+        for i in range(n):
+            e = dict(env, BATON_RANK=str(i), BATON_WORLD_SIZE=str(n), GLOO_SOCKET_IFNAME="eth0",
+                     GLOO_PERF_STORE=store)
+            procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + bin_args, e))
+        return procs
+
+    def run_once(self, lib, config, flags, name, timeout):
+        """Runs one sweep; returns its JSON records, or None (the failure is recorded)."""
+        json_path = os.path.join(self.raw, name + ".jsonl")
+        log_path = os.path.join(self.raw, name + ".log")
+        if os.path.exists(json_path):
+            os.remove(json_path)
+        procs = []
+        start = time.monotonic()
+        with open(log_path, "w", encoding="utf-8") as logf:
+            for argv, env in self.commands(lib, config, flags, json_path):
+                logf.write("$ " + shlex.join(argv) + "\n")
+                logf.flush()
+                procs.append(subprocess.Popen(argv, env=env, stdout=logf,
+                                              stderr=subprocess.STDOUT,
+                                              start_new_session=True))
+            codes = []
+            for p in procs:
+                remaining = max(1.0, timeout - (time.monotonic() - start))
+                try:
+                    codes.append(p.wait(timeout=remaining))
+                except subprocess.TimeoutExpired:
+                    codes.append("timeout")
+                    for q in procs:
+                        if q.poll() is None:
+                            os.killpg(q.pid, signal.SIGKILL)
+                            q.wait()
+        elapsed = time.monotonic() - start
+        records = []
+        if os.path.exists(json_path):
+            with open(json_path, encoding="utf-8") as f:
+                records = [json.loads(line) for line in f if line.strip()]
+        if any(c != 0 for c in codes) or not records:
+            self.failures.append(f"{name}: exit {codes}, {len(records)} records (see {log_path})")
+            log(f"  FAILED {name}: exit {codes} (log: {log_path})")
+            return None
+        log(f"  {name}: {elapsed:.1f} s")
+        return records
+
+    # ---- a configuration ----------------------------------------------------------------------
+
+    def iterations(self, config, group_sizes):
+        """Iteration count for a sweep: what fits --budget seconds per size, 2 to 200."""
+        if config["kind"] == "shm":
+            latency, bandwidth = 20e-6, 2e9
+        else:
+            latency, bandwidth = 200e-6, config["rate_GBps"] * 1e9
+        per_call = max(latency + 2 * s / bandwidth for s in group_sizes)
+        return max(2, min(200, int(self.args.budget / per_call)))
+
+    def run_config(self, config, libs, sizes):
+        log(f"== {config['name']}")
+        results = {lib: {} for lib in libs}
+        commands = {}
+        groups = size_groups(sizes)
+        order = list(libs)
+        for rep in range(self.args.reps):
+            for g, (b, e, f, group_sizes) in enumerate(groups):
+                iters = self.iterations(config, group_sizes)
+                flags = ["-b", str(b), "-e", str(e), "-f", str(f), "-n", str(iters),
+                         "-w", "2" if iters > 5 else "1", "-c", "1", "-d", "float", "-o", "sum"]
+                for lib in order:
+                    name = f"{config['name']}-{lib}-g{g}-r{rep}"
+                    records = self.run_once(lib, config, flags, name, self.args.timeout)
+                    commands.setdefault(lib, []).append(
+                        [shlex.join(argv) for argv, _ in
+                         self.commands(lib, config, flags, f"{name}.jsonl")])
+                    for record in records or []:
+                        results[lib].setdefault(record["size"], []).append(record)
+            order = order[1:] + order[:1]  # rotate: every library gets every slot in turn
+        return results, commands
+
+
+def median_record(records, label):
+    """The record whose out-of-place time is the median, with ranges and the label added."""
+    ordered = sorted(records, key=lambda r: float(r["out_of_place"]["time"]))
+    mid = dict(ordered[(len(ordered) - 1) // 2])
+    mid["label"] = label
+    return mid
+
+
+def summarize(results, label_of):
+    """lib -> size -> figures (medians over repetitions, ranges, checks)."""
+    summary = {}
+    for lib, by_size in results.items():
+        summary[lib] = {}
+        for size, records in sorted(by_size.items()):
+            busbw = [float(r["out_of_place"]["bus_bw"]) for r in records]
+            times = [float(r["out_of_place"]["time"]) for r in records]
+            ip_busbw = [float(r["in_place"]["bus_bw"]) for r in records]
+            wrong = sum(int(r[k]["nwrong"] or 0) for r in records
+                        for k in ("out_of_place", "in_place"))
+            summary[lib][size] = {
+                "busbw": statistics.median(busbw), "busbw_min": min(busbw),
+                "busbw_max": max(busbw), "time_us": statistics.median(times),
+                "time_min": min(times), "time_max": max(times),
+                "inplace_busbw": statistics.median(ip_busbw), "reps": len(records),
+                "nwrong": wrong, "label": label_of[lib]}
+    return summary
+
+
+def fmt(value, digits=3):
+    if value is None:
+        return "–"
+    if value == 0:
+        return "0"
+    return f"{value:.{digits}g}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def markdown_table(config, summary, libs, sizes, roofline):
+    peers = [p for p in PEERS if p in libs]
+    names = {lib: LIBRARIES[lib][0] for lib in libs}
+    head = (["size"] + [f"busbw {names[l]}" for l in libs] +
+            [f"Baton/{names[p]} busbw" for p in peers] + [f"time {names[l]} (us)" for l in libs] +
+            [f"Baton/{names[p]} time" for p in peers] + ["Baton/roofline", "check"])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def get(lib, size, key):
+        return summary.get(lib, {}).get(size, {}).get(key)
+
+    for size in sizes:
+        row = [human_size(size)]
+        row += [fmt(get(l, size, "busbw")) for l in libs]
+        row += [fmt(ratio(get("baton", size, "busbw"), get(p, size, "busbw")), 2) for p in peers]
+        row += [fmt(get(l, size, "time_us")) for l in libs]
+        row += [fmt(ratio(get("baton", size, "time_us"), get(p, size, "time_us")), 2)
+                for p in peers]
+        row.append(fmt(ratio(get("baton", size, "busbw"), roofline), 2) if roofline else "–")
+        wrong = [get(l, size, "nwrong") for l in libs]
+        if any(w is None for w in wrong):
+            row.append("missing")
+        else:
+            row.append("ok" if all(w == 0 for w in wrong) else "FAILED")
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.environ.get("BATON_BUILD", "build"),
+                        help="Meson build directory (default: build, or $BATON_BUILD)")
+    parser.add_argument("--configs", default=None, help=f"default: {DEFAULT_CONFIGS}")
+    parser.add_argument("--sizes", default=None, help=f"bytes, comma separated; default: "
+                        f"{DEFAULT_SIZES}")
+    parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds of timed calls per size and run (default 0.3)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny run for tests: sizes 8,64K,1M, 1 repetition, shm2")
+    parser.add_argument("--out", default="perf-results", help="output directory")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.configs = args.configs or "shm2"
+        args.sizes = args.sizes or "8,64K,1M"
+        args.reps = args.reps or 1
+        args.budget = args.budget or 0.02
+    args.configs = args.configs or DEFAULT_CONFIGS
+    args.sizes = args.sizes or DEFAULT_SIZES
+    args.reps = args.reps or 3
+    args.budget = args.budget or 0.3
+    if args.reps < 1 or args.budget <= 0 or args.timeout <= 0:
+        parser.error("--reps, --budget and --timeout must be positive")
+    try:
+        configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+        sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        parser.error(str(e))
+    if not configs or not sizes:
+        parser.error("no configurations or no sizes")
+
+    runner = Runner(args)
+    libs = runner.available_libraries()
+    label_of = {lib: LIBRARIES[lib][0] for lib in libs}
+    started = time.time()
+
+    def on_signal(signum, _frame):
+        runner.netns_down()
+        raise SystemExit(f"interrupted by signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    stream = None
+    report = {"meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "host": socket.gethostname(), "kernel": platform.release(),
+                       "cpus": os.cpu_count(), "command": shlex.join([sys.argv[0]] + argv),
+                       "reps": args.reps, "budget_s": args.budget,
+                       "sizes": sizes, "libraries": label_of,
+                       "metric": "out-of-place busbw and time of all_reduce float sum; "
+                                 "median over repetitions"},
+              "configs": []}
+    md = [f"# Baton vs Open MPI vs Gloo: all-reduce (float, sum)\n",
+          f"`{report['meta']['command']}` on {report['meta']['host']} "
+          f"({os.cpu_count()} CPUs), {report['meta']['date']}. Out-of-place busbw (GB/s) and "
+          f"time per call (us), median of {args.reps} repetitions; ratios > 1 mean Baton moves "
+          f"more data (busbw) or takes longer (time).\n"]
+    try:
+        for config in configs:
+            if config["kind"] == "shm":
+                if stream is None:
+                    stream = runner.stream_bandwidth()
+                    log(f"roofline: {stream[1]}: {fmt(stream[0])} GB/s")
+                roof = {"kind": "shm", "GBps": stream[0], "label": stream[1],
+                        "command": shlex.join(stream[2][:3]) if stream[2] else ""}
+            else:
+                if os.geteuid() != 0:
+                    log(f"skipping {config['name']}: network namespaces need root")
+                    continue
+                runner.netns_up(config["ranks"], config["rate"])
+                config["mpi_agent"] = runner.write_mpi_agent()
+                tcp = runner.tcp_stream_rate()
+                log(f"roofline: tbf {config['rate']} = {config['rate_GBps']:.4g} GB/s; one TCP "
+                    f"stream: {fmt(tcp)} GB/s")
+                roof = {"kind": "net", "GBps": config["rate_GBps"],
+                        "label": f"tbf rate {config['rate']}", "tcp_stream_GBps": tcp}
+            try:
+                results, commands = runner.run_config(config, libs, sizes)
+            finally:
+                if config["kind"] == "net":
+                    runner.netns_down()
+            summary = summarize(results, label_of)
+            name = config["name"]
+            files = []
+            for lib in libs:
+                path = os.path.join(runner.out, f"{name}-{lib}.jsonl")
+                with open(path, "w", encoding="utf-8") as f:
+                    for size in sorted(results[lib]):
+                        f.write(json.dumps(median_record(results[lib][size], label_of[lib])) +
+                                "\n")
+                if results[lib]:
+                    files.append(path)
+            plot_cmd = [python_with("matplotlib"), os.path.join(HERE, "plot.py"), "-o",
+                        os.path.join(runner.out, name), "--title",
+                        f"all_reduce float sum, {name}"]
+            if roof["GBps"]:
+                plot_cmd += ["--roofline", str(roof["GBps"]), "--roofline-label", roof["label"]]
+            if files:
+                subprocess.run(plot_cmd + files, check=False)
+            config_out = {k: v for k, v in config.items() if k != "mpi_agent"}
+            config_out.update({"roofline": roof, "results": summary, "commands": commands})
+            report["configs"].append(config_out)
+            md.append(f"## {name}\n")
+            extra = ""
+            if roof["kind"] == "net":
+                extra = f"; one TCP stream measured at {fmt(roof.get('tcp_stream_GBps'))} GB/s"
+            md.append(f"Roofline: {roof['label']} = {fmt(roof['GBps'])} GB/s{extra}.\n")
+            md.append(markdown_table(config, summary, libs, sizes, roof["GBps"]) + "\n")
+            md.append(f"![{name}]({name}.png)\n")
+            # Written after each configuration, so that a long run shows its progress.
+            with open(os.path.join(runner.out, "results.md"), "w", encoding="utf-8") as f:
+                f.write("\n".join(md))
+            with open(os.path.join(runner.out, "results.json"), "w", encoding="utf-8") as f:
+                json.dump(report, f, indent=1)
+    finally:
+        runner.netns_down()
+        shutil.rmtree(runner.tmp, ignore_errors=True)
+
+    report["meta"]["elapsed_s"] = round(time.time() - started, 1)
+    report["meta"]["failures"] = runner.failures
+    bad_checks = [f"{c['name']} {lib} {size}" for c in report["configs"]
+                  for lib, by_size in c["results"].items() for size, s in by_size.items()
+                  if s["nwrong"]]
+    report["meta"]["failed_checks"] = bad_checks
+    if runner.failures or bad_checks:
+        md.append("## Failures\n")
+        md += [f"- {f}" for f in runner.failures + [f"wrong results: {b}" for b in bad_checks]]
+    with open(os.path.join(runner.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(md) + "\n")
+    with open(os.path.join(runner.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(report, f, indent=1)
+    log(f"wrote {runner.out}/results.md and results.json in {report['meta']['elapsed_s']} s")
+    return 1 if runner.failures or bad_checks else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,303 @@
+// Recursive halving / doubling schedules. rhd.h describes the algorithms;
+// the comments here say how they map onto send/recv/copy steps and why the
+// dependencies are what they are.
+//
+// Dependencies follow three rules. A send waits for the receive that
+// produced its data. A receive that reduces waits for the receive that
+// produced its local operand. A receive waits for any earlier send that
+// read the memory it writes (a transport may still be reading the send's
+// source while the receive lands). Receives from different peers may
+// complete in any order, so each receive also waits for the previous one:
+// "the last receive is done" then means "every earlier step is done".
+#include "algorithms/rhd.h"
+
+#include <vector>
+
+#include "algorithms/ops.h"
+#include "base/datatype.h"
+#include "base/partition.h"
+
+namespace baton {
+namespace {
+
+// A rank's place in the folded power-of-two group. Even ranks below 2r are
+// folded out (they give their data to rank + 1); the others get new ranks
+// 0..p'-1 in rank order, so "lower new rank" still means "lower ranks'
+// data", which keeps the reduction order canonical.
+struct Fold {
+  int p2 = 1;        // p': the largest power of two <= p
+  int extra = 0;     // r = p - p'
+  int steps = 0;     // log2(p')
+  int newrank = 0;   // -1 when folded out
+  int partner = -1;  // the other rank of a folded pair, else -1
+
+  Fold(int rank, int p) {
+    while (p2 * 2 <= p) {
+      p2 *= 2;
+      ++steps;
+    }
+    extra = p - p2;
+    if (rank < 2 * extra) {
+      partner = rank ^ 1;
+      newrank = rank % 2 == 0 ? -1 : rank / 2;
+    } else {
+      newrank = rank - extra;
+    }
+  }
+  bool folded_out() const { return newrank < 0; }
+  // Whether this rank takes in the data of a folded-out partner.
+  bool absorbs() const { return newrank >= 0 && partner >= 0; }
+  // The communicator rank playing new rank `nr`.
+  int RankOf(int nr) const { return nr < extra ? 2 * nr + 1 : nr + extra; }
+  // The first of the (one or two) ranks whose blocks new rank `nr` stands
+  // for; FirstRank(p') == p, so [FirstRank(a), FirstRank(b)) is the blocks of
+  // new ranks a..b-1.
+  int FirstRank(int nr) const { return nr < extra ? 2 * nr : nr + extra; }
+};
+
+// The rank's part of a folded pair that sits out: hand over `send_bytes`,
+// get `recv_bytes` of result back. The receive waits for the send in case
+// the buffers overlap (in place).
+void AddFoldedOut(const CollArgs& a, const Fold& f, const uint8_t* send, size_t send_bytes,
+                  uint8_t* recv, size_t recv_bytes, Schedule* out) {
+  int s = out->add(SendOp(f.partner, send, send_bytes, -1));
+  out->add(OrderedRecvOp(a, f.partner, recv, recv_bytes, nullptr, false, 0, s, -1));
+}
+
+}  // namespace
+
+void BuildRhdAllReduce(const CollArgs& a, Schedule* out) {
+  const size_t bytes = a.count * DatatypeSize(a.datatype);
+  if (a.count < static_cast<size_t>(a.nranks) || bytes < kRhdSmallMessageBytes) {
+    BuildRecursiveDoublingAllReduce(a, out);
+  } else {
+    BuildRabenseifnerAllReduce(a, out);
+  }
+}
+
+// The start both allreduce variants share: nothing for an empty vector, a
+// copy for one rank, the whole part of a folded-out rank, and the absorbing
+// rank's receive of its partner's vector (the partner is the lower rank, so
+// its data goes first). Returns false when the schedule is already complete;
+// otherwise *input is what the power-of-two phase starts from and *last the
+// receive it depends on (-1 if none).
+bool StartFoldedAllReduce(const CollArgs& a, const Fold& f, size_t bytes, Schedule* out,
+                          const uint8_t** input, int* last) {
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  *input = send;
+  *last = -1;
+  if (bytes == 0) return false;
+  if (a.nranks == 1) {
+    if (send != recv) out->add(CopyOp(a, send, recv, bytes, -1));
+    return false;
+  }
+  if (f.folded_out()) {
+    AddFoldedOut(a, f, send, bytes, recv, bytes, out);
+    return false;
+  }
+  if (f.absorbs()) {
+    *last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
+    *input = recv;
+  }
+  return true;
+}
+
+// Step k exchanges whole vectors with new rank ^ 2^k. The outgoing vector
+// must stay intact while the incoming one is reduced, so step k reads one
+// buffer and writes another, alternating between recv and scratch so that
+// the last step lands in recv. A receive waits for the previous step's send,
+// which read the buffer it now overwrites.
+void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
+  const size_t bytes = a.count * DatatypeSize(a.datatype);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const Fold f(a.rank, a.nranks);
+  int last;  // the latest receive
+  const uint8_t* input;
+  if (!StartFoldedAllReduce(a, f, bytes, out, &input, &last)) return;
+  const int steps = f.steps;
+  std::vector<uint8_t*> dst(steps);  // what step k writes; step k + 1 reads it
+  uint8_t* ping = steps > 1 ? out->allocScratch(bytes) : nullptr;
+  for (int k = 0; k < steps; ++k) dst[k] = (steps - 1 - k) % 2 == 0 ? recv : ping;
+  // In place (or after the fold) the input is recv itself, and step 0 must
+  // not write the buffer it sends from. With one step that costs a copy.
+  const bool detour = dst[0] == input;
+  if (detour) dst[0] = out->allocScratch(bytes);
+  int prev_send = -1;
+  for (int k = 0; k < steps; ++k) {
+    const int bit = 1 << k;
+    const int peer = f.RankOf(f.newrank ^ bit);
+    const bool peer_lower = (f.newrank & bit) != 0;
+    const uint8_t* src = k == 0 ? input : dst[k - 1];
+    const int s = out->add(SendOp(peer, src, bytes, last));
+    last = out->add(OrderedRecvOp(a, peer, dst[k], bytes, src, peer_lower,
+                                  k == steps - 1 ? AvgDivisor(a) : 0, last, prev_send));
+    prev_send = s;
+  }
+  if (detour && steps == 1) {
+    Op copy = CopyOp(a, dst[0], recv, bytes, last);
+    copy.deps[1] = prev_send;
+    last = out->add(copy);
+  }
+  if (f.absorbs()) out->add(SendOp(f.partner, recv, bytes, last));
+}
+
+// The vector is cut into p' blocks (Partition). Reduce-scatter: in step k
+// (partner new rank ^ 2^k) the block range held so far is halved; the rank
+// whose bit k is 0 keeps the lower half. Step 0 reads the input directly, so
+// no initial copy is needed and the send buffer is never written; later
+// steps work in recv. The last step's reduction divides for avg, so each
+// element is divided once, by the one rank that owns it. Allgather: steps
+// k = L-1 .. 0 return each half to the partner that gave it away, landing
+// in recv where the reduce-scatter of step k read it (so the receive waits
+// for that send).
+void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
+  const size_t es = DatatypeSize(a.datatype);
+  const size_t bytes = a.count * es;
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const Fold f(a.rank, a.nranks);
+  int last;
+  const uint8_t* cur;
+  if (!StartFoldedAllReduce(a, f, bytes, out, &cur, &last)) return;
+  const int steps = f.steps;
+  // Byte offset of block j of p'; block_offset(p') is the end of the vector.
+  auto block_offset = [&](int j) {
+    size_t b, e;
+    Partition(a.count, f.p2, j, &b, &e);
+    return b * es;
+  };
+  struct Range {
+    size_t begin, end;  // bytes
+  };
+  std::vector<Range> kept(steps), given(steps);
+  std::vector<int> sends(steps, -1);
+  int lo = 0, hi = f.p2;  // blocks held
+  for (int k = 0; k < steps; ++k) {
+    const int bit = 1 << k;
+    const int peer = f.RankOf(f.newrank ^ bit);
+    const bool peer_lower = (f.newrank & bit) != 0;
+    const int mid = lo + (hi - lo) / 2;
+    // Keep the half on this rank's side of the split; give the other.
+    given[k] = peer_lower ? Range{block_offset(lo), block_offset(mid)}
+                          : Range{block_offset(mid), block_offset(hi)};
+    (peer_lower ? lo : hi) = mid;
+    kept[k] = {block_offset(lo), block_offset(hi)};
+    // Fewer elements than blocks leaves some blocks empty; both partners
+    // see the same sizes, so both skip the same messages.
+    if (given[k].end > given[k].begin)
+      sends[k] = out->add(SendOp(peer, cur + given[k].begin, given[k].end - given[k].begin, last));
+    if (kept[k].end > kept[k].begin)
+      last = out->add(OrderedRecvOp(a, peer, recv + kept[k].begin, kept[k].end - kept[k].begin,
+                                    cur + kept[k].begin, peer_lower,
+                                    k == steps - 1 ? AvgDivisor(a) : 0, last, -1));
+    cur = recv;
+  }
+  for (int k = steps - 1; k >= 0; --k) {
+    const int peer = f.RankOf(f.newrank ^ (1 << k));
+    if (kept[k].end > kept[k].begin)
+      out->add(SendOp(peer, recv + kept[k].begin, kept[k].end - kept[k].begin, last));
+    if (given[k].end > given[k].begin)
+      last = out->add(OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin,
+                                    nullptr, false, 0, last, sends[k]));
+  }
+  if (f.absorbs()) out->add(SendOp(f.partner, recv, bytes, last));
+}
+
+// New rank j stands for the blocks of ranks [FirstRank(j), FirstRank(j+1)).
+// Step k (distance p'/2, p'/4, ..., 1) halves the range of new ranks whose
+// blocks are held; the lower-numbered half stays with the lower rank, so
+// new rank j ends with its own blocks. Partial sums live in scratch (the
+// input is read-only), except that the last step reduces straight into recv
+// when the rank holds only its own block. Step 0 reads the input directly.
+void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
+  const size_t blk = a.count * DatatypeSize(a.datatype);
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (blk == 0) return;
+  const int p = a.nranks;
+  if (p == 1) {
+    if (send != recv) out->add(CopyOp(a, send, recv, blk, -1));
+    return;
+  }
+  const size_t total = blk * p;
+  const Fold f(a.rank, p);
+  if (f.folded_out()) {
+    AddFoldedOut(a, f, send, total, recv, blk, out);
+    return;
+  }
+  // Only a rank that ends with two blocks, or takes more than one step,
+  // holds partial sums outside recv.
+  uint8_t* partial = f.absorbs() || f.steps > 1 ? out->allocScratch(total) : nullptr;
+  int last = -1;
+  const uint8_t* cur = send;
+  if (f.absorbs()) {
+    last = out->add(OrderedRecvOp(a, f.partner, partial, total, send, true, 0, -1, -1));
+    cur = partial;
+  }
+  auto offset = [&](int nr) { return static_cast<size_t>(f.FirstRank(nr)) * blk; };
+  int lo = 0, hi = f.p2;  // new ranks whose blocks are held
+  for (int k = 0; k < f.steps; ++k) {
+    const int bit = f.p2 >> (k + 1);
+    const int peer = f.RankOf(f.newrank ^ bit);
+    const bool peer_lower = (f.newrank & bit) != 0;
+    const int mid = lo + bit;
+    const int give_lo = peer_lower ? lo : mid, give_hi = peer_lower ? mid : hi;
+    (peer_lower ? lo : hi) = mid;
+    out->add(SendOp(peer, cur + offset(give_lo), offset(give_hi) - offset(give_lo), last));
+    const bool final_step = k == f.steps - 1;
+    uint8_t* dst = final_step && !f.absorbs() ? recv : partial + offset(lo);
+    last = out->add(OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo),
+                                  peer_lower, final_step ? AvgDivisor(a) : 0, last, -1));
+    cur = partial;
+  }
+  if (f.absorbs()) {
+    out->add(CopyOp(a, partial + a.rank * blk, recv, blk, last));
+    out->add(SendOp(f.partner, partial + f.partner * blk, blk, last));
+  }
+}
+
+// Step k exchanges the blocks of the 2^k new ranks in the rank's group with
+// those of the partner group; all land at their owners' offsets in recv.
+// Receives write only blocks not yet held, which no send has read, so they
+// wait for nothing but the previous receive (to keep "last receive done"
+// meaning "all blocks so far are here" for the next send).
+void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
+  const size_t blk = a.count * DatatypeSize(a.datatype);
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (blk == 0) return;
+  const int p = a.nranks;
+  uint8_t* own = recv + a.rank * blk;
+  if (p == 1) {
+    if (send != own) out->add(CopyOp(a, send, own, blk, -1));
+    return;
+  }
+  const Fold f(a.rank, p);
+  // The folded-out rank's own block comes back with the rest (in place, the
+  // same bytes are written over themselves once its send is done).
+  if (f.folded_out()) {
+    AddFoldedOut(a, f, send, blk, recv, blk * p, out);
+    return;
+  }
+  const int copy = send != own ? out->add(CopyOp(a, send, own, blk, -1)) : -1;
+  const int fold_recv = f.absorbs() ? out->add(OrderedRecvOp(a, f.partner, recv + f.partner * blk,
+                                                             blk, nullptr, false, 0, -1, -1))
+                                    : -1;
+  auto offset = [&](int nr) { return static_cast<size_t>(f.FirstRank(nr)) * blk; };
+  int last = -1;
+  for (int k = 0; k < f.steps; ++k) {
+    const int bit = 1 << k;
+    const int peer = f.RankOf(f.newrank ^ bit);
+    const int mine = f.newrank & ~(bit - 1), theirs = mine ^ bit;
+    const int dep0 = k == 0 ? copy : last, dep1 = k == 0 ? fold_recv : -1;
+    Op s = SendOp(peer, recv + offset(mine), offset(mine + bit) - offset(mine), dep0);
+    s.deps[1] = dep1;
+    out->add(s);
+    last = out->add(OrderedRecvOp(a, peer, recv + offset(theirs),
+                                  offset(theirs + bit) - offset(theirs), nullptr, false, 0, dep0,
+                                  dep1));
+  }
+  if (f.absorbs()) out->add(SendOp(f.partner, recv, blk * p, last));
+}
+
+}  // namespace baton

@@ -1,0 +1,143 @@
+// The ring algorithms as schedule builders; see ring.h. The comments here
+// say how each maps onto send/recv/copy steps.
+#include "algorithms/ring.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "algorithms/ops.h"
+#include "base/datatype.h"
+#include "base/partition.h"
+
+namespace baton {
+
+RingView::RingView(const CollArgs& a) {
+  const auto& ring = *a.ring;
+  const int p = a.nranks;
+  auto position = [&](int rank) {
+    return static_cast<int>(std::find(ring.begin(), ring.end(), rank) - ring.begin());
+  };
+  q = position(a.rank);
+  next = ring[Mod(q + 1, p)];
+  prev = ring[Mod(q - 1, p)];
+  from_root = Mod(q - position(a.root), p);
+}
+
+// Ring allreduce = ring reduce-scatter + ring allgather. The buffer is cut
+// into p segments, each into chunks; a chunk's send in step s waits only for
+// the same chunk's receive in step s-1, so chunks flow through the ring as a
+// pipeline. Each segment is reduced along the ring in one order and then
+// copied out, so every rank ends with bitwise identical results.
+void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
+  const size_t es = DatatypeSize(a.datatype);
+  const int p = a.nranks;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (a.count == 0) return;
+  if (p == 1) {
+    if (send != recv) out->add(CopyOp(a, send, recv, a.count * es));
+    return;
+  }
+  const RingView rv(a);
+  const int q = rv.q, next = rv.next, prev = rv.prev;
+  const size_t nchunks = ChunksFor((a.count + p - 1) / p, es, a.chunk_bytes);
+  auto chunk = [&](int seg, size_t j, size_t* b, size_t* e) {
+    size_t sb, se, cb, ce;
+    Partition(a.count, p, seg, &sb, &se);
+    Partition(se - sb, nchunks, j, &cb, &ce);
+    *b = sb + cb;
+    *e = sb + ce;
+  };
+  std::vector<int> last(nchunks, -1);  // previous step's receive, per chunk
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_seg = Mod(q - s, p), recv_seg = Mod(q - s - 1, p);
+    const uint32_t divisor = s == p - 2 ? AvgDivisor(a) : 0;
+    for (size_t j = 0; j < nchunks; ++j) {
+      size_t b, e;
+      chunk(send_seg, j, &b, &e);
+      if (e > b) out->add(SendOp(next, (s == 0 ? send : recv) + b * es, (e - b) * es, last[j]));
+      chunk(recv_seg, j, &b, &e);
+      last[j] = e > b
+                    ? out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, send + b * es, divisor))
+                    : -1;
+    }
+  }
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_seg = Mod(q + 1 - s, p), recv_seg = Mod(q - s, p);
+    for (size_t j = 0; j < nchunks; ++j) {
+      size_t b, e;
+      chunk(send_seg, j, &b, &e);
+      if (e > b) out->add(SendOp(next, recv + b * es, (e - b) * es, last[j]));
+      chunk(recv_seg, j, &b, &e);
+      last[j] = e > b ? out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0)) : -1;
+    }
+  }
+}
+
+// Ring allgather: in step s each rank forwards the block it received in
+// step s-1; blocks land at their owner's offset in every rank's output.
+void BuildRingAllGather(const CollArgs& a, Schedule* out) {
+  const size_t es = DatatypeSize(a.datatype);
+  const int p = a.nranks;
+  const size_t blk = a.count * es;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (blk == 0) return;
+  if (send != recv + a.rank * blk) out->add(CopyOp(a, send, recv + a.rank * blk, blk));
+  if (p == 1) return;
+  const auto& ring = *a.ring;
+  const RingView rv(a);
+  const int q = rv.q, next = rv.next, prev = rv.prev;
+  const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
+  std::vector<int> last(nchunks, -1);
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_owner = ring[Mod(q - s, p)], recv_owner = ring[Mod(q - s - 1, p)];
+    for (size_t j = 0; j < nchunks; ++j) {
+      size_t b, e;
+      Partition(a.count, nchunks, j, &b, &e);
+      const size_t off = b * es, len = (e - b) * es;
+      const uint8_t* src = s == 0 ? send + off : recv + send_owner * blk + off;
+      out->add(SendOp(next, src, len, last[j]));
+      last[j] = out->add(RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0));
+    }
+  }
+}
+
+// Ring reduce-scatter: like the first half of the ring allreduce, shifted
+// by one so that each rank finishes with its own block. Partial sums of
+// other ranks' blocks go through scratch, since the input is read-only.
+void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
+  const size_t es = DatatypeSize(a.datatype);
+  const int p = a.nranks;
+  const size_t blk = a.count * es;
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (blk == 0) return;
+  if (p == 1) {
+    if (send != recv) out->add(CopyOp(a, send, recv, blk));
+    return;
+  }
+  const auto& ring = *a.ring;
+  const RingView rv(a);
+  const int q = rv.q, next = rv.next, prev = rv.prev;
+  const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
+  uint8_t* partial = p > 2 ? out->allocScratch(blk * p) : nullptr;
+  std::vector<int> last(nchunks, -1);
+  for (int s = 0; s < p - 1; ++s) {
+    const int send_owner = ring[Mod(q - s - 1, p)], recv_owner = ring[Mod(q - s - 2, p)];
+    const bool final_step = s == p - 2;
+    for (size_t j = 0; j < nchunks; ++j) {
+      size_t b, e;
+      Partition(a.count, nchunks, j, &b, &e);
+      const size_t off = b * es, len = (e - b) * es;
+      const uint8_t* src =
+          s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
+      out->add(SendOp(next, src, len, last[j]));
+      uint8_t* dst = final_step ? recv + off : partial + recv_owner * blk + off;
+      last[j] = out->add(
+          RecvOp(a, prev, dst, len, send + recv_owner * blk + off, final_step ? AvgDivisor(a) : 0));
+    }
+  }
+}
+
+}  // namespace baton

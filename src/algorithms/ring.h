@@ -1,0 +1,31 @@
+// Ring algorithms: bandwidth-optimal, 2(p-1) steps. The ranks form a ring
+// in CollArgs::ring order (ranks of one host next to each other, so the
+// ring crosses each host boundary once); every step moves one segment to
+// the next rank, cut into chunks that flow through the ring as a pipeline.
+#pragma once
+
+#include "algorithms/schedule.h"
+
+namespace baton {
+
+// One rank's place in the ring: its position, its neighbours, and its
+// distance from the root along the ring (for rooted collectives).
+struct RingView {
+  int q, next, prev, from_root;
+  explicit RingView(const CollArgs& a);
+};
+
+// Allreduce = ring reduce-scatter + ring allgather: each of the p segments
+// is reduced along the ring in one order and then copied out, so every rank
+// ends with bitwise identical results.
+void BuildRingAllReduce(const CollArgs& args, Schedule* out);
+
+// Allgather (args.count elements per rank): in step s each rank forwards
+// the block it received in step s-1.
+void BuildRingAllGather(const CollArgs& args, Schedule* out);
+
+// Reduce-scatter (args.count elements per rank): the first half of the ring
+// allreduce, shifted so that each rank finishes with its own block.
+void BuildRingReduceScatter(const CollArgs& args, Schedule* out);
+
+}  // namespace baton

@@ -1,0 +1,20 @@
+#include "algorithms/schedule.h"
+
+namespace baton {
+
+void Schedule::append(Schedule&& other) {
+  int base = static_cast<int>(ops.size());
+  for (Op op : other.ops) {
+    for (int& d : op.deps)
+      if (d >= 0) d += base;
+    ops.push_back(op);
+  }
+  // Take over other's live blocks; it gets our spare ones in exchange.
+  for (size_t i = 0; i < other.scratch_used; ++i) {
+    if (scratch_used == scratch.size()) scratch.emplace_back();
+    scratch[scratch_used++].swap(other.scratch[i]);
+  }
+  other.scratch_used = 0;
+}
+
+}  // namespace baton

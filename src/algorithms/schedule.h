@@ -1,0 +1,92 @@
+// A schedule: what one rank does for one collective, as a list of steps
+// (send, receive with optional reduction, local copy) with dependencies.
+// Algorithms only build schedules; the Executor runs them over any
+// transport, and tests run them over an in-memory one.
+#pragma once
+
+#include <baton.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace baton {
+
+// One step of a schedule.
+struct Op {
+  enum class Kind : uint8_t { kSend, kRecv, kCopy };
+  Kind kind = Kind::kCopy;
+  int32_t peer = -1;  // kSend/kRecv: communicator rank
+  uint64_t bytes = 0;
+  const uint8_t* src = nullptr;          // kSend, kCopy
+  uint8_t* dst = nullptr;                // kRecv, kCopy
+  const uint8_t* reduce_with = nullptr;  // kRecv: dst = reduce_with (op) incoming
+  batonDataType_t datatype = batonUint8;
+  batonRedOp_t redop = batonSum;
+  uint32_t post_divisor = 0;  // kRecv/kCopy: divide the result (avg)
+  // kRecv with reduce_with: dst = incoming (op) reduce_with instead. Lets
+  // both partners of an exchange put the lower rank's operand first, so
+  // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
+  // bitwise identical results on every rank.
+  bool incoming_first = false;
+  int32_t deps[2] = {-1, -1};  // ops of this schedule to finish first
+};
+
+// The steps of one rank. Sends to a peer happen in the order they appear,
+// and so do receives from a peer: that order is the wire protocol, so the
+// schedules of two peers must list their messages to each other alike.
+struct Schedule {
+  std::vector<Op> ops;
+  // Memory the schedule owns (partial sums, barrier tokens): blocks
+  // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
+  // as more is added. Blocks past scratch_used are kept from earlier calls so
+  // that a reused schedule (one per communicator) allocates nothing for small
+  // messages.
+  std::vector<std::vector<uint8_t>> scratch;
+  size_t scratch_used = 0;
+
+  // Largest block clear() keeps for reuse; bigger ones go back to the heap
+  // rather than pinning memory between calls.
+  static constexpr size_t kRetainedScratchBytes = 1 << 20;
+
+  // `bytes` of zeroed memory that lives until clear().
+  uint8_t* allocScratch(size_t bytes) {
+    if (scratch_used == scratch.size()) scratch.emplace_back();
+    std::vector<uint8_t>& block = scratch[scratch_used++];
+    block.assign(bytes, 0);
+    return block.data();
+  }
+  // Appends an op and returns its index (for dependencies).
+  int add(const Op& op) {
+    ops.push_back(op);
+    return static_cast<int>(ops.size()) - 1;
+  }
+  // Empties the schedule, keeping the ops' capacity and small scratch
+  // blocks for the next call.
+  void clear() {
+    ops.clear();
+    for (auto& block : scratch)
+      if (block.capacity() > kRetainedScratchBytes) std::vector<uint8_t>().swap(block);
+    scratch_used = 0;
+  }
+  // Appends all of `other`'s ops after ours (group calls), keeping their
+  // dependencies pointing at the same ops.
+  void append(Schedule&& other);
+};
+
+// Inputs of an algorithm: one rank's view of one call.
+struct CollArgs {
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;  // elements: per rank for allgather/reducescatter/alltoall
+  batonDataType_t datatype = batonFloat32;
+  batonRedOp_t op = batonSum;
+  int root = 0;
+  int rank = 0;
+  int nranks = 1;
+  // Ring order: ranks in the order data travels (ranks of a host together).
+  const std::vector<int>* ring = nullptr;
+  size_t chunk_bytes = 512 << 10;  // pipelining granularity
+};
+
+}  // namespace baton

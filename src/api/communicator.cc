@@ -1,0 +1,162 @@
+// The C API of communicators (creation, queries, destruction, split) and of
+// errors. Argument checks here; the work in comm/ and bootstrap/.
+#include <baton.h>
+
+#include <string>
+
+#include "api/checks.h"
+#include "api/handles.h"
+#include "base/settings.h"
+#include "bootstrap/launcher_env.h"
+#include "bootstrap/rendezvous.h"
+#include "comm/split.h"
+#include "launch/group.h"
+
+#pragma GCC visibility push(default)
+
+using namespace baton;  // NOLINT: the C API below is a thin layer over it
+
+namespace {
+
+// Creates a communicator and its handle; failures name the rank.
+batonResult_t InitRank(const char* fn, const Settings& settings, batonComm_t* comm, int nranks,
+                       const UniqueIdData& data, int rank) {
+  std::shared_ptr<Communicator> impl;
+  Status st = Communicator::Create(settings, data, nranks, rank, &impl);
+  if (!st.ok())
+    return Fail(fn,
+                st.withContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks)));
+  *comm = RegisterComm(std::move(impl));
+  return batonSuccess;
+}
+
+batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
+  std::shared_ptr<Communicator> impl = UnregisterComm(comm);
+  if (!impl) return Fail(fn, InvalidArgument("comm is NULL or not live (destroyed twice?)"));
+  if (abort) impl->abort();
+  // Queued stream work holds its own reference; wait for it so the
+  // connections close only after the last collective.
+  impl->waitPending();
+  return batonSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+batonResult_t batonGetVersion(int* version) {
+  if (version == nullptr) return Fail("batonGetVersion", InvalidArgument("version is NULL"));
+  *version = BATON_VERSION_CODE;
+  return batonSuccess;
+}
+
+const char* batonGetErrorString(batonResult_t result) {
+  switch (result) {
+    case batonSuccess:
+      return "no error";
+    case batonUnhandledCudaError:
+      return "unhandled cuda error (run with BATON_DEBUG=INFO for details)";
+    case batonSystemError:
+      return "unhandled system error (run with BATON_DEBUG=INFO for details)";
+    case batonInternalError:
+      return "internal error - please report this issue to the Baton developers";
+    case batonInvalidArgument:
+      return "invalid argument (run with BATON_DEBUG=WARN for details)";
+    case batonInvalidUsage:
+      return "invalid usage (run with BATON_DEBUG=WARN for details)";
+    case batonRemoteError:
+      return "remote process exited or there was a network error";
+    case batonInProgress:
+      return "Baton operation in progress";
+    case batonTimeout:
+      return "timed out (BATON_TIMEOUT)";
+    default:
+      return "unknown result code";
+  }
+}
+
+const char* batonGetLastError(batonComm_t comm) {
+  return LastErrorText(comm);
+}
+
+batonResult_t batonGetUniqueId(batonUniqueId* uniqueId) {
+  if (uniqueId == nullptr) return Fail("batonGetUniqueId", InvalidArgument("uniqueId is NULL"));
+  const Settings settings = ReadSettings();
+  Status st = CreateUniqueId(settings.socket_ifname, TimeoutSeconds(settings), uniqueId);
+  if (!st.ok()) return Fail("batonGetUniqueId", st);
+  return batonSuccess;
+}
+
+batonResult_t batonCommInitRank(batonComm_t* comm, int nranks, batonUniqueId commId, int rank) {
+  const char* fn = "batonCommInitRank";
+  if (comm == nullptr) return Fail(fn, InvalidArgument("comm is NULL"));
+  *comm = nullptr;
+  if (nranks < 1) return Fail(fn, InvalidArgument("nranks " + std::to_string(nranks) + " < 1"));
+  BATON_API_CHECK(fn, CheckRank(rank, nranks, "rank"), nullptr);
+  UniqueIdData data;
+  BATON_API_CHECK(fn, DecodeUniqueId(commId, &data), nullptr);
+  return InitRank(fn, ReadSettings(), comm, nranks, data, rank);
+}
+
+batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
+  const char* fn = "batonCommInitFromEnv";
+  if (comm == nullptr) return Fail(fn, InvalidArgument("comm is NULL"));
+  *comm = nullptr;
+  const Settings settings = ReadSettings();
+  LauncherJob job;
+  BATON_API_CHECK(fn, JobFromEnvironment(settings, &job), nullptr);
+  return InitRank(fn, settings, comm, job.size, job.id, job.rank);
+}
+
+batonResult_t batonCommCount(const batonComm_t comm, int* count) {
+  auto c = LookupComm(comm);
+  if (!c) return Fail("batonCommCount", InvalidArgument("comm is NULL or not live"));
+  if (count == nullptr) return Fail("batonCommCount", InvalidArgument("count is NULL"), c.get());
+  *count = c->nranks();
+  return batonSuccess;
+}
+
+batonResult_t batonCommUserRank(const batonComm_t comm, int* rank) {
+  auto c = LookupComm(comm);
+  if (!c) return Fail("batonCommUserRank", InvalidArgument("comm is NULL or not live"));
+  if (rank == nullptr) return Fail("batonCommUserRank", InvalidArgument("rank is NULL"), c.get());
+  *rank = c->rank();
+  return batonSuccess;
+}
+
+batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError) {
+  auto c = LookupComm(comm);
+  if (!c) return Fail("batonCommGetAsyncError", InvalidArgument("comm is NULL or not live"));
+  if (asyncError == nullptr)
+    return Fail("batonCommGetAsyncError", InvalidArgument("asyncError is NULL"), c.get());
+  *asyncError = c->asyncError();
+  return batonSuccess;
+}
+
+batonResult_t batonCommDestroy(batonComm_t comm) {
+  return DestroyComm("batonCommDestroy", comm, false);
+}
+
+batonResult_t batonCommAbort(batonComm_t comm) {
+  return DestroyComm("batonCommAbort", comm, true);
+}
+
+batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm) {
+  const char* fn = "batonCommSplit";
+  CallSite site;
+  BATON_API_CHECK(fn, BeginCall(comm, nullptr, &site), site.comm.get());
+  Communicator* c = site.comm.get();
+  if (newcomm == nullptr) return Fail(fn, InvalidArgument("newcomm is NULL"), c);
+  if (color < 0 && color != BATON_SPLIT_NOCOLOR)
+    return Fail(fn, InvalidArgument("color must be >= 0 or BATON_SPLIT_NOCOLOR"), c);
+  if (InGroup()) return Fail(fn, InvalidUsage("batonCommSplit inside a group"), c);
+  *newcomm = nullptr;
+  std::shared_ptr<Communicator> child;
+  BATON_API_CHECK(fn, SplitCommunicator(*c, ReadSettings(), color, key, &child), c);
+  if (child) *newcomm = RegisterComm(std::move(child));
+  return batonSuccess;
+}
+
+}  // extern "C"
+
+#pragma GCC visibility pop

@@ -1,0 +1,118 @@
+// Settings: every BATON_* environment variable, declared once with its type,
+// default and one line of documentation, and read in one place.
+//
+// Contract: nothing outside settings.cc calls getenv for a BATON_* name.
+// Code that needs a setting takes it from a Settings snapshot:
+//  - ReadSettings() reads all variables now; a communicator takes one
+//    snapshot at creation (and batonGetUniqueId / batonCommInitFromEnv one
+//    each), so a later communicator sees a changed environment, as in NCCL;
+//  - ProcessSettings() is one snapshot taken at first use and kept for the
+//    process, for what is configured per process (logging, CPU kernels, the
+//    CUDA device path).
+// A malformed number is not fatal: the default is used, with a warning.
+// README.md's table of variables lists the same names (a test checks it).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace baton {
+
+// X(member, name, type, default, doc). `type` is one of String, Int, Bool,
+// Size (bytes, with an optional K/M/G suffix); `default` is a value of it.
+#define BATON_SETTINGS(X)                                                                          \
+  X(debug, "BATON_DEBUG", String, "",                                                              \
+    "log level: WARN, INFO or TRACE; lines start with host:pid:tid [rank] BATON")                  \
+  X(debug_subsys, "BATON_DEBUG_SUBSYS", String, "ALL",                                             \
+    "subsystems to log: INIT,BOOTSTRAP,SHM,NET,COLL,ENV; ^NET excludes")                           \
+  X(algo, "BATON_ALGO", String, "",                                                                \
+    "algorithms allowed, NCCL syntax over ring, rhd, tree, binomial, pairwise (empty: auto)")      \
+  X(timeout, "BATON_TIMEOUT", Int, 300, "seconds any wait may last without progress (0: forever)") \
+  X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
+  X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
+    "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
+  X(nsocks_perpeer, "BATON_NSOCKS_PERPEER", Int, 1, "TCP sockets per pair of hosts (1 to 16)")     \
+  X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
+  X(chunksize, "BATON_CHUNKSIZE", Size, 512 << 10, "pipelining granularity of the algorithms")     \
+  X(cma, "BATON_CMA", Bool, false, "read large shared-memory messages with process_vm_readv")      \
+  X(cma_threshold, "BATON_CMA_THRESHOLD", Size, 256 << 10,                                         \
+    "smallest message sent by address when BATON_CMA=1")                                           \
+  X(spin_us, "BATON_SPIN_US", Int, 200, "microseconds to poll before sleeping on a futex/socket")  \
+  X(spin_yield, "BATON_SPIN_YIELD", Bool, true, "sched_yield while polling")                       \
+  X(spin_yield_ns, "BATON_SPIN_YIELD_NS", Int, -1,                                                 \
+    "yield at most this often while polling (-1: 1000, or 0 when ranks outnumber cores)")          \
+  X(kernels, "BATON_KERNELS", String, "auto",                                                      \
+    "CPU reduction kernels: auto, avx512, avx2, portable")                                         \
+  X(cuda, "BATON_CUDA", Bool, true, "look for a GPU (0: device buffers are not recognized)")       \
+  X(cuda_ipc, "BATON_CUDA_IPC", Bool, true,                                                        \
+    "read device buffers of ranks on one host through CUDA IPC (0: stage through host memory)")    \
+  X(cuda_ipc_cache, "BATON_CUDA_IPC_CACHE", Int, 64,                                               \
+    "peer allocations kept mapped per communicator")                                               \
+  X(hostid, "BATON_HOSTID", String, "", "host identity (default: hostname + boot id + netns)")     \
+  X(root, "BATON_ROOT", String, "",                                                                \
+    "host:port of the rendezvous for launchers without a unique id")                               \
+  X(secret, "BATON_SECRET", String, "", "shared secret for BATON_ROOT jobs (default: derived)")    \
+  X(unique_id, "BATON_UNIQUE_ID", String, "", "the unique id as 256 hex digits (set by batonrun)") \
+  X(rank, "BATON_RANK", String, "", "global rank (set by batonrun)")                               \
+  X(world_size, "BATON_WORLD_SIZE", String, "", "number of ranks (set by batonrun)")               \
+  X(local_rank, "BATON_LOCAL_RANK", String, "",                                                    \
+    "rank on this host (set by batonrun for the program; Baton does not read it)")                 \
+  X(local_size, "BATON_LOCAL_SIZE", String, "",                                                    \
+    "ranks on this host (set by batonrun for the program; Baton does not read it)")
+
+// One value of every setting.
+struct Settings {
+#define BATON_SETTING_MEMBER(member, name, type, default_value, doc) \
+  SettingType##type member = default_value;
+  using SettingTypeString = std::string;
+  using SettingTypeInt = int64_t;
+  using SettingTypeBool = bool;
+  using SettingTypeSize = uint64_t;
+  BATON_SETTINGS(BATON_SETTING_MEMBER)
+#undef BATON_SETTING_MEMBER
+};
+
+// The name of each variable as a constant, for code that sets or mentions
+// one (batonrun): SettingName::rank is "BATON_RANK".
+struct SettingName {
+#define BATON_SETTING_NAME(member, name, type, default_value, doc) \
+  static constexpr const char* member = name;
+  BATON_SETTINGS(BATON_SETTING_NAME)
+#undef BATON_SETTING_NAME
+};
+
+// What the table says about one variable.
+struct SettingInfo {
+  const char* name;
+  const char* type;           // "String", "Int", "Bool" or "Size"
+  const char* default_value;  // as written in the table
+  const char* doc;
+};
+
+// Every variable, in table order.
+std::span<const SettingInfo> AllSettings();
+
+// Reads every variable now. With `log`, each set variable is reported at
+// INFO and each malformed one at WARN (the default is used instead).
+Settings ReadSettings(bool log = true);
+
+// One snapshot for the whole process, taken silently at first use.
+const Settings& ProcessSettings();
+
+// BATON_TIMEOUT in seconds, with 0 (or less) meaning "wait forever" turned
+// into kForeverSeconds (base/deadline.h), so every wait computes its
+// deadline alike: bootstrap, executor, CUDA streams.
+double TimeoutSeconds(const Settings& settings);
+
+// A variable that another program sets (OMPI_COMM_WORLD_RANK, SLURM_JOB_ID,
+// MASTER_ADDR): its value, or nullopt when unset or empty. Not for BATON_*.
+std::optional<std::string> ForeignVariable(const char* name);
+
+// Parses "123", "4K", "2M", "1G" (powers of 1024). False on malformed input.
+bool ParseSize(const std::string& text, uint64_t* out);
+// Parses a whole decimal (or 0x hex) integer. False on malformed input.
+bool ParseInt(const std::string& text, int64_t* out);
+
+}  // namespace baton

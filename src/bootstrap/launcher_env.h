@@ -1,0 +1,33 @@
+// The launcher's environment: where batonCommInitFromEnv finds its rank, the
+// number of ranks and the rendezvous, whichever launcher started the job
+// (batonrun, mpirun, srun, torchrun). batonrun exports the BATON_* names of
+// base/settings.h; the others are the launchers' own.
+#pragma once
+
+#include "base/settings.h"
+#include "base/status.h"
+#include "bootstrap/unique_id.h"
+
+namespace baton {
+
+// One rank's place in a launched job.
+struct LauncherJob {
+  int rank = -1;
+  int size = -1;
+  const char* source = nullptr;  // the variable the rank came from
+  UniqueIdData id{};
+};
+
+// Reads the job from the environment:
+//  - rank and size from the first complete pair of BATON_RANK/
+//    BATON_WORLD_SIZE, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/_SIZE,
+//    PMIX_RANK/_SIZE, SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE;
+//  - the unique id from BATON_UNIQUE_ID (hex, batonrun's single-host jobs),
+//    else derived from the rendezvous address BATON_ROOT (or MASTER_ADDR and
+//    MASTER_PORT) and the job's identity, in which case rank 0 starts the
+//    rendezvous server at that address.
+// batonInvalidUsage when no launcher variable is set, batonInvalidArgument
+// when they are malformed.
+Status JobFromEnvironment(const Settings& settings, LauncherJob* out);
+
+}  // namespace baton

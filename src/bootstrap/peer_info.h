@@ -1,0 +1,24 @@
+// PeerInfo: what each rank tells all others at the rendezvous.
+#pragma once
+
+#include <cstdint>
+
+#include "base/socket.h"
+
+namespace baton {
+
+// Plain bytes: the rendezvous server sends the table of all ranks as is.
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t host_hash;
+  WireAddr listen_addr;  // where this rank accepts its peers' connections
+  char hostname[64];
+  uint8_t wants_tcp;    // BATON_TRANSPORT=tcp on this rank
+  uint8_t tcp_sockets;  // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
+  uint8_t reserved[2];
+  int32_t ncpus;  // topology summary, for the cost model
+  int32_t numa_nodes;
+};
+
+}  // namespace baton

@@ -1,0 +1,272 @@
+// The rendezvous: a server thread in the process that made the unique id
+// (or in rank 0, for BATON_ROOT jobs) collects every rank's PeerInfo and
+// answers everybody with the full table. See rendezvous.h.
+#include "bootstrap/rendezvous.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "base/log.h"
+
+namespace baton {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
+constexpr int kMaxRanks = 1 << 16;
+
+// First message of a rank to the rendezvous server.
+struct ClientHello {
+  uint32_t magic;
+  uint32_t version;
+  uint8_t secret[kSecretBytes];
+  uint64_t comm_id;
+  int32_t nranks;
+  int32_t rank;
+  PeerInfo info;
+};
+
+// The server's answer; `nranks` PeerInfo records follow when status == 0.
+struct ServerReply {
+  uint32_t magic;
+  int32_t status;
+  char message[120];
+};
+
+// A rendezvous being served in this process. The registry lets a forked
+// child drop servers whose thread exists only in its parent.
+struct ServerState {
+  Fd listener;
+  UniqueIdData id{};
+  double timeout_s = 0;
+  pid_t owner = 0;
+};
+
+std::mutex g_servers_mu;
+std::vector<std::shared_ptr<ServerState>> g_servers;
+
+void AtForkPrepare() {
+  g_servers_mu.lock();
+}
+void AtForkParent() {
+  g_servers_mu.unlock();
+}
+void AtForkChild() {
+  // The serving threads did not survive the fork: close the child's copies
+  // of their listeners (the parent keeps serving) and forget them.
+  // (Memory is the child's own copy, so releasing it cannot disturb the
+  // parent's threads.)
+  for (auto& s : g_servers) s->listener.reset();
+  g_servers.clear();
+  g_servers_mu.unlock();
+}
+
+void RegisterServer(const std::shared_ptr<ServerState>& s) {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild); });
+  std::lock_guard<std::mutex> lock(g_servers_mu);
+  g_servers.push_back(s);
+}
+
+void UnregisterServer(const ServerState* s) {
+  std::lock_guard<std::mutex> lock(g_servers_mu);
+  for (auto it = g_servers.begin(); it != g_servers.end(); ++it) {
+    if (it->get() == s) {
+      g_servers.erase(it);
+      return;
+    }
+  }
+}
+
+// A client of the server that has not finished sending its hello.
+struct PendingClient {
+  Fd fd;
+  ClientHello hello{};
+  size_t got = 0;
+};
+
+void SendReply(int fd, int32_t status, const std::string& message, Deadline deadline,
+               const std::vector<PeerInfo>* table) {
+  ServerReply reply{};
+  reply.magic = kHelloMagic;
+  reply.status = status;
+  snprintf(reply.message, sizeof(reply.message), "%s", message.c_str());
+  Status st = SendAll(fd, &reply, sizeof(reply), deadline);
+  if (st.ok() && table) st = SendAll(fd, table->data(), table->size() * sizeof(PeerInfo), deadline);
+  if (!st.ok()) BATON_WARN(kLogBootstrap, "rendezvous: reply failed: %s", st.message().c_str());
+}
+
+// The server loop: accepts clients, drops foreign or malformed ones, and
+// answers everyone with the full table once all ranks are in.
+void ServeRendezvous(std::shared_ptr<ServerState> state) {
+  Deadline deadline = DeadlineIn(state->timeout_s);
+  std::vector<PendingClient> pending;
+  std::vector<Fd> joined_fds;
+  std::vector<PeerInfo> table;
+  std::vector<bool> have;
+  int nranks = -1, joined = 0;
+  std::string failure;
+
+  while (failure.empty() && (nranks < 0 || joined < nranks)) {
+    std::vector<pollfd> fds;
+    fds.push_back({state->listener.get(), POLLIN, 0});
+    for (auto& c : pending) fds.push_back({c.fd.get(), POLLIN, 0});
+    int n = poll(fds.data(), fds.size(), std::min(MillisLeft(deadline), 1000));
+    if (n < 0 && errno != EINTR) {
+      failure = std::string("poll: ") + strerror(errno);
+      break;
+    }
+    if (Clock::now() >= deadline) {
+      failure = "rendezvous timed out with " + std::to_string(joined) + " of " +
+                (nranks < 0 ? std::string("?") : std::to_string(nranks)) + " ranks joined";
+      break;
+    }
+    if (n <= 0) continue;
+    // Read from pending clients first (indices stay valid), then accept.
+    for (size_t i = pending.size(); i-- > 0;) {
+      if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      PendingClient& c = pending[i];
+      ssize_t r = recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got,
+                       sizeof(c.hello) - c.got, MSG_DONTWAIT);
+      bool drop = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+      if (r > 0) c.got += r;
+      // Check the magic and secret as soon as they are in, so a foreign
+      // client is dropped without waiting for the rest.
+      constexpr size_t kAuthBytes = offsetof(ClientHello, comm_id);
+      if (!drop && c.got >= kAuthBytes &&
+          (c.hello.magic != kHelloMagic || c.hello.version != kBootstrapVersion ||
+           !SecretsEqual(c.hello.secret, state->id.secret, kSecretBytes)))
+        drop = true;
+      if (!drop && c.got == sizeof(c.hello)) {
+        const ClientHello& h = c.hello;
+        if (h.comm_id != state->id.comm_id || h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 ||
+            h.rank >= h.nranks) {
+          drop = true;
+        } else if (nranks >= 0 && h.nranks != nranks) {
+          failure = "ranks disagree on the communicator size (" + std::to_string(nranks) + " and " +
+                    std::to_string(h.nranks) + ")";
+          joined_fds.push_back(std::move(c.fd));
+          pending.erase(pending.begin() + i);
+          continue;
+        } else {
+          if (nranks < 0) {
+            nranks = h.nranks;
+            table.resize(nranks);
+            have.assign(nranks, false);
+          }
+          if (have[h.rank]) {
+            failure = "rank " + std::to_string(h.rank) + " joined twice";
+          } else {
+            have[h.rank] = true;
+            table[h.rank] = h.info;
+            table[h.rank].rank = h.rank;
+            ++joined;
+          }
+          joined_fds.push_back(std::move(c.fd));
+          pending.erase(pending.begin() + i);
+          continue;
+        }
+      }
+      if (drop) {
+        BATON_INFO(kLogBootstrap, "rendezvous: dropped a malformed or foreign connection");
+        pending.erase(pending.begin() + i);
+      }
+    }
+    if (fds[0].revents & POLLIN) {
+      int fd = accept4(state->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd >= 0) {
+        if (pending.size() < 4096) {
+          pending.push_back(PendingClient{Fd(fd)});
+        } else {
+          close(fd);
+        }
+      }
+    }
+  }
+  Deadline reply_deadline = DeadlineIn(std::min(state->timeout_s, 30.0));
+  for (auto& fd : joined_fds) {
+    if (failure.empty()) {
+      SendReply(fd.get(), 0, "", reply_deadline, &table);
+    } else {
+      SendReply(fd.get(), batonRemoteError, failure, reply_deadline, nullptr);
+    }
+  }
+  if (!failure.empty()) BATON_WARN(kLogBootstrap, "rendezvous failed: %s", failure.c_str());
+  UnregisterServer(state.get());
+}
+
+}  // namespace
+
+Status StartRendezvousServer(Fd listener, const UniqueIdData& id, double timeout_s) {
+  auto state = std::make_shared<ServerState>();
+  state->listener = std::move(listener);
+  state->id = id;
+  state->timeout_s = timeout_s;
+  state->owner = getpid();
+  BATON_RETURN_IF_ERROR(SetNonBlocking(state->listener.get(), true));
+  RegisterServer(state);
+  // Detached: the thread owns its state and ends when the rendezvous does;
+  // nothing in this process waits for it, so a fork cannot inherit a join.
+  std::thread(ServeRendezvous, state).detach();
+  return Status::Ok();
+}
+
+Status CreateUniqueId(const std::string& ifname_spec, double timeout_s, batonUniqueId* out) {
+  UniqueIdData data{};
+  data.magic = kUniqueIdMagic;
+  data.version = kBootstrapVersion;
+  if (getrandom(data.secret, sizeof(data.secret), 0) != sizeof(data.secret) ||
+      getrandom(&data.comm_id, sizeof(data.comm_id), 0) != sizeof(data.comm_id))
+    return ErrnoError("getrandom", errno);
+  SockAddr addr, bound;
+  std::string ifname;
+  BATON_RETURN_IF_ERROR(SelectInterfaceAddress(ifname_spec, &addr, &ifname));
+  Fd listener;
+  BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
+  data.root = ToWire(bound);
+  BATON_RETURN_IF_ERROR(StartRendezvousServer(std::move(listener), data, timeout_s));
+  BATON_INFO(kLogBootstrap, "unique id: rendezvous at %s", bound.toString().c_str());
+  *out = EncodeUniqueId(data);
+  return Status::Ok();
+}
+
+Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& mine,
+                  Deadline deadline, std::vector<PeerInfo>* all) {
+  SockAddr root = FromWire(id.root);
+  Fd fd;
+  BATON_RETURN_IF_ERROR(ConnectWithRetry(root, deadline, &fd).withContext("rendezvous"));
+  ClientHello hello{};
+  hello.magic = kHelloMagic;
+  hello.version = kBootstrapVersion;
+  memcpy(hello.secret, id.secret, kSecretBytes);
+  hello.comm_id = id.comm_id;
+  hello.nranks = nranks;
+  hello.rank = rank;
+  hello.info = mine;
+  BATON_RETURN_IF_ERROR(
+      SendAll(fd.get(), &hello, sizeof(hello), deadline).withContext("rendezvous"));
+  ServerReply reply{};
+  Status st = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
+  if (st.code() == batonTimeout)
+    return TimeoutError("rendezvous at " + root.toString() +
+                        " timed out waiting for all ranks to join (BATON_TIMEOUT)");
+  BATON_RETURN_IF_ERROR(st.withContext("rendezvous at " + root.toString()));
+  if (reply.magic != kHelloMagic) return RemoteError("rendezvous: malformed reply");
+  if (reply.status != 0) {
+    reply.message[sizeof(reply.message) - 1] = '\0';
+    return RemoteError(std::string("rendezvous failed: ") + reply.message);
+  }
+  all->resize(nranks);
+  return RecvAll(fd.get(), all->data(), nranks * sizeof(PeerInfo), deadline)
+      .withContext("rendezvous");
+}
+
+}  // namespace baton

@@ -1,0 +1,194 @@
+#include "comm/comm.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "algorithms/barrier.h"
+#include "algorithms/ring.h"
+#include "base/log.h"
+#include "bootstrap/host_id.h"
+#include "bootstrap/mesh.h"
+#include "bootstrap/rendezvous.h"
+
+namespace baton {
+
+namespace {
+
+int CountNumaNodes() {
+  int n = 0;
+  if (DIR* d = opendir("/sys/devices/system/node")) {
+    while (dirent* e = readdir(d))
+      if (strncmp(e->d_name, "node", 4) == 0 && isdigit(static_cast<unsigned char>(e->d_name[4])))
+        ++n;
+    closedir(d);
+  }
+  return n > 0 ? n : 1;
+}
+
+}  // namespace
+
+PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& config) {
+  PeerInfo info{};
+  info.rank = rank;
+  info.pid = getpid();
+  info.host_hash = HostHash(config.hostid);
+  info.listen_addr = ToWire(listen_addr);
+  gethostname(info.hostname, sizeof(info.hostname) - 1);
+  info.wants_tcp = config.transport.force_tcp ? 1 : 0;
+  info.tcp_sockets = static_cast<uint8_t>(config.transport.tcp_sockets);
+  info.ncpus = static_cast<int32_t>(std::thread::hardware_concurrency());
+  info.numa_nodes = CountNumaNodes();
+  return info;
+}
+
+Status Communicator::Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
+                            std::shared_ptr<Communicator>* out) {
+  auto comm = std::make_shared<Communicator>();
+  comm->rank_ = rank;
+  comm->nranks_ = nranks;
+  BATON_RETURN_IF_ERROR(CommConfig::FromSettings(settings, &comm->config_));
+  SetLogRank(rank);
+  const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
+
+  SockAddr addr, bound;
+  std::string ifname;
+  BATON_RETURN_IF_ERROR(SelectInterfaceAddress(comm->config_.socket_ifname, &addr, &ifname));
+  Fd listener;
+  BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
+  const PeerInfo mine = LocalPeerInfo(rank, bound, comm->config_);
+  BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
+  std::vector<int> sockets_per_peer(nranks, 0);
+  for (int p = 0; p < nranks; ++p)
+    if (p != rank) sockets_per_peer[p] = SocketsBetween(comm->peers_[rank], comm->peers_[p]);
+  std::vector<std::vector<Fd>> mesh;
+  BATON_RETURN_IF_ERROR(
+      ConnectMesh(id, rank, listener.get(), comm->peers_, sockets_per_peer, deadline, &mesh));
+  listener.reset();
+
+  ChannelSetup setup{&id, rank, nranks, &comm->peers_, &mesh, comm->config_.transport, deadline};
+  BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
+
+  // Ring order: hosts in order of their lowest rank, ranks within a host in
+  // rank order.
+  std::map<uint64_t, int> host_first;
+  for (const auto& p : comm->peers_) host_first.emplace(p.host_hash, p.rank);
+  comm->ring_.resize(nranks);
+  for (int r = 0; r < nranks; ++r) comm->ring_[r] = r;
+  std::stable_sort(comm->ring_.begin(), comm->ring_.end(), [&](int a, int b) {
+    return host_first[comm->peers_[a].host_hash] < host_first[comm->peers_[b].host_hash];
+  });
+
+  // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
+  // "Waiting"): yield on every poll when this host has more ranks than cores,
+  // since the peer we wait for may then be waiting for our core.
+  ExecutorConfig exec;
+  exec.timeout_s = comm->config_.timeout_s;
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  int same_host = 0;
+  for (const auto& p : comm->peers_) same_host += p.host_hash == mine.host_hash;
+  const bool oversubscribed = same_host > cores;
+  const CommConfig& config = comm->config_;
+  exec.spin = std::chrono::microseconds(config.spin_us);
+  exec.yield_interval = std::chrono::nanoseconds(
+      config.spin_yield_ns >= 0 ? config.spin_yield_ns : (oversubscribed ? 0 : 1000));
+  exec.yield = config.spin_yield;
+  comm->executor_ = std::make_unique<Executor>(comm->channels_.get(), exec);
+
+  BATON_INFO(kLogInit, "rank %d of %d ready (%d local ranks, host %s, pid %d)", rank, nranks,
+             comm->channels_->localRanks(), mine.hostname, mine.pid);
+  *out = std::move(comm);
+  return Status::Ok();
+}
+
+Communicator::~Communicator() = default;
+
+CollArgs Communicator::collArgs(const void* send, void* recv, size_t count,
+                                batonDataType_t datatype, batonRedOp_t op, int root) const {
+  CollArgs a;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.datatype = datatype;
+  a.op = op;
+  a.root = root;
+  a.rank = rank_;
+  a.nranks = nranks_;
+  a.ring = &ring_;
+  a.chunk_bytes = config_.chunk_bytes;
+  return a;
+}
+
+Status Communicator::allGatherBytes(const void* mine, size_t bytes, void* all) {
+  const CollArgs a = collArgs(mine, all, bytes, batonUint8);
+  return run([&a](Schedule* s) { BuildRingAllGather(a, s); });
+}
+
+Status Communicator::barrier() {
+  const CollArgs a = collArgs();
+  return run([&a](Schedule* s) { BuildDisseminationBarrier(a, s); });
+}
+
+Status Communicator::run(const Schedule& schedule) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  return runLocked(schedule);
+}
+
+Status Communicator::run(const std::function<void(Schedule*)>& build) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  reusable_.clear();
+  build(&reusable_);
+  return runLocked(reusable_);
+}
+
+Status Communicator::runLocked(const Schedule& schedule) {
+  if (batonResult_t err = async_error_.load(); err != batonSuccess)
+    return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
+  if (channels_->aborted()) return RemoteError("communicator was aborted");
+  Status st = nranks_ == 1 ? (RunLocalOps(schedule), Status::Ok()) : executor_->run(schedule);
+  if (!st.ok()) {
+    sticky_message_ = st.message();
+    async_error_.store(st.code());
+    BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
+    // Tell the peers now rather than letting them wait for BATON_TIMEOUT.
+    channels_->abort();
+  }
+  return st;
+}
+
+void Communicator::abort() {
+  if (channels_) channels_->abort();
+  batonResult_t expected = batonSuccess;
+  async_error_.compare_exchange_strong(expected, batonRemoteError);
+}
+
+void Communicator::setLastError(const std::string& message) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  last_error_ = message;
+}
+
+std::string Communicator::lastError() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return last_error_;
+}
+
+void Communicator::addPending() {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  ++pending_;
+}
+
+void Communicator::removePending() {
+  std::lock_guard<std::mutex> lock(pending_mu_);
+  if (--pending_ == 0) pending_cv_.notify_all();
+}
+
+void Communicator::waitPending() {
+  std::unique_lock<std::mutex> lock(pending_mu_);
+  pending_cv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+}  // namespace baton

@@ -1,0 +1,107 @@
+// The communicator: a rank's connections to its peers, its settings, and
+// the lock that keeps its collectives in order.
+#pragma once
+
+#include <baton.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "algorithms/schedule.h"
+#include "base/settings.h"
+#include "base/status.h"
+#include "bootstrap/peer_info.h"
+#include "bootstrap/unique_id.h"
+#include "comm/config.h"
+#include "exec/executor.h"
+#include "transport/channel_set.h"
+
+namespace baton {
+
+class Communicator {
+ public:
+  // Joins the rendezvous of `id` as `rank` of `nranks` and connects to all
+  // peers, configured by `settings`. Blocks until every rank has joined or
+  // the timeout passes.
+  static Status Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
+                       std::shared_ptr<Communicator>* out);
+  Communicator() = default;  // use Create
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const CommConfig& config() const { return config_; }
+  // Ranks in ring order: ranks of one host are neighbours, so a ring
+  // crosses each host boundary once.
+  const std::vector<int>& ring() const { return ring_; }
+  const PeerInfo& peer(int rank) const { return peers_[rank]; }
+
+  // The part of an algorithm's arguments that comes from the communicator
+  // (rank, size, ring order, chunk size), with the call's own fields.
+  CollArgs collArgs(const void* send = nullptr, void* recv = nullptr, size_t count = 0,
+                    batonDataType_t datatype = batonUint8, batonRedOp_t op = batonSum,
+                    int root = 0) const;
+
+  // Small synchronous collectives for Baton's own coordination (split, CUDA
+  // IPC): `bytes` from every rank into all (nranks * bytes), and a barrier.
+  Status allGatherBytes(const void* mine, size_t bytes, void* all);
+  Status barrier();
+
+  // Runs one rank's schedule; collectives on one communicator are
+  // serialized in call order. A failure is sticky: later calls fail fast
+  // with the first error, and peers are told at once (abort).
+  Status run(const Schedule& schedule);
+  // Builds the schedule into a buffer the communicator reuses (no
+  // allocation per call once warm) and runs it.
+  Status run(const std::function<void(Schedule*)>& build);
+
+  // Stops all traffic now; blocked and later calls fail.
+  void abort();
+
+  // First asynchronous (or communication) error, batonSuccess if none.
+  batonResult_t asyncError() const { return async_error_.load(); }
+
+  void setLastError(const std::string& message);
+  std::string lastError() const;
+
+  // Work queued on host streams that still refers to this communicator;
+  // destruction waits for it.
+  void addPending();
+  void removePending();
+  void waitPending();
+
+ private:
+  int rank_ = 0;
+  int nranks_ = 1;
+  CommConfig config_;
+  std::vector<PeerInfo> peers_;
+  std::vector<int> ring_;
+  std::unique_ptr<ChannelSet> channels_;
+  std::unique_ptr<Executor> executor_;
+
+  std::mutex run_mu_;
+  Schedule reusable_;  // guarded by run_mu_
+  std::atomic<batonResult_t> async_error_{batonSuccess};
+  std::string sticky_message_;
+
+  Status runLocked(const Schedule& schedule);
+
+  mutable std::mutex error_mu_;
+  std::string last_error_;
+
+  std::mutex pending_mu_;
+  std::condition_variable pending_cv_;
+  int pending_ = 0;
+};
+
+// What this process tells its peers at the rendezvous.
+PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& config);
+
+}  // namespace baton

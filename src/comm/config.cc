@@ -1,0 +1,34 @@
+#include "comm/config.h"
+
+#include <algorithm>
+
+#include "base/log.h"
+
+namespace baton {
+
+Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
+  CommConfig c;
+  c.timeout_s = TimeoutSeconds(s);
+  const std::string& t = s.transport;
+  if (t == "tcp" || t == "TCP" || t == "net") {
+    c.transport.force_tcp = true;
+  } else if (t != "shm" && t != "auto" && t != "SHM") {
+    BATON_WARN(kLogEnv, "ignoring BATON_TRANSPORT=%s (use shm, tcp or auto)", t.c_str());
+  }
+  c.transport.buffsize = std::max<uint64_t>(s.buffsize, 64 << 10);
+  c.transport.tcp_sockets =
+      static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));
+  c.transport.cma = s.cma;
+  c.transport.cma_threshold = s.cma_threshold;
+  c.chunk_bytes = std::max<uint64_t>(s.chunksize, 4096);
+  BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
+  c.socket_ifname = s.socket_ifname;
+  c.hostid = s.hostid;
+  c.spin_us = s.spin_us;
+  c.spin_yield = s.spin_yield;
+  c.spin_yield_ns = s.spin_yield_ns;
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+}  // namespace baton

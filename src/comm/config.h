@@ -1,0 +1,32 @@
+// CommConfig: one communicator's settings, taken from a Settings snapshot
+// at creation and checked there (a bad BATON_ALGO fails the creation).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/settings.h"
+#include "base/status.h"
+#include "transport/channel_set.h"
+#include "tuning/algorithm_filter.h"
+
+namespace baton {
+
+struct CommConfig {
+  double timeout_s = 300;          // BATON_TIMEOUT (0 there: kForeverSeconds here)
+  TransportConfig transport;       // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
+  size_t chunk_bytes = 512 << 10;  // BATON_CHUNKSIZE: pipelining granularity
+  AlgorithmFilter algorithms;      // BATON_ALGO
+  std::string socket_ifname;       // BATON_SOCKET_IFNAME
+  std::string hostid;              // BATON_HOSTID
+  int64_t spin_us = 200;           // BATON_SPIN_US
+  bool spin_yield = true;          // BATON_SPIN_YIELD
+  int64_t spin_yield_ns = -1;      // BATON_SPIN_YIELD_NS (-1: decided by oversubscription)
+
+  // Takes the communicator's values out of `settings`, clamping sizes to
+  // what the transports can use; fails only for a malformed BATON_ALGO.
+  static Status FromSettings(const Settings& settings, CommConfig* out);
+};
+
+}  // namespace baton

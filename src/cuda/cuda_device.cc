@@ -1,0 +1,333 @@
+// The staged device path: see cuda_device.h and docs/cuda.md.
+//
+// Ordering of one call on a cudaStream_t s (seq = the call's number on its
+// communicator's channel):
+//   user thread:  cudaMemcpyAsync(pinned <- device input, s); record ev_in on s;
+//                 queue the host task; wait kernel(flag >= seq) on s;
+//                 cudaMemcpyAsync(device output <- pinned, s); record ev_out on s
+//   worker:       poll ev_in (deadline BATON_TIMEOUT); run the collective on the
+//                 pinned buffers; store flag = seq
+// The worker is an ordinary thread (never a CUDA host-callback thread), so
+// waiting on the network there blocks nothing inside CUDA. The flag lives in
+// mapped pinned memory; the one-thread kernel spinning on it is what makes
+// later work on s wait, with a timeout of its own so a stream can never hang
+// forever. Pinned buffers go back to the pool only after ev_out completed and
+// the host task finished.
+#include "cuda/cuda_device.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "base/log.h"
+#include "base/settings.h"
+#include "cuda/cuda_ipc.h"
+#include "cuda/cuda_util.h"
+#include "cuda/device_channel.h"
+#include "cuda/staging.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace baton {
+namespace {
+
+// Device calls on a NULL stream: synchronous, on the calling thread, after
+// the communicator's queued device calls (so call order is kept).
+Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<StagedPart> parts) {
+  if (DeviceChannel* channel = ChannelRegistry::Get().find(comm)) channel->drain();
+  StagedParts staged(std::move(parts));
+  StagingSlot* slot = nullptr;
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  staged.bind(slot->memory.data());
+  // cudaMemcpy on the legacy default stream waits for earlier work on every
+  // blocking stream of the device, as a synchronous call should.
+  auto copy = [](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                 const char* what) -> Status {
+    if (cudaError_t err = cudaMemcpy(dst, src, bytes, kind); err != cudaSuccess)
+      return CudaErrorStatus(err, std::string("cudaMemcpy(") + what + ")");
+    return Status::Ok();
+  };
+  Status st = staged.copyInputs(copy);
+  if (st.ok()) st = comm->run([&staged](Schedule* s) { staged.build(s); });
+  if (st.ok()) st = staged.copyOutputs(copy);
+  slot->host_done.store(true, std::memory_order_release);
+  StagingPool::Get().seal(slot, nullptr);
+  return st;
+}
+
+// Device calls on a cudaStream_t: queued, stream-ordered (see the top).
+Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
+                   std::vector<StagedPart> parts) {
+  DeviceChannel* channel = nullptr;
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  auto staged = std::make_shared<StagedParts>(std::move(parts));
+  StagingSlot* slot = nullptr;
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged->bytes(), 1), &slot));
+  staged->bind(slot->memory.data());
+  const double timeout_s = comm->config().timeout_s;
+  auto copy_async = [stream](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                             const char* what) -> Status {
+    if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, stream); err != cudaSuccess)
+      return CudaErrorStatus(err, std::string("cudaMemcpyAsync(") + what + ")");
+    return Status::Ok();
+  };
+
+  // Until the host task is queued, a failure leaves nothing behind but the
+  // slot (sealed with whatever event covers the copies already queued).
+  cudaEvent_t input_ready = nullptr;
+  Status st = staged->copyInputs(copy_async);
+  if (st.ok()) st = RecordEvent(stream, &input_ready, "input staged");
+  if (!st.ok()) {
+    slot->host_done.store(true);
+    cudaEvent_t fence = nullptr;
+    if (!RecordEvent(stream, &fence, "staging fence").ok()) return st;  // slot stays in use
+    StagingPool::Get().seal(slot, fence);
+    return st;
+  }
+
+  std::lock_guard<std::mutex> order(channel->launch_mutex());
+  const uint32_t seq = channel->nextSequence();
+  comm->addPending();
+  channel->worker().enqueue([comm, channel, slot, seq, device, input_ready, timeout_s, staged]() {
+    Status result;
+    if (device >= 0) cudaSetDevice(device);  // this thread's current device
+    result = WaitCudaEvent(input_ready, timeout_s, "device input copy");
+    cudaEventDestroy(input_ready);
+    if (result.ok()) {
+      result = comm->run([&staged](Schedule* s) { staged->build(s); });
+    } else {
+      // This rank cannot take part: stop the communicator so the peers get
+      // an error instead of waiting for it until their own timeout.
+      comm->abort();
+    }
+    if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
+    slot->host_done.store(true, std::memory_order_release);
+    channel->publish(seq);  // also on failure: the stream must go on
+    comm->removePending();
+    return result;
+  });
+
+  // The stream waits for the host side, then copies the results back. The
+  // kernel's own timeout covers the input wait plus the collective.
+  const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
+  st = launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
+  if (st.ok()) st = staged->copyOutputs(copy_async);
+  cudaEvent_t output_done = nullptr;
+  if (Status ev = RecordEvent(stream, &output_done, "output copied"); !ev.ok()) {
+    if (st.ok()) st = ev;
+    return st;  // no event covers the slot's last copy: it stays out of use
+  }
+  StagingPool::Get().seal(slot, output_done);
+  return st;
+}
+
+// The staged way, run entirely on the calling thread on the IPC context's
+// non-blocking stream: the fallback of an IPC call on the device worker,
+// where the user's stream is already waiting for this call's completion
+// flag (so neither it nor the legacy default stream may be used).
+Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* channel, int device,
+                     const StagedPart& part, double timeout_s) {
+  cudaStream_t s = nullptr;
+  BATON_RETURN_IF_ERROR(channel->ipc().workStream(device, &s));
+  StagedParts staged({part});
+  StagingSlot* slot = nullptr;
+  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  staged.bind(slot->memory.data());
+  cudaEvent_t copied = nullptr;
+  // `copied` completes after the stream's last use of the slot, so the slot
+  // can go back to the pool with it whatever happens below.
+  auto copy_and_wait = [&](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                           const char* what) -> Status {
+    if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s); err != cudaSuccess)
+      return CudaErrorStatus(err, std::string("cudaMemcpyAsync(") + what + ")");
+    if (copied == nullptr) {
+      BATON_RETURN_IF_ERROR(RecordEvent(s, &copied, what));
+    } else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess) {
+      return CudaErrorStatus(err, what);
+    }
+    return WaitCudaEvent(copied, timeout_s, what);
+  };
+  Status st = staged.copyInputs(copy_and_wait);
+  if (st.ok()) st = comm->run([&staged](Schedule* sched) { staged.build(sched); });
+  if (st.ok()) st = staged.copyOutputs(copy_and_wait);
+  slot->host_done.store(true, std::memory_order_release);
+  StagingPool::Get().seal(slot, copied);
+  return st;
+}
+
+CudaIpcCall MakeIpcCall(const IpcCall& call, const CudaCallBuffers& b) {
+  CudaIpcCall c;
+  c.call = call;
+  if (b.send_bytes > 0) {
+    c.send = b.send;
+    c.send_bytes = b.send_bytes;
+  }
+  if (b.recv_bytes > 0) {
+    c.recv = b.recv;
+    c.recv_bytes = b.recv_bytes;
+  }
+  return c;
+}
+
+// A collective on device buffers of one host, on a cudaStream_t: the device
+// worker runs it through CUDA IPC (or, where the ranks agree IPC cannot
+// serve it, staged) once the stream has produced the input; the stream
+// waits for the worker's flag as on the staged path.
+Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
+                      StagedPart part, const IpcCall& call) {
+  DeviceChannel* channel = nullptr;
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  const double timeout_s = comm->config().timeout_s;
+  cudaEvent_t input_ready = nullptr;
+  BATON_RETURN_IF_ERROR(RecordEvent(stream, &input_ready, "input ready"));
+
+  std::lock_guard<std::mutex> order(channel->launch_mutex());
+  const uint32_t seq = channel->nextSequence();
+  comm->addPending();
+  const CudaIpcCall ipc_call = MakeIpcCall(call, part.buffers);
+  channel->worker().enqueue(
+      [comm, channel, seq, device, input_ready, timeout_s, ipc_call, part = std::move(part)]() {
+        if (device >= 0) cudaSetDevice(device);
+        Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
+        cudaEventDestroy(input_ready);
+        if (!result.ok()) {
+          comm->abort();  // see RunOnStream
+        } else {
+          CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
+          result = channel->ipc().run(comm, ipc_call, timeout_s, &outcome);
+          if (result.ok() && outcome == CudaIpcOutcome::kFallback)
+            result = RunStagedHere(comm, channel, device, part, timeout_s);
+        }
+        if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
+        channel->publish(seq);  // also on failure: the stream must go on
+        comm->removePending();
+        return result;
+      });
+  const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
+  return launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
+}
+
+// The same with a NULL stream: synchronous, on the calling thread, after the
+// communicator's queued device calls and after all earlier work of blocking
+// streams (an event on the legacy default stream).
+Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart part,
+                         const IpcCall& call) {
+  DeviceChannel* channel = nullptr;
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  channel->drain();
+  const double timeout_s = comm->config().timeout_s;
+  cudaEvent_t input_ready = nullptr;
+  BATON_RETURN_IF_ERROR(RecordEvent(cudaStreamLegacy, &input_ready, "input ready"));
+  Status st = WaitCudaEvent(input_ready, timeout_s, "device input");
+  cudaEventDestroy(input_ready);
+  if (!st.ok()) {
+    comm->abort();
+    return st;
+  }
+  CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
+  BATON_RETURN_IF_ERROR(
+      channel->ipc().run(comm, MakeIpcCall(call, part.buffers), timeout_s, &outcome));
+  if (outcome == CudaIpcOutcome::kFallback) return RunSynchronous(comm, {std::move(part)});
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool CudaDeviceAvailable() {
+  static const bool available = [] {
+    if (!ProcessSettings().cuda) return false;
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      BATON_INFO(kLogInit, "no CUDA device path: cudaGetDeviceCount: %s", cudaGetErrorString(err));
+      return false;
+    }
+    BATON_INFO(kLogInit, "%d CUDA device(s): device buffers are staged through pinned memory",
+               count);
+    return count > 0;
+  }();
+  return available;
+}
+
+CudaRoute CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
+                        bool host_stream, bool in_group, const CudaCallBuffers& buffers,
+                        const StagedBuilder& build, const IpcCall* ipc, Status* status) {
+  const bool cuda_stream = stream != nullptr && !host_stream;
+  Placement send, recv;
+  if (buffers.send_bytes > 0) send = Locate(buffers.send);
+  if (buffers.recv_bytes > 0) recv = Locate(buffers.recv);
+  const bool any_device = send.device || recv.device;
+  if (!any_device && !cuda_stream) return CudaRoute::kHost;  // the host path, unchanged
+
+  *status = Status::Ok();
+  if ((buffers.send_bytes > 0 && buffers.recv_bytes > 0 && send.device != recv.device) ||
+      (send.device && recv.device && send.device_id != recv.device_id)) {
+    *status = InvalidArgument(
+        "sendbuff and recvbuff must both be host memory or both device memory of one GPU "
+        "(sendbuff on " +
+        (send.device ? "device " + std::to_string(send.device_id) : std::string("host")) +
+        ", recvbuff on " +
+        (recv.device ? "device " + std::to_string(recv.device_id) : std::string("host")) + ")");
+  } else if (!any_device && (buffers.send_bytes > 0 || buffers.recv_bytes > 0)) {
+    *status = InvalidArgument(
+        "stream is neither a live batonStream_t nor usable as a cudaStream_t here: a "
+        "cudaStream_t needs CUDA device buffers (host buffers take NULL or a batonStream_t)");
+  } else if (host_stream) {
+    *status = InvalidArgument(
+        "device buffers need a cudaStream_t (or NULL) as the stream, not a Baton host stream");
+  }
+  if (!status->ok()) return CudaRoute::kDone;
+  if (in_group) return CudaRoute::kQueue;
+
+  int device = send.device ? send.device_id : recv.device_id;
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = -1;  // no buffers: current
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess) {
+    *status = CudaErrorStatus(guard.status(), "cudaSetDevice(" + std::to_string(device) + ")");
+    return CudaRoute::kDone;
+  }
+  StagedPart part{buffers, build};
+  if (ipc != nullptr && any_device && CudaIpcEnabled(*comm)) {
+    *status = cuda_stream ? RunIpcOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device,
+                                           std::move(part), *ipc)
+                          : RunIpcSynchronous(comm, std::move(part), *ipc);
+    return CudaRoute::kDone;
+  }
+  *status = cuda_stream ? RunOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device,
+                                      {std::move(part)})
+                        : RunSynchronous(comm, {std::move(part)});
+  return CudaRoute::kDone;
+}
+
+Status CudaLaunchGroup(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
+                       std::vector<StagedPart> parts) {
+  int device = -1;
+  for (const StagedPart& part : parts) {
+    for (const void* p :
+         {part.buffers.send_bytes ? part.buffers.send : nullptr,
+          part.buffers.recv_bytes ? static_cast<const void*>(part.buffers.recv) : nullptr}) {
+      if (p == nullptr) continue;
+      const Placement where = Locate(p);
+      if (!where.device) return InternalError("a host buffer among a group's device calls");
+      if (device >= 0 && where.device_id != device)
+        return InvalidArgument(
+            "the device calls of one communicator in a group use buffers on "
+            "devices " +
+            std::to_string(device) + " and " + std::to_string(where.device_id) +
+            "; they must share one GPU");
+      device = where.device_id;
+    }
+  }
+  if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = -1;
+  DeviceGuard guard(device);
+  if (guard.status() != cudaSuccess)
+    return CudaErrorStatus(guard.status(), "cudaSetDevice(" + std::to_string(device) + ")");
+  return stream != nullptr
+             ? RunOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device, std::move(parts))
+             : RunSynchronous(comm, std::move(parts));
+}
+
+}  // namespace baton

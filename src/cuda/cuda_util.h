@@ -1,0 +1,81 @@
+// Small CUDA helpers of the device path: RAII for the current device and
+// for pinned memory, where a pointer lives, and events with deadlines.
+// CUDA builds only.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace baton {
+
+// Makes `device` current for the scope, restoring the previous one after.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (device >= 0 && device != previous_) {
+      status_ = cudaSetDevice(device);
+      switched_ = status_ == cudaSuccess;
+    }
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  bool switched_ = false;
+  cudaError_t status_ = cudaSuccess;
+};
+
+// Pinned (page-locked) host memory from cudaHostAlloc, freed on destruction.
+class PinnedMemory {
+ public:
+  PinnedMemory() = default;
+  ~PinnedMemory() {
+    if (ptr_) cudaFreeHost(ptr_);  // errors at process exit (runtime unloading) are moot
+  }
+  PinnedMemory(const PinnedMemory&) = delete;
+  PinnedMemory& operator=(const PinnedMemory&) = delete;
+
+  Status allocate(size_t bytes, unsigned flags) {
+    if (cudaError_t err = cudaHostAlloc(&ptr_, bytes, flags); err != cudaSuccess) {
+      ptr_ = nullptr;
+      return CudaErrorStatus(err, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");
+    }
+    bytes_ = bytes;
+    return Status::Ok();
+  }
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
+  size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Where a buffer lives, from cudaPointerGetAttributes.
+struct Placement {
+  bool device = false;
+  int device_id = -1;
+};
+
+Placement Locate(const void* p);
+
+// Records a fresh event on `stream` into *event.
+Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what);
+
+// Waits for `event` by polling (a growing sleep up to 1 ms) so the wait has
+// a deadline; `what` names it in the error.
+Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what);
+
+}  // namespace baton

@@ -1,0 +1,21 @@
+// The device path in a build without CUDA: there is no device, so every call
+// takes the host path (see cuda_device.h).
+#include "cuda/cuda_device.h"
+
+namespace baton {
+
+bool CudaDeviceAvailable() {
+  return false;
+}
+
+CudaRoute CudaTryLaunch(const std::shared_ptr<Communicator>&, batonStream_t, bool, bool,
+                        const CudaCallBuffers&, const StagedBuilder&, const IpcCall*, Status*) {
+  return CudaRoute::kHost;
+}
+
+Status CudaLaunchGroup(const std::shared_ptr<Communicator>&, batonStream_t,
+                       std::vector<StagedPart>) {
+  return InternalError("device calls in a build without CUDA");
+}
+
+}  // namespace baton

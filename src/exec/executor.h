@@ -1,0 +1,65 @@
+// The executor: runs one rank's Schedule over a ChannelSet.
+#pragma once
+
+#include <chrono>
+
+#include "algorithms/schedule.h"
+#include "base/status.h"
+#include "transport/channel_set.h"
+
+namespace baton {
+
+// How long to poll, how, and when to give up. A wait polls (with `pause`)
+// until `spin` has passed, calling sched_yield at most every
+// `yield_interval`, then sleeps on the doorbell or the sockets. Yielding is
+// what keeps latency low when the peer we wait for is descheduled (other
+// processes, or more ranks than cores, share the machine): a core that only
+// spins with pause delays the very peer it waits for.
+struct ExecutorConfig {
+  double timeout_s = 300;                 // BATON_TIMEOUT: fail after this long without progress
+  std::chrono::nanoseconds spin{200000};  // poll this long before sleeping (BATON_SPIN_US)
+  std::chrono::nanoseconds yield_interval{1000};  // sched_yield this often while polling
+  bool yield = true;                              // BATON_SPIN_YIELD
+};
+
+// Runs schedules. Sends and receives to every peer progress together in one
+// loop (a rank stalled sending still drains what its peers send), each
+// per-peer queue in schedule order. When nothing moves it spins briefly,
+// then sleeps on the doorbell or the sockets, never burning a core that an
+// oversubscribed peer needs.
+class Executor {
+ public:
+  Executor(ChannelSet* channels, ExecutorConfig config) : channels_(channels), config_(config) {}
+
+  Status run(const Schedule& schedule);
+
+ private:
+  // Ops to or from one peer in one direction, in schedule order.
+  struct Queue {
+    Channel* channel = nullptr;
+    int peer = -1;
+    bool is_send = false;
+    std::vector<int> ops;
+    size_t cursor = 0;
+    size_t done = 0;  // bytes of the head op moved so far
+  };
+
+  Status describeStall(const Schedule& schedule, const std::vector<Queue>& queues) const;
+
+  ChannelSet* channels_;
+  ExecutorConfig config_;
+  // Per-run state, kept between runs so a warm executor does not allocate.
+  std::vector<uint8_t> complete_;
+  std::vector<Queue> queues_;
+  std::vector<int> send_queue_of_, recv_queue_of_, copies_;
+  WaitSet wait_set_;
+};
+
+// Runs a schedule whose ops are all local copies (a 1-rank communicator).
+void RunLocalOps(const Schedule& schedule);
+// Runs one kCopy op (a copy, or a division for avg).
+void RunCopyOp(const Op& op);
+// Where a kRecv op's incoming bytes go.
+RecvTarget RecvTargetOf(const Op& op);
+
+}  // namespace baton

@@ -1,0 +1,140 @@
+#include "launch/call.h"
+
+#include "algorithms/barrier.h"
+#include "algorithms/ipc_plan.h"
+#include "algorithms/point_to_point.h"
+#include "base/datatype.h"
+#include "base/log.h"
+#include "cuda/cuda_device.h"
+#include "launch/group.h"
+#include "tuning/select.h"
+
+namespace baton {
+namespace {
+
+// What builds a call's schedule from its arguments: an algorithm's builder,
+// or (build == nullptr) a send to or receive from `peer`. A plain value, so
+// that the synchronous path can run it without allocating.
+struct Builder {
+  BuildFn build = nullptr;
+  int peer = -1;
+  bool is_send = false;
+
+  void operator()(const CollArgs& a, Schedule* s) const {
+    if (build != nullptr) {
+      build(a, s);
+    } else if (is_send) {
+      BuildSend(a, peer, s);
+    } else {
+      BuildRecv(a, peer, s);
+    }
+  }
+};
+
+// One call, ready to route.
+struct Call {
+  CollArgs args;
+  Builder builder;
+  CudaCallBuffers buffers;                  // what the call touches on this rank (device path)
+  const IpcCall* ipc = nullptr;             // collectives: the call as CUDA IPC sees it
+  Launch::Self self = Launch::Self::kNone;  // a send to or receive from this rank
+};
+
+// The one routing decision: the device path takes device buffers and CUDA
+// streams; on the host a call runs here and now (no stream, no group), is
+// queued on its host stream, or waits for batonGroupEnd.
+Status Route(const CallSite& site, const Call& call) {
+  const bool self = call.self != Launch::Self::kNone;
+  bool on_device = false;
+  StagedPart device;
+  if (CudaDeviceAvailable()) {
+    StagedBuilder staged = [args = call.args, builder = call.builder](const void* send, void* recv,
+                                                                      Schedule* s) {
+      CollArgs staged_args = args;
+      staged_args.send = send;
+      staged_args.recv = recv;
+      builder(staged_args, s);
+    };
+    Status st;
+    switch (CudaTryLaunch(site.comm, site.stream, site.host_stream, InGroup() || self, call.buffers,
+                          staged, call.ipc, &st)) {
+      case CudaRoute::kDone:
+        return st;
+      case CudaRoute::kQueue:
+        on_device = true;
+        device = {call.buffers, std::move(staged)};
+        break;
+      case CudaRoute::kHost:
+        break;
+    }
+  }
+  if (!self && !on_device && site.stream == nullptr && !InGroup()) {
+    // Synchronous: build and run right here. Capturing by reference keeps
+    // the builder within std::function's inline storage, so the latency
+    // path allocates nothing.
+    return site.comm->run([&call](Schedule* s) { call.builder(call.args, s); });
+  }
+  Launch l;
+  l.comm = site.comm;
+  l.stream = site.stream;
+  l.on_device = on_device;
+  l.device = std::move(device);
+  if (self) {
+    l.self = call.self;
+    l.self_src = call.args.send;
+    l.self_dst = call.args.recv;
+    l.self_bytes = call.args.count * DatatypeSize(call.args.datatype);
+  } else if (!on_device) {
+    l.build = [args = call.args, builder = call.builder](Schedule* s) { builder(args, s); };
+  }
+  return Submit(std::move(l));
+}
+
+}  // namespace
+
+Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
+  const Communicator& comm = *site.comm;
+  const size_t elem = DatatypeSize(c.datatype);
+  const size_t bytes = c.count * elem * (CountIsPerRank(c.collective) ? comm.nranks() : 1);
+  AlgorithmImpl algo;
+  BATON_RETURN_IF_ERROR(
+      SelectAlgorithm(comm.config().algorithms, c.collective, bytes, comm.nranks(), &algo));
+  BATON_TRACE(kLogColl, "%s: %zu bytes with %s", CollectiveName(c.collective), bytes,
+              AlgorithmName(algo.algorithm));
+  Call call;
+  call.args = comm.collArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
+  call.builder.build = algo.build;
+  call.buffers = CudaBuffersFor(c.collective, c.send, c.recv, c.count, elem, comm.nranks(),
+                                comm.rank(), c.root);
+  const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};
+  call.ipc = &ipc;
+  return Route(site, call);
+}
+
+Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbuff, void* recvbuff,
+                          size_t count, batonDataType_t datatype, int peer) {
+  const Communicator& comm = *site.comm;
+  Call call;
+  call.args = comm.collArgs(sendbuff, recvbuff, count, datatype);
+  call.builder.peer = peer;
+  call.builder.is_send = is_send;
+  const size_t bytes = count * DatatypeSize(datatype);
+  if (is_send) {
+    call.buffers.send = sendbuff;
+    call.buffers.send_bytes = bytes;
+  } else {
+    call.buffers.recv = recvbuff;
+    call.buffers.recv_bytes = bytes;
+  }
+  if (peer == comm.rank()) call.self = is_send ? Launch::Self::kSend : Launch::Self::kRecv;
+  return Route(site, call);
+}
+
+Status LaunchBarrier(const CallSite& site) {
+  Call call;
+  call.args = site.comm->collArgs();
+  call.builder.build = BuildDisseminationBarrier;
+  return Route(site, call);
+}
+
+}  // namespace baton

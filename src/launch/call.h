@@ -1,0 +1,49 @@
+// Launching one call: which algorithm builds its schedule, and where it runs
+// (now on this thread, queued on a host stream, deferred to the end of a
+// group, or on the device path for CUDA buffers and streams). The C API
+// checks the arguments and hands each call here; this is the one place that
+// routes calls between those ways.
+#pragma once
+
+#include <baton.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "algorithms/collective.h"
+#include "base/status.h"
+#include "comm/comm.h"
+
+namespace baton {
+
+// Where a call was made: its communicator and its stream (NULL, a Baton host
+// stream, or in CUDA builds a cudaStream_t).
+struct CallSite {
+  std::shared_ptr<Communicator> comm;
+  batonStream_t stream = nullptr;
+  bool host_stream = false;  // `stream` is a live batonStream_t
+};
+
+// One collective as the API received it (arguments already checked).
+// `count` is per rank for allgather, reduce-scatter and alltoall.
+struct CollectiveCall {
+  Collective collective = Collective::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  batonDataType_t datatype = batonFloat32;
+  batonRedOp_t op = batonSum;  // batonSum where the collective has no op
+  int root = 0;                // 0 where the collective has no root
+};
+
+// Picks the algorithm (BATON_ALGO, then size and rank count) and launches.
+Status LaunchCollective(const CallSite& site, const CollectiveCall& call);
+
+// batonSend (is_send) or batonRecv of `count` elements with `peer`; a peer
+// equal to the rank itself must be matched inside a group.
+Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbuff, void* recvbuff,
+                          size_t count, batonDataType_t datatype, int peer);
+
+Status LaunchBarrier(const CallSite& site);
+
+}  // namespace baton

@@ -1,0 +1,285 @@
+#include "tools/batonrun/job.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <string_view>
+
+#include "base/settings.h"
+
+extern char** environ;
+
+namespace batonrun {
+namespace {
+
+// Launch variables batonrun sets. Inherited copies are removed first, so that a batonrun started
+// from inside a rank (or a shell left with stale values) cannot leak them into the new job.
+using baton::SettingName;
+constexpr std::string_view kLaunchVariables[] = {SettingName::rank,       SettingName::world_size,
+                                                 SettingName::local_rank, SettingName::local_size,
+                                                 SettingName::unique_id,  SettingName::root};
+
+std::string DescribeStatus(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char* name = strsignal(sig);
+    return "killed by signal " + std::to_string(sig) + " (" + (name ? name : "?") + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+// Exit status a shell would report for a child with this wait status.
+int ShellStatus(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+}  // namespace
+
+int Job::Run() {
+  start_time_ = Clock::now();
+  BuildSharedParts();
+  ranks_.resize(static_cast<size_t>(options_.num_ranks));
+  for (int local = 0; local < options_.num_ranks && !stopping_; ++local) {
+    if (!StartRank(local)) {
+      launch_failed_ = true;
+      Stop("");
+    }
+  }
+  while (running_count_ > 0) WaitForEvents();
+  // Output that arrived after the last exit (the loop ends as soon as the last rank is
+  // reaped, and a rank's own output is flushed before that).
+  for (Rank& rank : ranks_) {
+    for (LineRelay& relay : rank.relays) relay.Finish();
+  }
+  if (timed_out_) return kExitTimeout;
+  if (failure_status_) return *failure_status_;
+  return launch_failed_ ? kExitLauncherError : 0;
+}
+
+void Job::BuildSharedParts() {
+  std::vector<std::string> overridden(std::begin(kLaunchVariables), std::end(kLaunchVariables));
+  for (const std::string& assignment : options_.exports) {
+    overridden.push_back(assignment.substr(0, assignment.find('=')));
+  }
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string_view assignment = *entry;
+    std::string_view name = assignment.substr(0, assignment.find('='));
+    if (std::find(overridden.begin(), overridden.end(), name) == overridden.end()) {
+      base_env_.emplace_back(assignment);
+    }
+  }
+  base_env_.insert(base_env_.end(), options_.exports.begin(), options_.exports.end());
+  base_env_.push_back(rendezvous_var_);
+  base_env_.push_back(std::string(SettingName::world_size) + "=" +
+                      std::to_string(options_.WorldSize()));
+  base_env_.push_back(std::string(SettingName::local_size) + "=" +
+                      std::to_string(options_.num_ranks));
+
+  for (const std::string& word : options_.command) argv_.push_back(const_cast<char*>(word.c_str()));
+  argv_.push_back(nullptr);
+  exec_error_prefix_ = "batonrun: cannot run '" + options_.command[0] + "': ";
+}
+
+bool Job::StartRank(int local_rank) {
+  Rank& rank = ranks_[static_cast<size_t>(local_rank)];
+  rank.global_rank = options_.RankOffset() + local_rank;
+
+  std::vector<std::string> own_env = {
+      std::string(SettingName::rank) + "=" + std::to_string(rank.global_rank),
+      std::string(SettingName::local_rank) + "=" + std::to_string(local_rank),
+  };
+  std::vector<char*> envp;
+  envp.reserve(base_env_.size() + own_env.size() + 1);
+  for (const std::string& s : base_env_) envp.push_back(const_cast<char*>(s.c_str()));
+  for (const std::string& s : own_env) envp.push_back(const_cast<char*>(s.c_str()));
+  envp.push_back(nullptr);
+
+  // With --prefix, the child's stdout and stderr are pipes read by this process. Both ends are
+  // close-on-exec so no rank (nor the program) inherits another's pipe and keeps it open.
+  baton::Fd child_out, child_err;
+  if (options_.prefix) {
+    // Appended, not concatenated: GCC 12 warns falsely (-Wrestrict) on "[" + std::string.
+    std::string prefix = "[";
+    prefix += std::to_string(rank.global_rank);
+    prefix += "] ";
+    for (int stream = 0; stream < 2; ++stream) {
+      int fds[2];
+      if (pipe2(fds, O_CLOEXEC) != 0) {
+        fprintf(stderr, "batonrun: cannot create a pipe for rank %d: %s\n", rank.global_rank,
+                strerror(errno));
+        rank.relays.clear();
+        return false;
+      }
+      baton::Fd read_end(fds[0]);
+      (stream == 0 ? child_out : child_err).reset(fds[1]);
+      fcntl(read_end.get(), F_SETFL, fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
+      rank.relays.emplace_back(std::move(read_end), stream == 0 ? &stdout_sink_ : &stderr_sink_,
+                               prefix);
+    }
+  }
+
+  // Anything buffered in stdio would otherwise be written again by the child.
+  fflush(nullptr);
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "batonrun: cannot start rank %d: fork: %s\n", rank.global_rank,
+            strerror(errno));
+    rank.relays.clear();
+    return false;
+  }
+  if (pid == 0) ExecChild(parent, child_out.get(), child_err.get(), envp.data());
+
+  rank.pid = pid;
+  rank.running = true;
+  ++running_count_;
+  return true;
+}
+
+void Job::ExecChild(pid_t parent, int out_fd, int err_fd, char** envp) {
+  // The rank must not outlive batonrun, even when batonrun is SIGKILLed and cannot stop it.
+  // If batonrun died before prctl took effect, the signal will never come: leave now.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(kExitLauncherError);
+  // dup2 clears close-on-exec on the copies, so only fds 1 and 2 survive the exec.
+  if (out_fd >= 0 && dup2(out_fd, STDOUT_FILENO) < 0) _exit(kExitLauncherError);
+  if (err_fd >= 0 && dup2(err_fd, STDERR_FILENO) < 0) _exit(kExitLauncherError);
+  signals_->RestoreInChild();
+
+  execvpe(argv_[0], argv_.data(), envp);
+
+  // strerrordesc_np returns a static string; strerror may allocate for unknown codes.
+  const char* reason = strerrordesc_np(errno);
+  if (reason == nullptr) reason = "unknown error";
+  iovec parts[] = {
+      {const_cast<char*>(exec_error_prefix_.data()), exec_error_prefix_.size()},
+      {const_cast<char*>(reason), strlen(reason)},
+      {const_cast<char*>("\n"), 1},
+  };
+  ssize_t ignored = writev(STDERR_FILENO, parts, 3);
+  (void)ignored;
+  _exit(kExitCannotRun);
+}
+
+void Job::WaitForEvents() {
+  std::vector<pollfd> fds;
+  std::vector<LineRelay*> relays;
+  fds.push_back({signals_->fd(), POLLIN, 0});
+  for (Rank& rank : ranks_) {
+    for (LineRelay& relay : rank.relays) {
+      if (!relay.open()) continue;
+      fds.push_back({relay.fd(), POLLIN, 0});
+      relays.push_back(&relay);
+    }
+  }
+
+  int n = poll(fds.data(), fds.size(), PollTimeoutMs());
+  if (n < 0 && errno != EINTR) {
+    // Cannot happen with valid arguments; avoid spinning if it somehow does.
+    perror("batonrun: poll");
+    sleep(1);
+  }
+  if (n > 0) {
+    // Output first, so a rank's last lines come before the message about its exit.
+    for (size_t k = 1; k < fds.size(); ++k) {
+      if (fds[k].revents != 0) relays[k - 1]->Pump();
+    }
+    if (fds[0].revents != 0) HandleSignals();
+  }
+  CheckDeadlines();
+}
+
+int Job::PollTimeoutMs() const {
+  std::optional<Clock::time_point> deadline;
+  if (stopping_ && !killed_) {
+    deadline = kill_deadline_;
+  } else if (!stopping_ && options_.timeout_s > 0) {
+    deadline = start_time_ + Seconds(options_.timeout_s);
+  }
+  if (!deadline) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<decltype(left)>(left, 0, INT_MAX));
+}
+
+Clock::duration Job::Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+void Job::HandleSignals() {
+  for (int sig : signals_->Drain()) {
+    if (sig == SIGCHLD) {
+      ReapChildren();
+    } else {
+      SignalAll(sig);
+    }
+  }
+}
+
+void Job::ReapChildren() {
+  // SIGCHLD is not queued per child: one notification may stand for several exits.
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid < 0 && errno == EINTR) continue;
+    if (pid <= 0) return;
+    auto it = std::find_if(ranks_.begin(), ranks_.end(),
+                           [pid](const Rank& r) { return r.running && r.pid == pid; });
+    if (it != ranks_.end()) OnRankExit(*it, status);
+  }
+}
+
+void Job::OnRankExit(Rank& rank, int status) {
+  rank.running = false;
+  --running_count_;
+  for (LineRelay& relay : rank.relays) relay.Finish();
+  bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // Only the first failure is reported: later ones are usually ranks we stopped, or peers
+  // reacting to the first, and would bury the cause.
+  if (!failed || stopping_) return;
+  failure_status_ = ShellStatus(status);
+  std::string message = "batonrun: rank " + std::to_string(rank.global_rank) + " (pid " +
+                        std::to_string(rank.pid) + ") " + DescribeStatus(status);
+  if (running_count_ > 0) message += "; stopping the other ranks";
+  stderr_sink_.Write(message + "\n");
+  Stop("");
+}
+
+void Job::CheckDeadlines() {
+  Clock::time_point now = Clock::now();
+  if (!stopping_ && options_.timeout_s > 0 && now >= start_time_ + Seconds(options_.timeout_s)) {
+    timed_out_ = true;
+    char message[128];
+    snprintf(message, sizeof(message), "batonrun: job timed out after %g s; stopping all ranks\n",
+             options_.timeout_s);
+    Stop(message);
+  }
+  if (stopping_ && !killed_ && now >= kill_deadline_) {
+    killed_ = true;
+    SignalAll(SIGKILL);
+  }
+}
+
+void Job::Stop(const std::string& message) {
+  if (stopping_) return;
+  if (!message.empty()) stderr_sink_.Write(message);
+  stopping_ = true;
+  kill_deadline_ = Clock::now() + Seconds(options_.kill_grace_s);
+  SignalAll(SIGTERM);
+}
+
+void Job::SignalAll(int sig) {
+  for (const Rank& rank : ranks_) {
+    // A rank reaped already must not be signaled: its pid may belong to another process now.
+    if (rank.running) kill(rank.pid, sig);
+  }
+}
+
+}  // namespace batonrun

@@ -1,0 +1,86 @@
+// batonrun: starts the ranks of a Baton job on one host, like `mpirun -n N` or `torchrun`.
+//
+//   batonrun [options] -n N prog [args...]
+//
+// Every rank is a child process started with fork + execvp. It finds its place in the job in its
+// environment (read by batonCommInitFromEnv):
+//
+//   BATON_RANK, BATON_WORLD_SIZE         global rank and number of ranks of the job
+//   BATON_LOCAL_RANK, BATON_LOCAL_SIZE   rank and number of ranks on this host
+//   BATON_UNIQUE_ID                      single-host jobs: the batonUniqueId made by batonrun,
+//                                        as 256 lowercase hex digits
+//   BATON_ROOT                           multi-host jobs (--root): HOST:PORT of the rendezvous,
+//                                        hosted by global rank 0
+//
+// A job spanning hosts is started by one batonrun per host, each with the same --world-size and
+// --root and its own --rank-offset.
+//
+// The job fails as a whole: when a rank exits non-zero or dies of a signal, batonrun stops the
+// others (SIGTERM, then SIGKILL after a grace period) and exits with that rank's status, encoded
+// like a shell does (128 + signal number for a signal).
+//
+// SPDX-License-Identifier: BSD-3-Clause
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "base/settings.h"
+#include "baton.h"
+#include "bootstrap/unique_id.h"
+#include "tools/batonrun/job.h"
+#include "tools/batonrun/options.h"
+#include "tools/batonrun/signals.h"
+
+using baton::SettingName;
+using namespace batonrun;  // NOLINT: main is batonrun's entry point
+
+int main(int argc, char** argv) {
+  Options options;
+  std::string error;
+  switch (ParseArgs(argc, argv, &options, &error)) {
+    case ParseOutcome::kHelp:
+      fputs(kUsage, stdout);
+      return 0;
+    case ParseOutcome::kVersion:
+      printf("batonrun (Baton) %d.%d.%d\n", BATON_MAJOR, BATON_MINOR, BATON_PATCH);
+      return 0;
+    case ParseOutcome::kUsageError:
+      fprintf(stderr, "batonrun: %s\nTry 'batonrun --help' for more information.\n", error.c_str());
+      return kExitUsage;
+    case ParseOutcome::kRun:
+      break;
+  }
+
+  // Before batonGetUniqueId, which starts a thread (see SignalWatcher::Init).
+  SignalWatcher signals;
+  if (!signals.Init(&error)) {
+    fprintf(stderr, "batonrun: %s\n", error.c_str());
+    return kExitLauncherError;
+  }
+
+  std::string rendezvous_var;
+  if (!options.root.empty()) {
+    // Global rank 0, wherever it runs, listens on --root; every rank connects there.
+    rendezvous_var = std::string(SettingName::root) + "=" + options.root;
+  } else {
+    // The listener lives in this process, served by a library thread, for as long as batonrun
+    // runs: no port is picked here and handed over, so no other process can take it meanwhile.
+    // A single-host job needs no network at all: unless the user chose an interface, the
+    // rendezvous and every rank's sockets stay on loopback (the ranks inherit this variable).
+    setenv(SettingName::socket_ifname, "lo", /*overwrite=*/0);
+    batonUniqueId id;
+    batonResult_t result = batonGetUniqueId(&id);
+    if (result != batonSuccess) {
+      fprintf(stderr, "batonrun: cannot create the rendezvous: batonGetUniqueId failed (%d): %s\n",
+              static_cast<int>(result), batonGetLastError(nullptr));
+      return kExitLauncherError;
+    }
+    rendezvous_var = std::string(SettingName::unique_id) + "=" + baton::UniqueIdToHex(id);
+  }
+
+  Job job(options, &signals, std::move(rendezvous_var));
+  int status = job.Run();
+  fflush(stdout);
+  return status;
+}

@@ -1,0 +1,36 @@
+// batonrun's command line: what it accepts and how it is checked.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace batonrun {
+
+// The command line, parsed and checked.
+struct Options {
+  int num_ranks = 0;  // 0 until -n is seen.
+  bool prefix = false;
+  double timeout_s = 0;  // 0: no time limit.
+  double kill_grace_s = 5;
+  std::optional<int> world_size;
+  std::optional<int> rank_offset;
+  std::string root;                  // Empty: single-host job with a unique id made here.
+  std::vector<std::string> exports;  // NAME=VALUE pairs from -x, in order.
+  std::vector<std::string> command;  // The program and its arguments.
+
+  int WorldSize() const { return world_size.value_or(num_ranks); }
+  int RankOffset() const { return rank_offset.value_or(0); }
+};
+
+enum class ParseOutcome { kRun, kHelp, kVersion, kUsageError };
+
+// The text of --help.
+extern const char kUsage[];
+
+// Parses argv into *options. Options come first; the first argument that is not an option (or
+// whatever follows "--") is the program, and everything after it is passed to the program
+// untouched, as with mpirun, so `batonrun -n 2 prog -n 5` gives "-n 5" to prog.
+ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* error);
+
+}  // namespace batonrun

@@ -1,0 +1,19 @@
+#include "transport/channel.h"
+
+#include <cstring>
+
+#include "kernels/cpu_reduce.h"
+
+namespace baton {
+
+void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len) {
+  if (t.reduce_with == nullptr) {
+    memcpy(t.dst + offset, data, len);
+    return;
+  }
+  const uint8_t* local = t.reduce_with + offset;
+  reduceInto(t.dst + offset, t.incoming_first ? data : local, t.incoming_first ? local : data,
+             len / t.elem_size, t.datatype, t.op, t.post_divisor);
+}
+
+}  // namespace baton

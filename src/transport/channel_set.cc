@@ -1,0 +1,256 @@
+#include "transport/channel_set.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "bootstrap/mesh.h"
+#include "transport/shm.h"
+#include "transport/tcp.h"
+
+namespace baton {
+
+namespace {
+constexpr uint64_t kWakeKey = ~0ull;
+constexpr uint32_t kBaseEvents = EPOLLRDHUP | EPOLLONESHOT;
+}  // namespace
+
+Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>* out) {
+  auto set = std::make_unique<ChannelSet>();
+  const auto& peers = *setup.peers;
+  const int n = setup.nranks, me = setup.rank;
+  set->rank_ = me;
+  set->channels_.resize(n);
+  set->shm_sockets_.resize(n);
+  set->peer_fds_.resize(n);
+  set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
+  for (int p = 0; p < n; ++p) set->peer_closed_[p].store(false);
+
+  std::vector<int> local_peers;
+  for (int p = 0; p < n; ++p)
+    if (p != me && SharesMemory(peers[p], peers[me])) local_peers.push_back(p);
+  if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->setupShm(setup, local_peers));
+  set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
+
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    if (set->channels_[p]) {
+      set->shm_sockets_[p] = std::move((*setup.mesh)[p][0]);
+      set->peer_fds_[p] = {set->shm_sockets_[p].get()};
+    } else {
+      auto ch = std::make_unique<TcpChannel>(std::move((*setup.mesh)[p]), setup.config.buffsize, p);
+      set->peer_fds_[p] = ch->fds();
+      set->channels_[p] = std::move(ch);
+    }
+  }
+  BATON_INFO(kLogInit, "rank %d: %d peers over shared memory, %d over TCP", me,
+             (int)local_peers.size(), n - 1 - (int)local_peers.size());
+
+  set->watch_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
+  set->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  set->notify_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!set->watch_epoll_.valid() || !set->wake_fd_.valid() || !set->notify_fd_.valid())
+    return ErrnoError("epoll/eventfd", errno);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeKey;
+  epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->wake_fd_.get(), &ev);
+  for (int p = 0; p < n; ++p) {
+    for (size_t i = 0; i < set->peer_fds_[p].size(); ++i) {
+      ev.events = kBaseEvents;
+      ev.data.u64 = WatchKey(p, static_cast<int>(i));
+      if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->peer_fds_[p][i], &ev) != 0)
+        return ErrnoError("epoll_ctl", errno);
+    }
+  }
+  ChannelSet* raw = set.get();
+  set->watchdog_ = std::thread([raw] { raw->watchdogLoop(); });
+  *out = std::move(set);
+  return Status::Ok();
+}
+
+Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& local_peers) {
+  const int me = setup.rank;
+  const auto& peers = *setup.peers;
+  std::vector<int> group = local_peers;
+  group.push_back(me);
+  std::sort(group.begin(), group.end());
+  auto name_of = [&](int rank) {
+    char name[64];
+    snprintf(name, sizeof(name), "/baton-%016llx-%d", (unsigned long long)setup.id->comm_id, rank);
+    return std::string(name);
+  };
+  uint32_t nslots = std::clamp<uint32_t>(setup.config.shm_slots, 2, kShmMaxSlots);
+  uint64_t slot_bytes = std::max<uint64_t>(setup.config.buffsize / nslots / 4096 * 4096, 4096);
+  slot_bytes = std::min<uint64_t>(slot_bytes, 1ull << 30);
+  uint32_t nrings = static_cast<uint32_t>(local_peers.size());
+  size_t bytes = ShmSegmentBytes(nrings, nslots, static_cast<uint32_t>(slot_bytes));
+
+  std::unique_ptr<ShmSegment> own;
+  Status st = ShmSegment::Create(name_of(me), bytes, &own);
+  if (st.code() == batonSystemError && st.message().find("File exists") != std::string::npos) {
+    // Left behind by a crashed run with the same id: ours to replace.
+    shm_unlink(name_of(me).c_str());
+    st = ShmSegment::Create(name_of(me), bytes, &own);
+  }
+  BATON_RETURN_IF_ERROR(st.withContext("shared memory (is /dev/shm full?)"));
+  InitShmSegment(own.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
+  if (setup.config.cma) {
+    InitCmaProbe(own.get());
+    // Where Yama restricts ptrace to descendants, let sibling ranks read us
+    // (Open MPI's shared-memory transport does the same).
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  }
+  ShmSegment* own_seg = own.get();
+  bell_ = &own_seg->header()->bell;
+  segments_.push_back(std::move(own));
+
+  std::vector<std::vector<uint8_t>> replies;
+  uint64_t token = 0x5245414459ull;  // "READY"
+  BATON_RETURN_IF_ERROR(
+      ExchangeWithPeers(*setup.mesh, local_peers, &token, &replies, sizeof(token), setup.deadline));
+  size_t my_pos = std::find(group.begin(), group.end(), me) - group.begin();
+  for (size_t i = 0; i < local_peers.size(); ++i) {
+    int p = local_peers[i];
+    std::unique_ptr<ShmSegment> peer_seg;
+    BATON_RETURN_IF_ERROR(ShmSegment::Open(name_of(p), &peer_seg));
+    size_t p_pos = std::find(group.begin(), group.end(), p) - group.begin();
+    // Our ring in p's segment: our index among p's local peers (the group
+    // without p, in rank order).
+    uint32_t send_index = static_cast<uint32_t>(my_pos - (my_pos > p_pos ? 1 : 0));
+    if (send_index >= peer_seg->header()->nrings)
+      return InternalError("shared memory layout disagrees with rank " + std::to_string(p));
+    channels_[p] = std::make_unique<ShmChannel>(own_seg, static_cast<uint32_t>(i), peer_seg.get(),
+                                                send_index, &peer_closed_[p], p);
+    segments_.push_back(std::move(peer_seg));
+  }
+  // Which peers' memory can we read? Each tells every local peer its whole
+  // answer; a peer then sends us descriptors only if we can read it. This
+  // exchange also means every local peer has mapped our segment, so its
+  // name can go and a crash later leaves nothing behind in /dev/shm.
+  std::vector<uint8_t> can_read(setup.nranks, 0);
+  if (setup.config.cma)
+    for (int p : local_peers)
+      can_read[p] =
+          ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peerSegment());
+  BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, can_read.data(), &replies,
+                                          can_read.size(), setup.deadline));
+  own_seg->unlink();
+  int cma_peers = 0;
+  for (size_t i = 0; i < local_peers.size(); ++i) {
+    int p = local_peers[i];
+    bool peer_reads_us = replies[i][me] != 0;
+    cma_peers += peer_reads_us;
+    static_cast<ShmChannel*>(channels_[p].get())
+        ->enableCma(peer_reads_us && setup.config.cma, peers[p].pid, setup.config.cma_threshold);
+  }
+  BATON_INFO(kLogShm, "cross memory attach: %d of %d local peers read our memory directly",
+             cma_peers, (int)local_peers.size());
+  BATON_INFO(kLogShm, "shared memory: %u rings of %u x %llu bytes", nrings, nslots,
+             (unsigned long long)slot_bytes);
+  return Status::Ok();
+}
+
+ChannelSet::ChannelSet() = default;
+
+ChannelSet::~ChannelSet() {
+  if (watchdog_.joinable()) {
+    stopping_.store(true);
+    uint64_t one = 1;
+    if (write(wake_fd_.get(), &one, sizeof(one)) < 0) {
+    }
+    watchdog_.join();
+  }
+}
+
+void ChannelSet::watchdogLoop() {
+  SetLogRank(rank_);
+  epoll_event events[64];
+  while (!stopping_.load()) {
+    int n = epoll_wait(watch_epoll_.get(), events, 64, -1);
+    if (n < 0 && errno != EINTR) {
+      BATON_WARN(kLogNet, "watchdog: epoll_wait: %s", strerror(errno));
+      return;
+    }
+    for (int i = 0; i < n; ++i) {
+      uint64_t key = events[i].data.u64;
+      if (key == kWakeKey) {
+        uint64_t v;
+        if (read(wake_fd_.get(), &v, sizeof(v)) < 0) {
+        }
+        continue;
+      }
+      const int peer = static_cast<int>(key / 256), index = static_cast<int>(key % 256);
+      if (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        // One-shot: the peer stays marked closed and is not re-armed.
+        peer_closed_[peer].store(true, std::memory_order_release);
+        BATON_INFO(kLogNet, "rank %d closed its connection", peer);
+        uint64_t one = 1;
+        if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
+        }
+      } else {
+        epoll_event ev{};
+        ev.events = kBaseEvents;
+        ev.data.u64 = key;
+        epoll_ctl(watch_epoll_.get(), EPOLL_CTL_MOD, peer_fds_[peer][index], &ev);
+      }
+      ForceRingDoorbell(bell_);
+    }
+  }
+}
+
+uint32_t ChannelSet::prepareSleep() {
+  uint32_t seq = bell_->seq.load(std::memory_order_acquire);
+  bell_->waiting.store(1, std::memory_order_seq_cst);
+  return seq;
+}
+
+void ChannelSet::cancelSleep() {
+  bell_->waiting.store(0, std::memory_order_relaxed);
+}
+
+void ChannelSet::wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
+  if (!ws.any_shm) {
+    std::vector<pollfd> fds = ws.tcp;
+    fds.push_back({notify_fd_.get(), POLLIN, 0});
+    int n = poll(fds.data(), fds.size(), timeout_ms);
+    if (n > 0 && fds.back().revents) {
+      uint64_t v;
+      if (read(notify_fd_.get(), &v, sizeof(v)) < 0) {
+      }
+    }
+    return;
+  }
+  // Shared memory (and maybe TCP too): sleep on the doorbell; the watchdog
+  // rings it when an armed socket becomes ready.
+  for (size_t i = 0; i < ws.tcp.size(); ++i) {
+    epoll_event ev{};
+    ev.events = kBaseEvents | (ws.tcp[i].events & POLLIN ? uint32_t(EPOLLIN) : 0u) |
+                (ws.tcp[i].events & POLLOUT ? uint32_t(EPOLLOUT) : 0u);
+    ev.data.u64 = ws.tcp_keys[i];
+    epoll_ctl(watch_epoll_.get(), EPOLL_CTL_MOD, ws.tcp[i].fd, &ev);
+  }
+  // A re-arm by the watchdog can race with ours; a short cap bounds the cost.
+  if (!ws.tcp.empty()) timeout_ms = std::min(timeout_ms, 10);
+  if (!aborted()) WaitDoorbell(bell_, seq, timeout_ms);
+  cancelSleep();
+}
+
+void ChannelSet::abort() {
+  aborted_.store(true, std::memory_order_release);
+  for (const auto& fds : peer_fds_)
+    for (int fd : fds) shutdown(fd, SHUT_RDWR);
+  uint64_t one = 1;
+  if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
+  }
+  ForceRingDoorbell(bell_);
+}
+
+}  // namespace baton

@@ -1,0 +1,38 @@
+// AlgorithmFilter: BATON_ALGO parsed, NCCL's syntax. "ring", "ring,tree",
+// "^tree" (exclude), "allreduce:ring;broadcast:tree" (scoped per
+// collective); names are case insensitive: ring, rhd (recursive halving /
+// doubling), tree (double binary tree), binomial (binomial tree), pairwise.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "base/status.h"
+
+namespace baton {
+
+class AlgorithmFilter {
+ public:
+  // Empty spec: everything allowed. batonInvalidUsage for an unknown
+  // collective or algorithm name.
+  static Status Parse(const std::string& spec, AlgorithmFilter* out);
+
+  bool allows(Collective c, Algorithm a) const;
+
+  // The first allowed algorithm among `available` (in preference order),
+  // or batonInvalidUsage naming what was asked for and what exists.
+  Status choose(Collective c, const std::vector<Algorithm>& available, Algorithm* out) const;
+
+ private:
+  struct Rule {
+    bool scoped = false;
+    Collective collective = Collective::kAllReduce;
+    bool exclude = false;
+    std::vector<Algorithm> algorithms;
+  };
+  std::vector<Rule> rules_;
+  std::string spec_;
+};
+
+}  // namespace baton

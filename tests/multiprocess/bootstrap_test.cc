@@ -1,0 +1,272 @@
+// Bootstrap: foreign connections to the rendezvous are dropped without
+// harm, every launcher's environment leads to a working communicator, the
+// unique id's text form round-trips, and BATON_TIMEOUT means the same on
+// every rendezvous path (0: wait forever).
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/socket.h"
+#include "baton.h"
+#include "bootstrap/unique_id.h"
+
+namespace baton {
+namespace {
+
+// Runs `body(rank)` in `n` forked children; true when all exit 0 in time.
+bool ForkRanks(int n, const std::function<int(int)>& body, int timeout_s = 60) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      alarm(timeout_s);  // a hang kills the child, which fails the test
+      _exit(body(r));
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  for (pid_t pid : pids) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+// Allreduce of rank+1 over a fresh communicator; 0 on a correct result.
+int CheckAllReduce(batonComm_t comm) {
+  int n = 0, rank = 0;
+  if (batonCommCount(comm, &n) != batonSuccess || batonCommUserRank(comm, &rank) != batonSuccess)
+    return 10;
+  int64_t v = rank + 1;
+  if (batonAllReduce(&v, &v, 1, batonInt64, batonSum, comm, nullptr) != batonSuccess) return 11;
+  if (v != int64_t(n) * (n + 1) / 2) return 12;
+  return batonCommDestroy(comm) == batonSuccess ? 0 : 13;
+}
+
+TEST(BootstrapTest, ForeignConnectionsAreDropped) {
+  batonUniqueId id;
+  ASSERT_EQ(batonGetUniqueId(&id), batonSuccess);
+  UniqueIdData data;
+  ASSERT_TRUE(DecodeUniqueId(id, &data).ok());
+  SockAddr root = FromWire(data.root);
+  // A silent client, a garbage client and a client with a wrong secret.
+  std::vector<Fd> intruders;
+  for (int i = 0; i < 3; ++i) {
+    Fd fd;
+    ASSERT_TRUE(ConnectWithRetry(root, DeadlineIn(5), &fd).ok());
+    intruders.push_back(std::move(fd));
+  }
+  std::vector<uint8_t> garbage(4096, 0xab);
+  ASSERT_TRUE(SendAll(intruders[1].get(), garbage.data(), garbage.size(), DeadlineIn(5)).ok());
+  std::vector<uint8_t> hello(512, 0);
+  uint32_t magic = 0x4f4c4548;  // the right magic, but the secret is zero
+  memcpy(hello.data(), &magic, 4);
+  ASSERT_TRUE(SendAll(intruders[2].get(), hello.data(), hello.size(), DeadlineIn(5)).ok());
+  EXPECT_TRUE(ForkRanks(3, [&](int rank) {
+    batonComm_t comm;
+    if (batonCommInitRank(&comm, 3, id, rank) != batonSuccess) return 1;
+    return CheckAllReduce(comm);
+  }));
+}
+
+TEST(BootstrapTest, GarbageUniqueIdIsRejected) {
+  batonUniqueId id;
+  memset(&id, 0x5a, sizeof(id));
+  batonComm_t comm;
+  EXPECT_EQ(batonCommInitRank(&comm, 1, id, 0), batonInvalidArgument);
+  EXPECT_STRNE(batonGetLastError(nullptr), "");
+}
+
+TEST(UniqueIdTest, TextFormRoundTrips) {
+  batonUniqueId id;
+  for (size_t i = 0; i < sizeof(id.internal); ++i) id.internal[i] = static_cast<char>(i * 37 + 5);
+  const std::string hex = UniqueIdToHex(id);
+  ASSERT_EQ(hex.size(), 2 * sizeof(id.internal));
+  EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos);
+  std::optional<batonUniqueId> back = UniqueIdFromHex(hex);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(memcmp(back->internal, id.internal, sizeof(id.internal)), 0);
+  std::string upper = hex;
+  for (char& c : upper) c = static_cast<char>(toupper(c));
+  ASSERT_TRUE(UniqueIdFromHex(upper).has_value());
+  EXPECT_EQ(memcmp(UniqueIdFromHex(upper)->internal, id.internal, sizeof(id.internal)), 0);
+  EXPECT_FALSE(UniqueIdFromHex(hex.substr(1)).has_value());
+  EXPECT_FALSE(UniqueIdFromHex(hex + "0").has_value());
+  std::string bad = hex;
+  bad[17] = 'g';
+  EXPECT_FALSE(UniqueIdFromHex(bad).has_value());
+  bad[17] = ' ';
+  EXPECT_FALSE(UniqueIdFromHex(bad).has_value());
+}
+
+// batonGetUniqueId serves the rendezvous for BATON_TIMEOUT: with 1 s, ranks
+// that come 1.5 s later find nobody; with 0 (forever) they form the
+// communicator.
+bool RanksJoinLate(const char* timeout) {
+  setenv("BATON_TIMEOUT", timeout, 1);
+  batonUniqueId id;
+  EXPECT_EQ(batonGetUniqueId(&id), batonSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  setenv("BATON_TIMEOUT", "1", 1);  // the ranks' own waits stay short
+  const bool joined = ForkRanks(2, [&](int rank) {
+    batonComm_t comm;
+    if (batonCommInitRank(&comm, 2, id, rank) != batonSuccess) return 1;
+    return CheckAllReduce(comm);
+  });
+  unsetenv("BATON_TIMEOUT");
+  return joined;
+}
+
+TEST(TimeoutTest, UniqueIdRendezvousHonoursTheTimeout) {
+  EXPECT_FALSE(RanksJoinLate("1"));
+}
+
+TEST(TimeoutTest, UniqueIdRendezvousWaitsForeverWithZero) {
+  EXPECT_TRUE(RanksJoinLate("0"));
+}
+
+// A free loopback port for BATON_ROOT jobs.
+int FreePort() {
+  SockAddr any, bound;
+  EXPECT_TRUE(ParseHostPort("127.0.0.1:0", &any).ok());
+  Fd fd;
+  EXPECT_TRUE(ListenOn(any, &fd, &bound).ok());
+  return bound.port();
+}
+
+struct LauncherEnv {
+  const char* name;
+  std::function<void(int rank, int n, int port)> set;
+};
+
+class InitFromEnvTest : public ::testing::TestWithParam<LauncherEnv> {};
+
+TEST_P(InitFromEnvTest, FormsACommunicator) {
+  const int n = 3, port = FreePort();
+  EXPECT_TRUE(ForkRanks(n, [&](int rank) {
+    for (const char* v :
+         {"BATON_RANK", "BATON_WORLD_SIZE", "BATON_UNIQUE_ID", "BATON_ROOT", "OMPI_COMM_WORLD_RANK",
+          "OMPI_COMM_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "PMI_RANK", "PMI_SIZE", "RANK",
+          "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"})
+      unsetenv(v);
+    GetParam().set(rank, n, port);
+    batonComm_t comm;
+    if (batonCommInitFromEnv(&comm) != batonSuccess) {
+      fprintf(stderr, "rank %d: %s\n", rank, batonGetLastError(nullptr));
+      return 1;
+    }
+    return CheckAllReduce(comm);
+  }));
+}
+
+void SetInt(const char* name, int v) {
+  setenv(name, std::to_string(v).c_str(), 1);
+}
+void SetRoot(int port) {
+  setenv("BATON_ROOT", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Launchers, InitFromEnvTest,
+                         ::testing::Values(LauncherEnv{"baton",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("BATON_RANK", r),
+                                                             SetInt("BATON_WORLD_SIZE", n),
+                                                             SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"openmpi",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("OMPI_COMM_WORLD_RANK", r),
+                                                             SetInt("OMPI_COMM_WORLD_SIZE", n);
+                                                         SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"slurm",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("SLURM_PROCID", r),
+                                                             SetInt("SLURM_NTASKS", n),
+                                                             SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"pmi",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("PMI_RANK", r),
+                                                             SetInt("PMI_SIZE", n), SetRoot(port);
+                                                       }},
+                                           LauncherEnv{"torchrun",
+                                                       [](int r, int n, int port) {
+                                                         SetInt("RANK", r), SetInt("WORLD_SIZE", n);
+                                                         setenv("MASTER_ADDR", "127.0.0.1", 1);
+                                                         SetInt("MASTER_PORT", port);
+                                                       }}),
+                         [](const ::testing::TestParamInfo<LauncherEnv>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// The BATON_ROOT path starts its rendezvous server in rank 0 with the same
+// BATON_TIMEOUT: rank 1 joining 1.5 s late makes rank 0 fail with 1 s (its
+// own wait or its server times out, whichever comes first), and both form
+// the communicator with 0. Exit status: 0 success, 100 failed init.
+int JoinRootLate(const char* timeout, int port, int rank) {
+  setenv("BATON_TIMEOUT", timeout, 1);
+  SetInt("BATON_RANK", rank);
+  SetInt("BATON_WORLD_SIZE", 2);
+  SetRoot(port);
+  if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  batonComm_t comm;
+  if (batonCommInitFromEnv(&comm) != batonSuccess) return 100;
+  return CheckAllReduce(comm);
+}
+
+TEST(TimeoutTest, RootRendezvousHonoursTheTimeout) {
+  const int port = FreePort();
+  pid_t pids[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    pids[rank] = fork();
+    if (pids[rank] == 0) {
+      alarm(30);
+      _exit(JoinRootLate("1", port, rank));
+    }
+  }
+  int status[2] = {0, 0};
+  for (int rank = 0; rank < 2; ++rank) waitpid(pids[rank], &status[rank], 0);
+  ASSERT_TRUE(WIFEXITED(status[0]));
+  EXPECT_EQ(WEXITSTATUS(status[0]), 100) << "rank 0 should give up after 1 s";
+}
+
+TEST(TimeoutTest, RootRendezvousWaitsForeverWithZero) {
+  const int port = FreePort();
+  EXPECT_TRUE(ForkRanks(2, [&](int rank) { return JoinRootLate("0", port, rank); }));
+}
+
+TEST(InitFromEnvErrors, NoRankIsInvalidUsage) {
+  EXPECT_TRUE(ForkRanks(1, [](int) {
+    for (const char* v :
+         {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "PMI_RANK", "PMIX_RANK", "RANK"})
+      unsetenv(v);
+    batonComm_t comm;
+    return batonCommInitFromEnv(&comm) == batonInvalidUsage ? 0 : 1;
+  }));
+}
+
+TEST(InitFromEnvErrors, RankOutOfRangeIsInvalidArgument) {
+  EXPECT_TRUE(ForkRanks(1, [](int) {
+    setenv("BATON_RANK", "5", 1);
+    setenv("BATON_WORLD_SIZE", "2", 1);
+    batonComm_t comm;
+    return batonCommInitFromEnv(&comm) == batonInvalidArgument ? 0 : 1;
+  }));
+}
+
+}  // namespace
+}  // namespace baton

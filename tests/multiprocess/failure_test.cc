@@ -1,0 +1,383 @@
+// Fault tolerance: a rank that dies (SIGKILL mid-collective, or exit without
+// batonCommDestroy), hangs (SIGSTOP) or aborts must make every survivor's
+// collective fail within BATON_TIMEOUT instead of hanging, and batonCommAbort
+// must then return. Also checks that the multi-process harness itself turns
+// hangs, crashes and reported failures into test failures.
+#include <baton.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
+#include "common/mp_harness.h"
+
+namespace {
+
+using baton_test::Options;
+using baton_test::RankContext;
+using baton_test::ResultName;
+using baton_test::RunRanks;
+using baton_test::SecondsSince;
+
+constexpr int kTimeoutSeconds = 20;  // BATON_TIMEOUT for these tests
+// Survivors must give up within the timeout; the slack covers the work done
+// before the death and a loaded 2-core machine.
+constexpr double kMaxDetectSeconds = kTimeoutSeconds + 15;
+constexpr size_t kLargeCount = size_t{16} << 20;  // 64 MiB of floats
+
+Options FailureOptions(const char* transport) {
+  Options options;
+  options.env = {{"BATON_TRANSPORT", transport},
+                 {"BATON_TIMEOUT", std::to_string(kTimeoutSeconds)}};
+  options.deadline = std::chrono::seconds(60);
+  return options;
+}
+
+// Runs allreduces on comm until one fails (directly, or at
+// batonStreamSynchronize when a stream is given); returns that error, or
+// batonSuccess if none failed within `limit_s`.
+batonResult_t AllReduceUntilError(batonComm_t comm, batonStream_t stream, std::vector<float>& buf,
+                                  double limit_s, int* iterations) {
+  const auto start = std::chrono::steady_clock::now();
+  batonResult_t r = batonSuccess;
+  *iterations = 0;
+  while (r == batonSuccess && SecondsSince(start) < limit_s) {
+    // Max keeps the values finite however many iterations run.
+    r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat, batonMax, comm, stream);
+    if (r == batonSuccess && stream != nullptr) r = batonStreamSynchronize(stream);
+    ++*iterations;
+  }
+  return r;
+}
+
+// After a peer's death: the error reached the caller in time, the communicator
+// reports it, and batonCommAbort returns.
+void ExpectFailedThenAbort(RankContext& ctx, batonResult_t r, double elapsed, int iterations,
+                           bool on_stream) {
+  MP_EXPECT_NE(ctx, r, batonSuccess) << " no error after " << iterations << " allreduces in "
+                                     << elapsed << " s although a peer died";
+  MP_EXPECT_LT(ctx, elapsed, kMaxDetectSeconds)
+      << " s to report " << ResultName(r) << " with BATON_TIMEOUT=" << kTimeoutSeconds;
+  MP_EXPECT_TRUE(ctx, r != batonInvalidArgument && r != batonInvalidUsage)
+      << " a dead peer is not a usage error: " << ResultName(r);
+  MP_EXPECT_NE(ctx, std::string(ctx.LastError()), "") << " no message for " << ResultName(r);
+  if (ctx.rank() == 0) {
+    ctx.Log(ResultName(r) + " after " + std::to_string(iterations) + " allreduces in " +
+            std::to_string(elapsed) + " s: " + ctx.LastError());
+  }
+  batonResult_t async = batonSuccess;
+  MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
+  // A failed stream operation is an asynchronous error and must stick.
+  if (on_stream) MP_EXPECT_NE(ctx, async, batonSuccess);
+  const auto abort_start = std::chrono::steady_clock::now();
+  MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+  MP_EXPECT_LT(ctx, SecondsSince(abort_start), 10.0) << " s in batonCommAbort";
+}
+
+class RankFailureTest : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
+
+// Rank 2 SIGKILLs itself ~50 ms into a loop of 64 MiB allreduces, so it dies
+// in the middle of a collective; the three survivors must see an error.
+TEST_P(RankFailureTest, SigkillDuringAllReduce) {
+  const auto [transport, on_stream] = GetParam();
+  Options options = FailureOptions(transport);
+  options.expected_signal = {{2, SIGKILL}};
+  RunRanks(
+      4,
+      [on_stream = on_stream](RankContext& ctx) {
+        std::vector<float> buf(kLargeCount, static_cast<float>(ctx.rank()));
+        batonStream_t stream = nullptr;
+        if (on_stream) MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
+        if (ctx.rank() == 2) {
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            raise(SIGKILL);
+          }).detach();
+          // Keep the others busy until the kill lands; if an allreduce fails
+          // first, just wait for it (exiting would be a different test).
+          int iterations = 0;
+          AllReduceUntilError(ctx.comm(), stream, buf, 1e9, &iterations);
+          for (;;) pause();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        int iterations = 0;
+        const batonResult_t r =
+            AllReduceUntilError(ctx.comm(), stream, buf, kMaxDetectSeconds, &iterations);
+        ExpectFailedThenAbort(ctx, r, SecondsSince(start), iterations, on_stream);
+        if (stream != nullptr) {
+          // Its work has finished (with an error); destroying must not hang.
+          const batonResult_t d = batonStreamDestroy(stream);
+          MP_EXPECT_TRUE(ctx, d != batonInvalidArgument) << ResultName(d);
+        }
+      },
+      options);
+}
+
+// Rank 1 finishes one allreduce, then calls exit(0) without destroying its
+// communicator while the others enter a second allreduce.
+TEST_P(RankFailureTest, ExitWithoutDestroyDuringAllReduce) {
+  const auto [transport, on_stream] = GetParam();
+  RunRanks(
+      4,
+      [on_stream = on_stream](RankContext& ctx) {
+        std::vector<float> buf(size_t{1} << 20, static_cast<float>(ctx.rank()));
+        batonStream_t stream = nullptr;
+        if (on_stream) MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
+        MP_ASSERT_OK(ctx, batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat, batonMax,
+                                         ctx.comm(), stream));
+        if (stream != nullptr) MP_ASSERT_OK(ctx, batonStreamSynchronize(stream));
+        MP_EXPECT_EQ(ctx, buf[0], 3.0f);
+        if (ctx.rank() == 1) {
+          fflush(stdout);
+          // exit, not _exit: atexit handlers and static destructors run, as
+          // in a program that simply forgot batonCommDestroy.
+          exit(0);
+        }
+        const auto start = std::chrono::steady_clock::now();
+        int iterations = 0;
+        const batonResult_t r =
+            AllReduceUntilError(ctx.comm(), stream, buf, kMaxDetectSeconds, &iterations);
+        ExpectFailedThenAbort(ctx, r, SecondsSince(start), iterations, on_stream);
+        if (stream != nullptr) {
+          const batonResult_t d = batonStreamDestroy(stream);
+          MP_EXPECT_TRUE(ctx, d != batonInvalidArgument) << ResultName(d);
+        }
+      },
+      FailureOptions(transport));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RankFailureTest,
+                         ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "_host_stream" : "_null_stream");
+                         });
+
+class StoppedRankTest : public ::testing::TestWithParam<const char*> {};
+
+// A rank that hangs (SIGSTOP) keeps its sockets and shared memory open, so only
+// BATON_TIMEOUT can detect it: the survivors must fail within the timeout
+// (3 s here) plus slack. Then rank 0 SIGKILLs the stopped rank (its pid comes
+// through harness memory).
+constexpr int kShortTimeout = 3;  // BATON_TIMEOUT for StoppedRankTest
+
+TEST_P(StoppedRankTest, SurvivorsTimeOut) {
+  Options options;
+  options.env = {{"BATON_TRANSPORT", GetParam()}, {"BATON_TIMEOUT", std::to_string(kShortTimeout)}};
+  options.deadline = std::chrono::seconds(60);
+  options.expected_signal = {{2, SIGKILL}};
+  RunRanks(
+      4,
+      [](RankContext& ctx) {
+        auto* stopped_pid = static_cast<std::atomic<pid_t>*>(ctx.shared());
+        std::vector<float> buf(kLargeCount, 1.0f);
+        if (ctx.rank() == 2) {
+          stopped_pid->store(getpid());
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            raise(SIGSTOP);
+          }).detach();
+          int iterations = 0;
+          AllReduceUntilError(ctx.comm(), nullptr, buf, 1e9, &iterations);
+          for (;;) pause();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        int iterations = 0;
+        const batonResult_t r =
+            AllReduceUntilError(ctx.comm(), nullptr, buf, kMaxDetectSeconds, &iterations);
+        const double elapsed = SecondsSince(start);
+        MP_EXPECT_TRUE(ctx, r == batonTimeout || r == batonRemoteError)
+            << " got " << ResultName(r) << " after " << iterations << " allreduces in " << elapsed
+            << " s: " << ctx.LastError();
+        MP_EXPECT_LT(ctx, elapsed, kShortTimeout + 12.0)
+            << " s with BATON_TIMEOUT=" << kShortTimeout;
+        if (ctx.rank() == 0) {
+          ctx.Log(ResultName(r) + " after " + std::to_string(elapsed) + " s: " + ctx.LastError());
+        }
+        MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        if (ctx.rank() == 0) kill(stopped_pid->load(), SIGKILL);
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, StoppedRankTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
+class AbortTest : public ::testing::TestWithParam<const char*> {};
+
+// batonCommAbort "stops outstanding work at once": rank 0 queues an allreduce
+// that cannot finish (rank 1 never joins it), aborts from the calling thread,
+// and must get control back long before BATON_TIMEOUT, with the queued call
+// failed. Rank 1 then finds its communicator broken by the peer's abort.
+TEST_P(AbortTest, AbortStopsQueuedWorkAndPeersSeeIt) {
+  RunRanks(
+      2,
+      [](RankContext& ctx) {
+        auto* aborted = static_cast<std::atomic<int>*>(ctx.shared());
+        std::vector<float> buf(size_t{1} << 20, 1.0f);
+        if (ctx.rank() == 0) {
+          batonStream_t s = nullptr;
+          MP_ASSERT_OK(ctx, batonStreamCreate(&s));
+          MP_EXPECT_OK(ctx, batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat, batonSum,
+                                           ctx.comm(), s));
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+          MP_EXPECT_RESULT(ctx, batonStreamQuery(s), batonInProgress);
+          const auto start = std::chrono::steady_clock::now();
+          ctx.SetStep("batonCommAbort with an allreduce queued");
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+          const batonResult_t r = batonStreamSynchronize(s);
+          MP_EXPECT_NE(ctx, r, batonSuccess) << " queued allreduce succeeded without its peer";
+          MP_EXPECT_LT(ctx, SecondsSince(start), 5.0)
+              << " s to abort (BATON_TIMEOUT=" << kTimeoutSeconds << ")";
+          MP_EXPECT_OK(ctx, batonStreamDestroy(s));
+          aborted->store(1);
+        } else {
+          while (aborted->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          const auto start = std::chrono::steady_clock::now();
+          ctx.SetStep("allreduce after the peer aborted");
+          const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat,
+                                                 batonSum, ctx.comm(), nullptr);
+          MP_EXPECT_NE(ctx, r, batonSuccess) << " allreduce with an aborted peer";
+          MP_EXPECT_LT(ctx, SecondsSince(start), kMaxDetectSeconds);
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        }
+      },
+      FailureOptions(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, AbortTest, ::testing::Values("shm", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
+
+// ---- The harness's own guarantees (no communicator involved) ----
+
+Options NoCommOptions() {
+  Options options;
+  options.init_comm = false;
+  options.unique_id = false;
+  options.deadline = std::chrono::seconds(3);
+  options.grace_after_failure = std::chrono::seconds(1);
+  return options;
+}
+
+// Runs f with gtest failures intercepted; returns their messages.
+std::vector<std::string> CaptureFailures(const std::function<void()>& f) {
+  ::testing::TestPartResultArray results;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    f();
+  }
+  std::vector<std::string> messages;
+  for (int i = 0; i < results.size(); ++i)
+    messages.push_back(results.GetTestPartResult(i).message());
+  return messages;
+}
+
+// Whether one of the messages contains `text`; on failure, lists them.
+::testing::AssertionResult AnyContains(const std::vector<std::string>& messages,
+                                       const std::string& text) {
+  std::string all;
+  for (const std::string& m : messages) {
+    if (m.find(text) != std::string::npos) return ::testing::AssertionSuccess();
+    all += "\n  " + m;
+  }
+  return ::testing::AssertionFailure() << "no failure contains \"" << text << "\"; got:" << all;
+}
+
+TEST(HarnessTest, HungRankFailsAtDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto failures = CaptureFailures([] {
+    RunRanks(
+        2,
+        [](RankContext& ctx) {
+          if (ctx.rank() == 1) {
+            for (;;) pause();
+          }
+        },
+        NoCommOptions());
+  });
+  EXPECT_EQ(failures.size(), 1u);
+  EXPECT_TRUE(AnyContains(failures,
+                          "rank 1 was killed by the harness: still running at the "
+                          "harness deadline of 3 s"));
+  EXPECT_LT(SecondsSince(start), 10.0);
+}
+
+TEST(HarnessTest, FailuresCarryTheRank) {
+  const auto failures = CaptureFailures([] {
+    RunRanks(
+        3,
+        [](RankContext& ctx) {
+          MP_EXPECT_EQ(ctx, ctx.rank() == 2 ? 41 : 42, 42) << " marker";
+          MP_EXPECT_OK(ctx, ctx.rank() == 1 ? batonInvalidUsage : batonSuccess);
+        },
+        NoCommOptions());
+  });
+  EXPECT_EQ(failures.size(), 2u);
+  EXPECT_TRUE(AnyContains(
+      failures, "rank 2: Expected: (ctx.rank() == 2 ? 41 : 42) == (42), actual: 41 vs 42 marker"));
+  EXPECT_TRUE(AnyContains(failures,
+                          "rank 1: ctx.rank() == 1 ? batonInvalidUsage : batonSuccess "
+                          "returned batonInvalidUsage (5), expected batonSuccess (0)"));
+}
+
+TEST(HarnessTest, FatalFailureStopsTheRankAndOthersAreKilled) {
+  const auto failures = CaptureFailures([] {
+    RunRanks(
+        2,
+        [](RankContext& ctx) {
+          if (ctx.rank() == 0) MP_FAIL(ctx) << "stop here";
+          for (;;) pause();  // rank 1 waits for rank 0 forever
+        },
+        NoCommOptions());
+  });
+  EXPECT_TRUE(AnyContains(failures, "rank 0: Failed: stop here (fatal: rank stopped here)"));
+  EXPECT_TRUE(
+      AnyContains(failures, "rank 1 was killed by the harness: still running 1 s after rank 0"));
+}
+
+TEST(HarnessTest, CrashIsReportedWithTheStep) {
+  const auto failures = CaptureFailures([] {
+    RunRanks(
+        2,
+        [](RankContext& ctx) {
+          ctx.SetStep("step before the crash");
+          if (ctx.rank() == 1) raise(SIGSEGV);
+        },
+        NoCommOptions());
+  });
+  EXPECT_EQ(failures.size(), 2u);
+  EXPECT_TRUE(
+      AnyContains(failures, "rank 1: crashed with signal 11 during: step before the crash"));
+  EXPECT_TRUE(AnyContains(failures, "rank 1 was killed by signal 11"));
+}
+
+TEST(HarnessTest, ExpectedSignal) {
+  Options options = NoCommOptions();
+  options.expected_signal = {{0, SIGKILL}};
+  RunRanks(
+      2,
+      [](RankContext& ctx) {
+        if (ctx.rank() == 0) raise(SIGKILL);
+      },
+      options);
+  options.expected_signal = {{1, SIGKILL}};
+  const auto failures = CaptureFailures([&] {
+    RunRanks(
+        2, [](RankContext&) {}, options);
+  });
+  EXPECT_EQ(failures.size(), 1u);
+  EXPECT_TRUE(AnyContains(failures, "rank 1 exited with status 0, expected death by signal 9"));
+}
+
+}  // namespace

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# A simulated cluster: HOSTS network namespaces joined by veth pairs to a
+# bridge in a switch namespace, addresses in 10.77.0.0/24 only, no route
+# out, links shaped with tbf. One batonrun per "host" starts RANKS_PER_HOST
+# ranks, so ranks of a host talk over shared memory and hosts over TCP
+# (the mixed case) with two TCP sockets per pair of hosts, and the perf
+# binaries check every result. Needs root;
+# skips (exit 77) where namespaces cannot be made.
+# Usage: tests/scripts/netns_test.sh BATONRUN ALL_REDUCE_PERF [BROADCAST_PERF...]
+set -u
+batonrun=$1
+shift
+HOSTS=${HOSTS:-3}
+RANKS_PER_HOST=${RANKS_PER_HOST:-2}
+RATE=${RATE:-1gbit}
+tag="bt$$"
+netns="$(dirname "$0")/../../scripts/netns.sh"
+
+# scripts/netns.sh makes the namespaces (host i: TAG-h<i>, eth0 = 10.77.0.(i+1)).
+trap '"$netns" down "$tag" "$HOSTS"' EXIT
+if [[ $(id -u) -ne 0 ]] || ! "$netns" up "$tag" "$HOSTS" "$RATE" >/dev/null; then
+  echo "SKIP: cannot create network namespaces (needs root and iproute2)"
+  exit 77
+fi
+
+passed=0
+failed=0
+world=$((HOSTS * RANKS_PER_HOST))
+port=$((20000 + $$ % 20000))
+for bin in "$@"; do
+  port=$((port + 1))
+  logs=()
+  pids=()
+  for ((i = 0; i < HOSTS; i++)); do
+    log=$(mktemp)
+    logs+=("$log")
+    BATON_SOCKET_IFNAME=eth0 BATON_TIMEOUT=60 BATON_NSOCKS_PERPEER=2 ip netns exec "$tag-h$i" timeout 240 \
+      "$batonrun" -n "$RANKS_PER_HOST" --world-size "$world" \
+      --rank-offset $((i * RANKS_PER_HOST)) --root "10.77.0.1:$port" \
+      "$bin" -b 8 -e 8M -f 4 -n 2 -w 1 >"$log" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
+  name="$(basename "$bin"): $HOSTS hosts x $RANKS_PER_HOST ranks"
+  if [[ $rc -eq 0 ]] && grep -q "Out of bounds values : 0 OK" "${logs[0]}"; then
+    echo "ok - $name"
+    passed=$((passed + 1))
+  else
+    echo "not ok - $name (exit $rc)"
+    for log in "${logs[@]}"; do tail -30 "$log"; done
+    failed=$((failed + 1))
+  fi
+  [[ -n ${NETNS_VERBOSE:-} ]] && cat "${logs[0]}"
+  rm -f "${logs[@]}"
+done
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]

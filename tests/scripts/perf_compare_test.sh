@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# perf/compare.py --quick end to end: Baton, Open MPI and Gloo on 2 ranks over shared memory, and on
+# 2 simulated hosts (network namespaces) when run as root. Checks that the table, the JSON and
+# the plots are written, and that every row of every library passed its correctness check.
+# Skips (exit 77) when the peers are not built (no Open MPI or Gloo development files).
+# Usage: tests/scripts/perf_compare_test.sh BUILD_DIR
+set -u
+build=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+for peer in mpi_all_reduce_perf gloo_all_reduce_perf; do
+  if [[ ! -x $build/perf/peers/$peer ]]; then
+    echo "SKIP: $build/perf/peers/$peer not built (Open MPI or Gloo development files missing)"
+    exit 77
+  fi
+done
+plot_python=""
+for py in python3 /usr/bin/python3; do
+  if "$py" -c "import matplotlib" 2>/dev/null; then plot_python=$py; break; fi
+done
+if [[ -z $plot_python ]]; then
+  echo "SKIP: no python3 with matplotlib (apt-get install python3-matplotlib)"
+  exit 77
+fi
+
+configs=shm2
+if [[ $(id -u) -eq 0 ]] && ip netns add "pct$$" 2>/dev/null; then
+  ip netns del "pct$$"
+  configs=shm2,net2-1g
+else
+  echo "note: not root or no network namespaces: net2-1g left out"
+fi
+
+failed=0
+if ! python3 "$root/perf/compare.py" --build "$build" --quick --configs "$configs" --out "$out"; then
+  echo "not ok - perf/compare.py exited with an error"
+  failed=1
+fi
+for f in results.md results.json; do
+  [[ -s $out/$f ]] || { echo "not ok - $f missing"; failed=1; }
+done
+IFS=, read -ra names <<<"$configs"
+for c in "${names[@]}"; do
+  for ext in png svg; do
+    [[ -s $out/$c.$ext ]] || { echo "not ok - $c.$ext missing"; failed=1; }
+  done
+done
+# Every configuration present, every library with every size, every check 0.
+python3 - "$out/results.json" "$configs" <<'PY' || failed=1
+import json, sys
+report = json.load(open(sys.argv[1]))
+wanted = sys.argv[2].split(",")
+got = {c["name"]: c for c in report["configs"]}
+ok = True
+for name in wanted:
+    if name not in got:
+        print(f"not ok - {name} missing from results.json"); ok = False; continue
+    results = got[name]["results"]
+    for lib in ("baton", "mpi", "gloo_rc", "gloo_hd"):
+        sizes = results.get(lib, {})
+        if len(sizes) != len(report["meta"]["sizes"]):
+            print(f"not ok - {name} {lib}: {len(sizes)} sizes of {len(report['meta']['sizes'])}")
+            ok = False
+        for size, s in sizes.items():
+            if s["nwrong"] != 0 or not s["busbw"] > 0 and int(size) > 0:
+                print(f"not ok - {name} {lib} {size}: nwrong {s['nwrong']} busbw {s['busbw']}")
+                ok = False
+    print(f"{'ok' if ok else 'not ok'} - {name}: {len(results)} libraries checked")
+if report["meta"]["failures"]:
+    print("not ok - failures:", report["meta"]["failures"]); ok = False
+sys.exit(0 if ok else 1)
+PY
+if ! grep -q "| check |" "$out/results.md" || grep -q "FAILED" "$out/results.md"; then
+  echo "not ok - results.md has no check column or a FAILED row"
+  failed=1
+fi
+[[ $failed -eq 0 ]] && echo "ok - perf/compare.py --quick ($configs)"
+exit $failed

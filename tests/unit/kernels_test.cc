@@ -1,0 +1,1066 @@
+// Tests of the reduce-copy kernels (src/kernels): the fp16/bf16 conversions,
+// the CPU entry point reduceCopy over every datatype x op x shape at every
+// kernel level the CPU has (portable, AVX2, AVX-512: each forced in turn), and
+// the device-style grid-stride use of the portable core.
+//
+// Expected values come from a scalar reference written here, independently
+// of the core: integers in 64-bit wrapping arithmetic, floats in double
+// (rounded to the accumulation type after every step, which is exact for
+// + * / because double has more than twice float's precision), fp16 through
+// GCC's _Float16 and bf16 through a nearest-neighbour search in double.
+//
+// SPDX-License-Identifier: BSD-3-Clause
+
+#include <gtest/gtest.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cfloat>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <baton.h>
+
+#include "base/datatype.h"
+#include "common/reference.h"
+#include "kernels/cpu_reduce.h"
+#include "kernels/cpu_simd.h"
+#include "kernels/reduce_copy.h"
+
+namespace baton {
+namespace {
+
+constexpr CpuKernelLevel kAllLevels[] = {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
+                                         CpuKernelLevel::kAvx512};
+
+uint32_t bitsOf(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  return u;
+}
+float floatOf(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// ---- Reference conversions ---------------------------------------------------
+
+// fp16 through the compiler's own _Float16 (libgcc soft-float or F16C).
+float refHalfToFloat(uint16_t bits) {
+  _Float16 h;
+  memcpy(&h, &bits, sizeof(h));
+  return static_cast<float>(h);
+}
+uint16_t refFloatToHalf(float f) {
+  const _Float16 h = static_cast<_Float16>(f);
+  uint16_t bits;
+  memcpy(&bits, &h, sizeof(bits));
+  return bits;
+}
+
+// bf16 decoded field by field with ldexp rather than by shifting.
+double refBf16ToDoubleSlow(uint16_t bits) {
+  const int exp = (bits >> 7) & 0xff;
+  const int mant = bits & 0x7f;
+  double v;
+  if (exp == 0xff) {
+    v = mant != 0 ? NAN : INFINITY;
+  } else if (exp == 0) {
+    v = ldexp(mant, -126 - 7);
+  } else {
+    v = ldexp(128 + mant, exp - 127 - 7);
+  }
+  return (bits & 0x8000) ? -v : v;
+}
+
+// The same, tabulated: the large-count tests decode millions of elements.
+double refBf16ToDouble(uint16_t bits) {
+  static const std::vector<double> table = [] {
+    std::vector<double> t(65536);
+    for (uint32_t b = 0; b < 65536; ++b) t[b] = refBf16ToDoubleSlow(static_cast<uint16_t>(b));
+    return t;
+  }();
+  return table[bits];
+}
+
+// bf16 rounding as a search: of the two bf16 values bracketing |f|, take the
+// nearer one in exact double arithmetic; on a tie, the one with an even
+// mantissa. Past the largest finite value the upper neighbour is 2^128, which
+// makes overflow round to Inf exactly as IEEE's unbounded-exponent rule says.
+uint16_t refFloatToBf16(float f) {
+  const uint32_t u = bitsOf(f);
+  const uint16_t sign = (u >> 16) & 0x8000;
+  if (isnan(f)) return static_cast<uint16_t>(sign | 0x7fc0 | ((u >> 16) & 0x7f));
+  if (isinf(f)) return static_cast<uint16_t>(sign | 0x7f80);
+  const double x = fabs(static_cast<double>(f));
+  const uint16_t lo = (u >> 16) & 0x7fff;  // largest bf16 magnitude <= |f|
+  const uint16_t hi = lo + 1;
+  const double vlo = refBf16ToDouble(lo);
+  const double vhi = hi == 0x7f80 ? ldexp(1.0, 128) : refBf16ToDouble(hi);
+  uint16_t mag;
+  if (x - vlo < vhi - x) {
+    mag = lo;
+  } else if (x - vlo > vhi - x) {
+    mag = hi;
+  } else {
+    mag = (lo & 1) ? hi : lo;
+  }
+  return static_cast<uint16_t>(sign | mag);
+}
+
+// ---- Reference reduction -------------------------------------------------------
+
+enum class Kind { kSigned, kUnsigned, kFloat, kDouble, kHalf, kBf16 };
+
+Kind kindOf(batonDataType_t dt) {
+  switch (dt) {
+    case batonInt8:
+    case batonInt32:
+    case batonInt64:
+      return Kind::kSigned;
+    case batonUint8:
+    case batonUint32:
+    case batonUint64:
+      return Kind::kUnsigned;
+    case batonFloat16:
+      return Kind::kHalf;
+    case batonBfloat16:
+      return Kind::kBf16;
+    case batonFloat32:
+      return Kind::kFloat;
+    default:
+      return Kind::kDouble;
+  }
+}
+
+bool isFloatKind(Kind k) {
+  return k != Kind::kSigned && k != Kind::kUnsigned;
+}
+
+// Raw element i of a buffer, zero-extended to 64 bits (little endian).
+uint64_t loadRaw(const uint8_t* p, size_t size, size_t i) {
+  uint64_t v = 0;
+  memcpy(&v, p + i * size, size);
+  return v;
+}
+void storeRaw(uint8_t* p, size_t size, size_t i, uint64_t v) {
+  memcpy(p + i * size, &v, size);
+}
+
+int64_t signExtend(uint64_t v, size_t size) {
+  if (size == 8) return static_cast<int64_t>(v);
+  const int shift = 64 - static_cast<int>(size) * 8;
+  return static_cast<int64_t>(v << shift) >> shift;
+}
+uint64_t truncateTo(uint64_t v, size_t size) {
+  return size == 8 ? v : v & ((uint64_t{1} << (size * 8)) - 1);
+}
+
+double decodeFloat(Kind k, uint64_t raw) {
+  switch (k) {
+    case Kind::kHalf:
+      return refHalfToFloat(static_cast<uint16_t>(raw));
+    case Kind::kBf16:
+      return refBf16ToDouble(static_cast<uint16_t>(raw));
+    case Kind::kFloat:
+      return floatOf(static_cast<uint32_t>(raw));
+    default: {
+      double d;
+      memcpy(&d, &raw, sizeof(d));
+      return d;
+    }
+  }
+}
+
+uint64_t encodeFloat(Kind k, double v) {
+  switch (k) {
+    case Kind::kHalf:
+      return refFloatToHalf(static_cast<float>(v));
+    case Kind::kBf16:
+      return refFloatToBf16(static_cast<float>(v));
+    case Kind::kFloat:
+      return bitsOf(static_cast<float>(v));
+    default: {
+      uint64_t raw;
+      memcpy(&raw, &v, sizeof(raw));
+      return raw;
+    }
+  }
+}
+
+// Rounds an exact-in-double intermediate to the accumulation type.
+double roundAcc(Kind k, double v) {
+  return k == Kind::kDouble ? v : static_cast<double>(static_cast<float>(v));
+}
+
+// The documented float max/min: a NaN operand is ignored unless both are;
+// the running (left) value wins ties, so +0/-0 keep the earlier source's sign.
+double refFloatMax(double acc, double x) {
+  if (isnan(x)) return acc;
+  if (isnan(acc)) return x;
+  return x > acc ? x : acc;
+}
+double refFloatMin(double acc, double x) {
+  if (isnan(x)) return acc;
+  if (isnan(acc)) return x;
+  return x < acc ? x : acc;
+}
+
+uint64_t refElement(batonDataType_t dt, batonRedOp_t op, const std::vector<const uint8_t*>& srcs,
+                    size_t i, uint32_t divisor) {
+  const size_t size = DatatypeSize(dt);
+  const Kind kind = kindOf(dt);
+  const int n = static_cast<int>(srcs.size());
+  if (n == 1 && divisor <= 1) return loadRaw(srcs[0], size, i);  // copies move bits
+  if (!isFloatKind(kind)) {
+    const bool isSigned = kind == Kind::kSigned;
+    // Sum and product modulo 2^64 reduce to the right value modulo 2^bits.
+    uint64_t acc = loadRaw(srcs[0], size, i);
+    if (isSigned) acc = static_cast<uint64_t>(signExtend(acc, size));
+    for (int s = 1; s < n; ++s) {
+      uint64_t x = loadRaw(srcs[s], size, i);
+      if (isSigned) x = static_cast<uint64_t>(signExtend(x, size));
+      switch (op) {
+        case batonProd:
+          acc *= x;
+          break;
+        case batonMax:
+          if (isSigned ? static_cast<int64_t>(x) > static_cast<int64_t>(acc) : x > acc) acc = x;
+          break;
+        case batonMin:
+          if (isSigned ? static_cast<int64_t>(x) < static_cast<int64_t>(acc) : x < acc) acc = x;
+          break;
+        default:
+          acc += x;
+          break;
+      }
+    }
+    acc = truncateTo(acc, size);
+    if (divisor > 1) {
+      if (isSigned) {
+        acc = static_cast<uint64_t>(signExtend(acc, size) / static_cast<int64_t>(divisor));
+      } else {
+        acc /= divisor;
+      }
+      acc = truncateTo(acc, size);
+    }
+    return acc;
+  }
+  double acc = decodeFloat(kind, loadRaw(srcs[0], size, i));
+  for (int s = 1; s < n; ++s) {
+    const double x = decodeFloat(kind, loadRaw(srcs[s], size, i));
+    switch (op) {
+      case batonProd:
+        acc = roundAcc(kind, acc * x);
+        break;
+      case batonMax:
+        acc = refFloatMax(acc, x);
+        break;
+      case batonMin:
+        acc = refFloatMin(acc, x);
+        break;
+      default:
+        acc = roundAcc(kind, acc + x);
+        break;
+    }
+  }
+  if (divisor > 1) acc = roundAcc(kind, acc / divisor);
+  return encodeFloat(kind, acc);
+}
+
+// Equal bits, or both NaN for float types (NaN payloads are not specified).
+bool sameElement(Kind kind, uint64_t a, uint64_t b) {
+  if (a == b) return true;
+  return isFloatKind(kind) && isnan(decodeFloat(kind, a)) && isnan(decodeFloat(kind, b));
+}
+
+// ---- Test data -------------------------------------------------------------------
+
+// SplitMix64: a small, fast generator; test data needs speed, not quality
+// beyond "every bit pattern is likely".
+class FastRng {
+ public:
+  explicit FastRng(uint64_t seed) : state_(seed) {}
+  uint64_t operator()() {
+    uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Random element bits: mostly moderate values, with a share of arbitrary bit
+// patterns (wrapping, huge, subnormal, NaN) and of small values (ties for
+// max/min, negative sums for avg).
+uint64_t randomElement(batonDataType_t dt, FastRng& rng) {
+  const uint64_t r = rng();
+  const int pick = static_cast<int>(r % 100);
+  const Kind kind = kindOf(dt);
+  if (!isFloatKind(kind)) {
+    if (pick < 30) return static_cast<uint64_t>(static_cast<int64_t>(rng() % 7) - 3);
+    return rng();
+  }
+  if (pick < 4) {
+    static const double kSpecials[] = {NAN,  -NAN,        INFINITY, -INFINITY, 0.0,
+                                       -0.0, FLT_MIN / 4, -DBL_MIN, 65504.0,   1e30};
+    return encodeFloat(kind, kSpecials[rng() % (sizeof(kSpecials) / sizeof(kSpecials[0]))]);
+  }
+  if (pick < 12) return rng();  // any bits (the caller truncates to the element size)
+  // Uniform in [-10, 10) from the top 53 bits.
+  return encodeFloat(kind, static_cast<double>(rng() >> 11) * 0x1p-53 * 20.0 - 10.0);
+}
+
+// Byte storage with canaries around an element range that starts `offset`
+// bytes past a 64-byte boundary; checkCanaries() catches stray writes.
+class GuardedBuffer {
+ public:
+  static constexpr uint8_t kCanary = 0xa5;
+  static constexpr size_t kGuard = 64;
+
+  GuardedBuffer(size_t bytes, size_t offset)
+      : bytes_(bytes), storage_(bytes + 3 * kGuard, kCanary) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(storage_.data());
+    const uintptr_t aligned = (base + kGuard + 63) & ~uintptr_t{63};
+    begin_ = static_cast<size_t>(aligned - base) + offset;
+  }
+  uint8_t* data() { return storage_.data() + begin_; }
+  bool checkCanaries() const {
+    for (size_t i = 0; i < begin_; ++i) {
+      if (storage_[i] != kCanary) return false;
+    }
+    for (size_t i = begin_ + bytes_; i < storage_.size(); ++i) {
+      if (storage_[i] != kCanary) return false;
+    }
+    return true;
+  }
+
+ private:
+  size_t bytes_;
+  std::vector<uint8_t> storage_;
+  size_t begin_;
+};
+
+// How a case places its destinations relative to its sources.
+enum class Placement { kSeparate, kDstIsFirstSrc, kDstIsLastSrc, kSecondDstIsFirstSrc };
+
+struct Case {
+  batonDataType_t dt;
+  batonRedOp_t op;
+  int nsrcs;
+  int ndsts;
+  size_t count;
+  bool misaligned;
+  Placement placement;
+  uint32_t divisor;
+
+  std::string describe() const {
+    static const char* kPlacement[] = {"separate", "dst0=src0", "dst0=srcLast", "dst1=src0"};
+    return std::string(DatatypeName(dt)) + " " + RedOpName(op) + " nsrcs=" + std::to_string(nsrcs) +
+           " ndsts=" + std::to_string(ndsts) + " count=" + std::to_string(count) +
+           (misaligned ? " misaligned" : " aligned") + " " +
+           kPlacement[static_cast<int>(placement)] + " div=" + std::to_string(divisor);
+  }
+};
+
+// Misaligned cases place every operand independently 1..63 bytes past a
+// 64-byte boundary (a multiple of the element size, as the API requires), so
+// sources and destinations are misaligned relative to each other as well.
+size_t operandOffset(const Case& c, size_t size, FastRng& rng) {
+  if (!c.misaligned) return 0;
+  return size * (1 + rng() % (63 / size));
+}
+
+// Source element bits for a case (truncated to the element size by storeRaw).
+using ElementGenerator = uint64_t (*)(batonDataType_t, FastRng&);
+
+// Runs one reduceCopy case against the reference; reports the first mismatch.
+::testing::AssertionResult runCase(const Case& c, FastRng& rng,
+                                   ElementGenerator generate = randomElement) {
+  const size_t size = DatatypeSize(c.dt);
+  const size_t bytes = c.count * size;
+  std::vector<GuardedBuffer> srcBufs;
+  std::vector<GuardedBuffer> dstBufs;
+  srcBufs.reserve(c.nsrcs);
+  dstBufs.reserve(c.ndsts);
+  for (int s = 0; s < c.nsrcs; ++s) {
+    srcBufs.emplace_back(bytes, operandOffset(c, size, rng));
+    for (size_t i = 0; i < c.count; ++i) {
+      storeRaw(srcBufs[s].data(), size, i, generate(c.dt, rng));
+    }
+  }
+  for (int d = 0; d < c.ndsts; ++d) dstBufs.emplace_back(bytes, operandOffset(c, size, rng));
+
+  // Expected values from the untouched inputs, before any in-place call.
+  std::vector<const uint8_t*> inputs;
+  for (auto& b : srcBufs) inputs.push_back(b.data());
+  std::vector<uint64_t> expected(c.count);
+  for (size_t i = 0; i < c.count; ++i) expected[i] = refElement(c.dt, c.op, inputs, i, c.divisor);
+
+  ReduceCopyArgs args;
+  for (int s = 0; s < c.nsrcs; ++s) args.srcs[s] = srcBufs[s].data();
+  args.nsrcs = c.nsrcs;
+  for (int d = 0; d < c.ndsts; ++d) args.dsts[d] = dstBufs[d].data();
+  switch (c.placement) {
+    case Placement::kDstIsFirstSrc:
+      args.dsts[0] = srcBufs[0].data();
+      break;
+    case Placement::kDstIsLastSrc:
+      args.dsts[0] = srcBufs[c.nsrcs - 1].data();
+      break;
+    case Placement::kSecondDstIsFirstSrc:
+      if (c.ndsts == 2) args.dsts[1] = srcBufs[0].data();
+      break;
+    default:
+      break;
+  }
+  args.ndsts = c.ndsts;
+  args.count = c.count;
+  args.datatype = c.dt;
+  args.op = c.op;
+  args.postDivisor = c.divisor;
+  reduceCopy(args);
+
+  const Kind kind = kindOf(c.dt);
+  for (int d = 0; d < c.ndsts; ++d) {
+    const uint8_t* out = static_cast<const uint8_t*>(args.dsts[d]);
+    for (size_t i = 0; i < c.count; ++i) {
+      const uint64_t got = loadRaw(out, size, i);
+      if (!sameElement(kind, got, expected[i])) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), ": dst %d element %zu got 0x%llx want 0x%llx", d, i,
+                 static_cast<unsigned long long>(got),
+                 static_cast<unsigned long long>(expected[i]));
+        return ::testing::AssertionFailure() << c.describe() << msg;
+      }
+    }
+  }
+  for (auto& b : srcBufs) {
+    if (!b.checkCanaries()) return ::testing::AssertionFailure() << c.describe() << ": src overrun";
+  }
+  for (auto& b : dstBufs) {
+    if (!b.checkCanaries()) return ::testing::AssertionFailure() << c.describe() << ": dst overrun";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Stops a sweep after a few failures so one bug does not print thousands.
+class FailureBudget {
+ public:
+  bool check(const ::testing::AssertionResult& r) {
+    if (!r) {
+      ADD_FAILURE() << r.message();
+      ++failures_;
+    }
+    return failures_ < 5;
+  }
+
+ private:
+  int failures_ = 0;
+};
+
+// ---- Conversions -------------------------------------------------------------------
+
+TEST(HalfConversion, ToFloatExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float got = halfToFloat(half_t{static_cast<uint16_t>(b)});
+    const float want = refHalfToFloat(static_cast<uint16_t>(b));
+    // Exact bits, NaNs included: both keep the payload and set the quiet bit.
+    ASSERT_EQ(bitsOf(got), bitsOf(want)) << "half 0x" << std::hex << b;
+  }
+}
+
+TEST(HalfConversion, RoundTripExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    const uint16_t back = floatToHalf(halfToFloat(half_t{h})).bits;
+    const bool isNan = (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
+    // A NaN comes back quiet with its sign and payload; everything else exactly.
+    const uint16_t want = isNan ? static_cast<uint16_t>(h | 0x0200) : h;
+    ASSERT_EQ(back, want) << "half 0x" << std::hex << b;
+  }
+}
+
+// Floats around every half boundary: each half value, the midpoints to its
+// neighbours (the ties) and a few ulps either side, with both signs.
+std::vector<float> halfBoundaryFloats() {
+  std::vector<float> out;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float lo = refHalfToFloat(static_cast<uint16_t>(h));
+    const float hi = h + 1 == 0x7c00 ? 65536.0f : refHalfToFloat(static_cast<uint16_t>(h + 1));
+    const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);  // exact in float
+    for (float base : {lo, mid}) {
+      uint32_t u = bitsOf(base);
+      for (uint32_t k = u > 2 ? u - 2 : 0; k <= u + 2; ++k) {
+        out.push_back(floatOf(k));
+        out.push_back(-floatOf(k));
+      }
+    }
+  }
+  return out;
+}
+
+TEST(HalfConversion, FromFloatRoundsToNearestEven) {
+  // Hand-checked landmarks, so a failure here reads without a reference.
+  EXPECT_EQ(floatToHalf(1.0f).bits, 0x3c00);
+  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f).bits, 0x3c00);      // tie, even below
+  EXPECT_EQ(floatToHalf(1.0f + 3 * 0x1p-11f).bits, 0x3c02);  // tie, even above
+  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f + 0x1p-23f).bits, 0x3c01);
+  EXPECT_EQ(floatToHalf(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(floatToHalf(65519.996f).bits, 0x7bff);
+  EXPECT_EQ(floatToHalf(65520.0f).bits, 0x7c00);  // tie with 65536 rounds to Inf
+  EXPECT_EQ(floatToHalf(-1e10f).bits, 0xfc00);
+  EXPECT_EQ(floatToHalf(INFINITY).bits, 0x7c00);
+  EXPECT_EQ(floatToHalf(0x1p-24f).bits, 0x0001);    // smallest subnormal
+  EXPECT_EQ(floatToHalf(0x1p-25f).bits, 0x0000);    // tie with 0 rounds to even 0
+  EXPECT_EQ(floatToHalf(0x1.8p-24f).bits, 0x0002);  // tie 1.5 ulp rounds to even 2
+  EXPECT_EQ(floatToHalf(0x1.000002p-25f).bits, 0x0001);
+  EXPECT_EQ(floatToHalf(0x1.ffcp-15f).bits, 0x0400);  // subnormal tie rounding up to normal
+  EXPECT_EQ(floatToHalf(-0.0f).bits, 0x8000);
+  EXPECT_EQ(floatToHalf(FLT_MIN / 2).bits, 0x0000);  // float subnormal
+  const uint16_t nan = floatToHalf(NAN).bits;
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x0200, 0);                                         // quiet
+  EXPECT_EQ(floatToHalf(floatOf(0x7f800001)).bits & 0x7e00, 0x7e00);  // sNaN stays NaN
+
+  for (float f : halfBoundaryFloats()) {
+    ASSERT_EQ(floatToHalf(f).bits, refFloatToHalf(f)) << std::hexfloat << f;
+  }
+  // A stride through every exponent and sign, NaNs included, then random bits.
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    const float f = floatOf(static_cast<uint32_t>(u));
+    ASSERT_EQ(floatToHalf(f).bits, refFloatToHalf(f)) << "float bits 0x" << std::hex << u;
+  }
+  std::mt19937 rng(1);
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = floatOf(rng());
+    ASSERT_EQ(floatToHalf(f).bits, refFloatToHalf(f)) << "float bits 0x" << std::hex << bitsOf(f);
+  }
+}
+
+TEST(Bf16Conversion, ToFloatExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float got = bf16ToFloat(bfloat16_t{static_cast<uint16_t>(b)});
+    const double want = refBf16ToDouble(static_cast<uint16_t>(b));
+    if (isnan(want)) {
+      // Widening is a plain shift: the NaN keeps its exact bits.
+      ASSERT_EQ(bitsOf(got), b << 16) << "bf16 0x" << std::hex << b;
+    } else {
+      ASSERT_EQ(bitsOf(got), bitsOf(static_cast<float>(want))) << "bf16 0x" << std::hex << b;
+    }
+  }
+}
+
+TEST(Bf16Conversion, RoundTripExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    const uint16_t back = floatToBf16(bf16ToFloat(bfloat16_t{h})).bits;
+    const bool isNan = (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+    ASSERT_EQ(back, isNan ? static_cast<uint16_t>(h | 0x40) : h) << "bf16 0x" << std::hex << b;
+  }
+}
+
+TEST(Bf16Conversion, FromFloatRoundsToNearestEven) {
+  EXPECT_EQ(floatToBf16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(floatToBf16(1.0f + 0x1p-8f).bits, 0x3f80);      // tie, even below
+  EXPECT_EQ(floatToBf16(1.0f + 3 * 0x1p-8f).bits, 0x3f82);  // tie, even above
+  EXPECT_EQ(floatToBf16(FLT_MAX).bits, 0x7f80);             // rounds past the largest bf16
+  EXPECT_EQ(floatToBf16(floatOf(0x7f7f7fff)).bits, 0x7f7f);
+  EXPECT_EQ(floatToBf16(floatOf(0x00008000)).bits, 0x0000);  // subnormal tie to even 0
+  EXPECT_EQ(floatToBf16(floatOf(0x00018000)).bits, 0x0002);  // subnormal tie to even 2
+  EXPECT_EQ(floatToBf16(floatOf(0x007fffff)).bits, 0x0080);  // subnormal up to FLT_MIN
+  EXPECT_EQ(floatToBf16(-INFINITY).bits, 0xff80);
+  EXPECT_EQ(floatToBf16(floatOf(0x7f800001)).bits, 0x7fc0);  // sNaN with low payload stays NaN
+  EXPECT_EQ(floatToBf16(floatOf(0xffffffff)).bits, 0xffff);  // no carry out of a NaN
+
+  auto check = [](float f) {
+    const uint16_t got = floatToBf16(f).bits;
+    const uint16_t want = refFloatToBf16(f);
+    if (isnan(f)) {
+      EXPECT_EQ(got & 0xffc0, want & 0xffc0) << std::hexfloat << f;  // sign, exponent, quiet
+      return ::testing::Test::HasFailure();
+    }
+    EXPECT_EQ(got, want) << "float bits 0x" << std::hex << bitsOf(f);
+    return ::testing::Test::HasFailure();
+  };
+  for (uint32_t h = 0; h < 0x7f80; ++h) {
+    // Each bf16 value and the tie above it, a few ulps either side, both signs.
+    for (uint32_t base : {h << 16, (h << 16) | 0x8000}) {
+      for (uint32_t k = base > 2 ? base - 2 : 0; k <= base + 2; ++k) {
+        if (check(floatOf(k)) || check(-floatOf(k))) return;
+      }
+    }
+  }
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    if (check(floatOf(static_cast<uint32_t>(u)))) return;
+  }
+  std::mt19937 rng(2);
+  for (int i = 0; i < 2000000; ++i) {
+    if (check(floatOf(rng()))) return;
+  }
+}
+
+// ---- Operators -----------------------------------------------------------------------
+
+TEST(ReduceOps, IntegerWrapAndDivision) {
+  EXPECT_EQ(FuncSum<int8_t>()(127, 1), -128);
+  EXPECT_EQ(FuncProd<int8_t>()(-128, -1), -128);
+  EXPECT_EQ(FuncProd<uint8_t>()(255, 255), 1);
+  EXPECT_EQ(FuncSum<int32_t>()(INT32_MAX, 1), INT32_MIN);
+  EXPECT_EQ(FuncProd<int32_t>()(65536, 65536), 0);
+  EXPECT_EQ(FuncProd<int64_t>()(INT64_MIN, -1), INT64_MIN);
+  EXPECT_EQ(FuncSum<uint64_t>()(UINT64_MAX, 2), 1u);
+  // C division: truncation toward zero, never an unsigned conversion.
+  EXPECT_EQ(postDivide<int32_t>(-7, 2), -3);
+  EXPECT_EQ(postDivide<int8_t>(-128, 200), 0);
+  EXPECT_EQ(postDivide<int64_t>(INT64_MIN, 2), INT64_MIN / 2);
+  EXPECT_EQ(postDivide<uint8_t>(255, 2), 127);
+}
+
+TEST(ReduceOps, FloatMaxMinIgnoreNan) {
+  const FuncMax<float> fmaxOp;
+  const FuncMin<float> fminOp;
+  EXPECT_EQ(fmaxOp(NAN, 1.0f), 1.0f);
+  EXPECT_EQ(fmaxOp(1.0f, NAN), 1.0f);
+  EXPECT_TRUE(isnan(fmaxOp(NAN, NAN)));
+  EXPECT_EQ(fminOp(NAN, -1.0f), -1.0f);
+  EXPECT_EQ(fminOp(-INFINITY, NAN), -INFINITY);
+  // Ties keep the left operand: the sign of zero follows the source order.
+  EXPECT_FALSE(signbit(fmaxOp(0.0f, -0.0f)));
+  EXPECT_TRUE(signbit(fmaxOp(-0.0f, 0.0f)));
+  EXPECT_TRUE(signbit(fminOp(-0.0f, 0.0f)));
+  EXPECT_FALSE(signbit(fminOp(0.0f, -0.0f)));
+}
+
+TEST(ReduceOps, Names) {
+  EXPECT_STREQ(DatatypeName(batonInt8), "int8");
+  EXPECT_STREQ(DatatypeName(batonFloat16), "half");
+  EXPECT_STREQ(DatatypeName(batonBfloat16), "bfloat16");
+  EXPECT_STREQ(DatatypeName(batonFloat64), "double");
+  EXPECT_STREQ(DatatypeName(static_cast<batonDataType_t>(42)), "invalid");
+  EXPECT_STREQ(RedOpName(batonSum), "sum");
+  EXPECT_STREQ(RedOpName(batonAvg), "avg");
+  EXPECT_STREQ(RedOpName(static_cast<batonRedOp_t>(-1)), "invalid");
+  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  for (batonDataType_t dt : kAllTypes) EXPECT_EQ(DatatypeSize(dt), sizes[dt]) << DatatypeName(dt);
+  EXPECT_EQ(DatatypeSize(batonNumTypes), 0u);
+}
+
+// ---- reduceCopy sweep -------------------------------------------------------------
+
+// Parameterized by datatype and kernel level: each test runs with that level
+// forced (setCpuKernelLevel), or skips when the CPU lacks it.
+class ReduceCopyTest
+    : public ::testing::TestWithParam<std::tuple<batonDataType_t, CpuKernelLevel>> {
+ protected:
+  void SetUp() override {
+    saved_ = cpuKernelLevel();
+    const CpuKernelLevel level = std::get<1>(GetParam());
+    if (!cpuKernelLevelAvailable(level)) {
+      GTEST_SKIP() << "this CPU lacks " << cpuKernelLevelName(level);
+    }
+    ASSERT_TRUE(setCpuKernelLevel(level));
+  }
+  void TearDown() override { setCpuKernelLevel(saved_); }
+  static batonDataType_t datatype() { return std::get<0>(GetParam()); }
+
+ private:
+  CpuKernelLevel saved_ = CpuKernelLevel::kPortable;
+};
+
+// Every op x nsrcs x ndsts x length 0..257. Alignment, placement and divisor
+// rotate with the length so that every combination of them occurs for many
+// lengths, on both sides of each vector-width and block boundary.
+TEST_P(ReduceCopyTest, AllShapes) {
+  const batonDataType_t dt = datatype();
+  FastRng rng(1000 + dt);
+  FailureBudget budget;
+  for (batonRedOp_t op : kAllOps) {
+    for (int nsrcs : {1, 2, 3, 8}) {
+      for (int ndsts : {1, 2}) {
+        for (size_t count = 0; count <= 257; ++count) {
+          Case c{dt, op, nsrcs, ndsts, count, (count & 1) != 0, Placement::kSeparate, 0};
+          c.placement = static_cast<Placement>((count >> 1) % 4);
+          if (op == batonAvg) {
+            // The natural divisor is the rank count; also 0/1 (none) and 7.
+            static const uint32_t kAvgDivisors[] = {0, 1, 2, 3, 7, 8};
+            c.divisor =
+                (count % 3 == 0) ? static_cast<uint32_t>(nsrcs) : kAvgDivisors[(count / 3) % 6];
+          } else if ((count >> 3) % 3 == 0) {
+            c.divisor = 3;  // the divisor applies after any op
+          }
+          if (!budget.check(runCase(c, rng))) return;
+        }
+      }
+    }
+  }
+}
+
+// One long length per op, so the multi-block and vector main loops run many
+// iterations: each op takes a different path (fast two-source out of place
+// and in place, blocked general path with 2 destinations or 8 sources, copy).
+TEST_P(ReduceCopyTest, LargeCount) {
+  const batonDataType_t dt = datatype();
+  FastRng rng(2000 + dt);
+  constexpr size_t kCount = (size_t{1} << 20) + 3;
+  const Case cases[] = {
+      {dt, batonSum, 2, 1, kCount, false, Placement::kSeparate, 0},
+      {dt, batonProd, 2, 1, kCount, true, Placement::kDstIsLastSrc, 0},
+      {dt, batonMax, 3, 2, kCount, true, Placement::kDstIsFirstSrc, 0},
+      {dt, batonMin, 8, 1, kCount, false, Placement::kSeparate, 0},
+      {dt, batonAvg, 3, 2, kCount, true, Placement::kSecondDstIsFirstSrc, 3},
+      {dt, batonAvg, 2, 1, kCount, true, Placement::kDstIsFirstSrc, 2},
+      {dt, batonSum, 1, 2, kCount, true, Placement::kSeparate, 0},
+  };
+  FailureBudget budget;
+  for (const Case& c : cases) {
+    if (!budget.check(runCase(c, rng))) return;
+  }
+}
+
+// Streaming (non-temporal) stores normally start at 16 MiB; forcing them on
+// for every size checks that path, its cache-line alignment head and the
+// second destination's phase check, with aligned (streaming) and misaligned
+// (declined) operands, in place and out of place.
+TEST_P(ReduceCopyTest, StreamingStores) {
+  const batonDataType_t dt = datatype();
+  FastRng rng(7000 + dt);
+  const size_t savedNt = simdNonTemporalMinBytes();
+  setSimdNonTemporalMinBytes(0);
+  FailureBudget budget;
+  for (batonRedOp_t op : kAllOps) {
+    for (auto [nsrcs, ndsts] : {std::pair{2, 1}, std::pair{3, 2}}) {
+      for (size_t count : {size_t{1000}, size_t{65536 + 5}}) {
+        for (bool misaligned : {false, true}) {
+          const Placement placement =
+              count % 2 == 0 ? Placement::kSeparate : Placement::kSecondDstIsFirstSrc;
+          const uint32_t divisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
+          Case c{dt, op, nsrcs, ndsts, count, misaligned, placement, divisor};
+          if (!budget.check(runCase(c, rng))) break;
+        }
+      }
+    }
+  }
+  setSimdNonTemporalMinBytes(savedNt);
+}
+
+// reduceInto with every aliasing of dst to its operands; values are drawn
+// from a tiny set so NaN, +-0 and ties are frequent, which exposes any swap of
+// the operand order in the in-place paths.
+TEST_P(ReduceCopyTest, ReduceIntoAliasing) {
+  const batonDataType_t dt = datatype();
+  const size_t size = DatatypeSize(dt);
+  const Kind kind = kindOf(dt);
+  constexpr size_t kCount = 1031;
+  FastRng rng(3000 + dt);
+  for (batonRedOp_t op : kAllOps) {
+    std::vector<uint8_t> a(kCount * size), b(kCount * size);
+    for (size_t i = 0; i < kCount; ++i) {
+      static const double kSmall[] = {NAN, -NAN, 0.0, -0.0, 1.0, -1.0, 2.0};
+      const uint64_t va = isFloatKind(kind) ? encodeFloat(kind, kSmall[rng() % 7]) : rng() % 4;
+      const uint64_t vb = isFloatKind(kind) ? encodeFloat(kind, kSmall[rng() % 7]) : rng() % 4;
+      storeRaw(a.data(), size, i, va);
+      storeRaw(b.data(), size, i, vb);
+    }
+    const uint32_t divisor = op == batonAvg ? 2 : 0;
+    const std::vector<const uint8_t*> ab = {a.data(), b.data()};
+    const std::vector<const uint8_t*> aa = {a.data(), a.data()};
+    std::vector<uint64_t> wantAb(kCount), wantAa(kCount);
+    for (size_t i = 0; i < kCount; ++i) {
+      wantAb[i] = refElement(dt, op, ab, i, divisor);
+      wantAa[i] = refElement(dt, op, aa, i, divisor);
+    }
+    auto expectOut = [&](const std::vector<uint8_t>& out, const std::vector<uint64_t>& want,
+                         const char* what) {
+      for (size_t i = 0; i < kCount; ++i) {
+        ASSERT_TRUE(sameElement(kind, loadRaw(out.data(), size, i), want[i]))
+            << DatatypeName(dt) << " " << RedOpName(op) << " " << what << " element " << i;
+      }
+    };
+    std::vector<uint8_t> out(kCount * size);
+    reduceInto(out.data(), a.data(), b.data(), kCount, dt, op, divisor);
+    expectOut(out, wantAb, "dst separate");
+    std::vector<uint8_t> io = a;
+    reduceInto(io.data(), io.data(), b.data(), kCount, dt, op, divisor);
+    expectOut(io, wantAb, "dst == a");
+    io = b;
+    reduceInto(io.data(), a.data(), io.data(), kCount, dt, op, divisor);
+    expectOut(io, wantAb, "dst == b");
+    reduceInto(out.data(), a.data(), a.data(), kCount, dt, op, divisor);
+    expectOut(out, wantAa, "a == b");
+    io = a;
+    reduceInto(io.data(), io.data(), io.data(), kCount, dt, op, divisor);
+    expectOut(io, wantAa, "dst == a == b");
+  }
+}
+
+// ---- Special values and agreement with the portable core ------------------------------
+
+// Raw bit patterns at the edges of each type: signed zeros, infinities,
+// quiet and signalling NaNs with payloads and both signs, the smallest and
+// largest subnormals, the smallest normal, the largest finite value, one and
+// its neighbour (for rounding ties); for integers the extremes and small
+// values. Entries wider than the element are truncated, so only each type's
+// own row matters.
+uint64_t specialElement(batonDataType_t dt, FastRng& rng) {
+  static const std::vector<uint64_t> kHalf = {
+      0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0xfd55, 0x0001, 0x8001,
+      0x03ff, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x3c00, 0xbc00, 0x3c01, 0x1400, 0x6800};
+  static const std::vector<uint64_t> kBf16 = {
+      0x0000, 0x8000, 0x7f80, 0xff80, 0x7fc0, 0xffc1, 0x7f81, 0xff95, 0x0001, 0x8001,
+      0x007f, 0x807f, 0x0080, 0x7f7f, 0xff7f, 0x3f80, 0xbf80, 0x3f81, 0x3b80, 0x4b80};
+  static const std::vector<uint64_t> kFloat = {
+      0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001,
+      0xff812345, 0x00000001, 0x80000001, 0x007fffff, 0x807fffff, 0x00800000, 0x7f7fffff,
+      0xff7fffff, 0x3f800000, 0xbf800000, 0x3f800001, 0x33800000, 0x4b800000};
+  static const std::vector<uint64_t> kDouble = {
+      0x0000000000000000, 0x8000000000000000, 0x7ff0000000000000, 0xfff0000000000000,
+      0x7ff8000000000000, 0xfff8000000000001, 0x7ff0000000000001, 0xfff0123456789abc,
+      0x0000000000000001, 0x8000000000000001, 0x000fffffffffffff, 0x800fffffffffffff,
+      0x0010000000000000, 0x7fefffffffffffff, 0xffefffffffffffff, 0x3ff0000000000000,
+      0xbff0000000000000, 0x3ff0000000000001, 0x3ca0000000000000, 0x4340000000000000};
+  static const std::vector<uint64_t> kInt = {0,
+                                             1,
+                                             2,
+                                             ~uint64_t{0},
+                                             0x7f,
+                                             0x80,
+                                             0xff,
+                                             0x7fffffff,
+                                             0x80000000,
+                                             0xffffffff,
+                                             0x7fffffffffffffff,
+                                             0x8000000000000000,
+                                             0xfffffffffffffffe,
+                                             0x100000001};
+  const std::vector<uint64_t>* pool = &kInt;
+  switch (kindOf(dt)) {
+    case Kind::kHalf:
+      pool = &kHalf;
+      break;
+    case Kind::kBf16:
+      pool = &kBf16;
+      break;
+    case Kind::kFloat:
+      pool = &kFloat;
+      break;
+    case Kind::kDouble:
+      pool = &kDouble;
+      break;
+    default:
+      break;
+  }
+  // A few ordinary values too, so specials meet finite operands.
+  if (rng() % 8 == 0) return randomElement(dt, rng);
+  return (*pool)[rng() % pool->size()];
+}
+
+// Every op x nsrcs x ndsts over operands drawn mostly from specialElement.
+TEST_P(ReduceCopyTest, SpecialValues) {
+  const batonDataType_t dt = datatype();
+  FastRng rng(5000 + dt);
+  FailureBudget budget;
+  for (batonRedOp_t op : kAllOps) {
+    for (int nsrcs : {1, 2, 3, 8}) {
+      for (int ndsts : {1, 2}) {
+        for (uint32_t divisor : {0u, 3u}) {
+          for (size_t count : {size_t{200}, size_t{301}}) {
+            Case c{dt, op, nsrcs, ndsts, count, count % 2 == 1, Placement::kSeparate, divisor};
+            if (!budget.check(runCase(c, rng, specialElement))) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The selected level against the portable core itself (reduceCopyRange run
+// as a plain loop), bit for bit. For max/min and for copies even NaN payloads
+// must agree: the core's choice of operand is fully specified there. Sums and
+// products of two NaNs may carry either payload (the core leaves it open), so
+// there both only need to be NaN. For fp16 and bf16 the first run feeds all
+// 65536 bit patterns through the conversions (x + -0 and x max -0 are exact
+// in fp32, so the store must reproduce the core's rounding of every input).
+TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
+  const batonDataType_t dt = datatype();
+  const size_t size = DatatypeSize(dt);
+  const Kind kind = kindOf(dt);
+  FastRng rng(6000 + dt);
+  const bool is16 = kind == Kind::kHalf || kind == Kind::kBf16;
+  constexpr size_t kCount = 65536 + 37;
+  for (batonRedOp_t op : kAllOps) {
+    for (int nsrcs : {2, 3}) {
+      for (uint32_t divisor : {0u, 3u}) {
+        for (int run = 0; run < 2; ++run) {
+          const bool exhaustive16 = is16 && run == 0;
+          std::vector<std::vector<uint8_t>> srcs(nsrcs, std::vector<uint8_t>(kCount * size));
+          for (int s = 0; s < nsrcs; ++s) {
+            for (size_t i = 0; i < kCount; ++i) {
+              uint64_t v = run == 0 ? rng() : specialElement(dt, rng);
+              if (exhaustive16) v = s == 0 ? (i & 0xffff) : 0x8000;  // x op -0
+              storeRaw(srcs[s].data(), size, i, v);
+            }
+          }
+          std::vector<uint8_t> got(kCount * size), want(kCount * size);
+          ReduceCopyArgs args;
+          for (int s = 0; s < nsrcs; ++s) args.srcs[s] = srcs[s].data();
+          args.nsrcs = nsrcs;
+          args.dsts[0] = got.data();
+          args.ndsts = 1;
+          args.count = kCount;
+          args.datatype = dt;
+          args.op = op;
+          args.postDivisor = divisor;
+          reduceCopy(args);
+          ASSERT_TRUE(dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
+            using T = typename decltype(typeTag)::type;
+            using Op = typename decltype(opTag)::type;
+            const T* typedSrcs[kMaxReduceSrcs];
+            for (int s = 0; s < nsrcs; ++s)
+              typedSrcs[s] = reinterpret_cast<const T*>(srcs[s].data());
+            T* typedDst = reinterpret_cast<T*>(want.data());
+            reduceCopyRange<T, Op>(typedSrcs, nsrcs, &typedDst, 1, 0, kCount, 1, divisor);
+          }));
+          const bool payloadsFree = op == batonSum || op == batonProd || op == batonAvg;
+          for (size_t i = 0; i < kCount; ++i) {
+            const uint64_t g = loadRaw(got.data(), size, i);
+            const uint64_t w = loadRaw(want.data(), size, i);
+            const bool ok = g == w || (payloadsFree && sameElement(kind, g, w));
+            ASSERT_TRUE(ok) << DatatypeName(dt) << " " << RedOpName(op) << " nsrcs=" << nsrcs
+                            << " div=" << divisor << " run=" << run << " element " << i << std::hex
+                            << ": got 0x" << g << " want 0x" << w;
+          }
+        }
+      }
+    }
+  }
+}
+
+// ---- Kernel levels -------------------------------------------------------------------
+
+TEST(KernelLevel, SelectionApi) {
+  const CpuKernelLevel saved = cpuKernelLevel();
+  EXPECT_TRUE(cpuKernelLevelAvailable(CpuKernelLevel::kPortable));
+  EXPECT_TRUE(cpuKernelLevelAvailable(bestCpuKernelLevel()));
+  EXPECT_FALSE(cpuKernelLevelAvailable(static_cast<CpuKernelLevel>(7)));
+  EXPECT_FALSE(setCpuKernelLevel(static_cast<CpuKernelLevel>(7)));
+  EXPECT_EQ(cpuKernelLevel(), saved);  // a refused request changes nothing
+  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kPortable), "portable");
+  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kAvx2), "avx2");
+  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kAvx512), "avx512");
+  EXPECT_STREQ(cpuKernelLevelName(static_cast<CpuKernelLevel>(-1)), "invalid");
+  for (CpuKernelLevel level : kAllLevels) {
+    if (!cpuKernelLevelAvailable(level)) continue;
+    EXPECT_TRUE(setCpuKernelLevel(level));
+    EXPECT_EQ(cpuKernelLevel(), level);
+  }
+  // Without BATON_KERNELS (as meson test runs it) the default is the best.
+  if (getenv("BATON_KERNELS") == nullptr) {
+    EXPECT_EQ(saved, bestCpuKernelLevel());
+  }
+  setCpuKernelLevel(saved);
+}
+
+// ---- Grid emulation ----------------------------------------------------------------
+
+// Runs reduceCopyRange the way a CUDA kernel's grid-stride loop does: one
+// call per (block, thread) with begin = block * blockDim + thread and
+// stride = grid * blockDim. The calls are sequential here, but as on a GPU
+// each covers a disjoint set of indices, so their order does not matter.
+template <typename T, typename Op>
+void emulateGrid(const ReduceCopyArgs& args, int grid, int block) {
+  const T* srcs[kMaxReduceSrcs];
+  T* dsts[kMaxReduceDsts];
+  for (int s = 0; s < args.nsrcs; ++s) srcs[s] = static_cast<const T*>(args.srcs[s]);
+  for (int d = 0; d < args.ndsts; ++d) dsts[d] = static_cast<T*>(args.dsts[d]);
+  const size_t stride = static_cast<size_t>(grid) * block;
+  for (int b = 0; b < grid; ++b) {
+    for (int t = 0; t < block; ++t) {
+      reduceCopyRange<T, Op>(srcs, args.nsrcs, dsts, args.ndsts, static_cast<size_t>(b) * block + t,
+                             args.count, stride, args.postDivisor);
+    }
+  }
+}
+
+TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
+  const batonDataType_t dt = datatype();
+  const size_t size = DatatypeSize(dt);
+  const Kind kind = kindOf(dt);
+  FastRng rng(4000 + dt);
+  const std::pair<int, int> kShapes[] = {{1, 1}, {3, 7}, {13, 32}, {64, 256}};
+  const std::pair<int, int> kFanout[] = {{1, 1}, {2, 1}, {3, 2}, {8, 2}};
+  for (batonRedOp_t op : kAllOps) {
+    for (auto [nsrcs, ndsts] : kFanout) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{4099}}) {
+        for (auto [grid, block] : kShapes) {
+          const bool inPlace = (count + grid) % 2 == 0;
+          std::vector<std::vector<uint8_t>> srcs(nsrcs, std::vector<uint8_t>(count * size));
+          for (auto& s : srcs) {
+            for (size_t i = 0; i < count; ++i) storeRaw(s.data(), size, i, randomElement(dt, rng));
+          }
+          // Two copies of everything: one for the CPU path, one for the grid,
+          // so in-place runs start from the same inputs.
+          std::vector<std::vector<uint8_t>> gridSrcs = srcs;
+          std::vector<std::vector<uint8_t>> cpuDsts(ndsts, std::vector<uint8_t>(count * size));
+          std::vector<std::vector<uint8_t>> gridDsts = cpuDsts;
+          ReduceCopyArgs cpu;
+          ReduceCopyArgs dev;
+          for (int s = 0; s < nsrcs; ++s) {
+            cpu.srcs[s] = srcs[s].data();
+            dev.srcs[s] = gridSrcs[s].data();
+          }
+          for (int d = 0; d < ndsts; ++d) {
+            cpu.dsts[d] = cpuDsts[d].data();
+            dev.dsts[d] = gridDsts[d].data();
+          }
+          if (inPlace) {
+            cpu.dsts[0] = srcs[0].data();
+            dev.dsts[0] = gridSrcs[0].data();
+          }
+          cpu.nsrcs = dev.nsrcs = nsrcs;
+          cpu.ndsts = dev.ndsts = ndsts;
+          cpu.count = dev.count = count;
+          cpu.datatype = dev.datatype = dt;
+          cpu.op = dev.op = op;
+          cpu.postDivisor = dev.postDivisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
+          reduceCopy(cpu);
+          ASSERT_TRUE(dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
+            emulateGrid<typename decltype(typeTag)::type, typename decltype(opTag)::type>(dev, grid,
+                                                                                          block);
+          }));
+          // Bit-exact except for NaN payloads: both run the same core functors,
+          // but the compiler may commute the operands of a vectorized float add,
+          // and which NaN's payload survives is not specified.
+          for (int d = 0; d < ndsts; ++d) {
+            const uint8_t* want = static_cast<const uint8_t*>(cpu.dsts[d]);
+            const uint8_t* got = static_cast<const uint8_t*>(dev.dsts[d]);
+            for (size_t i = 0; i < count; ++i) {
+              ASSERT_TRUE(sameElement(kind, loadRaw(got, size, i), loadRaw(want, size, i)))
+                  << DatatypeName(dt) << " " << RedOpName(op) << " nsrcs=" << nsrcs
+                  << " ndsts=" << ndsts << " count=" << count << " grid=" << grid
+                  << " block=" << block << (inPlace ? " in place" : "") << " dst " << d
+                  << " element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, ReduceCopyTest,
+    ::testing::Combine(::testing::ValuesIn(kAllTypes), ::testing::ValuesIn(kAllLevels)),
+    [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
+      return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
+             cpuKernelLevelName(std::get<1>(info.param));
+    });
+
+}  // namespace
+}  // namespace baton

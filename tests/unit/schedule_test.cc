@@ -1,0 +1,305 @@
+// Every algorithm's schedules, run for many rank counts in one process by
+// the simulator, checked against a plain loop over all ranks' inputs, and
+// their message counts checked against the theory.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "algorithms/barrier.h"
+#include "algorithms/chain.h"
+#include "algorithms/pairwise.h"
+#include "algorithms/ring.h"
+#include "exec/simulator.h"
+#include "kernels/cpu_reduce.h"
+
+namespace baton {
+namespace {
+
+std::vector<int> IdentityRing(int p) {
+  std::vector<int> r(p);
+  std::iota(r.begin(), r.end(), 0);
+  return r;
+}
+
+// A ring order that is not rank order, as on a multi-host job.
+std::vector<int> ShuffledRing(int p) {
+  std::vector<int> r;
+  for (int i = 0; i < p; i += 2) r.push_back(i);
+  for (int i = 1; i < p; i += 2) r.push_back(i);
+  return r;
+}
+
+// Input of rank r: small integers, so every reduction order is exact.
+int32_t Input(int r, size_t i) {
+  return static_cast<int32_t>((r * 7 + i * 13) % 11) - 5;
+}
+
+struct Case {
+  int p;
+  size_t count;
+  bool shuffled;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  for (int p : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 64, 100, 129})
+    for (size_t count : {size_t(0), size_t(1), size_t(p - 1), size_t(p + 1), size_t(1009)})
+      for (bool shuffled : {false, true}) cases.push_back({p, count, shuffled});
+  return cases;
+}
+
+CollArgs Args(int r, int p, size_t count, const std::vector<int>* ring) {
+  CollArgs a;
+  a.rank = r;
+  a.nranks = p;
+  a.count = count;
+  a.datatype = batonInt32;
+  a.op = batonSum;
+  a.ring = ring;
+  a.chunk_bytes = 64;  // many chunks, to exercise pipelining
+  return a;
+}
+
+TEST(ScheduleTest, RingAllReduceMatchesReference) {
+  for (const Case& c : Cases()) {
+    for (bool in_place : {false, true}) {
+      auto ring = c.shuffled ? ShuffledRing(c.p) : IdentityRing(c.p);
+      std::vector<std::vector<int32_t>> in(c.p), out(c.p);
+      std::vector<Schedule> sched(c.p);
+      for (int r = 0; r < c.p; ++r) {
+        in[r].resize(c.count);
+        for (size_t i = 0; i < c.count; ++i) in[r][i] = Input(r, i);
+        out[r].assign(c.count, 12345);
+        CollArgs a = Args(r, c.p, c.count, &ring);
+        a.send = in[r].data();
+        a.recv = in_place ? in[r].data() : out[r].data();
+        BuildRingAllReduce(a, &sched[r]);
+      }
+      std::vector<SimRankStats> stats;
+      Status st = SimulateSchedules(sched, &stats);
+      ASSERT_TRUE(st.ok()) << "p=" << c.p << " count=" << c.count << ": " << st.message();
+      for (size_t i = 0; i < c.count; ++i) {
+        int32_t want = 0;
+        for (int r = 0; r < c.p; ++r) want += Input(r, i);
+        for (int r = 0; r < c.p; ++r)
+          ASSERT_EQ((in_place ? in[r] : out[r])[i], want)
+              << "p=" << c.p << " count=" << c.count << " rank " << r << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, RingAllReduceAtThousandRanks) {
+  for (int p : {127, 1000, 1024}) {
+    for (size_t count : {size_t(1), size_t(p + 1)}) {
+      auto ring = ShuffledRing(p);
+      std::vector<std::vector<int32_t>> buf(p);
+      std::vector<Schedule> sched(p);
+      for (int r = 0; r < p; ++r) {
+        buf[r].resize(count);
+        for (size_t i = 0; i < count; ++i) buf[r][i] = Input(r, i);
+        CollArgs a = Args(r, p, count, &ring);
+        a.send = a.recv = buf[r].data();
+        BuildRingAllReduce(a, &sched[r]);
+      }
+      std::vector<SimRankStats> stats;
+      Status st = SimulateSchedules(sched, &stats);
+      ASSERT_TRUE(st.ok()) << "p=" << p << ": " << st.message();
+      for (size_t i = 0; i < count; ++i) {
+        int32_t want = 0;
+        for (int r = 0; r < p; ++r) want += Input(r, i);
+        for (int r = 0; r < p; ++r) ASSERT_EQ(buf[r][i], want) << "p=" << p << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, RingAllReduceAvgDividesOnce) {
+  for (int p : {2, 3, 5, 8}) {
+    auto ring = IdentityRing(p);
+    const size_t n = 37;
+    std::vector<std::vector<float>> in(p, std::vector<float>(n)), out(p, std::vector<float>(n));
+    std::vector<Schedule> sched(p);
+    for (int r = 0; r < p; ++r) {
+      for (size_t i = 0; i < n; ++i) in[r][i] = static_cast<float>(Input(r, i));
+      CollArgs a = Args(r, p, n, &ring);
+      a.datatype = batonFloat32;
+      a.op = batonAvg;
+      a.send = in[r].data();
+      a.recv = out[r].data();
+      BuildRingAllReduce(a, &sched[r]);
+    }
+    std::vector<SimRankStats> stats;
+    ASSERT_TRUE(SimulateSchedules(sched, &stats).ok());
+    for (size_t i = 0; i < n; ++i) {
+      float sum = 0;
+      for (int r = 0; r < p; ++r) sum += in[r][i];
+      for (int r = 0; r < p; ++r) ASSERT_EQ(out[r][i], sum / p) << "p=" << p << " i=" << i;
+    }
+  }
+}
+
+TEST(ScheduleTest, RingAllReduceMessageCountsMatchTheory) {
+  // Ring: 2(p-1) steps per chunk and 2(p-1)/p * n bytes sent per rank.
+  for (int p : {2, 3, 4, 7, 16, 64, 128}) {
+    auto ring = IdentityRing(p);
+    const size_t n = size_t(p) * 1000;
+    std::vector<std::vector<int32_t>> buf(p, std::vector<int32_t>(n, 1));
+    std::vector<Schedule> sched(p);
+    for (int r = 0; r < p; ++r) {
+      CollArgs a = Args(r, p, n, &ring);
+      a.chunk_bytes = 1 << 20;  // one chunk per segment
+      a.send = a.recv = buf[r].data();
+      BuildRingAllReduce(a, &sched[r]);
+    }
+    std::vector<SimRankStats> stats;
+    ASSERT_TRUE(SimulateSchedules(sched, &stats).ok());
+    for (int r = 0; r < p; ++r) {
+      EXPECT_EQ(stats[r].sends, size_t(2 * (p - 1)));
+      EXPECT_EQ(stats[r].bytes_sent, 2 * (p - 1) * n / p * sizeof(int32_t));
+      EXPECT_EQ(stats[r].bytes_reduced, (p - 1) * n / p * sizeof(int32_t));
+    }
+  }
+}
+
+TEST(ScheduleTest, ChainBroadcastEveryRoot) {
+  for (const Case& c : Cases()) {
+    if (c.p > 17) continue;
+    for (int root = 0; root < c.p; ++root) {
+      auto ring = c.shuffled ? ShuffledRing(c.p) : IdentityRing(c.p);
+      std::vector<std::vector<int32_t>> buf(c.p, std::vector<int32_t>(c.count, -1));
+      std::vector<int32_t> src(c.count);
+      for (size_t i = 0; i < c.count; ++i) src[i] = Input(root, i) * 3 + 1;
+      std::vector<Schedule> sched(c.p);
+      for (int r = 0; r < c.p; ++r) {
+        CollArgs a = Args(r, c.p, c.count, &ring);
+        a.root = root;
+        a.send = r == root ? src.data() : nullptr;
+        a.recv = buf[r].data();
+        BuildChainBroadcast(a, &sched[r]);
+      }
+      std::vector<SimRankStats> stats;
+      Status st = SimulateSchedules(sched, &stats);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (int r = 0; r < c.p; ++r) ASSERT_EQ(buf[r], src) << "p=" << c.p << " root " << root;
+    }
+  }
+}
+
+TEST(ScheduleTest, ChainReduceEveryRoot) {
+  for (const Case& c : Cases()) {
+    if (c.p > 17) continue;
+    for (int root : {0, c.p - 1, c.p / 2}) {
+      auto ring = c.shuffled ? ShuffledRing(c.p) : IdentityRing(c.p);
+      std::vector<std::vector<int32_t>> in(c.p);
+      std::vector<int32_t> out(c.count, 777);
+      std::vector<Schedule> sched(c.p);
+      for (int r = 0; r < c.p; ++r) {
+        in[r].resize(c.count);
+        for (size_t i = 0; i < c.count; ++i) in[r][i] = Input(r, i);
+        CollArgs a = Args(r, c.p, c.count, &ring);
+        a.root = root;
+        a.send = in[r].data();
+        a.recv = r == root ? out.data() : nullptr;
+        BuildChainReduce(a, &sched[r]);
+      }
+      std::vector<SimRankStats> stats;
+      Status st = SimulateSchedules(sched, &stats);
+      ASSERT_TRUE(st.ok()) << st.message();
+      for (size_t i = 0; i < c.count; ++i) {
+        int32_t want = 0;
+        for (int r = 0; r < c.p; ++r) want += Input(r, i);
+        ASSERT_EQ(out[i], want) << "p=" << c.p << " root " << root << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, RingAllGatherAndReduceScatter) {
+  for (const Case& c : Cases()) {
+    auto ring = c.shuffled ? ShuffledRing(c.p) : IdentityRing(c.p);
+    const size_t n = c.count;
+    std::vector<std::vector<int32_t>> in(c.p), out(c.p);
+    std::vector<Schedule> ag(c.p), rs(c.p);
+    std::vector<std::vector<int32_t>> rs_in(c.p), rs_out(c.p);
+    for (int r = 0; r < c.p; ++r) {
+      in[r].resize(n);
+      for (size_t i = 0; i < n; ++i) in[r][i] = Input(r, i);
+      out[r].assign(n * c.p, -9);
+      CollArgs a = Args(r, c.p, n, &ring);
+      a.send = in[r].data();
+      a.recv = out[r].data();
+      BuildRingAllGather(a, &ag[r]);
+      rs_in[r].resize(n * c.p);
+      for (size_t i = 0; i < n * c.p; ++i) rs_in[r][i] = Input(r, i);
+      rs_out[r].assign(n, -9);
+      CollArgs b = Args(r, c.p, n, &ring);
+      b.send = rs_in[r].data();
+      b.recv = rs_out[r].data();
+      BuildRingReduceScatter(b, &rs[r]);
+    }
+    std::vector<SimRankStats> stats;
+    Status st = SimulateSchedules(ag, &stats);
+    ASSERT_TRUE(st.ok()) << st.message();
+    st = SimulateSchedules(rs, &stats);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int r = 0; r < c.p; ++r) {
+      for (int o = 0; o < c.p; ++o)
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[r][o * n + i], Input(o, i));
+      for (size_t i = 0; i < n; ++i) {
+        int32_t want = 0;
+        for (int s = 0; s < c.p; ++s) want += Input(s, r * n + i);
+        ASSERT_EQ(rs_out[r][i], want) << "p=" << c.p << " n=" << n << " rank " << r;
+      }
+    }
+  }
+}
+
+TEST(ScheduleTest, AlltoAllAndBarrier) {
+  for (int p : {1, 2, 3, 5, 8, 13}) {
+    for (size_t n : {size_t(0), size_t(1), size_t(7)}) {
+      auto ring = IdentityRing(p);
+      std::vector<std::vector<int32_t>> in(p), out(p);
+      std::vector<Schedule> sched(p), barrier(p);
+      for (int r = 0; r < p; ++r) {
+        in[r].resize(n * p);
+        for (size_t i = 0; i < n * p; ++i) in[r][i] = r * 1000 + static_cast<int32_t>(i);
+        out[r].assign(n * p, -1);
+        CollArgs a = Args(r, p, n, &ring);
+        a.send = in[r].data();
+        a.recv = out[r].data();
+        BuildPairwiseAlltoAll(a, &sched[r]);
+        BuildDisseminationBarrier(a, &barrier[r]);
+      }
+      std::vector<SimRankStats> stats;
+      ASSERT_TRUE(SimulateSchedules(sched, &stats).ok());
+      for (int r = 0; r < p; ++r)
+        for (int s = 0; s < p; ++s)
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(out[r][s * n + i], s * 1000 + static_cast<int32_t>(r * n + i));
+      ASSERT_TRUE(SimulateSchedules(barrier, &stats).ok());
+      int rounds = 0;
+      for (int k = 1; k < p; k *= 2) ++rounds;
+      for (int r = 0; r < p; ++r) EXPECT_EQ(stats[r].sends, size_t(rounds));
+    }
+  }
+}
+
+TEST(ScheduleTest, SimulatorDetectsMismatch) {
+  auto ring = IdentityRing(2);
+  std::vector<int32_t> a(10), b(10);
+  std::vector<Schedule> sched(2);
+  CollArgs x = Args(0, 2, 10, &ring);
+  x.send = x.recv = a.data();
+  BuildRingAllReduce(x, &sched[0]);
+  CollArgs y = Args(1, 2, 8, &ring);  // disagrees on the count
+  y.send = y.recv = b.data();
+  BuildRingAllReduce(y, &sched[1]);
+  std::vector<SimRankStats> stats;
+  EXPECT_FALSE(SimulateSchedules(sched, &stats).ok());
+}
+
+}  // namespace
+}  // namespace baton

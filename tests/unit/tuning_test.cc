@@ -1,0 +1,92 @@
+// The tuning layer: BATON_ALGO parsing (NCCL's syntax: lists, exclusion,
+// per-collective scopes) and the candidate lists of the selection, which
+// must hold exactly the algorithms algorithms/collective.h says implement
+// each collective.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "algorithms/collective.h"
+#include "tuning/algorithm_filter.h"
+#include "tuning/select.h"
+
+namespace baton {
+namespace {
+
+TEST(AlgorithmFilterTest, EmptyAllowsEverything) {
+  AlgorithmFilter f;
+  ASSERT_TRUE(AlgorithmFilter::Parse("", &f).ok());
+  EXPECT_TRUE(f.allows(Collective::kAllReduce, Algorithm::kTree));
+  Algorithm a;
+  ASSERT_TRUE(f.choose(Collective::kAllReduce, {Algorithm::kRing, Algorithm::kTree}, &a).ok());
+  EXPECT_EQ(a, Algorithm::kRing);
+}
+
+TEST(AlgorithmFilterTest, ListsExclusionAndScopes) {
+  AlgorithmFilter f;
+  ASSERT_TRUE(AlgorithmFilter::Parse("Tree,rhd", &f).ok());
+  EXPECT_TRUE(f.allows(Collective::kBroadcast, Algorithm::kTree));
+  EXPECT_FALSE(f.allows(Collective::kBroadcast, Algorithm::kRing));
+  ASSERT_TRUE(AlgorithmFilter::Parse("^ring", &f).ok());
+  EXPECT_FALSE(f.allows(Collective::kAllReduce, Algorithm::kRing));
+  EXPECT_TRUE(f.allows(Collective::kAllReduce, Algorithm::kTree));
+  ASSERT_TRUE(AlgorithmFilter::Parse("allreduce:tree;ring", &f).ok());
+  EXPECT_TRUE(f.allows(Collective::kAllReduce, Algorithm::kTree));
+  EXPECT_FALSE(f.allows(Collective::kAllReduce, Algorithm::kRing));
+  EXPECT_TRUE(f.allows(Collective::kBroadcast, Algorithm::kRing));
+  EXPECT_FALSE(f.allows(Collective::kBroadcast, Algorithm::kTree));
+}
+
+TEST(AlgorithmFilterTest, ImpossibleRequestsAreInvalidUsage) {
+  AlgorithmFilter f;
+  EXPECT_EQ(AlgorithmFilter::Parse("bogus", &f).code(), batonInvalidUsage);
+  EXPECT_EQ(AlgorithmFilter::Parse("gather:ring", &f).code(), batonInvalidUsage);
+  ASSERT_TRUE(AlgorithmFilter::Parse("tree", &f).ok());
+  Algorithm a;
+  Status st = f.choose(Collective::kAllReduce, {Algorithm::kRing}, &a);
+  EXPECT_EQ(st.code(), batonInvalidUsage);
+  EXPECT_NE(st.message().find("available: ring"), std::string::npos) << st.message();
+}
+
+// Small and large calls, few and many ranks: the candidates are the
+// algorithms that implement the collective, each once.
+TEST(SelectTest, CandidatesAreTheImplementingAlgorithms) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    const auto coll = static_cast<Collective>(c);
+    for (size_t bytes : {size_t(0), size_t(8), size_t(64) << 10, size_t(64) << 20}) {
+      for (int nranks : {1, 2, 5, 16}) {
+        std::set<Algorithm> candidates;
+        for (const AlgorithmImpl& impl : CandidateAlgorithms(coll, bytes, nranks)) {
+          EXPECT_TRUE(candidates.insert(impl.algorithm).second)
+              << CollectiveName(coll) << " lists " << AlgorithmName(impl.algorithm) << " twice";
+          EXPECT_NE(impl.build, nullptr);
+        }
+        for (int a = 0; a < kNumAlgorithms; ++a) {
+          const auto algo = static_cast<Algorithm>(a);
+          EXPECT_EQ(candidates.count(algo) == 1, Implements(coll, algo))
+              << CollectiveName(coll) << " / " << AlgorithmName(algo) << ", " << bytes << " bytes, "
+              << nranks << " ranks";
+        }
+      }
+    }
+  }
+}
+
+TEST(SelectTest, NamesRoundTrip) {
+  for (int c = 0; c < kNumCollectives; ++c) {
+    Collective parsed;
+    ASSERT_TRUE(CollectiveFromName(CollectiveName(static_cast<Collective>(c)), &parsed));
+    EXPECT_EQ(static_cast<int>(parsed), c);
+  }
+  for (int a = 0; a < kNumAlgorithms; ++a) {
+    Algorithm parsed;
+    ASSERT_TRUE(AlgorithmFromName(AlgorithmName(static_cast<Algorithm>(a)), &parsed));
+    EXPECT_EQ(static_cast<int>(parsed), a);
+  }
+  Algorithm unused;
+  EXPECT_TRUE(AlgorithmFromName("RING", &unused));
+  EXPECT_FALSE(AlgorithmFromName("chain", &unused));
+}
+
+}  // namespace
+}  // namespace baton
