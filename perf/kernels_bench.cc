@@ -3,7 +3,7 @@
 // a noisy or unfamiliar machine.
 //
 //   BM_ReduceSum/<type>/<level>/<bytes>  dst = a + b (2 sources, 1 destination)
-//                                        through reduceCopy at one kernel level,
+//                                        through ReduceCopy at one kernel level,
 //                                        as collectives run it (streaming stores
 //                                        from kDefaultNonTemporalMinBytes up)
 //   BM_ReduceSumNT/float/<level>/<bytes> the same, always streaming stores
@@ -69,28 +69,28 @@ class Array {
 // Restores the process-wide kernel level and streaming threshold.
 class KernelLevelScope {
  public:
-  KernelLevelScope(CpuKernelLevel level, size_t ntMinBytes)
-      : saved_(cpuKernelLevel()), savedNt_(simdNonTemporalMinBytes()) {
-    ok_ = setCpuKernelLevel(level);
-    setSimdNonTemporalMinBytes(ntMinBytes);
+  KernelLevelScope(CpuKernelLevel level, size_t nt_min_bytes)
+      : saved_(CurrentCpuKernelLevel()), saved_nt_(SimdNonTemporalMinBytes()) {
+    ok_ = SetCpuKernelLevel(level);
+    SetSimdNonTemporalMinBytes(nt_min_bytes);
   }
   ~KernelLevelScope() {
-    setCpuKernelLevel(saved_);
-    setSimdNonTemporalMinBytes(savedNt_);
+    SetCpuKernelLevel(saved_);
+    SetSimdNonTemporalMinBytes(saved_nt_);
   }
   bool ok() const { return ok_; }
 
  private:
   CpuKernelLevel saved_;
-  size_t savedNt_;
+  size_t saved_nt_;
   bool ok_ = false;
 };
 
-// ntMinBytes: SimdOptions::nonTemporalMinBytes for the run.
-void reduceSum(benchmark::State& state, batonDataType_t dt, CpuKernelLevel level,
-               size_t ntMinBytes) {
+// nt_min_bytes: SimdOptions::non_temporal_min_bytes for the run.
+void ReduceSum(benchmark::State& state, batonDataType_t dt, CpuKernelLevel level,
+               size_t nt_min_bytes) {
   const size_t bytes = static_cast<size_t>(state.range(0));
-  KernelLevelScope scope(level, ntMinBytes);
+  KernelLevelScope scope(level, nt_min_bytes);
   if (!scope.ok()) {
     state.SkipWithError("kernel level not available on this CPU");
     return;
@@ -110,7 +110,7 @@ void reduceSum(benchmark::State& state, batonDataType_t dt, CpuKernelLevel level
   args.datatype = dt;
   args.op = batonSum;
   for (auto _ : state) {
-    reduceCopy(args);
+    ReduceCopy(args);
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
@@ -133,7 +133,7 @@ void BM_Memcpy(benchmark::State& state) {
 }
 
 // STREAM "Add", compiled for the baseline ISA like the portable kernels.
-__attribute__((noinline)) void streamAdd(float* __restrict__ c, const float* __restrict__ a,
+__attribute__((noinline)) void StreamAdd(float* __restrict__ c, const float* __restrict__ a,
                                          const float* __restrict__ b, size_t n) {
   for (size_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
 }
@@ -147,7 +147,7 @@ void BM_StreamAdd(benchmark::State& state) {
   }
   const size_t n = bytes / sizeof(float);
   for (auto _ : state) {
-    streamAdd(reinterpret_cast<float*>(c.data()), reinterpret_cast<const float*>(a.data()),
+    StreamAdd(reinterpret_cast<float*>(c.data()), reinterpret_cast<const float*>(a.data()),
               reinterpret_cast<const float*>(b.data()), n);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
@@ -155,7 +155,7 @@ void BM_StreamAdd(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 * bytes);
 }
 
-void registerAll() {
+void RegisterAll() {
   for (int64_t size : kSizes) {
     benchmark::RegisterBenchmark("BM_Memcpy", BM_Memcpy)->Arg(size);
     benchmark::RegisterBenchmark("BM_StreamAdd", BM_StreamAdd)->Arg(size);
@@ -167,18 +167,18 @@ void registerAll() {
   for (auto type : kTypes) {
     for (CpuKernelLevel level :
          {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2, CpuKernelLevel::kAvx512}) {
-      if (!cpuKernelLevelAvailable(level)) continue;  // nothing to measure
+      if (!CpuKernelLevelAvailable(level)) continue;  // nothing to measure
       const std::string name =
-          std::string("BM_ReduceSum/") + type.name + "/" + cpuKernelLevelName(level);
-      auto* plain = benchmark::RegisterBenchmark(name.c_str(), reduceSum, type.dt, level,
+          std::string("BM_ReduceSum/") + type.name + "/" + CpuKernelLevelName(level);
+      auto* plain = benchmark::RegisterBenchmark(name.c_str(), ReduceSum, type.dt, level,
                                                  kDefaultNonTemporalMinBytes);
       for (int64_t size : kSizes) plain->Arg(size);
       if (type.dt == batonFloat32 && level != CpuKernelLevel::kPortable) {
-        const std::string suffix = std::string("/") + type.name + "/" + cpuKernelLevelName(level);
+        const std::string suffix = std::string("/") + type.name + "/" + CpuKernelLevelName(level);
         auto* streaming = benchmark::RegisterBenchmark(("BM_ReduceSumNT" + suffix).c_str(),
-                                                       reduceSum, type.dt, level, size_t{0});
+                                                       ReduceSum, type.dt, level, size_t{0});
         auto* cached = benchmark::RegisterBenchmark(("BM_ReduceSumCached" + suffix).c_str(),
-                                                    reduceSum, type.dt, level, SIZE_MAX);
+                                                    ReduceSum, type.dt, level, SIZE_MAX);
         for (int64_t size : kNtSizes) {
           streaming->Arg(size);
           cached->Arg(size);
@@ -192,7 +192,7 @@ void registerAll() {
 }  // namespace baton
 
 int main(int argc, char** argv) {
-  baton::registerAll();
+  baton::RegisterAll();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

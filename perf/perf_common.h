@@ -10,8 +10,7 @@
 //   int main(int argc, char** argv) { return baton_perf::PerfMain(argc, argv, AllReduce()); }
 //
 // SPDX-License-Identifier: BSD-3-Clause
-#ifndef BATON_PERF_PERF_COMMON_H_
-#define BATON_PERF_PERF_COMMON_H_
+#pragma once
 
 #include <cstddef>
 #include <cstdint>
@@ -212,5 +211,3 @@ int PerfMain(int argc, char** argv, const Collective& coll);
 int PerfMain(int argc, char** argv, const Collective& coll, Backend& backend);
 
 }  // namespace baton_perf
-
-#endif  // BATON_PERF_PERF_COMMON_H_

@@ -7,8 +7,7 @@
 // nccl-tests), so that rows of the tables compare one to one.
 //
 // SPDX-License-Identifier: BSD-3-Clause
-#ifndef BATON_PERF_PEERS_PEER_COLLECTIVES_H_
-#define BATON_PERF_PEERS_PEER_COLLECTIVES_H_
+#pragma once
 
 #include <cstddef>
 #include <string>
@@ -48,5 +47,3 @@ class PeerLibrary : public Backend {
 int PeerMain(int argc, char** argv, const char* collective, PeerLibrary& library);
 
 }  // namespace baton_perf
-
-#endif  // BATON_PERF_PEERS_PEER_COLLECTIVES_H_

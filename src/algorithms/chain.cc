@@ -18,7 +18,7 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
   const size_t bytes = a.count * es;
   if (bytes == 0) return;
   const bool is_root = a.rank == a.root;
-  if (is_root && send != recv) out->add(CopyOp(a, send, recv, bytes));
+  if (is_root && send != recv) out->Add(CopyOp(a, send, recv, bytes));
   if (p == 1) return;
   const RingView rv(a);
   const int pos = rv.from_root, next = rv.next, prev = rv.prev;
@@ -27,11 +27,11 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
     size_t b, e;
     Partition(a.count, nchunks, j, &b, &e);
     if (is_root) {
-      out->add(SendOp(next, send + b * es, (e - b) * es, -1));
+      out->Add(SendOp(next, send + b * es, (e - b) * es, -1));
       continue;
     }
-    int r = out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0));
-    if (pos < p - 1) out->add(SendOp(next, recv + b * es, (e - b) * es, r));
+    int r = out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0));
+    if (pos < p - 1) out->Add(SendOp(next, recv + b * es, (e - b) * es, r));
   }
 }
 
@@ -45,23 +45,23 @@ void BuildChainReduce(const CollArgs& a, Schedule* out) {
   const size_t bytes = a.count * es;
   if (bytes == 0) return;
   if (p == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, bytes));
+    if (send != recv) out->Add(CopyOp(a, send, recv, bytes));
     return;
   }
   const RingView rv(a);
   const int pos = rv.from_root, toward = rv.prev, from = rv.next;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
-  uint8_t* acc = pos == 0 ? recv : (pos < p - 1 ? out->allocScratch(bytes) : nullptr);
+  uint8_t* acc = pos == 0 ? recv : (pos < p - 1 ? out->AllocScratch(bytes) : nullptr);
   for (size_t j = 0; j < nchunks; ++j) {
     size_t b, e;
     Partition(a.count, nchunks, j, &b, &e);
     const size_t off = b * es, len = (e - b) * es;
     if (pos == p - 1) {
-      out->add(SendOp(toward, send + off, len, -1));
+      out->Add(SendOp(toward, send + off, len, -1));
       continue;
     }
-    int r = out->add(RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0));
-    if (pos > 0) out->add(SendOp(toward, acc + off, len, r));
+    int r = out->Add(RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0));
+    if (pos > 0) out->Add(SendOp(toward, acc + off, len, r));
   }
 }
 

@@ -53,7 +53,7 @@ std::vector<IpcRef> InputsAt(int rank, int nranks, uint64_t offset) {
 
 }  // namespace
 
-size_t IpcPlan::stepCount() const {
+size_t IpcPlan::StepCount() const {
   size_t n = 0;
   for (const auto& phase : phases) n += phase.size();
   return n;

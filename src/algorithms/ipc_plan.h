@@ -55,7 +55,7 @@ struct IpcStep {
 // every phase.
 struct IpcPlan {
   std::vector<std::vector<IpcStep>> phases;
-  size_t stepCount() const;
+  size_t StepCount() const;
 };
 
 // One call as the plan sees it; counts as in the public API (per rank for

@@ -18,15 +18,15 @@ void BuildPairwiseAlltoAll(const CollArgs& a, Schedule* out) {
   if (blk == 0) return;
   if (send == recv) {
     // In place: the outgoing blocks must be saved before receives land.
-    uint8_t* copy = out->allocScratch(blk * p);
+    uint8_t* copy = out->AllocScratch(blk * p);
     std::copy(send, send + blk * p, copy);
     send = copy;
   }
-  out->add(CopyOp(a, send + a.rank * blk, recv + a.rank * blk, blk));
+  out->Add(CopyOp(a, send + a.rank * blk, recv + a.rank * blk, blk));
   for (int k = 1; k < p; ++k) {
     const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
-    out->add(SendOp(to, send + to * blk, blk, -1));
-    out->add(RecvOp(a, from, recv + from * blk, blk, nullptr, 0));
+    out->Add(SendOp(to, send + to * blk, blk, -1));
+    out->Add(RecvOp(a, from, recv + from * blk, blk, nullptr, 0));
   }
 }
 

@@ -44,9 +44,9 @@ struct Fold {
       newrank = rank - extra;
     }
   }
-  bool folded_out() const { return newrank < 0; }
+  bool FoldedOut() const { return newrank < 0; }
   // Whether this rank takes in the data of a folded-out partner.
-  bool absorbs() const { return newrank >= 0 && partner >= 0; }
+  bool Absorbs() const { return newrank >= 0 && partner >= 0; }
   // The communicator rank playing new rank `nr`.
   int RankOf(int nr) const { return nr < extra ? 2 * nr + 1 : nr + extra; }
   // The first of the (one or two) ranks whose blocks new rank `nr` stands
@@ -60,8 +60,8 @@ struct Fold {
 // the buffers overlap (in place).
 void AddFoldedOut(const CollArgs& a, const Fold& f, const uint8_t* send, size_t send_bytes,
                   uint8_t* recv, size_t recv_bytes, Schedule* out) {
-  int s = out->add(SendOp(f.partner, send, send_bytes, -1));
-  out->add(OrderedRecvOp(a, f.partner, recv, recv_bytes, nullptr, false, 0, s, -1));
+  int s = out->Add(SendOp(f.partner, send, send_bytes, -1));
+  out->Add(OrderedRecvOp(a, f.partner, recv, recv_bytes, nullptr, false, 0, s, -1));
 }
 
 }  // namespace
@@ -89,15 +89,15 @@ bool StartFoldedAllReduce(const CollArgs& a, const Fold& f, size_t bytes, Schedu
   *last = -1;
   if (bytes == 0) return false;
   if (a.nranks == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, bytes, -1));
+    if (send != recv) out->Add(CopyOp(a, send, recv, bytes, -1));
     return false;
   }
-  if (f.folded_out()) {
+  if (f.FoldedOut()) {
     AddFoldedOut(a, f, send, bytes, recv, bytes, out);
     return false;
   }
-  if (f.absorbs()) {
-    *last = out->add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
+  if (f.Absorbs()) {
+    *last = out->Add(OrderedRecvOp(a, f.partner, recv, bytes, send, true, 0, -1, -1));
     *input = recv;
   }
   return true;
@@ -117,29 +117,29 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
   if (!StartFoldedAllReduce(a, f, bytes, out, &input, &last)) return;
   const int steps = f.steps;
   std::vector<uint8_t*> dst(steps);  // what step k writes; step k + 1 reads it
-  uint8_t* ping = steps > 1 ? out->allocScratch(bytes) : nullptr;
+  uint8_t* ping = steps > 1 ? out->AllocScratch(bytes) : nullptr;
   for (int k = 0; k < steps; ++k) dst[k] = (steps - 1 - k) % 2 == 0 ? recv : ping;
   // In place (or after the fold) the input is recv itself, and step 0 must
   // not write the buffer it sends from. With one step that costs a copy.
   const bool detour = dst[0] == input;
-  if (detour) dst[0] = out->allocScratch(bytes);
+  if (detour) dst[0] = out->AllocScratch(bytes);
   int prev_send = -1;
   for (int k = 0; k < steps; ++k) {
     const int bit = 1 << k;
     const int peer = f.RankOf(f.newrank ^ bit);
     const bool peer_lower = (f.newrank & bit) != 0;
     const uint8_t* src = k == 0 ? input : dst[k - 1];
-    const int s = out->add(SendOp(peer, src, bytes, last));
-    last = out->add(OrderedRecvOp(a, peer, dst[k], bytes, src, peer_lower,
+    const int s = out->Add(SendOp(peer, src, bytes, last));
+    last = out->Add(OrderedRecvOp(a, peer, dst[k], bytes, src, peer_lower,
                                   k == steps - 1 ? AvgDivisor(a) : 0, last, prev_send));
     prev_send = s;
   }
   if (detour && steps == 1) {
     Op copy = CopyOp(a, dst[0], recv, bytes, last);
     copy.deps[1] = prev_send;
-    last = out->add(copy);
+    last = out->Add(copy);
   }
-  if (f.absorbs()) out->add(SendOp(f.partner, recv, bytes, last));
+  if (f.Absorbs()) out->Add(SendOp(f.partner, recv, bytes, last));
 }
 
 // The vector is cut into p' blocks (Partition). Reduce-scatter: in step k
@@ -185,9 +185,9 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
     // Fewer elements than blocks leaves some blocks empty; both partners
     // see the same sizes, so both skip the same messages.
     if (given[k].end > given[k].begin)
-      sends[k] = out->add(SendOp(peer, cur + given[k].begin, given[k].end - given[k].begin, last));
+      sends[k] = out->Add(SendOp(peer, cur + given[k].begin, given[k].end - given[k].begin, last));
     if (kept[k].end > kept[k].begin)
-      last = out->add(OrderedRecvOp(a, peer, recv + kept[k].begin, kept[k].end - kept[k].begin,
+      last = out->Add(OrderedRecvOp(a, peer, recv + kept[k].begin, kept[k].end - kept[k].begin,
                                     cur + kept[k].begin, peer_lower,
                                     k == steps - 1 ? AvgDivisor(a) : 0, last, -1));
     cur = recv;
@@ -195,12 +195,12 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
   for (int k = steps - 1; k >= 0; --k) {
     const int peer = f.RankOf(f.newrank ^ (1 << k));
     if (kept[k].end > kept[k].begin)
-      out->add(SendOp(peer, recv + kept[k].begin, kept[k].end - kept[k].begin, last));
+      out->Add(SendOp(peer, recv + kept[k].begin, kept[k].end - kept[k].begin, last));
     if (given[k].end > given[k].begin)
-      last = out->add(OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin,
+      last = out->Add(OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin,
                                     nullptr, false, 0, last, sends[k]));
   }
-  if (f.absorbs()) out->add(SendOp(f.partner, recv, bytes, last));
+  if (f.Absorbs()) out->Add(SendOp(f.partner, recv, bytes, last));
 }
 
 // New rank j stands for the blocks of ranks [FirstRank(j), FirstRank(j+1)).
@@ -216,22 +216,22 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
   if (blk == 0) return;
   const int p = a.nranks;
   if (p == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, blk, -1));
+    if (send != recv) out->Add(CopyOp(a, send, recv, blk, -1));
     return;
   }
   const size_t total = blk * p;
   const Fold f(a.rank, p);
-  if (f.folded_out()) {
+  if (f.FoldedOut()) {
     AddFoldedOut(a, f, send, total, recv, blk, out);
     return;
   }
   // Only a rank that ends with two blocks, or takes more than one step,
   // holds partial sums outside recv.
-  uint8_t* partial = f.absorbs() || f.steps > 1 ? out->allocScratch(total) : nullptr;
+  uint8_t* partial = f.Absorbs() || f.steps > 1 ? out->AllocScratch(total) : nullptr;
   int last = -1;
   const uint8_t* cur = send;
-  if (f.absorbs()) {
-    last = out->add(OrderedRecvOp(a, f.partner, partial, total, send, true, 0, -1, -1));
+  if (f.Absorbs()) {
+    last = out->Add(OrderedRecvOp(a, f.partner, partial, total, send, true, 0, -1, -1));
     cur = partial;
   }
   auto offset = [&](int nr) { return static_cast<size_t>(f.FirstRank(nr)) * blk; };
@@ -243,16 +243,16 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
     const int mid = lo + bit;
     const int give_lo = peer_lower ? lo : mid, give_hi = peer_lower ? mid : hi;
     (peer_lower ? lo : hi) = mid;
-    out->add(SendOp(peer, cur + offset(give_lo), offset(give_hi) - offset(give_lo), last));
+    out->Add(SendOp(peer, cur + offset(give_lo), offset(give_hi) - offset(give_lo), last));
     const bool final_step = k == f.steps - 1;
-    uint8_t* dst = final_step && !f.absorbs() ? recv : partial + offset(lo);
-    last = out->add(OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo),
+    uint8_t* dst = final_step && !f.Absorbs() ? recv : partial + offset(lo);
+    last = out->Add(OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo),
                                   peer_lower, final_step ? AvgDivisor(a) : 0, last, -1));
     cur = partial;
   }
-  if (f.absorbs()) {
-    out->add(CopyOp(a, partial + a.rank * blk, recv, blk, last));
-    out->add(SendOp(f.partner, partial + f.partner * blk, blk, last));
+  if (f.Absorbs()) {
+    out->Add(CopyOp(a, partial + a.rank * blk, recv, blk, last));
+    out->Add(SendOp(f.partner, partial + f.partner * blk, blk, last));
   }
 }
 
@@ -269,18 +269,18 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
   const int p = a.nranks;
   uint8_t* own = recv + a.rank * blk;
   if (p == 1) {
-    if (send != own) out->add(CopyOp(a, send, own, blk, -1));
+    if (send != own) out->Add(CopyOp(a, send, own, blk, -1));
     return;
   }
   const Fold f(a.rank, p);
   // The folded-out rank's own block comes back with the rest (in place, the
   // same bytes are written over themselves once its send is done).
-  if (f.folded_out()) {
+  if (f.FoldedOut()) {
     AddFoldedOut(a, f, send, blk, recv, blk * p, out);
     return;
   }
-  const int copy = send != own ? out->add(CopyOp(a, send, own, blk, -1)) : -1;
-  const int fold_recv = f.absorbs() ? out->add(OrderedRecvOp(a, f.partner, recv + f.partner * blk,
+  const int copy = send != own ? out->Add(CopyOp(a, send, own, blk, -1)) : -1;
+  const int fold_recv = f.Absorbs() ? out->Add(OrderedRecvOp(a, f.partner, recv + f.partner * blk,
                                                              blk, nullptr, false, 0, -1, -1))
                                     : -1;
   auto offset = [&](int nr) { return static_cast<size_t>(f.FirstRank(nr)) * blk; };
@@ -292,12 +292,12 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
     const int dep0 = k == 0 ? copy : last, dep1 = k == 0 ? fold_recv : -1;
     Op s = SendOp(peer, recv + offset(mine), offset(mine + bit) - offset(mine), dep0);
     s.deps[1] = dep1;
-    out->add(s);
-    last = out->add(OrderedRecvOp(a, peer, recv + offset(theirs),
+    out->Add(s);
+    last = out->Add(OrderedRecvOp(a, peer, recv + offset(theirs),
                                   offset(theirs + bit) - offset(theirs), nullptr, false, 0, dep0,
                                   dep1));
   }
-  if (f.absorbs()) out->add(SendOp(f.partner, recv, blk * p, last));
+  if (f.Absorbs()) out->Add(SendOp(f.partner, recv, blk * p, last));
 }
 
 }  // namespace baton

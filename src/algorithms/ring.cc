@@ -35,7 +35,7 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
   auto* recv = static_cast<uint8_t*>(a.recv);
   if (a.count == 0) return;
   if (p == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, a.count * es));
+    if (send != recv) out->Add(CopyOp(a, send, recv, a.count * es));
     return;
   }
   const RingView rv(a);
@@ -55,10 +55,10 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
     for (size_t j = 0; j < nchunks; ++j) {
       size_t b, e;
       chunk(send_seg, j, &b, &e);
-      if (e > b) out->add(SendOp(next, (s == 0 ? send : recv) + b * es, (e - b) * es, last[j]));
+      if (e > b) out->Add(SendOp(next, (s == 0 ? send : recv) + b * es, (e - b) * es, last[j]));
       chunk(recv_seg, j, &b, &e);
       last[j] = e > b
-                    ? out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, send + b * es, divisor))
+                    ? out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, send + b * es, divisor))
                     : -1;
     }
   }
@@ -67,9 +67,9 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
     for (size_t j = 0; j < nchunks; ++j) {
       size_t b, e;
       chunk(send_seg, j, &b, &e);
-      if (e > b) out->add(SendOp(next, recv + b * es, (e - b) * es, last[j]));
+      if (e > b) out->Add(SendOp(next, recv + b * es, (e - b) * es, last[j]));
       chunk(recv_seg, j, &b, &e);
-      last[j] = e > b ? out->add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0)) : -1;
+      last[j] = e > b ? out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0)) : -1;
     }
   }
 }
@@ -83,7 +83,7 @@ void BuildRingAllGather(const CollArgs& a, Schedule* out) {
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   if (blk == 0) return;
-  if (send != recv + a.rank * blk) out->add(CopyOp(a, send, recv + a.rank * blk, blk));
+  if (send != recv + a.rank * blk) out->Add(CopyOp(a, send, recv + a.rank * blk, blk));
   if (p == 1) return;
   const auto& ring = *a.ring;
   const RingView rv(a);
@@ -97,8 +97,8 @@ void BuildRingAllGather(const CollArgs& a, Schedule* out) {
       Partition(a.count, nchunks, j, &b, &e);
       const size_t off = b * es, len = (e - b) * es;
       const uint8_t* src = s == 0 ? send + off : recv + send_owner * blk + off;
-      out->add(SendOp(next, src, len, last[j]));
-      last[j] = out->add(RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0));
+      out->Add(SendOp(next, src, len, last[j]));
+      last[j] = out->Add(RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0));
     }
   }
 }
@@ -114,14 +114,14 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
   auto* recv = static_cast<uint8_t*>(a.recv);
   if (blk == 0) return;
   if (p == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, blk));
+    if (send != recv) out->Add(CopyOp(a, send, recv, blk));
     return;
   }
   const auto& ring = *a.ring;
   const RingView rv(a);
   const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
-  uint8_t* partial = p > 2 ? out->allocScratch(blk * p) : nullptr;
+  uint8_t* partial = p > 2 ? out->AllocScratch(blk * p) : nullptr;
   std::vector<int> last(nchunks, -1);
   for (int s = 0; s < p - 1; ++s) {
     const int send_owner = ring[Mod(q - s - 1, p)], recv_owner = ring[Mod(q - s - 2, p)];
@@ -132,9 +132,9 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
       const size_t off = b * es, len = (e - b) * es;
       const uint8_t* src =
           s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
-      out->add(SendOp(next, src, len, last[j]));
+      out->Add(SendOp(next, src, len, last[j]));
       uint8_t* dst = final_step ? recv + off : partial + recv_owner * blk + off;
-      last[j] = out->add(
+      last[j] = out->Add(
           RecvOp(a, prev, dst, len, send + recv_owner * blk + off, final_step ? AvgDivisor(a) : 0));
     }
   }

@@ -2,7 +2,7 @@
 
 namespace baton {
 
-void Schedule::append(Schedule&& other) {
+void Schedule::Append(Schedule&& other) {
   int base = static_cast<int>(ops.size());
   for (Op op : other.ops) {
     for (int& d : op.deps)

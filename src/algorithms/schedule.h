@@ -50,20 +50,20 @@ struct Schedule {
   static constexpr size_t kRetainedScratchBytes = 1 << 20;
 
   // `bytes` of zeroed memory that lives until clear().
-  uint8_t* allocScratch(size_t bytes) {
+  uint8_t* AllocScratch(size_t bytes) {
     if (scratch_used == scratch.size()) scratch.emplace_back();
     std::vector<uint8_t>& block = scratch[scratch_used++];
     block.assign(bytes, 0);
     return block.data();
   }
   // Appends an op and returns its index (for dependencies).
-  int add(const Op& op) {
+  int Add(const Op& op) {
     ops.push_back(op);
     return static_cast<int>(ops.size()) - 1;
   }
   // Empties the schedule, keeping the ops' capacity and small scratch
   // blocks for the next call.
-  void clear() {
+  void Clear() {
     ops.clear();
     for (auto& block : scratch)
       if (block.capacity() > kRetainedScratchBytes) std::vector<uint8_t>().swap(block);
@@ -71,7 +71,7 @@ struct Schedule {
   }
   // Appends all of `other`'s ops after ours (group calls), keeping their
   // dependencies pointing at the same ops.
-  void append(Schedule&& other);
+  void Append(Schedule&& other);
 };
 
 // Inputs of an algorithm: one rank's view of one call.

@@ -82,7 +82,7 @@ void BuildTreeSchedule(const CollArgs& a, const std::vector<TreePart>& trees, bo
   const uint32_t divisor = a.op == batonAvg ? static_cast<uint32_t>(a.nranks) : 0;
   if (a.count == 0 || es == 0) return;
   if (a.nranks == 1) {
-    if (send != recv) out->add(CopyOp(a, send, recv, a.count * es));
+    if (send != recv) out->Add(CopyOp(a, send, recv, a.count * es));
     return;
   }
   // A reduce-only pass must leave a.recv of non-roots alone (it may be
@@ -91,13 +91,13 @@ void BuildTreeSchedule(const CollArgs& a, const std::vector<TreePart>& trees, bo
   if (up && !down) {
     bool needs = false;
     for (const TreePart& t : trees) needs |= t.parent >= 0 && !t.children.empty();
-    partial = needs ? out->allocScratch(a.count * es) : nullptr;
+    partial = needs ? out->AllocScratch(a.count * es) : nullptr;
   }
   if (down && !up && send != recv) {
     for (const TreePart& t : trees) {
       if (t.parent >= 0) continue;
       // Broadcast root: its own output is a local copy; it sends from a.send.
-      out->add(CopyOp(a, send, recv, a.count * es));
+      out->Add(CopyOp(a, send, recv, a.count * es));
       break;
     }
   }
@@ -139,10 +139,10 @@ void BuildTreeSchedule(const CollArgs& a, const std::vector<TreePart>& trees, bo
       int last = -1;
       for (size_t k = 0; k < t.children.size(); ++k) {
         const bool is_last = root && k + 1 == t.children.size();
-        last = out->add(RecvOp(a, t.children[k], acc, len, acc_in, is_last ? divisor : 0, last));
+        last = out->Add(RecvOp(a, t.children[k], acc, len, acc_in, is_last ? divisor : 0, last));
         acc_in = acc;
       }
-      if (!root) last = out->add(SendOp(t.parent, acc_in, len, last));
+      if (!root) last = out->Add(SendOp(t.parent, acc_in, len, last));
       up_done[s.tree][s.chunk] = last;
       continue;
     }
@@ -153,9 +153,9 @@ void BuildTreeSchedule(const CollArgs& a, const std::vector<TreePart>& trees, bo
     } else if (!root) {
       // After an up step, the buffer may still be being sent to the parent
       // (in place, or an inner node's partial): receive over it only after.
-      dep = out->add(RecvOp(a, t.parent, recv + off, len, nullptr, 0, dep));
+      dep = out->Add(RecvOp(a, t.parent, recv + off, len, nullptr, 0, dep));
     }
-    for (int c : t.children) out->add(SendOp(c, src, len, dep));
+    for (int c : t.children) out->Add(SendOp(c, src, len, dep));
   }
 }
 

@@ -17,7 +17,7 @@ struct TreeLinks {
   int children[2] = {-1, -1};
 
   // Number of children (0 for a leaf).
-  int numChildren() const { return (children[0] >= 0) + (children[1] >= 0); }
+  int NumChildren() const { return (children[0] >= 0) + (children[1] >= 0); }
 };
 
 // NCCL's btree over ranks 0..nranks-1 (ncclGetBtree): an in-order binary

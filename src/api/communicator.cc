@@ -25,7 +25,7 @@ batonResult_t InitRank(const char* fn, const Settings& settings, batonComm_t* co
   Status st = Communicator::Create(settings, data, nranks, rank, &impl);
   if (!st.ok())
     return Fail(fn,
-                st.withContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks)));
+                st.WithContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks)));
   *comm = RegisterComm(std::move(impl));
   return batonSuccess;
 }
@@ -33,10 +33,10 @@ batonResult_t InitRank(const char* fn, const Settings& settings, batonComm_t* co
 batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
   std::shared_ptr<Communicator> impl = UnregisterComm(comm);
   if (!impl) return Fail(fn, InvalidArgument("comm is NULL or not live (destroyed twice?)"));
-  if (abort) impl->abort();
+  if (abort) impl->Abort();
   // Queued stream work holds its own reference; wait for it so the
   // connections close only after the last collective.
-  impl->waitPending();
+  impl->WaitPending();
   return batonSuccess;
 }
 
@@ -79,22 +79,22 @@ const char* batonGetLastError(batonComm_t comm) {
   return LastErrorText(comm);
 }
 
-batonResult_t batonGetUniqueId(batonUniqueId* uniqueId) {
-  if (uniqueId == nullptr) return Fail("batonGetUniqueId", InvalidArgument("uniqueId is NULL"));
+batonResult_t batonGetUniqueId(batonUniqueId* unique_id) {
+  if (unique_id == nullptr) return Fail("batonGetUniqueId", InvalidArgument("uniqueId is NULL"));
   const Settings settings = ReadSettings();
-  Status st = CreateUniqueId(settings.socket_ifname, TimeoutSeconds(settings), uniqueId);
+  Status st = CreateUniqueId(settings.socket_ifname, TimeoutSeconds(settings), unique_id);
   if (!st.ok()) return Fail("batonGetUniqueId", st);
   return batonSuccess;
 }
 
-batonResult_t batonCommInitRank(batonComm_t* comm, int nranks, batonUniqueId commId, int rank) {
+batonResult_t batonCommInitRank(batonComm_t* comm, int nranks, batonUniqueId comm_id, int rank) {
   const char* fn = "batonCommInitRank";
   if (comm == nullptr) return Fail(fn, InvalidArgument("comm is NULL"));
   *comm = nullptr;
   if (nranks < 1) return Fail(fn, InvalidArgument("nranks " + std::to_string(nranks) + " < 1"));
   BATON_API_CHECK(fn, CheckRank(rank, nranks, "rank"), nullptr);
   UniqueIdData data;
-  BATON_API_CHECK(fn, DecodeUniqueId(commId, &data), nullptr);
+  BATON_API_CHECK(fn, DecodeUniqueId(comm_id, &data), nullptr);
   return InitRank(fn, ReadSettings(), comm, nranks, data, rank);
 }
 
@@ -124,12 +124,12 @@ batonResult_t batonCommUserRank(const batonComm_t comm, int* rank) {
   return batonSuccess;
 }
 
-batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError) {
+batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* async_error) {
   auto c = LookupComm(comm);
   if (!c) return Fail("batonCommGetAsyncError", InvalidArgument("comm is NULL or not live"));
-  if (asyncError == nullptr)
-    return Fail("batonCommGetAsyncError", InvalidArgument("asyncError is NULL"), c.get());
-  *asyncError = c->asyncError();
+  if (async_error == nullptr)
+    return Fail("batonCommGetAsyncError", InvalidArgument("async_error is NULL"), c.get());
+  *async_error = c->async_error();
   return batonSuccess;
 }
 

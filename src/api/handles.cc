@@ -76,7 +76,7 @@ std::unique_ptr<batonStream> UnregisterStream(batonStream_t handle) {
 batonResult_t Fail(const char* fn, const Status& st, Communicator* comm) {
   std::string message = std::string(fn) + ": " + st.message();
   tls_last_error = message;
-  if (comm) comm->setLastError(message);
+  if (comm) comm->set_last_error(message);
   if (st.code() != batonInvalidArgument && st.code() != batonInvalidUsage) {
     BATON_WARN(kLogColl, "%s", message.c_str());
   } else {
@@ -88,7 +88,7 @@ batonResult_t Fail(const char* fn, const Status& st, Communicator* comm) {
 const char* LastErrorText(batonComm_t comm) {
   if (comm != nullptr) {
     if (auto c = LookupComm(comm)) {
-      tls_last_error_copy = c->lastError();
+      tls_last_error_copy = c->last_error();
       return tls_last_error_copy.c_str();
     }
   }

@@ -18,14 +18,14 @@ batonResult_t batonStreamCreate(batonStream_t* stream) {
 batonResult_t batonStreamSynchronize(batonStream_t stream) {
   if (stream == nullptr || !StreamIsLive(stream))
     return Fail("batonStreamSynchronize", InvalidArgument("stream is NULL or not live"));
-  BATON_API_CHECK("batonStreamSynchronize", stream->impl.synchronize(), nullptr);
+  BATON_API_CHECK("batonStreamSynchronize", stream->impl.Synchronize(), nullptr);
   return batonSuccess;
 }
 
 batonResult_t batonStreamQuery(batonStream_t stream) {
   if (stream == nullptr || !StreamIsLive(stream))
     return Fail("batonStreamQuery", InvalidArgument("stream is NULL or not live"));
-  return stream->impl.query();
+  return stream->impl.Query();
 }
 
 batonResult_t batonStreamDestroy(batonStream_t stream) {

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <string>
 
 #include "base/deadline.h"
 #include "base/log.h"
@@ -29,34 +30,34 @@ void Parse(const char* name, bool /*log*/, std::string* out) {
   if (auto v = RawValue(name)) *out = *v;
 }
 
-void Parse(const char* name, bool log, int64_t* out) {
+// Integers and sizes: `parse` reads the text, `what` names the type in the
+// warning.
+template <typename T>
+void ParseNumber(const char* name, bool log, bool (*parse)(const std::string&, T*),
+                 const char* what, T* out) {
   auto v = RawValue(name);
   if (!v) return;
-  int64_t parsed;
-  if (!ParseInt(*v, &parsed)) {
-    if (log) BATON_WARN(kLogEnv, "ignoring %s=%s: not an integer", name, v->c_str());
+  T parsed;
+  if (!parse(*v, &parsed)) {
+    if (log) BATON_WARN(kLogEnv, "ignoring %s=%s: not %s", name, v->c_str(), what);
     return;
   }
-  if (log) BATON_INFO(kLogEnv, "%s set to %lld", name, static_cast<long long>(parsed));
+  if (log) BATON_INFO(kLogEnv, "%s set to %s", name, std::to_string(parsed).c_str());
   *out = parsed;
+}
+
+void Parse(const char* name, bool log, int64_t* out) {
+  ParseNumber(name, log, ParseInt, "an integer", out);
+}
+
+void Parse(const char* name, bool log, uint64_t* out) {
+  ParseNumber(name, log, ParseSize, "a size", out);
 }
 
 void Parse(const char* name, bool log, bool* out) {
   int64_t value = *out ? 1 : 0;
   Parse(name, log, &value);
   *out = value != 0;
-}
-
-void Parse(const char* name, bool log, uint64_t* out) {
-  auto v = RawValue(name);
-  if (!v) return;
-  uint64_t parsed;
-  if (!ParseSize(*v, &parsed)) {
-    if (log) BATON_WARN(kLogEnv, "ignoring %s=%s: not a size", name, v->c_str());
-    return;
-  }
-  if (log) BATON_INFO(kLogEnv, "%s set to %llu", name, static_cast<unsigned long long>(parsed));
-  *out = parsed;
 }
 
 }  // namespace

@@ -26,12 +26,12 @@ uint16_t SockAddr::port() const {
   return 0;
 }
 
-void SockAddr::setPort(uint16_t port) {
+void SockAddr::set_port(uint16_t port) {
   if (family() == AF_INET) reinterpret_cast<sockaddr_in*>(&storage)->sin_port = htons(port);
   if (family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&storage)->sin6_port = htons(port);
 }
 
-std::string SockAddr::toString() const {
+std::string SockAddr::ToString() const {
   char host[INET6_ADDRSTRLEN] = "?";
   if (family() == AF_INET) {
     inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr, host,
@@ -130,7 +130,7 @@ struct IfFilter {
       pos = comma + 1;
     }
   }
-  bool matches(const char* ifname) const {
+  bool Matches(const char* ifname) const {
     bool hit = false;
     for (const auto& n : names)
       hit |= exact ? n == ifname : strncmp(ifname, n.c_str(), n.size()) == 0;
@@ -149,7 +149,7 @@ Status SelectInterfaceAddress(const std::string& ifname_spec, SockAddr* out, std
   auto pick = [&](const IfFilter& f, int family) -> bool {
     for (ifaddrs* it = list; it; it = it->ifa_next) {
       if (!it->ifa_addr || it->ifa_addr->sa_family != family) continue;
-      if (!(it->ifa_flags & IFF_UP) || !f.matches(it->ifa_name)) continue;
+      if (!(it->ifa_flags & IFF_UP) || !f.Matches(it->ifa_name)) continue;
       if (family == AF_INET6) {
         auto* s6 = reinterpret_cast<sockaddr_in6*>(it->ifa_addr);
         if (IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr)) continue;
@@ -158,7 +158,7 @@ Status SelectInterfaceAddress(const std::string& ifname_spec, SockAddr* out, std
       memset(&out->storage, 0, sizeof(out->storage));
       memcpy(&out->storage, it->ifa_addr, len);
       out->len = len;
-      out->setPort(0);
+      out->set_port(0);
       *ifname = it->ifa_name;
       return true;
     }
@@ -173,7 +173,7 @@ Status SelectInterfaceAddress(const std::string& ifname_spec, SockAddr* out, std
   if (!found)
     return InvalidArgument("no network interface matches BATON_SOCKET_IFNAME=" +
                            (user ? ifname_spec : std::string("<default>")));
-  BATON_INFO(kLogInit, "using interface %s address %s", ifname->c_str(), out->toString().c_str());
+  BATON_INFO(kLogInit, "using interface %s address %s", ifname->c_str(), out->ToString().c_str());
   return Status::Ok();
 }
 
@@ -196,7 +196,7 @@ Status ListenOn(const SockAddr& bind_addr, Fd* out, SockAddr* bound) {
   int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd.get(), bind_addr.sa(), bind_addr.len) != 0)
-    return ErrnoError("bind " + bind_addr.toString(), errno);
+    return ErrnoError("bind " + bind_addr.ToString(), errno);
   if (listen(fd.get(), 4096) != 0) return ErrnoError("listen", errno);
   bound->len = sizeof(bound->storage);
   if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound->storage), &bound->len) != 0)
@@ -215,7 +215,7 @@ Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
     if (err == EINPROGRESS) {
       pollfd p{fd.get(), POLLOUT, 0};
       int n = poll(&p, 1, MillisLeft(deadline));
-      if (n == 0) return TimeoutError("timed out connecting to " + addr.toString());
+      if (n == 0) return TimeoutError("timed out connecting to " + addr.ToString());
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     }
@@ -228,9 +228,9 @@ Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
     // Refused or unreachable: the peer may simply not be listening yet.
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH &&
         err != EAGAIN && err != ECONNRESET)
-      return ErrnoError("connect " + addr.toString(), err);
+      return ErrnoError("connect " + addr.ToString(), err);
     if (Clock::now() + std::chrono::milliseconds(delay_ms) >= deadline)
-      return TimeoutError("timed out connecting to " + addr.toString() +
+      return TimeoutError("timed out connecting to " + addr.ToString() +
                           " (last error: " + strerror(err) + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     delay_ms = std::min(delay_ms * 2, 100);

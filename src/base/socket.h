@@ -23,8 +23,8 @@ struct SockAddr {
   const sockaddr* sa() const { return reinterpret_cast<const sockaddr*>(&storage); }
   int family() const { return storage.ss_family; }
   uint16_t port() const;
-  void setPort(uint16_t port);
-  std::string toString() const;  // "10.77.0.2:41234" or "[::1]:41234"
+  void set_port(uint16_t port);
+  std::string ToString() const;  // "10.77.0.2:41234" or "[::1]:41234"
 };
 
 // Compact wire form of a SockAddr (24 bytes).

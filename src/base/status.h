@@ -23,7 +23,7 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
 
   // Prefixes the message with context ("bootstrap: ..."), keeping the code.
-  Status& withContext(const std::string& context) {
+  Status& WithContext(const std::string& context) {
     if (!ok()) message_ = context + ": " + message_;
     return *this;
   }

@@ -81,8 +81,8 @@ Status IdFromRootAddress(const Settings& settings, const std::string& root, int 
       SockAddr any;
       any.storage.ss_family = addr.family();
       any.len = addr.len;
-      any.setPort(addr.port());
-      BATON_RETURN_IF_ERROR(ListenOn(any, &listener, &bound).withContext("BATON_ROOT=" + root));
+      any.set_port(addr.port());
+      BATON_RETURN_IF_ERROR(ListenOn(any, &listener, &bound).WithContext("BATON_ROOT=" + root));
     }
     BATON_RETURN_IF_ERROR(
         StartRendezvousServer(std::move(listener), *data, TimeoutSeconds(settings)));

@@ -39,14 +39,14 @@ Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
     for (size_t index = 0; index < (*sockets)[peer].size(); ++index) {
       Fd fd;
       BATON_RETURN_IF_ERROR(ConnectWithRetry(FromWire(peers[peer].listen_addr), deadline, &fd)
-                                .withContext("connecting to rank " + std::to_string(peer)));
+                                .WithContext("connecting to rank " + std::to_string(peer)));
       PairHello hello{kPairMagic, kBootstrapVersion,          {}, id.comm_id, rank,
                       peer,       static_cast<int32_t>(index)};
       memcpy(hello.secret, id.secret, kSecretBytes);
       BATON_RETURN_IF_ERROR(SendAll(fd.get(), &hello, sizeof(hello), deadline));
       uint8_t ack = 0;
       BATON_RETURN_IF_ERROR(RecvAll(fd.get(), &ack, 1, deadline)
-                                .withContext("handshake with rank " + std::to_string(peer)));
+                                .WithContext("handshake with rank " + std::to_string(peer)));
       if (ack != 1) return RemoteError("rank " + std::to_string(peer) + " refused the handshake");
       (*sockets)[peer][index] = std::move(fd);
     }
@@ -88,12 +88,12 @@ Status ExchangeWithPeers(const std::vector<std::vector<Fd>>& sockets, const std:
                          Deadline deadline) {
   for (int p : peers)
     BATON_RETURN_IF_ERROR(SendAll(sockets[p][0].get(), send, len, deadline)
-                              .withContext("set-up exchange with rank " + std::to_string(p)));
+                              .WithContext("set-up exchange with rank " + std::to_string(p)));
   recv->assign(peers.size(), std::vector<uint8_t>(len));
   for (size_t i = 0; i < peers.size(); ++i)
     BATON_RETURN_IF_ERROR(
         RecvAll(sockets[peers[i]][0].get(), (*recv)[i].data(), len, deadline)
-            .withContext("set-up exchange with rank " + std::to_string(peers[i])));
+            .WithContext("set-up exchange with rank " + std::to_string(peers[i])));
   return Status::Ok();
 }
 

@@ -233,7 +233,7 @@ Status CreateUniqueId(const std::string& ifname_spec, double timeout_s, batonUni
   BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
   data.root = ToWire(bound);
   BATON_RETURN_IF_ERROR(StartRendezvousServer(std::move(listener), data, timeout_s));
-  BATON_INFO(kLogBootstrap, "unique id: rendezvous at %s", bound.toString().c_str());
+  BATON_INFO(kLogBootstrap, "unique id: rendezvous at %s", bound.ToString().c_str());
   *out = EncodeUniqueId(data);
   return Status::Ok();
 }
@@ -242,7 +242,7 @@ Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& 
                   Deadline deadline, std::vector<PeerInfo>* all) {
   SockAddr root = FromWire(id.root);
   Fd fd;
-  BATON_RETURN_IF_ERROR(ConnectWithRetry(root, deadline, &fd).withContext("rendezvous"));
+  BATON_RETURN_IF_ERROR(ConnectWithRetry(root, deadline, &fd).WithContext("rendezvous"));
   ClientHello hello{};
   hello.magic = kHelloMagic;
   hello.version = kBootstrapVersion;
@@ -252,13 +252,13 @@ Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& 
   hello.rank = rank;
   hello.info = mine;
   BATON_RETURN_IF_ERROR(
-      SendAll(fd.get(), &hello, sizeof(hello), deadline).withContext("rendezvous"));
+      SendAll(fd.get(), &hello, sizeof(hello), deadline).WithContext("rendezvous"));
   ServerReply reply{};
   Status st = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
   if (st.code() == batonTimeout)
-    return TimeoutError("rendezvous at " + root.toString() +
+    return TimeoutError("rendezvous at " + root.ToString() +
                         " timed out waiting for all ranks to join (BATON_TIMEOUT)");
-  BATON_RETURN_IF_ERROR(st.withContext("rendezvous at " + root.toString()));
+  BATON_RETURN_IF_ERROR(st.WithContext("rendezvous at " + root.ToString()));
   if (reply.magic != kHelloMagic) return RemoteError("rendezvous: malformed reply");
   if (reply.status != 0) {
     reply.message[sizeof(reply.message) - 1] = '\0';
@@ -266,7 +266,7 @@ Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& 
   }
   all->resize(nranks);
   return RecvAll(fd.get(), all->data(), nranks * sizeof(PeerInfo), deadline)
-      .withContext("rendezvous");
+      .WithContext("rendezvous");
 }
 
 }  // namespace baton

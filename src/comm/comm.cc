@@ -100,14 +100,14 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   comm->executor_ = std::make_unique<Executor>(comm->channels_.get(), exec);
 
   BATON_INFO(kLogInit, "rank %d of %d ready (%d local ranks, host %s, pid %d)", rank, nranks,
-             comm->channels_->localRanks(), mine.hostname, mine.pid);
+             comm->channels_->local_ranks(), mine.hostname, mine.pid);
   *out = std::move(comm);
   return Status::Ok();
 }
 
 Communicator::~Communicator() = default;
 
-CollArgs Communicator::collArgs(const void* send, void* recv, size_t count,
+CollArgs Communicator::MakeArgs(const void* send, void* recv, size_t count,
                                 batonDataType_t datatype, batonRedOp_t op, int root) const {
   CollArgs a;
   a.send = send;
@@ -123,70 +123,70 @@ CollArgs Communicator::collArgs(const void* send, void* recv, size_t count,
   return a;
 }
 
-Status Communicator::allGatherBytes(const void* mine, size_t bytes, void* all) {
-  const CollArgs a = collArgs(mine, all, bytes, batonUint8);
-  return run([&a](Schedule* s) { BuildRingAllGather(a, s); });
+Status Communicator::AllGatherBytes(const void* mine, size_t bytes, void* all) {
+  const CollArgs a = MakeArgs(mine, all, bytes, batonUint8);
+  return Run([&a](Schedule* s) { BuildRingAllGather(a, s); });
 }
 
-Status Communicator::barrier() {
-  const CollArgs a = collArgs();
-  return run([&a](Schedule* s) { BuildDisseminationBarrier(a, s); });
+Status Communicator::Barrier() {
+  const CollArgs a = MakeArgs();
+  return Run([&a](Schedule* s) { BuildDisseminationBarrier(a, s); });
 }
 
-Status Communicator::run(const Schedule& schedule) {
+Status Communicator::Run(const Schedule& schedule) {
   std::lock_guard<std::mutex> lock(run_mu_);
-  return runLocked(schedule);
+  return RunLocked(schedule);
 }
 
-Status Communicator::run(const std::function<void(Schedule*)>& build) {
+Status Communicator::Run(const std::function<void(Schedule*)>& build) {
   std::lock_guard<std::mutex> lock(run_mu_);
-  reusable_.clear();
+  reusable_.Clear();
   build(&reusable_);
-  return runLocked(reusable_);
+  return RunLocked(reusable_);
 }
 
-Status Communicator::runLocked(const Schedule& schedule) {
+Status Communicator::RunLocked(const Schedule& schedule) {
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
     return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
   if (channels_->aborted()) return RemoteError("communicator was aborted");
-  Status st = nranks_ == 1 ? (RunLocalOps(schedule), Status::Ok()) : executor_->run(schedule);
+  Status st = nranks_ == 1 ? (RunLocalOps(schedule), Status::Ok()) : executor_->Run(schedule);
   if (!st.ok()) {
     sticky_message_ = st.message();
     async_error_.store(st.code());
     BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
     // Tell the peers now rather than letting them wait for BATON_TIMEOUT.
-    channels_->abort();
+    channels_->Abort();
   }
   return st;
 }
 
-void Communicator::abort() {
-  if (channels_) channels_->abort();
+void Communicator::Abort() {
+  if (channels_) channels_->Abort();
   batonResult_t expected = batonSuccess;
   async_error_.compare_exchange_strong(expected, batonRemoteError);
 }
 
-void Communicator::setLastError(const std::string& message) {
+void Communicator::set_last_error(const std::string& message) {
   std::lock_guard<std::mutex> lock(error_mu_);
   last_error_ = message;
 }
 
-std::string Communicator::lastError() const {
+std::string Communicator::last_error() const {
   std::lock_guard<std::mutex> lock(error_mu_);
   return last_error_;
 }
 
-void Communicator::addPending() {
+void Communicator::AddPending() {
   std::lock_guard<std::mutex> lock(pending_mu_);
   ++pending_;
 }
 
-void Communicator::removePending() {
+void Communicator::RemovePending() {
   std::lock_guard<std::mutex> lock(pending_mu_);
   if (--pending_ == 0) pending_cv_.notify_all();
 }
 
-void Communicator::waitPending() {
+void Communicator::WaitPending() {
   std::unique_lock<std::mutex> lock(pending_mu_);
   pending_cv_.wait(lock, [&] { return pending_ == 0; });
 }

@@ -45,37 +45,37 @@ class Communicator {
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
-  CollArgs collArgs(const void* send = nullptr, void* recv = nullptr, size_t count = 0,
+  CollArgs MakeArgs(const void* send = nullptr, void* recv = nullptr, size_t count = 0,
                     batonDataType_t datatype = batonUint8, batonRedOp_t op = batonSum,
                     int root = 0) const;
 
   // Small synchronous collectives for Baton's own coordination (split, CUDA
   // IPC): `bytes` from every rank into all (nranks * bytes), and a barrier.
-  Status allGatherBytes(const void* mine, size_t bytes, void* all);
-  Status barrier();
+  Status AllGatherBytes(const void* mine, size_t bytes, void* all);
+  Status Barrier();
 
   // Runs one rank's schedule; collectives on one communicator are
   // serialized in call order. A failure is sticky: later calls fail fast
   // with the first error, and peers are told at once (abort).
-  Status run(const Schedule& schedule);
+  Status Run(const Schedule& schedule);
   // Builds the schedule into a buffer the communicator reuses (no
   // allocation per call once warm) and runs it.
-  Status run(const std::function<void(Schedule*)>& build);
+  Status Run(const std::function<void(Schedule*)>& build);
 
   // Stops all traffic now; blocked and later calls fail.
-  void abort();
+  void Abort();
 
   // First asynchronous (or communication) error, batonSuccess if none.
-  batonResult_t asyncError() const { return async_error_.load(); }
+  batonResult_t async_error() const { return async_error_.load(); }
 
-  void setLastError(const std::string& message);
-  std::string lastError() const;
+  void set_last_error(const std::string& message);
+  std::string last_error() const;
 
   // Work queued on host streams that still refers to this communicator;
   // destruction waits for it.
-  void addPending();
-  void removePending();
-  void waitPending();
+  void AddPending();
+  void RemovePending();
+  void WaitPending();
 
  private:
   int rank_ = 0;
@@ -91,7 +91,7 @@ class Communicator {
   std::atomic<batonResult_t> async_error_{batonSuccess};
   std::string sticky_message_;
 
-  Status runLocked(const Schedule& schedule);
+  Status RunLocked(const Schedule& schedule);
 
   mutable std::mutex error_mu_;
   std::string last_error_;

@@ -18,7 +18,7 @@ Status SplitCommunicator(Communicator& parent, const Settings& settings, int col
   };
   std::vector<Entry> all(n);
   const Entry mine{color, key};
-  BATON_RETURN_IF_ERROR(parent.allGatherBytes(&mine, sizeof(Entry), all.data()));
+  BATON_RETURN_IF_ERROR(parent.AllGatherBytes(&mine, sizeof(Entry), all.data()));
   // 2. The lowest rank of each color makes the new unique id; everyone
   //    gathers all ids and takes its leader's.
   std::vector<int> members;
@@ -29,7 +29,7 @@ Status SplitCommunicator(Communicator& parent, const Settings& settings, int col
   if (!members.empty() && members[0] == me)
     BATON_RETURN_IF_ERROR(CreateUniqueId(settings.socket_ifname, TimeoutSeconds(settings), &my_id));
   std::vector<batonUniqueId> ids(n);
-  BATON_RETURN_IF_ERROR(parent.allGatherBytes(&my_id, sizeof(batonUniqueId), ids.data()));
+  BATON_RETURN_IF_ERROR(parent.AllGatherBytes(&my_id, sizeof(batonUniqueId), ids.data()));
   if (color == BATON_SPLIT_NOCOLOR) return Status::Ok();
   // 3. The new communicator, ranked by key (stable: ties keep parent order).
   std::stable_sort(members.begin(), members.end(),
@@ -41,7 +41,7 @@ Status SplitCommunicator(Communicator& parent, const Settings& settings, int col
   UniqueIdData data;
   BATON_RETURN_IF_ERROR(DecodeUniqueId(ids[leader], &data));
   return Communicator::Create(settings, data, new_size, new_rank, out)
-      .withContext("rank " + std::to_string(new_rank) + " of " + std::to_string(new_size));
+      .WithContext("rank " + std::to_string(new_rank) + " of " + std::to_string(new_size));
 }
 
 }  // namespace baton

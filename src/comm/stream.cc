@@ -2,7 +2,7 @@
 
 namespace baton {
 
-HostStream::HostStream() : worker_([this] { workerLoop(); }) {}
+HostStream::HostStream() : worker_([this] { WorkerLoop(); }) {}
 
 HostStream::~HostStream() {
   {
@@ -14,7 +14,7 @@ HostStream::~HostStream() {
   worker_.join();
 }
 
-void HostStream::enqueue(Task task) {
+void HostStream::Enqueue(Task task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(task));
@@ -22,7 +22,7 @@ void HostStream::enqueue(Task task) {
   work_cv_.notify_one();
 }
 
-Status HostStream::synchronize() {
+Status HostStream::Synchronize() {
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
   Status st = std::move(first_error_);
@@ -30,13 +30,13 @@ Status HostStream::synchronize() {
   return st;
 }
 
-batonResult_t HostStream::query() {
+batonResult_t HostStream::Query() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!queue_.empty() || busy_) return batonInProgress;
   return first_error_.code();
 }
 
-void HostStream::workerLoop() {
+void HostStream::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });

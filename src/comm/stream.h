@@ -25,14 +25,14 @@ class HostStream {
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;
 
-  void enqueue(Task task);
+  void Enqueue(Task task);
   // Waits until the queue is empty; returns (and clears) the first error.
-  Status synchronize();
+  Status Synchronize();
   // batonInProgress while busy, else the first error or batonSuccess.
-  batonResult_t query();
+  batonResult_t Query();
 
  private:
-  void workerLoop();
+  void WorkerLoop();
 
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;

@@ -36,11 +36,11 @@ namespace {
 // Device calls on a NULL stream: synchronous, on the calling thread, after
 // the communicator's queued device calls (so call order is kept).
 Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<StagedPart> parts) {
-  if (DeviceChannel* channel = ChannelRegistry::Get().find(comm)) channel->drain();
+  if (DeviceChannel* channel = ChannelRegistry::Get().Find(comm)) channel->Drain();
   StagedParts staged(std::move(parts));
   StagingSlot* slot = nullptr;
-  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged.bytes(), 1), &slot));
-  staged.bind(slot->memory.data());
+  BATON_RETURN_IF_ERROR(StagingPool::Get().Acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  staged.Bind(slot->memory.data());
   // cudaMemcpy on the legacy default stream waits for earlier work on every
   // blocking stream of the device, as a synchronous call should.
   auto copy = [](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
@@ -49,11 +49,11 @@ Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<Sta
       return CudaErrorStatus(err, std::string("cudaMemcpy(") + what + ")");
     return Status::Ok();
   };
-  Status st = staged.copyInputs(copy);
-  if (st.ok()) st = comm->run([&staged](Schedule* s) { staged.build(s); });
-  if (st.ok()) st = staged.copyOutputs(copy);
+  Status st = staged.CopyInputs(copy);
+  if (st.ok()) st = comm->Run([&staged](Schedule* s) { staged.Build(s); });
+  if (st.ok()) st = staged.CopyOutputs(copy);
   slot->host_done.store(true, std::memory_order_release);
-  StagingPool::Get().seal(slot, nullptr);
+  StagingPool::Get().Seal(slot, nullptr);
   return st;
 }
 
@@ -61,11 +61,11 @@ Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<Sta
 Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
                    std::vector<StagedPart> parts) {
   DeviceChannel* channel = nullptr;
-  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().GetOrCreate(comm, &channel));
   auto staged = std::make_shared<StagedParts>(std::move(parts));
   StagingSlot* slot = nullptr;
-  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged->bytes(), 1), &slot));
-  staged->bind(slot->memory.data());
+  BATON_RETURN_IF_ERROR(StagingPool::Get().Acquire(std::max<size_t>(staged->bytes(), 1), &slot));
+  staged->Bind(slot->memory.data());
   const double timeout_s = comm->config().timeout_s;
   auto copy_async = [stream](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                              const char* what) -> Status {
@@ -77,49 +77,49 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   // Until the host task is queued, a failure leaves nothing behind but the
   // slot (sealed with whatever event covers the copies already queued).
   cudaEvent_t input_ready = nullptr;
-  Status st = staged->copyInputs(copy_async);
+  Status st = staged->CopyInputs(copy_async);
   if (st.ok()) st = RecordEvent(stream, &input_ready, "input staged");
   if (!st.ok()) {
     slot->host_done.store(true);
     cudaEvent_t fence = nullptr;
     if (!RecordEvent(stream, &fence, "staging fence").ok()) return st;  // slot stays in use
-    StagingPool::Get().seal(slot, fence);
+    StagingPool::Get().Seal(slot, fence);
     return st;
   }
 
   std::lock_guard<std::mutex> order(channel->launch_mutex());
-  const uint32_t seq = channel->nextSequence();
-  comm->addPending();
-  channel->worker().enqueue([comm, channel, slot, seq, device, input_ready, timeout_s, staged]() {
+  const uint32_t seq = channel->NextSequence();
+  comm->AddPending();
+  channel->worker().Enqueue([comm, channel, slot, seq, device, input_ready, timeout_s, staged]() {
     Status result;
     if (device >= 0) cudaSetDevice(device);  // this thread's current device
     result = WaitCudaEvent(input_ready, timeout_s, "device input copy");
     cudaEventDestroy(input_ready);
     if (result.ok()) {
-      result = comm->run([&staged](Schedule* s) { staged->build(s); });
+      result = comm->Run([&staged](Schedule* s) { staged->Build(s); });
     } else {
       // This rank cannot take part: stop the communicator so the peers get
       // an error instead of waiting for it until their own timeout.
-      comm->abort();
+      comm->Abort();
     }
-    if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
+    if (!result.ok()) comm->set_last_error("device call (cudaStream_t): " + result.message());
     slot->host_done.store(true, std::memory_order_release);
-    channel->publish(seq);  // also on failure: the stream must go on
-    comm->removePending();
+    channel->Publish(seq);  // also on failure: the stream must go on
+    comm->RemovePending();
     return result;
   });
 
   // The stream waits for the host side, then copies the results back. The
   // kernel's own timeout covers the input wait plus the collective.
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
-  st = launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
-  if (st.ok()) st = staged->copyOutputs(copy_async);
+  st = LaunchWaitFlagKernel(channel->device_flag(), seq, kernel_timeout_ns, stream);
+  if (st.ok()) st = staged->CopyOutputs(copy_async);
   cudaEvent_t output_done = nullptr;
   if (Status ev = RecordEvent(stream, &output_done, "output copied"); !ev.ok()) {
     if (st.ok()) st = ev;
     return st;  // no event covers the slot's last copy: it stays out of use
   }
-  StagingPool::Get().seal(slot, output_done);
+  StagingPool::Get().Seal(slot, output_done);
   return st;
 }
 
@@ -130,11 +130,11 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
 Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* channel, int device,
                      const StagedPart& part, double timeout_s) {
   cudaStream_t s = nullptr;
-  BATON_RETURN_IF_ERROR(channel->ipc().workStream(device, &s));
+  BATON_RETURN_IF_ERROR(channel->ipc().WorkStream(device, &s));
   StagedParts staged({part});
   StagingSlot* slot = nullptr;
-  BATON_RETURN_IF_ERROR(StagingPool::Get().acquire(std::max<size_t>(staged.bytes(), 1), &slot));
-  staged.bind(slot->memory.data());
+  BATON_RETURN_IF_ERROR(StagingPool::Get().Acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  staged.Bind(slot->memory.data());
   cudaEvent_t copied = nullptr;
   // `copied` completes after the stream's last use of the slot, so the slot
   // can go back to the pool with it whatever happens below.
@@ -149,11 +149,11 @@ Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* c
     }
     return WaitCudaEvent(copied, timeout_s, what);
   };
-  Status st = staged.copyInputs(copy_and_wait);
-  if (st.ok()) st = comm->run([&staged](Schedule* sched) { staged.build(sched); });
-  if (st.ok()) st = staged.copyOutputs(copy_and_wait);
+  Status st = staged.CopyInputs(copy_and_wait);
+  if (st.ok()) st = comm->Run([&staged](Schedule* sched) { staged.Build(sched); });
+  if (st.ok()) st = staged.CopyOutputs(copy_and_wait);
   slot->host_done.store(true, std::memory_order_release);
-  StagingPool::Get().seal(slot, copied);
+  StagingPool::Get().Seal(slot, copied);
   return st;
 }
 
@@ -178,35 +178,35 @@ CudaIpcCall MakeIpcCall(const IpcCall& call, const CudaCallBuffers& b) {
 Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t stream, int device,
                       StagedPart part, const IpcCall& call) {
   DeviceChannel* channel = nullptr;
-  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().GetOrCreate(comm, &channel));
   const double timeout_s = comm->config().timeout_s;
   cudaEvent_t input_ready = nullptr;
   BATON_RETURN_IF_ERROR(RecordEvent(stream, &input_ready, "input ready"));
 
   std::lock_guard<std::mutex> order(channel->launch_mutex());
-  const uint32_t seq = channel->nextSequence();
-  comm->addPending();
+  const uint32_t seq = channel->NextSequence();
+  comm->AddPending();
   const CudaIpcCall ipc_call = MakeIpcCall(call, part.buffers);
-  channel->worker().enqueue(
+  channel->worker().Enqueue(
       [comm, channel, seq, device, input_ready, timeout_s, ipc_call, part = std::move(part)]() {
         if (device >= 0) cudaSetDevice(device);
         Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
         cudaEventDestroy(input_ready);
         if (!result.ok()) {
-          comm->abort();  // see RunOnStream
+          comm->Abort();  // see RunOnStream
         } else {
           CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
-          result = channel->ipc().run(comm, ipc_call, timeout_s, &outcome);
+          result = channel->ipc().Run(comm, ipc_call, timeout_s, &outcome);
           if (result.ok() && outcome == CudaIpcOutcome::kFallback)
             result = RunStagedHere(comm, channel, device, part, timeout_s);
         }
-        if (!result.ok()) comm->setLastError("device call (cudaStream_t): " + result.message());
-        channel->publish(seq);  // also on failure: the stream must go on
-        comm->removePending();
+        if (!result.ok()) comm->set_last_error("device call (cudaStream_t): " + result.message());
+        channel->Publish(seq);  // also on failure: the stream must go on
+        comm->RemovePending();
         return result;
       });
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
-  return launchWaitFlagKernel(channel->deviceFlag(), seq, kernel_timeout_ns, stream);
+  return LaunchWaitFlagKernel(channel->device_flag(), seq, kernel_timeout_ns, stream);
 }
 
 // The same with a NULL stream: synchronous, on the calling thread, after the
@@ -215,20 +215,20 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
 Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart part,
                          const IpcCall& call) {
   DeviceChannel* channel = nullptr;
-  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().get(comm, &channel));
-  channel->drain();
+  BATON_RETURN_IF_ERROR(ChannelRegistry::Get().GetOrCreate(comm, &channel));
+  channel->Drain();
   const double timeout_s = comm->config().timeout_s;
   cudaEvent_t input_ready = nullptr;
   BATON_RETURN_IF_ERROR(RecordEvent(cudaStreamLegacy, &input_ready, "input ready"));
   Status st = WaitCudaEvent(input_ready, timeout_s, "device input");
   cudaEventDestroy(input_ready);
   if (!st.ok()) {
-    comm->abort();
+    comm->Abort();
     return st;
   }
   CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
   BATON_RETURN_IF_ERROR(
-      channel->ipc().run(comm, MakeIpcCall(call, part.buffers), timeout_s, &outcome));
+      channel->ipc().Run(comm, MakeIpcCall(call, part.buffers), timeout_s, &outcome));
   if (outcome == CudaIpcOutcome::kFallback) return RunSynchronous(comm, {std::move(part)});
   return Status::Ok();
 }

@@ -94,7 +94,7 @@ CudaIpcContext::~CudaIpcContext() {
   for (auto& [device, s] : streams_) cudaStreamDestroy(s);
 }
 
-Status CudaIpcContext::stream(int device, cudaStream_t* out) {
+Status CudaIpcContext::StreamLocked(int device, cudaStream_t* out) {
   auto it = streams_.find(device);
   if (it == streams_.end()) {
     cudaStream_t s = nullptr;
@@ -108,18 +108,18 @@ Status CudaIpcContext::stream(int device, cudaStream_t* out) {
   return Status::Ok();
 }
 
-Status CudaIpcContext::workStream(int device, cudaStream_t* out) {
+Status CudaIpcContext::WorkStream(int device, cudaStream_t* out) {
   std::lock_guard<std::mutex> lock(mu_);
-  return stream(device, out);
+  return StreamLocked(device, out);
 }
 
-void CudaIpcContext::note(const std::string& line) {
+void CudaIpcContext::Note(const std::string& line) {
   if (line == last_note_) return;
   last_note_ = line;
   BATON_INFO(kLogColl, "%s", line.c_str());
 }
 
-Status CudaIpcContext::mapPeer(int peer, const cudaIpcMemHandle_t& handle, uint8_t** base) {
+Status CudaIpcContext::MapPeer(int peer, const cudaIpcMemHandle_t& handle, uint8_t** base) {
   MappingKey key{peer, {}};
   std::memcpy(key.second.data(), &handle, sizeof(handle));
   for (auto it = mappings_.begin(); it != mappings_.end(); ++it) {
@@ -147,7 +147,7 @@ Status CudaIpcContext::mapPeer(int peer, const cudaIpcMemHandle_t& handle, uint8
   return Status::Ok();
 }
 
-Status CudaIpcContext::agree(const std::shared_ptr<Communicator>& comm, const std::string& key,
+Status CudaIpcContext::Agree(const std::shared_ptr<Communicator>& comm, const std::string& key,
                              bool mine, bool* all) {
   auto it = agreed_.find(key);
   if (it != agreed_.end()) {
@@ -157,13 +157,13 @@ Status CudaIpcContext::agree(const std::shared_ptr<Communicator>& comm, const st
   const int n = comm->nranks();
   std::vector<uint8_t> votes(n);
   const uint8_t vote = mine ? 1 : 0;
-  BATON_RETURN_IF_ERROR(comm->allGatherBytes(&vote, 1, votes.data()));
+  BATON_RETURN_IF_ERROR(comm->AllGatherBytes(&vote, 1, votes.data()));
   *all = std::all_of(votes.begin(), votes.end(), [](uint8_t v) { return v == 1; });
   agreed_[key] = *all;
   return Status::Ok();
 }
 
-Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const CudaIpcCall& c,
+Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const CudaIpcCall& c,
                            double timeout_s, CudaIpcOutcome* outcome) {
   std::lock_guard<std::mutex> lock(mu_);
   *outcome = CudaIpcOutcome::kDone;
@@ -200,7 +200,7 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
 
   // 2. Everyone's records.
   records_.resize(sizeof(IpcRecord) * n);
-  BATON_RETURN_IF_ERROR(comm->allGatherBytes(&mine, sizeof(mine), records_.data()));
+  BATON_RETURN_IF_ERROR(comm->AllGatherBytes(&mine, sizeof(mine), records_.data()));
   std::vector<IpcRecord> all(n);
   std::memcpy(all.data(), records_.data(), records_.size());
 
@@ -208,7 +208,7 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
   const IpcVerdict verdict = JudgeIpcRecords(all);
   if (verdict.kind == IpcVerdict::Kind::kError) return verdict.error;
   if (verdict.kind == IpcVerdict::Kind::kFallback) {
-    note("CUDA IPC not used: " + verdict.reason + "; staging through host memory");
+    Note("CUDA IPC not used: " + verdict.reason + "; staging through host memory");
     *outcome = CudaIpcOutcome::kFallback;
     return Status::Ok();
   }
@@ -246,20 +246,20 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
     }
   }
   bool everyone = false;
-  BATON_RETURN_IF_ERROR(agree(comm, IpcPeerSetKey(all), reachable, &everyone));
+  BATON_RETURN_IF_ERROR(Agree(comm, IpcPeerSetKey(all), reachable, &everyone));
   if (!everyone) {
-    note(std::string("CUDA IPC not used on these GPUs: ") +
+    Note(std::string("CUDA IPC not used on these GPUs: ") +
          (reachable ? "another rank cannot reach a peer's GPU" : unreachable) +
          "; staging through host memory");
     *outcome = CudaIpcOutcome::kFallback;
     return Status::Ok();
   }
-  note("CUDA IPC: " + std::to_string(n) + " ranks on one host read each other's device buffers");
+  Note("CUDA IPC: " + std::to_string(n) + " ranks on one host read each other's device buffers");
 
   // 4. Map, then run the plan phase by phase. From here on a failure leaves
   // peers in a barrier: abort so they fail now.
   auto fail = [&](Status st) {
-    comm->abort();
+    comm->Abort();
     return st;
   };
   std::vector<uint8_t*> send_base(n, nullptr), recv_base(n, nullptr);
@@ -277,7 +277,7 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
         uint8_t* mapped = nullptr;
         cudaIpcMemHandle_t handle;
         std::memcpy(&handle, is_send ? r.send_handle : r.recv_handle, sizeof(handle));
-        BATON_RETURN_IF_ERROR(mapPeer(ref.rank, handle, &mapped));
+        BATON_RETURN_IF_ERROR(MapPeer(ref.rank, handle, &mapped));
         base = mapped + (is_send ? r.send_offset : r.recv_offset);
       }
     }
@@ -285,7 +285,7 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
     return Status::Ok();
   };
   cudaStream_t s = nullptr;
-  if (Status st = stream(device, &s); !st.ok()) return fail(st);
+  if (Status st = StreamLocked(device, &s); !st.ok()) return fail(st);
   BuildIpcPlan(
       IpcCall{c.call.collective, c.call.count, c.call.datatype, c.call.op, c.call.root, me, n},
       &plan_);
@@ -313,13 +313,13 @@ Status CudaIpcContext::run(const std::shared_ptr<Communicator>& comm, const Cuda
       args.count = step.count;
       args.datatype = c.call.datatype;
       args.op = c.call.op;
-      args.postDivisor = step.post_divisor;
-      if (Status st = launchReduceCopyKernel(args, s); !st.ok()) return fail(st);
+      args.post_divisor = step.post_divisor;
+      if (Status st = LaunchReduceCopyKernel(args, s); !st.ok()) return fail(st);
     }
     if (cudaError_t err = cudaEventRecord(done, s); err != cudaSuccess)
       return fail(CudaErrorStatus(err, "cudaEventRecord(IPC phase)"));
     if (Status st = WaitCudaEvent(done, timeout_s, "CUDA IPC kernels"); !st.ok()) return fail(st);
-    BATON_RETURN_IF_ERROR(comm->barrier());
+    BATON_RETURN_IF_ERROR(comm->Barrier());
   }
   return Status::Ok();
 }

@@ -67,24 +67,24 @@ class CudaIpcContext {
   // must be ready (the caller waited for them). On failure the
   // communicator is aborted, so peers waiting in an exchange or barrier fail
   // at once instead of at their timeout.
-  Status run(const std::shared_ptr<Communicator>& comm, const CudaIpcCall& call, double timeout_s,
+  Status Run(const std::shared_ptr<Communicator>& comm, const CudaIpcCall& call, double timeout_s,
              CudaIpcOutcome* outcome);
 
   // The non-blocking stream this context runs its work on for `device`
   // (also the staged fallback's copies: never the legacy default stream,
   // which would wait for the user's stream that waits for us).
-  Status workStream(int device, cudaStream_t* out);
+  Status WorkStream(int device, cudaStream_t* out);
 
  private:
   // A peer allocation mapped into this process, by (peer rank, handle).
   using MappingKey = std::pair<int, std::array<char, sizeof(cudaIpcMemHandle_t)>>;
-  Status mapPeer(int peer, const cudaIpcMemHandle_t& handle, uint8_t** base);
-  Status stream(int device, cudaStream_t* out);
-  Status agree(const std::shared_ptr<Communicator>& comm, const std::string& key, bool mine,
+  Status MapPeer(int peer, const cudaIpcMemHandle_t& handle, uint8_t** base);
+  Status StreamLocked(int device, cudaStream_t* out);  // mu_ held
+  Status Agree(const std::shared_ptr<Communicator>& comm, const std::string& key, bool mine,
                bool* all);
   // Logs `line` at INFO unless it is what was logged last (once per change,
   // not once per call).
-  void note(const std::string& line);
+  void Note(const std::string& line);
 
   std::mutex mu_;
   // Opened mappings, most recently used first; at most BATON_CUDA_IPC_CACHE

@@ -47,7 +47,7 @@ class PinnedMemory {
   PinnedMemory(const PinnedMemory&) = delete;
   PinnedMemory& operator=(const PinnedMemory&) = delete;
 
-  Status allocate(size_t bytes, unsigned flags) {
+  Status Allocate(size_t bytes, unsigned flags) {
     if (cudaError_t err = cudaHostAlloc(&ptr_, bytes, flags); err != cudaSuccess) {
       ptr_ = nullptr;
       return CudaErrorStatus(err, "cudaHostAlloc(" + std::to_string(bytes) + " bytes)");

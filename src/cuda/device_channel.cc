@@ -6,9 +6,9 @@
 
 namespace baton {
 
-Status DeviceChannel::init() {
+Status DeviceChannel::Init() {
   BATON_RETURN_IF_ERROR(
-      flag_memory_.allocate(sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
+      flag_memory_.Allocate(sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
   flag_ = reinterpret_cast<uint32_t*>(flag_memory_.data());
   std::atomic_ref<uint32_t>(*flag_).store(0);
   void* device_ptr = nullptr;
@@ -19,12 +19,12 @@ Status DeviceChannel::init() {
   return Status::Ok();
 }
 
-void DeviceChannel::publish(uint32_t seq) {
+void DeviceChannel::Publish(uint32_t seq) {
   std::atomic_ref<uint32_t>(*flag_).store(seq, std::memory_order_release);
 }
 
-void DeviceChannel::drain() {
-  const Status earlier = worker_.synchronize();
+void DeviceChannel::Drain() {
+  const Status earlier = worker_.Synchronize();
   if (!earlier.ok())
     BATON_INFO(kLogColl, "an earlier device call on this communicator failed (reported then): %s",
                earlier.message().c_str());
@@ -35,7 +35,8 @@ ChannelRegistry& ChannelRegistry::Get() {
   return registry;
 }
 
-Status ChannelRegistry::get(const std::shared_ptr<Communicator>& comm, DeviceChannel** out) {
+Status ChannelRegistry::GetOrCreate(const std::shared_ptr<Communicator>& comm,
+                                    DeviceChannel** out) {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = channels_.begin(); it != channels_.end();) {
     if (it->second.comm.expired() && it->first != comm.get())
@@ -51,13 +52,13 @@ Status ChannelRegistry::get(const std::shared_ptr<Communicator>& comm, DeviceCha
   Entry entry;
   entry.comm = comm;
   entry.channel = std::make_unique<DeviceChannel>();
-  BATON_RETURN_IF_ERROR(entry.channel->init());
+  BATON_RETURN_IF_ERROR(entry.channel->Init());
   *out = entry.channel.get();
   channels_[comm.get()] = std::move(entry);
   return Status::Ok();
 }
 
-DeviceChannel* ChannelRegistry::find(const std::shared_ptr<Communicator>& comm) {
+DeviceChannel* ChannelRegistry::Find(const std::shared_ptr<Communicator>& comm) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = channels_.find(comm.get());
   if (it == channels_.end() || it->second.comm.lock() != comm) return nullptr;

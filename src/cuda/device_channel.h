@@ -18,19 +18,19 @@ namespace baton {
 
 class DeviceChannel {
  public:
-  Status init();
+  Status Init();
 
   HostStream& worker() { return worker_; }
   CudaIpcContext& ipc() { return ipc_; }
   std::mutex& launch_mutex() { return launch_mu_; }
-  uint32_t nextSequence() { return ++issued_; }  // under launch_mutex()
-  const volatile uint32_t* deviceFlag() const { return device_flag_; }
+  uint32_t NextSequence() { return ++issued_; }  // under launch_mutex()
+  const volatile uint32_t* device_flag() const { return device_flag_; }
   // Release: the staged result written before is visible to the stream's copy.
-  void publish(uint32_t seq);
+  void Publish(uint32_t seq);
   // Waits for the device calls queued so far; a failure among them was
   // reported when it happened (the communicator's last error), so it is
   // only logged here.
-  void drain();
+  void Drain();
 
  private:
   PinnedMemory flag_memory_;
@@ -49,10 +49,10 @@ class ChannelRegistry {
   static ChannelRegistry& Get();
 
   // The channel of comm, made on first use.
-  Status get(const std::shared_ptr<Communicator>& comm, DeviceChannel** out);
+  Status GetOrCreate(const std::shared_ptr<Communicator>& comm, DeviceChannel** out);
 
   // The channel of comm if one exists (nullptr otherwise).
-  DeviceChannel* find(const std::shared_ptr<Communicator>& comm);
+  DeviceChannel* Find(const std::shared_ptr<Communicator>& comm);
 
  private:
   struct Entry {

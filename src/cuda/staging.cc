@@ -9,11 +9,11 @@ StagingPool& StagingPool::Get() {
   return pool;
 }
 
-Status StagingPool::acquire(size_t bytes, StagingSlot** out) {
+Status StagingPool::Acquire(size_t bytes, StagingSlot** out) {
   std::lock_guard<std::mutex> lock(mu_);
   StagingSlot* best = nullptr;
   for (auto& slot : slots_) {
-    if (slot->in_use) reclaim(slot.get());
+    if (slot->in_use) Reclaim(slot.get());
     if (!slot->in_use && slot->memory.size() >= bytes &&
         (best == nullptr || slot->memory.size() < best->memory.size()))
       best = slot.get();
@@ -22,7 +22,7 @@ Status StagingPool::acquire(size_t bytes, StagingSlot** out) {
     size_t rounded = size_t{1} << 20;
     while (rounded < bytes) rounded <<= 1;
     auto slot = std::make_unique<StagingSlot>();
-    BATON_RETURN_IF_ERROR(slot->memory.allocate(rounded, cudaHostAllocPortable));
+    BATON_RETURN_IF_ERROR(slot->memory.Allocate(rounded, cudaHostAllocPortable));
     best = slot.get();
     slots_.push_back(std::move(slot));
   }
@@ -33,13 +33,13 @@ Status StagingPool::acquire(size_t bytes, StagingSlot** out) {
   return Status::Ok();
 }
 
-void StagingPool::seal(StagingSlot* slot, cudaEvent_t done) {
+void StagingPool::Seal(StagingSlot* slot, cudaEvent_t done) {
   std::lock_guard<std::mutex> lock(mu_);
   slot->done = done;
   slot->sealed = true;
 }
 
-void StagingPool::reclaim(StagingSlot* slot) {
+void StagingPool::Reclaim(StagingSlot* slot) {
   if (!slot->sealed || !slot->host_done.load(std::memory_order_acquire)) return;
   if (slot->done != nullptr) {
     const cudaError_t err = cudaEventQuery(slot->done);
@@ -84,7 +84,7 @@ StagedParts::StagedParts(std::vector<StagedPart> parts) {
   bytes_ = offset;
 }
 
-void StagedParts::bind(uint8_t* base) {
+void StagedParts::Bind(uint8_t* base) {
   for (Entry& e : entries_) {
     const CudaCallBuffers& b = e.part.buffers;
     e.send = b.send_bytes ? base + e.offset + e.layout.send_offset : nullptr;
@@ -92,12 +92,12 @@ void StagedParts::bind(uint8_t* base) {
   }
 }
 
-void StagedParts::build(Schedule* s) const {
+void StagedParts::Build(Schedule* s) const {
   if (entries_.size() == 1) return entries_[0].part.build(entries_[0].send, entries_[0].recv, s);
   for (const Entry& e : entries_) {
     Schedule part;
     e.part.build(e.send, e.recv, &part);
-    s->append(std::move(part));
+    s->Append(std::move(part));
   }
 }
 

@@ -40,15 +40,15 @@ class StagingPool {
   static StagingPool& Get();
 
   // A slot of at least `bytes`, marked in use.
-  Status acquire(size_t bytes, StagingSlot** out);
+  Status Acquire(size_t bytes, StagingSlot** out);
 
   // The launching thread is done; `done` (may be nullptr) completes after
   // the last stream operation on the slot. Takes ownership of the event.
-  void seal(StagingSlot* slot, cudaEvent_t done);
+  void Seal(StagingSlot* slot, cudaEvent_t done);
 
  private:
   // Returns the slot to the pool once sealed, host_done and `done` passed.
-  void reclaim(StagingSlot* slot);
+  void Reclaim(StagingSlot* slot);
 
   std::mutex mu_;
   std::vector<std::unique_ptr<StagingSlot>> slots_;
@@ -75,13 +75,13 @@ class StagedParts {
   size_t bytes() const { return bytes_; }
 
   // Places the parts at `base` (a slot of at least bytes()).
-  void bind(uint8_t* base);
+  void Bind(uint8_t* base);
 
   // Queues or runs the copies in (device -> staged) or out (staged ->
   // device) through copy(dst, src, bytes, kind, what); stops at the first
   // failure.
   template <typename Copy>
-  Status copyInputs(const Copy& copy) const {
+  Status CopyInputs(const Copy& copy) const {
     for (const Entry& e : entries_)
       if (e.send != nullptr)
         BATON_RETURN_IF_ERROR(copy(e.send, e.part.buffers.send, e.part.buffers.send_bytes,
@@ -89,7 +89,7 @@ class StagedParts {
     return Status::Ok();
   }
   template <typename Copy>
-  Status copyOutputs(const Copy& copy) const {
+  Status CopyOutputs(const Copy& copy) const {
     for (const Entry& e : entries_)
       if (e.recv != nullptr)
         BATON_RETURN_IF_ERROR(copy(e.part.buffers.recv, e.recv, e.part.buffers.recv_bytes,
@@ -99,7 +99,7 @@ class StagedParts {
 
   // The host schedule of all parts on the staged buffers; a group's parts
   // merge into one schedule, as host calls in a group do.
-  void build(Schedule* s) const;
+  void Build(Schedule* s) const;
 
  private:
   struct Entry {

@@ -20,8 +20,8 @@ void RunCopyOp(const Op& op) {
     args.count = op.bytes / DatatypeSize(op.datatype);
     args.datatype = op.datatype;
     args.op = batonSum;
-    args.postDivisor = op.post_divisor;
-    reduceCopy(args);
+    args.post_divisor = op.post_divisor;
+    ReduceCopy(args);
   } else if (op.src != op.dst) {
     memmove(op.dst, op.src, op.bytes);
   }
@@ -44,7 +44,7 @@ void RunLocalOps(const Schedule& schedule) {
     if (op.kind == Op::Kind::kCopy) RunCopyOp(op);
 }
 
-Status Executor::describeStall(const Schedule& schedule, const std::vector<Queue>& queues) const {
+Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues) const {
   std::string waiting;
   for (const Queue& q : queues) {
     if (q.cursor >= q.ops.size()) continue;
@@ -60,7 +60,7 @@ Status Executor::describeStall(const Schedule& schedule, const std::vector<Queue
                       waiting);
 }
 
-Status Executor::run(const Schedule& schedule) {
+Status Executor::Run(const Schedule& schedule) {
   const auto& ops = schedule.ops;
   if (ops.empty()) return Status::Ok();
   std::vector<uint8_t>& complete = complete_;
@@ -132,9 +132,9 @@ Status Executor::run(const Schedule& schedule) {
         if (!ready(op)) break;
         const size_t before = q.done;
         if (q.is_send) {
-          BATON_RETURN_IF_ERROR(q.channel->progressSend(op.src, op.bytes, &q.done));
+          BATON_RETURN_IF_ERROR(q.channel->ProgressSend(op.src, op.bytes, &q.done));
         } else {
-          BATON_RETURN_IF_ERROR(q.channel->progressRecv(RecvTargetOf(op), op.bytes, &q.done));
+          BATON_RETURN_IF_ERROR(q.channel->ProgressRecv(RecvTargetOf(op), op.bytes, &q.done));
         }
         if (q.done != before) *moved = true;
         if (q.done < op.bytes) break;
@@ -175,16 +175,16 @@ Status Executor::run(const Schedule& schedule) {
       continue;
     }
     if (now - last_progress > std::chrono::duration<double>(config_.timeout_s))
-      return describeStall(schedule, queues);
+      return DescribeStall(schedule, queues);
 
     // Collect what the stalled queue heads wait for.
-    ws.clear();
+    ws.Clear();
     for (const Queue& q : queues) {
       if (q.cursor >= q.ops.size() || !ready(ops[q.ops[q.cursor]])) continue;
       if (q.channel->kind() == Channel::Kind::kShm) {
         ws.any_shm = true;
       } else {
-        q.channel->addWaitFds(q.is_send, q.peer, &ws);
+        q.channel->AddWaitFds(q.is_send, q.peer, &ws);
       }
     }
     const auto left = std::chrono::duration<double>(config_.timeout_s) - (now - last_progress);
@@ -192,17 +192,17 @@ Status Executor::run(const Schedule& schedule) {
     timeout_ms = std::min(timeout_ms, 1000);
     uint32_t seq = 0;
     if (ws.any_shm) {
-      seq = channels_->prepareSleep();
+      seq = channels_->PrepareSleep();
       // Re-check after announcing the sleep: a peer that published before
       // seeing our flag will not ring.
       BATON_RETURN_IF_ERROR(pass(&moved));
       if (moved) {
-        channels_->cancelSleep();
+        channels_->CancelSleep();
         spinning = false;
         continue;
       }
     }
-    channels_->wait(ws, seq, timeout_ms);
+    channels_->Wait(ws, seq, timeout_ms);
     // After a real sleep, spin again briefly: more data tends to follow.
     spin_start = Clock::now();
   }

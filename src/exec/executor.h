@@ -31,7 +31,7 @@ class Executor {
  public:
   Executor(ChannelSet* channels, ExecutorConfig config) : channels_(channels), config_(config) {}
 
-  Status run(const Schedule& schedule);
+  Status Run(const Schedule& schedule);
 
  private:
   // Ops to or from one peer in one direction, in schedule order.
@@ -44,7 +44,7 @@ class Executor {
     size_t done = 0;  // bytes of the head op moved so far
   };
 
-  Status describeStall(const Schedule& schedule, const std::vector<Queue>& queues) const;
+  Status DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues) const;
 
   ChannelSet* channels_;
   ExecutorConfig config_;

@@ -2,8 +2,8 @@
  * AVX2 + F16C back end of the CPU reduce-copy (32-byte vectors). The loop is
  * cpu_simd_impl.h; this file supplies the instruction-set adapter (Simd<T>).
  * Every function after the target pragma may use AVX2/F16C, and is reached
- * only through reduceCopyAvx2, which cpu_reduce.cc calls only when
- * cpuSupportsAvx2() holds. FMA is deliberately not enabled: contracting a
+ * only through ReduceCopyAvx2, which cpu_reduce.cc calls only when
+ * CpuSupportsAvx2() holds. FMA is deliberately not enabled: contracting a
  * multiply and an add would change results against the portable core.
  *
  * SPDX-License-Identifier: BSD-3-Clause
@@ -21,7 +21,7 @@
 
 namespace baton {
 
-bool cpuSupportsAvx2() {
+bool CpuSupportsAvx2() {
   // __builtin_cpu_supports also checks that the OS saves the YMM state.
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
 }
@@ -47,38 +47,40 @@ struct F32x8 {
   static constexpr bool kAvailable = true;
   static constexpr bool kHasProd = true;
   static constexpr bool kHasDiv = true;
-  static V sum(V a, V b) { return _mm256_add_ps(a, b); }
-  static V prod(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V Sum(V a, V b) { return _mm256_add_ps(a, b); }
+  static V Prod(V a, V b) { return _mm256_mul_ps(a, b); }
   // FuncMax: b when b > a or a is NaN, else a.
-  static V max(V a, V b) {
-    const V takeB =
+  static V Max(V a, V b) {
+    const V take_b =
         _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-    return _mm256_blendv_ps(a, b, takeB);
+    return _mm256_blendv_ps(a, b, take_b);
   }
-  static V min(V a, V b) {
-    const V takeB =
+  static V Min(V a, V b) {
+    const V take_b =
         _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_LT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-    return _mm256_blendv_ps(a, b, takeB);
+    return _mm256_blendv_ps(a, b, take_b);
   }
-  static V divisor(uint32_t d) { return _mm256_set1_ps(static_cast<float>(d)); }
-  static V div(V a, V d) { return _mm256_div_ps(a, d); }
+  static V Divisor(uint32_t d) { return _mm256_set1_ps(static_cast<float>(d)); }
+  static V Div(V a, V d) { return _mm256_div_ps(a, d); }
 };
 
 template <>
 struct Simd<float> : F32x8 {
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void stream(float* p, V v) { _mm256_stream_ps(p, v); }
+  static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void StoreNonTemporal(float* p, V v) { _mm256_stream_ps(p, v); }
 };
 
 template <>
 struct Simd<half_t> : F32x8 {
-  static V load(const half_t* p) {
+  static V Load(const half_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  static __m128i round(V v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
-  static void store(half_t* p, V v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), round(v)); }
-  static void stream(half_t* p, V v) { _mm_stream_si128(reinterpret_cast<__m128i*>(p), round(v)); }
+  static __m128i Round(V v) { return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
+  static void Store(half_t* p, V v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), Round(v)); }
+  static void StoreNonTemporal(half_t* p, V v) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), Round(v));
+  }
 };
 
 // Two fp32 vectors per step, for types whose load splits one register of
@@ -93,12 +95,12 @@ struct PairOf {
   static constexpr bool kAvailable = true;
   static constexpr bool kHasProd = true;
   static constexpr bool kHasDiv = true;
-  static V sum(V a, V b) { return {Base::sum(a.even, b.even), Base::sum(a.odd, b.odd)}; }
-  static V prod(V a, V b) { return {Base::prod(a.even, b.even), Base::prod(a.odd, b.odd)}; }
-  static V max(V a, V b) { return {Base::max(a.even, b.even), Base::max(a.odd, b.odd)}; }
-  static V min(V a, V b) { return {Base::min(a.even, b.even), Base::min(a.odd, b.odd)}; }
-  static V divisor(uint32_t d) { return {Base::divisor(d), Base::divisor(d)}; }
-  static V div(V a, V d) { return {Base::div(a.even, d.even), Base::div(a.odd, d.odd)}; }
+  static V Sum(V a, V b) { return {Base::Sum(a.even, b.even), Base::Sum(a.odd, b.odd)}; }
+  static V Prod(V a, V b) { return {Base::Prod(a.even, b.even), Base::Prod(a.odd, b.odd)}; }
+  static V Max(V a, V b) { return {Base::Max(a.even, b.even), Base::Max(a.odd, b.odd)}; }
+  static V Min(V a, V b) { return {Base::Min(a.even, b.even), Base::Min(a.odd, b.odd)}; }
+  static V Divisor(uint32_t d) { return {Base::Divisor(d), Base::Divisor(d)}; }
+  static V Div(V a, V d) { return {Base::Div(a.even, d.even), Base::Div(a.odd, d.odd)}; }
 };
 
 // bf16 without any lane shuffle: 16 elements are loaded as 8 32-bit words;
@@ -109,32 +111,32 @@ struct PairOf {
 template <>
 struct Simd<bfloat16_t> : PairOf<F32x8> {
   static constexpr size_t kLanes = 16;
-  static V load(const bfloat16_t* p) {
+  static V Load(const bfloat16_t* p) {
     const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(raw, 16)),
             _mm256_castsi256_ps(_mm256_and_si256(raw, _mm256_set1_epi32(int32_t(0xffff0000u))))};
   }
-  // floatToBf16 with the result left in the upper 16 bits of each word: add
+  // FloatToBf16 with the result left in the upper 16 bits of each word: add
   // 0x7fff plus the lowest kept bit (ties to even); NaNs get the quiet bit.
-  static __m256i roundHigh(__m256 v) {
+  static __m256i RoundHigh(__m256 v) {
     const __m256i u = _mm256_castps_si256(v);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
     const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
     const __m256i nan = _mm256_or_si256(u, _mm256_set1_epi32(0x00400000));
-    const __m256i isNan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
-                                             _mm256_set1_epi32(0x7f800000));
-    return _mm256_blendv_epi8(rounded, nan, isNan);
+    const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                              _mm256_set1_epi32(0x7f800000));
+    return _mm256_blendv_epi8(rounded, nan, is_nan);
   }
-  static __m256i round(V v) {
+  static __m256i Round(V v) {
     return _mm256_or_si256(
-        _mm256_srli_epi32(roundHigh(v.even), 16),
-        _mm256_and_si256(roundHigh(v.odd), _mm256_set1_epi32(int32_t(0xffff0000u))));
+        _mm256_srli_epi32(RoundHigh(v.even), 16),
+        _mm256_and_si256(RoundHigh(v.odd), _mm256_set1_epi32(int32_t(0xffff0000u))));
   }
-  static void store(bfloat16_t* p, V v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round(v));
+  static void Store(bfloat16_t* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Round(v));
   }
-  static void stream(bfloat16_t* p, V v) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), round(v));
+  static void StoreNonTemporal(bfloat16_t* p, V v) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), Round(v));
   }
 };
 
@@ -145,23 +147,23 @@ struct Simd<double> {
   static constexpr bool kAvailable = true;
   static constexpr bool kHasProd = true;
   static constexpr bool kHasDiv = true;
-  static V load(const double* p) { return _mm256_loadu_pd(p); }
-  static void store(double* p, V v) { _mm256_storeu_pd(p, v); }
-  static void stream(double* p, V v) { _mm256_stream_pd(p, v); }
-  static V sum(V a, V b) { return _mm256_add_pd(a, b); }
-  static V prod(V a, V b) { return _mm256_mul_pd(a, b); }
-  static V max(V a, V b) {
-    const V takeB =
+  static V Load(const double* p) { return _mm256_loadu_pd(p); }
+  static void Store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static void StoreNonTemporal(double* p, V v) { _mm256_stream_pd(p, v); }
+  static V Sum(V a, V b) { return _mm256_add_pd(a, b); }
+  static V Prod(V a, V b) { return _mm256_mul_pd(a, b); }
+  static V Max(V a, V b) {
+    const V take_b =
         _mm256_or_pd(_mm256_cmp_pd(b, a, _CMP_GT_OQ), _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
-    return _mm256_blendv_pd(a, b, takeB);
+    return _mm256_blendv_pd(a, b, take_b);
   }
-  static V min(V a, V b) {
-    const V takeB =
+  static V Min(V a, V b) {
+    const V take_b =
         _mm256_or_pd(_mm256_cmp_pd(b, a, _CMP_LT_OQ), _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
-    return _mm256_blendv_pd(a, b, takeB);
+    return _mm256_blendv_pd(a, b, take_b);
   }
-  static V divisor(uint32_t d) { return _mm256_set1_pd(static_cast<double>(d)); }
-  static V div(V a, V d) { return _mm256_div_pd(a, d); }
+  static V Divisor(uint32_t d) { return _mm256_set1_pd(static_cast<double>(d)); }
+  static V Div(V a, V d) { return _mm256_div_pd(a, d); }
 };
 
 // Integer lanes: loads and stores common to every width. Integer arithmetic
@@ -173,57 +175,57 @@ struct IntYmm {
   static constexpr size_t kLanes = 32 / sizeof(T);
   static constexpr bool kAvailable = true;
   static constexpr bool kHasDiv = false;
-  static V load(const T* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static void store(T* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
-  static void stream(T* p, V v) { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v); }
+  static V Load(const T* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static void Store(T* p, V v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+  static void StoreNonTemporal(T* p, V v) { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v); }
 };
 
 template <>
 struct Simd<int8_t> : IntYmm<int8_t> {
   static constexpr bool kHasProd = false;  // no 8-bit multiply
-  static V sum(V a, V b) { return _mm256_add_epi8(a, b); }
-  static V max(V a, V b) { return _mm256_max_epi8(a, b); }
-  static V min(V a, V b) { return _mm256_min_epi8(a, b); }
+  static V Sum(V a, V b) { return _mm256_add_epi8(a, b); }
+  static V Max(V a, V b) { return _mm256_max_epi8(a, b); }
+  static V Min(V a, V b) { return _mm256_min_epi8(a, b); }
 };
 template <>
 struct Simd<uint8_t> : IntYmm<uint8_t> {
   static constexpr bool kHasProd = false;
-  static V sum(V a, V b) { return _mm256_add_epi8(a, b); }
-  static V max(V a, V b) { return _mm256_max_epu8(a, b); }
-  static V min(V a, V b) { return _mm256_min_epu8(a, b); }
+  static V Sum(V a, V b) { return _mm256_add_epi8(a, b); }
+  static V Max(V a, V b) { return _mm256_max_epu8(a, b); }
+  static V Min(V a, V b) { return _mm256_min_epu8(a, b); }
 };
 template <>
 struct Simd<int32_t> : IntYmm<int32_t> {
   static constexpr bool kHasProd = true;
-  static V sum(V a, V b) { return _mm256_add_epi32(a, b); }
-  static V prod(V a, V b) { return _mm256_mullo_epi32(a, b); }
-  static V max(V a, V b) { return _mm256_max_epi32(a, b); }
-  static V min(V a, V b) { return _mm256_min_epi32(a, b); }
+  static V Sum(V a, V b) { return _mm256_add_epi32(a, b); }
+  static V Prod(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static V Max(V a, V b) { return _mm256_max_epi32(a, b); }
+  static V Min(V a, V b) { return _mm256_min_epi32(a, b); }
 };
 template <>
 struct Simd<uint32_t> : IntYmm<uint32_t> {
   static constexpr bool kHasProd = true;
-  static V sum(V a, V b) { return _mm256_add_epi32(a, b); }
-  static V prod(V a, V b) { return _mm256_mullo_epi32(a, b); }
-  static V max(V a, V b) { return _mm256_max_epu32(a, b); }
-  static V min(V a, V b) { return _mm256_min_epu32(a, b); }
+  static V Sum(V a, V b) { return _mm256_add_epi32(a, b); }
+  static V Prod(V a, V b) { return _mm256_mullo_epi32(a, b); }
+  static V Max(V a, V b) { return _mm256_max_epu32(a, b); }
+  static V Min(V a, V b) { return _mm256_min_epu32(a, b); }
 };
 // 64-bit: AVX2 has no 64-bit multiply (products stay portable) and only a
 // signed compare; unsigned order is signed order after flipping the top bit.
 template <>
 struct Simd<int64_t> : IntYmm<int64_t> {
   static constexpr bool kHasProd = false;
-  static V sum(V a, V b) { return _mm256_add_epi64(a, b); }
-  static V max(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(b, a)); }
-  static V min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b)); }
+  static V Sum(V a, V b) { return _mm256_add_epi64(a, b); }
+  static V Max(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(b, a)); }
+  static V Min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(a, b)); }
 };
 template <>
 struct Simd<uint64_t> : IntYmm<uint64_t> {
   static constexpr bool kHasProd = false;
-  static V flip(V v) { return _mm256_xor_si256(v, _mm256_set1_epi64x(INT64_MIN)); }
-  static V sum(V a, V b) { return _mm256_add_epi64(a, b); }
-  static V max(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(flip(b), flip(a))); }
-  static V min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(flip(a), flip(b))); }
+  static V Flip(V v) { return _mm256_xor_si256(v, _mm256_set1_epi64x(INT64_MIN)); }
+  static V Sum(V a, V b) { return _mm256_add_epi64(a, b); }
+  static V Max(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(Flip(b), Flip(a))); }
+  static V Min(V a, V b) { return _mm256_blendv_epi8(a, b, _mm256_cmpgt_epi64(Flip(a), Flip(b))); }
 };
 
 }  // namespace
@@ -233,8 +235,8 @@ struct Simd<uint64_t> : IntYmm<uint64_t> {
 
 namespace baton {
 
-bool reduceCopyAvx2(const ReduceCopyArgs& args, const SimdOptions& options) {
-  return simdReduceCopy(args, options);
+bool ReduceCopyAvx2(const ReduceCopyArgs& args, const SimdOptions& options) {
+  return SimdReduceCopy(args, options);
 }
 
 }  // namespace baton
@@ -244,10 +246,10 @@ bool reduceCopyAvx2(const ReduceCopyArgs& args, const SimdOptions& options) {
 #else  // not x86
 
 namespace baton {
-bool cpuSupportsAvx2() {
+bool CpuSupportsAvx2() {
   return false;
 }
-bool reduceCopyAvx2(const ReduceCopyArgs&, const SimdOptions&) {
+bool ReduceCopyAvx2(const ReduceCopyArgs&, const SimdOptions&) {
   return false;
 }
 }  // namespace baton

@@ -2,8 +2,8 @@
  * AVX-512 back end of the CPU reduce-copy (F, BW, DQ; 64-byte vectors). The
  * loop is cpu_simd_impl.h; this file supplies the instruction-set adapter
  * (Simd<T>). Every function after the target pragma may use AVX-512, and is
- * reached only through reduceCopyAvx512, which cpu_reduce.cc calls only when
- * cpuSupportsAvx512() holds. fp16 converts with VCVTPH2PS / VCVTPS2PH (exact,
+ * reached only through ReduceCopyAvx512, which cpu_reduce.cc calls only when
+ * CpuSupportsAvx512() holds. fp16 converts with VCVTPH2PS / VCVTPS2PH (exact,
  * resp. round to nearest even, NaNs quieted with their top payload bits, as
  * the core does); bf16 rounds with integer arithmetic, never with AVX512_BF16,
  * whose conversion flushes denormals.
@@ -26,7 +26,7 @@
 
 namespace baton {
 
-bool cpuSupportsAvx512() {
+bool CpuSupportsAvx512() {
   // __builtin_cpu_supports also checks that the OS saves the ZMM state.
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512dq");
@@ -53,41 +53,41 @@ struct F32x16 {
   static constexpr bool kAvailable = true;
   static constexpr bool kHasProd = true;
   static constexpr bool kHasDiv = true;
-  static V sum(V a, V b) { return _mm512_add_ps(a, b); }
-  static V prod(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_ps(a, b); }
+  static V Prod(V a, V b) { return _mm512_mul_ps(a, b); }
   // FuncMax: b when b > a or a is NaN, else a.
-  static V max(V a, V b) {
-    const __mmask16 takeB =
+  static V Max(V a, V b) {
+    const __mmask16 take_b =
         _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
-    return _mm512_mask_blend_ps(takeB, a, b);
+    return _mm512_mask_blend_ps(take_b, a, b);
   }
-  static V min(V a, V b) {
-    const __mmask16 takeB =
+  static V Min(V a, V b) {
+    const __mmask16 take_b =
         _mm512_cmp_ps_mask(b, a, _CMP_LT_OQ) | _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
-    return _mm512_mask_blend_ps(takeB, a, b);
+    return _mm512_mask_blend_ps(take_b, a, b);
   }
-  static V divisor(uint32_t d) { return _mm512_set1_ps(static_cast<float>(d)); }
-  static V div(V a, V d) { return _mm512_div_ps(a, d); }
+  static V Divisor(uint32_t d) { return _mm512_set1_ps(static_cast<float>(d)); }
+  static V Div(V a, V d) { return _mm512_div_ps(a, d); }
 };
 
 template <>
 struct Simd<float> : F32x16 {
-  static V load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
-  static void stream(float* p, V v) { _mm512_stream_ps(p, v); }
+  static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void StoreNonTemporal(float* p, V v) { _mm512_stream_ps(p, v); }
 };
 
 template <>
 struct Simd<half_t> : F32x16 {
-  static V load(const half_t* p) {
+  static V Load(const half_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
-  static __m256i round(V v) { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
-  static void store(half_t* p, V v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), round(v));
+  static __m256i Round(V v) { return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT); }
+  static void Store(half_t* p, V v) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), Round(v));
   }
-  static void stream(half_t* p, V v) {
-    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), round(v));
+  static void StoreNonTemporal(half_t* p, V v) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), Round(v));
   }
 };
 
@@ -103,12 +103,12 @@ struct PairOf {
   static constexpr bool kAvailable = true;
   static constexpr bool kHasProd = true;
   static constexpr bool kHasDiv = true;
-  static V sum(V a, V b) { return {Base::sum(a.even, b.even), Base::sum(a.odd, b.odd)}; }
-  static V prod(V a, V b) { return {Base::prod(a.even, b.even), Base::prod(a.odd, b.odd)}; }
-  static V max(V a, V b) { return {Base::max(a.even, b.even), Base::max(a.odd, b.odd)}; }
-  static V min(V a, V b) { return {Base::min(a.even, b.even), Base::min(a.odd, b.odd)}; }
-  static V divisor(uint32_t d) { return {Base::divisor(d), Base::divisor(d)}; }
-  static V div(V a, V d) { return {Base::div(a.even, d.even), Base::div(a.odd, d.odd)}; }
+  static V Sum(V a, V b) { return {Base::Sum(a.even, b.even), Base::Sum(a.odd, b.odd)}; }
+  static V Prod(V a, V b) { return {Base::Prod(a.even, b.even), Base::Prod(a.odd, b.odd)}; }
+  static V Max(V a, V b) { return {Base::Max(a.even, b.even), Base::Max(a.odd, b.odd)}; }
+  static V Min(V a, V b) { return {Base::Min(a.even, b.even), Base::Min(a.odd, b.odd)}; }
+  static V Divisor(uint32_t d) { return {Base::Divisor(d), Base::Divisor(d)}; }
+  static V Div(V a, V d) { return {Base::Div(a.even, d.even), Base::Div(a.odd, d.odd)}; }
 };
 
 // bf16 without any lane shuffle: 32 elements are loaded as 16 32-bit words;
@@ -119,30 +119,30 @@ struct PairOf {
 template <>
 struct Simd<bfloat16_t> : PairOf<F32x16> {
   static constexpr size_t kLanes = 32;
-  static V load(const bfloat16_t* p) {
+  static V Load(const bfloat16_t* p) {
     const __m512i raw = _mm512_loadu_si512(p);
     return {_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)),
             _mm512_castsi512_ps(_mm512_and_si512(raw, _mm512_set1_epi32(int32_t(0xffff0000u))))};
   }
-  // floatToBf16 with the result left in the upper 16 bits of each word: add
+  // FloatToBf16 with the result left in the upper 16 bits of each word: add
   // 0x7fff plus the lowest kept bit (ties to even); NaNs get the quiet bit.
-  static __m512i roundHigh(__m512 v) {
+  static __m512i RoundHigh(__m512 v) {
     const __m512i u = _mm512_castps_si512(v);
     const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
     const __m512i rounded = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb);
     const __m512i nan = _mm512_or_si512(u, _mm512_set1_epi32(0x00400000));
-    const __mmask16 isNan = _mm512_cmpgt_epi32_mask(
+    const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(
         _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-    return _mm512_mask_blend_epi32(isNan, rounded, nan);
+    return _mm512_mask_blend_epi32(is_nan, rounded, nan);
   }
-  static __m512i round(V v) {
+  static __m512i Round(V v) {
     return _mm512_or_si512(
-        _mm512_srli_epi32(roundHigh(v.even), 16),
-        _mm512_and_si512(roundHigh(v.odd), _mm512_set1_epi32(int32_t(0xffff0000u))));
+        _mm512_srli_epi32(RoundHigh(v.even), 16),
+        _mm512_and_si512(RoundHigh(v.odd), _mm512_set1_epi32(int32_t(0xffff0000u))));
   }
-  static void store(bfloat16_t* p, V v) { _mm512_storeu_si512(p, round(v)); }
-  static void stream(bfloat16_t* p, V v) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), round(v));
+  static void Store(bfloat16_t* p, V v) { _mm512_storeu_si512(p, Round(v)); }
+  static void StoreNonTemporal(bfloat16_t* p, V v) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(p), Round(v));
   }
 };
 
@@ -153,23 +153,23 @@ struct Simd<double> {
   static constexpr bool kAvailable = true;
   static constexpr bool kHasProd = true;
   static constexpr bool kHasDiv = true;
-  static V load(const double* p) { return _mm512_loadu_pd(p); }
-  static void store(double* p, V v) { _mm512_storeu_pd(p, v); }
-  static void stream(double* p, V v) { _mm512_stream_pd(p, v); }
-  static V sum(V a, V b) { return _mm512_add_pd(a, b); }
-  static V prod(V a, V b) { return _mm512_mul_pd(a, b); }
-  static V max(V a, V b) {
-    const __mmask8 takeB =
+  static V Load(const double* p) { return _mm512_loadu_pd(p); }
+  static void Store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static void StoreNonTemporal(double* p, V v) { _mm512_stream_pd(p, v); }
+  static V Sum(V a, V b) { return _mm512_add_pd(a, b); }
+  static V Prod(V a, V b) { return _mm512_mul_pd(a, b); }
+  static V Max(V a, V b) {
+    const __mmask8 take_b =
         _mm512_cmp_pd_mask(b, a, _CMP_GT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
-    return _mm512_mask_blend_pd(takeB, a, b);
+    return _mm512_mask_blend_pd(take_b, a, b);
   }
-  static V min(V a, V b) {
-    const __mmask8 takeB =
+  static V Min(V a, V b) {
+    const __mmask8 take_b =
         _mm512_cmp_pd_mask(b, a, _CMP_LT_OQ) | _mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q);
-    return _mm512_mask_blend_pd(takeB, a, b);
+    return _mm512_mask_blend_pd(take_b, a, b);
   }
-  static V divisor(uint32_t d) { return _mm512_set1_pd(static_cast<double>(d)); }
-  static V div(V a, V d) { return _mm512_div_pd(a, d); }
+  static V Divisor(uint32_t d) { return _mm512_set1_pd(static_cast<double>(d)); }
+  static V Div(V a, V d) { return _mm512_div_pd(a, d); }
 };
 
 // Integer lanes: loads and stores common to every width. Integer arithmetic
@@ -181,56 +181,56 @@ struct IntZmm {
   static constexpr size_t kLanes = 64 / sizeof(T);
   static constexpr bool kAvailable = true;
   static constexpr bool kHasDiv = false;
-  static V load(const T* p) { return _mm512_loadu_si512(p); }
-  static void store(T* p, V v) { _mm512_storeu_si512(p, v); }
-  static void stream(T* p, V v) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v); }
+  static V Load(const T* p) { return _mm512_loadu_si512(p); }
+  static void Store(T* p, V v) { _mm512_storeu_si512(p, v); }
+  static void StoreNonTemporal(T* p, V v) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v); }
 };
 
 template <>
 struct Simd<int8_t> : IntZmm<int8_t> {
   static constexpr bool kHasProd = false;  // no 8-bit multiply
-  static V sum(V a, V b) { return _mm512_add_epi8(a, b); }
-  static V max(V a, V b) { return _mm512_max_epi8(a, b); }
-  static V min(V a, V b) { return _mm512_min_epi8(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_epi8(a, b); }
+  static V Max(V a, V b) { return _mm512_max_epi8(a, b); }
+  static V Min(V a, V b) { return _mm512_min_epi8(a, b); }
 };
 template <>
 struct Simd<uint8_t> : IntZmm<uint8_t> {
   static constexpr bool kHasProd = false;
-  static V sum(V a, V b) { return _mm512_add_epi8(a, b); }
-  static V max(V a, V b) { return _mm512_max_epu8(a, b); }
-  static V min(V a, V b) { return _mm512_min_epu8(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_epi8(a, b); }
+  static V Max(V a, V b) { return _mm512_max_epu8(a, b); }
+  static V Min(V a, V b) { return _mm512_min_epu8(a, b); }
 };
 template <>
 struct Simd<int32_t> : IntZmm<int32_t> {
   static constexpr bool kHasProd = true;
-  static V sum(V a, V b) { return _mm512_add_epi32(a, b); }
-  static V prod(V a, V b) { return _mm512_mullo_epi32(a, b); }
-  static V max(V a, V b) { return _mm512_max_epi32(a, b); }
-  static V min(V a, V b) { return _mm512_min_epi32(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V Prod(V a, V b) { return _mm512_mullo_epi32(a, b); }
+  static V Max(V a, V b) { return _mm512_max_epi32(a, b); }
+  static V Min(V a, V b) { return _mm512_min_epi32(a, b); }
 };
 template <>
 struct Simd<uint32_t> : IntZmm<uint32_t> {
   static constexpr bool kHasProd = true;
-  static V sum(V a, V b) { return _mm512_add_epi32(a, b); }
-  static V prod(V a, V b) { return _mm512_mullo_epi32(a, b); }
-  static V max(V a, V b) { return _mm512_max_epu32(a, b); }
-  static V min(V a, V b) { return _mm512_min_epu32(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_epi32(a, b); }
+  static V Prod(V a, V b) { return _mm512_mullo_epi32(a, b); }
+  static V Max(V a, V b) { return _mm512_max_epu32(a, b); }
+  static V Min(V a, V b) { return _mm512_min_epu32(a, b); }
 };
 template <>
 struct Simd<int64_t> : IntZmm<int64_t> {
   static constexpr bool kHasProd = true;  // AVX512DQ VPMULLQ
-  static V sum(V a, V b) { return _mm512_add_epi64(a, b); }
-  static V prod(V a, V b) { return _mm512_mullo_epi64(a, b); }
-  static V max(V a, V b) { return _mm512_max_epi64(a, b); }
-  static V min(V a, V b) { return _mm512_min_epi64(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_epi64(a, b); }
+  static V Prod(V a, V b) { return _mm512_mullo_epi64(a, b); }
+  static V Max(V a, V b) { return _mm512_max_epi64(a, b); }
+  static V Min(V a, V b) { return _mm512_min_epi64(a, b); }
 };
 template <>
 struct Simd<uint64_t> : IntZmm<uint64_t> {
   static constexpr bool kHasProd = true;
-  static V sum(V a, V b) { return _mm512_add_epi64(a, b); }
-  static V prod(V a, V b) { return _mm512_mullo_epi64(a, b); }
-  static V max(V a, V b) { return _mm512_max_epu64(a, b); }
-  static V min(V a, V b) { return _mm512_min_epu64(a, b); }
+  static V Sum(V a, V b) { return _mm512_add_epi64(a, b); }
+  static V Prod(V a, V b) { return _mm512_mullo_epi64(a, b); }
+  static V Max(V a, V b) { return _mm512_max_epu64(a, b); }
+  static V Min(V a, V b) { return _mm512_min_epu64(a, b); }
 };
 
 }  // namespace
@@ -240,8 +240,8 @@ struct Simd<uint64_t> : IntZmm<uint64_t> {
 
 namespace baton {
 
-bool reduceCopyAvx512(const ReduceCopyArgs& args, const SimdOptions& options) {
-  return simdReduceCopy(args, options);
+bool ReduceCopyAvx512(const ReduceCopyArgs& args, const SimdOptions& options) {
+  return SimdReduceCopy(args, options);
 }
 
 }  // namespace baton
@@ -251,10 +251,10 @@ bool reduceCopyAvx512(const ReduceCopyArgs& args, const SimdOptions& options) {
 #else  // not x86
 
 namespace baton {
-bool cpuSupportsAvx512() {
+bool CpuSupportsAvx512() {
   return false;
 }
-bool reduceCopyAvx512(const ReduceCopyArgs&, const SimdOptions&) {
+bool ReduceCopyAvx512(const ReduceCopyArgs&, const SimdOptions&) {
   return false;
 }
 }  // namespace baton

@@ -1,13 +1,12 @@
 /*
  * CPU entry point of the reduce-copy kernels: every host-side step of a
  * collective (reduce a received chunk into a local one, copy to the output,
- * divide for batonAvg) goes through reduceCopy. The element arithmetic is the
+ * divide for batonAvg) goes through ReduceCopy. The element arithmetic is the
  * portable core in reduce_copy.h, so host and device steps agree bit for bit.
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
-#ifndef BATON_KERNELS_CPU_REDUCE_H_
-#define BATON_KERNELS_CPU_REDUCE_H_
+#pragma once
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,12 +15,12 @@
 
 namespace baton {
 
-// Most sources / destinations one reduceCopy call takes.
+// Most sources / destinations one ReduceCopy call takes.
 inline constexpr int kMaxReduceSrcs = 8;
 inline constexpr int kMaxReduceDsts = 2;
 
 // One reduce-copy step: for each element i < count,
-//   dsts[*][i] = (srcs[0][i] op srcs[1][i] op ... op srcs[nsrcs-1][i]) / postDivisor
+//   dsts[*][i] = (srcs[0][i] op srcs[1][i] op ... op srcs[nsrcs-1][i]) / post_divisor
 // reduced left to right (in float for fp16/bf16, which round once at the end).
 // A destination may be the same buffer as a source (in place); partially
 // overlapping buffers are not allowed. Pointers need only element alignment.
@@ -33,21 +32,21 @@ struct ReduceCopyArgs {
   size_t count = 0;  // elements
   batonDataType_t datatype = batonFloat32;
   batonRedOp_t op = batonSum;  // batonAvg reduces as batonSum
-  uint32_t postDivisor = 0;    // 0 or 1: none; > 1: divide the result (avg final step)
+  uint32_t post_divisor = 0;   // 0 or 1: none; > 1: divide the result (avg final step)
 };
 
 // Runs one step. Arguments out of range (nsrcs, ndsts, datatype, op) are a
 // programming error: they assert in debug builds and do nothing otherwise.
-void reduceCopy(const ReduceCopyArgs& args);
+void ReduceCopy(const ReduceCopyArgs& args);
 
 // Convenience for the common two-operand step: dst = a op b, elementwise,
-// then divided by postDivisor when > 1. dst may be a or b.
-void reduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
-                batonRedOp_t op, uint32_t postDivisor = 0);
+// then divided by post_divisor when > 1. dst may be a or b.
+void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
+                batonRedOp_t op, uint32_t post_divisor = 0);
 
 // ---- Kernel implementation (BATON_KERNELS) ---------------------------------
 //
-// reduceCopy runs one of these; all give bit-identical results (NaN payloads
+// ReduceCopy runs one of these; all give bit-identical results (NaN payloads
 // of sums and products aside, as in the portable core). The default is the
 // best the CPU has; BATON_KERNELS=portable|avx2|avx512|auto overrides it.
 enum class CpuKernelLevel {
@@ -56,19 +55,17 @@ enum class CpuKernelLevel {
   kAvx512 = 2,    // AVX-512 F/BW/DQ
 };
 
-// The level reduceCopy uses now. The first call reads BATON_KERNELS and logs
+// The level ReduceCopy uses now. The first call reads BATON_KERNELS and logs
 // the choice once at INFO.
-CpuKernelLevel cpuKernelLevel();
+CpuKernelLevel CurrentCpuKernelLevel();
 // The best level this CPU (and OS) supports.
-CpuKernelLevel bestCpuKernelLevel();
-bool cpuKernelLevelAvailable(CpuKernelLevel level);
-// Makes reduceCopy use level from now on, for every thread (tests and
+CpuKernelLevel BestCpuKernelLevel();
+bool CpuKernelLevelAvailable(CpuKernelLevel level);
+// Makes ReduceCopy use level from now on, for every thread (tests and
 // benchmarks compare levels in one process). Returns false, changing
 // nothing, when the CPU lacks it or level is out of range.
-bool setCpuKernelLevel(CpuKernelLevel level);
+bool SetCpuKernelLevel(CpuKernelLevel level);
 // "portable", "avx2", "avx512"; "invalid" when out of range.
-const char* cpuKernelLevelName(CpuKernelLevel level);
+const char* CpuKernelLevelName(CpuKernelLevel level);
 
 }  // namespace baton
-
-#endif  // BATON_KERNELS_CPU_REDUCE_H_

@@ -10,19 +10,19 @@
  *     static constexpr bool kHasDiv;      // a vector divide exists (floats)
  *     using V;                            // kLanes accumulators of Accum<T>
  *     static constexpr size_t kLanes;
- *     V load(const T*);  void store(T*, V);  void stream(T*, V);
- *     V sum(V, V);  V prod(V, V);  V max(V, V);  V min(V, V);
- *     V divisor(uint32_t);  V div(V, V);
+ *     V Load(const T*);  void Store(T*, V);  void StoreNonTemporal(T*, V);
+ *     V Sum(V, V);  V Prod(V, V);  V Max(V, V);  V Min(V, V);
+ *     V Divisor(uint32_t);  V Div(V, V);
  *   };
  *
  * with max/min following the core's FuncMax/FuncMin exactly (take the right
  * operand when it is strictly greater/smaller or the left one is NaN) and
- * load/store converting like loadAcc/storeAcc (F16C for fp16, integer
+ * load/store converting like LoadAcc/StoreAcc (F16C for fp16, integer
  * round-to-nearest-even for bf16). Everything here has internal linkage, so
  * the two inclusions cannot clash at link time and no AVX-512 copy of a
  * shared inline function can end up running on a CPU without AVX-512.
  *
- * Per element the loop does what reduceCopyRange does: read every source,
+ * Per element the loop does what ReduceCopyRange does: read every source,
  * combine left to right, divide, round once, store to each destination. The
  * element count is split into a scalar head (up to the first 64-byte boundary
  * of the first destination, for large counts), an unrolled vector body and a
@@ -30,8 +30,7 @@
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
-#ifndef BATON_KERNELS_CPU_SIMD_IMPL_H_
-#define BATON_KERNELS_CPU_SIMD_IMPL_H_
+#pragma once
 
 namespace baton {
 namespace {
@@ -42,7 +41,7 @@ namespace {
 enum class OpKind { kSum, kProd, kMax, kMin };
 
 template <typename T, typename Op>
-constexpr OpKind opKindOf() {
+constexpr OpKind OpKindOf() {
   if constexpr (std::is_same_v<Op, FuncProd<T>>) {
     return OpKind::kProd;
   } else if constexpr (std::is_same_v<Op, FuncMax<T>>) {
@@ -55,28 +54,28 @@ constexpr OpKind opKindOf() {
 }
 
 template <typename T, OpKind kKind>
-BATON_SIMD_INLINE typename Simd<T>::V applyOp(typename Simd<T>::V a, typename Simd<T>::V b) {
+BATON_SIMD_INLINE typename Simd<T>::V ApplyOp(typename Simd<T>::V a, typename Simd<T>::V b) {
   if constexpr (kKind == OpKind::kProd) {
-    return Simd<T>::prod(a, b);
+    return Simd<T>::Prod(a, b);
   } else if constexpr (kKind == OpKind::kMax) {
-    return Simd<T>::max(a, b);
+    return Simd<T>::Max(a, b);
   } else if constexpr (kKind == OpKind::kMin) {
-    return Simd<T>::min(a, b);
+    return Simd<T>::Min(a, b);
   } else {
-    return Simd<T>::sum(a, b);
+    return Simd<T>::Sum(a, b);
   }
 }
 
 // The core's per-element loop for [begin, end): the head and tail of a call.
 template <typename T, typename Op, bool kDiv>
-void scalarRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, size_t end,
+void ScalarRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, size_t end,
                  uint32_t divisor) {
   const Op op;
   for (size_t i = begin; i < end; ++i) {
-    Accum<T> acc = loadAcc<T>(srcs[0][i]);
-    for (int s = 1; s < nsrcs; ++s) acc = op(acc, loadAcc<T>(srcs[s][i]));
-    if constexpr (kDiv) acc = postDivide<T>(acc, divisor);
-    const T out = storeAcc<T>(acc);
+    Accum<T> acc = LoadAcc<T>(srcs[0][i]);
+    for (int s = 1; s < nsrcs; ++s) acc = op(acc, LoadAcc<T>(srcs[s][i]));
+    if constexpr (kDiv) acc = PostDivide<T>(acc, divisor);
+    const T out = StoreAcc<T>(acc);
     d0[i] = out;
     if (d1 != nullptr) d1[i] = out;
   }
@@ -88,11 +87,11 @@ void scalarRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, si
 constexpr int kUnroll = 4;
 
 template <typename T, bool kNt>
-BATON_SIMD_INLINE void storeVec(T* p, typename Simd<T>::V v) {
+BATON_SIMD_INLINE void StoreVec(T* p, typename Simd<T>::V v) {
   if constexpr (kNt) {
-    Simd<T>::stream(p, v);
+    Simd<T>::StoreNonTemporal(p, v);
   } else {
-    Simd<T>::store(p, v);
+    Simd<T>::Store(p, v);
   }
 }
 
@@ -102,7 +101,7 @@ BATON_SIMD_INLINE void storeVec(T* p, typename Simd<T>::V v) {
 // is read before any destination is written, so a destination that is one of
 // the sources (in place) is safe.
 template <typename T, OpKind kKind, bool kDiv, int kSrcs, bool kNt>
-size_t vectorRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, size_t end,
+size_t VectorRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, size_t end,
                    uint32_t divisor) {
   using S = Simd<T>;
   using V = typename S::V;
@@ -114,97 +113,98 @@ size_t vectorRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, 
   const T* sp[kMaxReduceSrcs];
   for (int s = 0; s < ns; ++s) sp[s] = srcs[s];
   V dv{};
-  if constexpr (kDiv) dv = S::divisor(divisor);
+  if constexpr (kDiv) dv = S::Divisor(divisor);
 
   size_t i = begin;
   for (; i + kStep <= end; i += kStep) {
     V acc[kUnroll];
-    for (int u = 0; u < kUnroll; ++u) acc[u] = S::load(sp[0] + i + u * kLanes);
+    for (int u = 0; u < kUnroll; ++u) acc[u] = S::Load(sp[0] + i + u * kLanes);
     for (int s = 1; s < ns; ++s) {
       for (int u = 0; u < kUnroll; ++u) {
-        acc[u] = applyOp<T, kKind>(acc[u], S::load(sp[s] + i + u * kLanes));
+        acc[u] = ApplyOp<T, kKind>(acc[u], S::Load(sp[s] + i + u * kLanes));
       }
     }
     if constexpr (kDiv) {
-      for (int u = 0; u < kUnroll; ++u) acc[u] = S::div(acc[u], dv);
+      for (int u = 0; u < kUnroll; ++u) acc[u] = S::Div(acc[u], dv);
     }
-    for (int u = 0; u < kUnroll; ++u) storeVec<T, kNt>(d0 + i + u * kLanes, acc[u]);
+    for (int u = 0; u < kUnroll; ++u) StoreVec<T, kNt>(d0 + i + u * kLanes, acc[u]);
     if (d1 != nullptr) {
-      for (int u = 0; u < kUnroll; ++u) storeVec<T, kNt>(d1 + i + u * kLanes, acc[u]);
+      for (int u = 0; u < kUnroll; ++u) StoreVec<T, kNt>(d1 + i + u * kLanes, acc[u]);
     }
   }
   for (; i + kLanes <= end; i += kLanes) {
-    V acc = S::load(sp[0] + i);
-    for (int s = 1; s < ns; ++s) acc = applyOp<T, kKind>(acc, S::load(sp[s] + i));
-    if constexpr (kDiv) acc = S::div(acc, dv);
-    storeVec<T, kNt>(d0 + i, acc);
-    if (d1 != nullptr) storeVec<T, kNt>(d1 + i, acc);
+    V acc = S::Load(sp[0] + i);
+    for (int s = 1; s < ns; ++s) acc = ApplyOp<T, kKind>(acc, S::Load(sp[s] + i));
+    if constexpr (kDiv) acc = S::Div(acc, dv);
+    StoreVec<T, kNt>(d0 + i, acc);
+    if (d1 != nullptr) StoreVec<T, kNt>(d1 + i, acc);
   }
   return i;
 }
 
 template <typename T, OpKind kKind, bool kDiv, bool kNt>
-size_t vectorRangeAnySrcs(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, size_t end,
+size_t VectorRangeAnySrcs(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, size_t end,
                           uint32_t divisor) {
-  if (nsrcs == 2) return vectorRange<T, kKind, kDiv, 2, kNt>(srcs, 2, d0, d1, begin, end, divisor);
-  return vectorRange<T, kKind, kDiv, 0, kNt>(srcs, nsrcs, d0, d1, begin, end, divisor);
+  if (nsrcs == 2) return VectorRange<T, kKind, kDiv, 2, kNt>(srcs, 2, d0, d1, begin, end, divisor);
+  return VectorRange<T, kKind, kDiv, 0, kNt>(srcs, nsrcs, d0, d1, begin, end, divisor);
 }
 
 template <typename T, typename Op, bool kDiv>
-void runTyped(const ReduceCopyArgs& args, const SimdOptions& options) {
-  constexpr OpKind kKind = opKindOf<T, Op>();
+void RunTyped(const ReduceCopyArgs& args, const SimdOptions& options) {
+  constexpr OpKind kKind = OpKindOf<T, Op>();
   const T* srcs[kMaxReduceSrcs];
   for (int s = 0; s < args.nsrcs; ++s) srcs[s] = static_cast<const T*>(args.srcs[s]);
   T* d0 = static_cast<T*>(args.dsts[0]);
   T* d1 = args.ndsts > 1 && args.dsts[1] != args.dsts[0] ? static_cast<T*>(args.dsts[1]) : nullptr;
   const size_t count = args.count;
-  const uint32_t divisor = args.postDivisor;
+  const uint32_t divisor = args.post_divisor;
 
   // Large calls first align the first destination to a cache line with a
   // scalar head: no store then splits a line, and streaming stores need it.
   // (Sources keep their own alignment; a split load costs much less.)
   constexpr size_t kLine = 64;
-  const uintptr_t d0Addr = reinterpret_cast<uintptr_t>(d0);
+  const uintptr_t d0_addr = reinterpret_cast<uintptr_t>(d0);
   size_t head = 0;
-  if (count >= 4 * kUnroll * Simd<T>::kLanes && d0Addr % sizeof(T) == 0) {
-    head = ((kLine - d0Addr % kLine) % kLine) / sizeof(T);
+  if (count >= 4 * kUnroll * Simd<T>::kLanes && d0_addr % sizeof(T) == 0) {
+    head = ((kLine - d0_addr % kLine) % kLine) / sizeof(T);
   }
-  scalarRange<T, Op, kDiv>(srcs, args.nsrcs, d0, d1, 0, head, divisor);
+  ScalarRange<T, Op, kDiv>(srcs, args.nsrcs, d0, d1, 0, head, divisor);
 
-  const bool d1InPhase = d1 == nullptr || (reinterpret_cast<uintptr_t>(d1) - d0Addr) % kLine == 0;
-  const bool useNt = count * sizeof(T) >= options.nonTemporalMinBytes && d1InPhase &&
-                     (d0Addr + head * sizeof(T)) % kLine == 0;
+  const bool d1_in_phase =
+      d1 == nullptr || (reinterpret_cast<uintptr_t>(d1) - d0_addr) % kLine == 0;
+  const bool use_nt = count * sizeof(T) >= options.non_temporal_min_bytes && d1_in_phase &&
+                      (d0_addr + head * sizeof(T)) % kLine == 0;
   size_t done;
-  if (useNt) {
-    done = vectorRangeAnySrcs<T, kKind, kDiv, true>(srcs, args.nsrcs, d0, d1, head, count, divisor);
+  if (use_nt) {
+    done = VectorRangeAnySrcs<T, kKind, kDiv, true>(srcs, args.nsrcs, d0, d1, head, count, divisor);
     // Order the streaming stores before whatever publishes the result.
     _mm_sfence();
   } else {
     done =
-        vectorRangeAnySrcs<T, kKind, kDiv, false>(srcs, args.nsrcs, d0, d1, head, count, divisor);
+        VectorRangeAnySrcs<T, kKind, kDiv, false>(srcs, args.nsrcs, d0, d1, head, count, divisor);
   }
-  scalarRange<T, Op, kDiv>(srcs, args.nsrcs, d0, d1, done, count, divisor);
+  ScalarRange<T, Op, kDiv>(srcs, args.nsrcs, d0, d1, done, count, divisor);
 }
 
 // The back end's entry: false when (datatype, op, divisor) has no vector path.
-bool simdReduceCopy(const ReduceCopyArgs& args, const SimdOptions& options) {
+bool SimdReduceCopy(const ReduceCopyArgs& args, const SimdOptions& options) {
   bool handled = false;
-  const bool divide = args.postDivisor > 1;
-  dispatchReduce(args.datatype, args.op, [&](auto typeTag, auto opTag) {
-    using T = typename decltype(typeTag)::type;
-    using Op = typename decltype(opTag)::type;
+  const bool divide = args.post_divisor > 1;
+  DispatchReduce(args.datatype, args.op, [&](auto type_tag, auto op_tag) {
+    using T = typename decltype(type_tag)::type;
+    using Op = typename decltype(op_tag)::type;
     using S = Simd<T>;
     if constexpr (S::kAvailable) {
-      if constexpr (opKindOf<T, Op>() == OpKind::kProd && !S::kHasProd) {
+      if constexpr (OpKindOf<T, Op>() == OpKind::kProd && !S::kHasProd) {
         return;
       } else {
         if (divide) {
           if constexpr (S::kHasDiv) {
-            runTyped<T, Op, true>(args, options);
+            RunTyped<T, Op, true>(args, options);
             handled = true;
           }
         } else {
-          runTyped<T, Op, false>(args, options);
+          RunTyped<T, Op, false>(args, options);
           handled = true;
         }
       }
@@ -217,5 +217,3 @@ bool simdReduceCopy(const ReduceCopyArgs& args, const SimdOptions& options) {
 
 }  // namespace
 }  // namespace baton
-
-#endif  // BATON_KERNELS_CPU_SIMD_IMPL_H_

@@ -10,15 +10,14 @@
  *
  * Semantics of one element i, for sources s0..s(n-1) and destinations d0..:
  *   acc = load(s0[i]); acc = op(acc, load(s1[i])); ...   (left to right)
- *   if (postDivisor > 1) acc = acc / postDivisor;
+ *   if (post_divisor > 1) acc = acc / post_divisor;
  *   d0[i] = d1[i] = store(acc);
  * where load/store convert to/from the accumulation type (float for fp16 and
  * bf16, the type itself otherwise) and store rounds to nearest even.
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
-#ifndef BATON_KERNELS_REDUCE_COPY_H_
-#define BATON_KERNELS_REDUCE_COPY_H_
+#pragma once
 
 #include <stddef.h>
 #include <stdint.h>
@@ -54,7 +53,7 @@ static_assert(sizeof(half_t) == 2 && sizeof(bfloat16_t) == 2, "16-bit float type
 
 // ---- Bit casts -----------------------------------------------------------
 
-BATON_HD_INLINE uint32_t floatBits(float f) {
+BATON_HD_INLINE uint32_t FloatBits(float f) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(f);
 #else
@@ -64,7 +63,7 @@ BATON_HD_INLINE uint32_t floatBits(float f) {
 #endif
 }
 
-BATON_HD_INLINE float bitsFloat(uint32_t u) {
+BATON_HD_INLINE float BitsFloat(uint32_t u) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(u);
 #else
@@ -86,74 +85,74 @@ BATON_HD_INLINE float bitsFloat(uint32_t u) {
 // -ffast-math builds or host frameworks, and by nvcc -ftz=true).
 
 // All ones when cond holds, else zero: a branch-free select.
-BATON_HD_INLINE uint32_t maskIf(bool cond) {
+BATON_HD_INLINE uint32_t MaskIf(bool cond) {
   return 0u - static_cast<uint32_t>(cond);
 }
 
 // Exact: every binary16 value is representable in binary32. NaNs keep their
 // payload and come out quiet, as x86 F16C (and GCC's _Float16) does.
-BATON_HD_INLINE float halfToFloat(half_t h) {
+BATON_HD_INLINE float HalfToFloat(half_t h) {
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
-  const uint32_t expMant = static_cast<uint32_t>(h.bits & 0x7fffu) << 13;
-  const uint32_t exp = expMant & 0x0f800000u;
+  const uint32_t exp_mant = static_cast<uint32_t>(h.bits & 0x7fffu) << 13;
+  const uint32_t exp = exp_mant & 0x0f800000u;
   // Normal numbers: rebias the exponent from 15 to 127.
-  const uint32_t normal = expMant + ((127u - 15u) << 23);
+  const uint32_t normal = exp_mant + ((127u - 15u) << 23);
   // Inf/NaN: exponent all ones. A NaN (nonzero mantissa) also gets the quiet
   // bit, so a signalling NaN does not stay signalling; Inf is left alone.
-  const uint32_t quiet = static_cast<uint32_t>((expMant & 0x007fe000u) != 0) << 22;
-  const uint32_t nonFinite = expMant | 0x7f800000u | quiet;
+  const uint32_t quiet = static_cast<uint32_t>((exp_mant & 0x007fe000u) != 0) << 22;
+  const uint32_t non_finite = exp_mant | 0x7f800000u | quiet;
   // Zero/subnormal: mantissa * 2^-24, computed exactly as (2^-14 + m*2^-24) - 2^-14.
-  const float magic = bitsFloat(113u << 23);  // 2^-14
-  const uint32_t subnormal = floatBits(bitsFloat(expMant + (113u << 23)) - magic);
-  const uint32_t isNonFinite = maskIf(exp == 0x0f800000u);
-  const uint32_t isSubnormal = maskIf(exp == 0);
-  const uint32_t out = (nonFinite & isNonFinite) | (subnormal & isSubnormal) |
-                       (normal & ~(isNonFinite | isSubnormal));
-  return bitsFloat(out | sign);
+  const float magic = BitsFloat(113u << 23);  // 2^-14
+  const uint32_t subnormal = FloatBits(BitsFloat(exp_mant + (113u << 23)) - magic);
+  const uint32_t is_non_finite = MaskIf(exp == 0x0f800000u);
+  const uint32_t is_subnormal = MaskIf(exp == 0);
+  const uint32_t out = (non_finite & is_non_finite) | (subnormal & is_subnormal) |
+                       (normal & ~(is_non_finite | is_subnormal));
+  return BitsFloat(out | sign);
 }
 
 // Round to nearest, ties to even. Overflow (|f| >= 65520) gives Inf, values
 // up to half the smallest subnormal give signed zero, NaNs stay NaN (quiet,
 // top payload bits kept).
-BATON_HD_INLINE half_t floatToHalf(float f) {
-  const uint32_t u = floatBits(f);
+BATON_HD_INLINE half_t FloatToHalf(float f) {
+  const uint32_t u = FloatBits(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t a = u & 0x7fffffffu;
   // Results that are subnormal or zero in fp16 (|f| < 2^-14): adding 0.5 moves
   // the 10 mantissa bits to the bottom of the float, and the FPU's own
   // round-to-nearest-even does the rounding.
-  const float denormMagic = bitsFloat(((127u - 15u) + (23u - 10u) + 1u) << 23);  // 0.5
-  const uint32_t subnormal = floatBits(bitsFloat(a) + denormMagic) - floatBits(denormMagic);
+  const float denorm_magic = BitsFloat(((127u - 15u) + (23u - 10u) + 1u) << 23);  // 0.5
+  const uint32_t subnormal = FloatBits(BitsFloat(a) + denorm_magic) - FloatBits(denorm_magic);
   // Normal results: rebias, then add 0x0fff plus the lowest kept bit so that a
   // tie rounds up only when that bit is odd. A carry out of the mantissa bumps
   // the exponent, which is exactly right (and yields Inf from 65520 up).
   const uint32_t normal = (a + ((15u - 127u) << 23) + 0x0fffu + ((a >> 13) & 1u)) >> 13;
   // NaN: keep the top payload bits and set the quiet bit so it stays a NaN.
   const uint32_t nan = 0x7e00u | ((a >> 13) & 0x03ffu);
-  const uint32_t isNan = maskIf(a > 0x7f800000u);
+  const uint32_t is_nan = MaskIf(a > 0x7f800000u);
   // >= 2^16 or Inf: past any rounding to 65504.
-  const uint32_t isInf = maskIf(a >= 0x47800000u) & ~isNan;
-  const uint32_t isSubnormal = maskIf(a < 0x38800000u);  // < 2^-14
-  const uint32_t isNormal = ~(isNan | isInf | isSubnormal);
+  const uint32_t is_inf = MaskIf(a >= 0x47800000u) & ~is_nan;
+  const uint32_t is_subnormal = MaskIf(a < 0x38800000u);  // < 2^-14
+  const uint32_t is_normal = ~(is_nan | is_inf | is_subnormal);
   const uint32_t out =
-      (nan & isNan) | (0x7c00u & isInf) | (subnormal & isSubnormal) | (normal & isNormal);
+      (nan & is_nan) | (0x7c00u & is_inf) | (subnormal & is_subnormal) | (normal & is_normal);
   return half_t{static_cast<uint16_t>(out | sign)};
 }
 
 // Exact: bf16 is a truncated binary32.
-BATON_HD_INLINE float bf16ToFloat(bfloat16_t b) {
-  return bitsFloat(static_cast<uint32_t>(b.bits) << 16);
+BATON_HD_INLINE float Bf16ToFloat(bfloat16_t b) {
+  return BitsFloat(static_cast<uint32_t>(b.bits) << 16);
 }
 
 // Round to nearest, ties to even. The carry of the rounding add turns values
 // past the largest bf16 into Inf and subnormals into the next binade, as
 // required; NaNs are quieted instead so the add cannot turn them into Inf.
-BATON_HD_INLINE bfloat16_t floatToBf16(float f) {
-  const uint32_t u = floatBits(f);
+BATON_HD_INLINE bfloat16_t FloatToBf16(float f) {
+  const uint32_t u = FloatBits(f);
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   const uint32_t nan = (u >> 16) | 0x0040u;
-  const bool isNan = (u & 0x7fffffffu) > 0x7f800000u;
-  return bfloat16_t{static_cast<uint16_t>(isNan ? nan : rounded)};
+  const bool is_nan = (u & 0x7fffffffu) > 0x7f800000u;
+  return bfloat16_t{static_cast<uint16_t>(is_nan ? nan : rounded)};
 }
 
 // ---- Accumulation type and load/store -------------------------------------
@@ -176,22 +175,22 @@ template <typename T>
 using Accum = typename AccumType<T>::type;
 
 template <typename T>
-BATON_HD_INLINE Accum<T> loadAcc(T v) {
+BATON_HD_INLINE Accum<T> LoadAcc(T v) {
   if constexpr (std::is_same_v<T, half_t>) {
-    return halfToFloat(v);
+    return HalfToFloat(v);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return bf16ToFloat(v);
+    return Bf16ToFloat(v);
   } else {
     return v;
   }
 }
 
 template <typename T>
-BATON_HD_INLINE T storeAcc(Accum<T> v) {
+BATON_HD_INLINE T StoreAcc(Accum<T> v) {
   if constexpr (std::is_same_v<T, half_t>) {
-    return floatToHalf(v);
+    return FloatToHalf(v);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return floatToBf16(v);
+    return FloatToBf16(v);
   } else {
     return v;
   }
@@ -272,7 +271,7 @@ struct FuncMin {
 // bits so the divisor is never converted to a narrower or unsigned type of the
 // dividend. Floats: division in the accumulation type.
 template <typename T>
-BATON_HD_INLINE Accum<T> postDivide(Accum<T> v, uint32_t divisor) {
+BATON_HD_INLINE Accum<T> PostDivide(Accum<T> v, uint32_t divisor) {
   if constexpr (std::is_integral_v<T>) {
     if constexpr (std::is_signed_v<T>) {
       return static_cast<T>(static_cast<int64_t>(v) / static_cast<int64_t>(divisor));
@@ -300,9 +299,9 @@ BATON_HD_INLINE Accum<T> postDivide(Accum<T> v, uint32_t divisor) {
 // path. When a reduction meets NaNs the result is a NaN, but which payload it
 // carries is unspecified (compilers may commute the operands of a float add).
 template <typename T, typename Op>
-BATON_HD void reduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
-                              size_t begin, size_t end, size_t stride, uint32_t postDivisor) {
-  if (nsrcs == 1 && postDivisor <= 1) {
+BATON_HD void ReduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
+                              size_t begin, size_t end, size_t stride, uint32_t post_divisor) {
+  if (nsrcs == 1 && post_divisor <= 1) {
     const T* src = srcs[0];
     for (size_t i = begin; i < end; i += stride) {
       const T v = src[i];
@@ -312,10 +311,10 @@ BATON_HD void reduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, i
   }
   const Op op;
   for (size_t i = begin; i < end; i += stride) {
-    Accum<T> acc = loadAcc<T>(srcs[0][i]);
-    for (int s = 1; s < nsrcs; ++s) acc = op(acc, loadAcc<T>(srcs[s][i]));
-    if (postDivisor > 1) acc = postDivide<T>(acc, postDivisor);
-    const T out = storeAcc<T>(acc);
+    Accum<T> acc = LoadAcc<T>(srcs[0][i]);
+    for (int s = 1; s < nsrcs; ++s) acc = op(acc, LoadAcc<T>(srcs[s][i]));
+    if (post_divisor > 1) acc = PostDivide<T>(acc, post_divisor);
+    const T out = StoreAcc<T>(acc);
     for (int d = 0; d < ndsts; ++d) dsts[d][i] = out;
   }
 }
@@ -332,7 +331,7 @@ struct TypeTag {
 // calling fn) for an invalid datatype. Host-only: it picks which template
 // instantiation (CPU loop or CUDA kernel) to run.
 template <typename Fn>
-inline bool dispatchDatatype(batonDataType_t dt, Fn&& fn) {
+inline bool DispatchDatatype(batonDataType_t dt, Fn&& fn) {
   switch (dt) {
     case batonInt8:
       fn(TypeTag<int8_t>{});
@@ -372,27 +371,25 @@ inline bool dispatchDatatype(batonDataType_t dt, Fn&& fn) {
 // Calls fn(TypeTag<T>{}, TypeTag<Op>{}) for (dt, op); batonAvg maps to
 // FuncSum (the caller applies the divisor). Returns false for invalid input.
 template <typename Fn>
-inline bool dispatchReduce(batonDataType_t dt, batonRedOp_t op, Fn&& fn) {
+inline bool DispatchReduce(batonDataType_t dt, batonRedOp_t op, Fn&& fn) {
   if (static_cast<int>(op) < 0 || op >= batonNumOps) return false;
-  return dispatchDatatype(dt, [&](auto typeTag) {
-    using T = typename decltype(typeTag)::type;
+  return DispatchDatatype(dt, [&](auto type_tag) {
+    using T = typename decltype(type_tag)::type;
     switch (op) {
       case batonProd:
-        fn(typeTag, TypeTag<FuncProd<T>>{});
+        fn(type_tag, TypeTag<FuncProd<T>>{});
         break;
       case batonMax:
-        fn(typeTag, TypeTag<FuncMax<T>>{});
+        fn(type_tag, TypeTag<FuncMax<T>>{});
         break;
       case batonMin:
-        fn(typeTag, TypeTag<FuncMin<T>>{});
+        fn(type_tag, TypeTag<FuncMin<T>>{});
         break;
       default:
-        fn(typeTag, TypeTag<FuncSum<T>>{});
+        fn(type_tag, TypeTag<FuncSum<T>>{});
         break;  // batonSum, batonAvg
     }
   });
 }
 
 }  // namespace baton
-
-#endif  // BATON_KERNELS_REDUCE_COPY_H_

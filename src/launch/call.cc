@@ -72,7 +72,7 @@ Status Route(const CallSite& site, const Call& call) {
     // Synchronous: build and run right here. Capturing by reference keeps
     // the builder within std::function's inline storage, so the latency
     // path allocates nothing.
-    return site.comm->run([&call](Schedule* s) { call.builder(call.args, s); });
+    return site.comm->Run([&call](Schedule* s) { call.builder(call.args, s); });
   }
   Launch l;
   l.comm = site.comm;
@@ -102,7 +102,7 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   BATON_TRACE(kLogColl, "%s: %zu bytes with %s", CollectiveName(c.collective), bytes,
               AlgorithmName(algo.algorithm));
   Call call;
-  call.args = comm.collArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
+  call.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
   call.builder.build = algo.build;
   call.buffers = CudaBuffersFor(c.collective, c.send, c.recv, c.count, elem, comm.nranks(),
                                 comm.rank(), c.root);
@@ -115,7 +115,7 @@ Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbu
                           size_t count, batonDataType_t datatype, int peer) {
   const Communicator& comm = *site.comm;
   Call call;
-  call.args = comm.collArgs(sendbuff, recvbuff, count, datatype);
+  call.args = comm.MakeArgs(sendbuff, recvbuff, count, datatype);
   call.builder.peer = peer;
   call.builder.is_send = is_send;
   const size_t bytes = count * DatatypeSize(datatype);
@@ -132,7 +132,7 @@ Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbu
 
 Status LaunchBarrier(const CallSite& site) {
   Call call;
-  call.args = site.comm->collArgs();
+  call.args = site.comm->MakeArgs();
   call.builder.build = BuildDisseminationBarrier;
   return Route(site, call);
 }

@@ -18,12 +18,12 @@ thread_local GroupState tls_group;
 // last-error text either way.
 Status Execute(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
                ScheduleBuilder build) {
-  if (stream == nullptr) return comm->run(build);
-  comm->addPending();
-  stream->impl.enqueue([comm, build = std::move(build)]() {
-    Status st = comm->run(build);
-    if (!st.ok()) comm->setLastError(st.message());
-    comm->removePending();
+  if (stream == nullptr) return comm->Run(build);
+  comm->AddPending();
+  stream->impl.Enqueue([comm, build = std::move(build)]() {
+    Status st = comm->Run(build);
+    if (!st.ok()) comm->set_last_error(st.message());
+    comm->RemovePending();
     return st;
   });
   return Status::Ok();
@@ -36,7 +36,7 @@ void AddSelfCopy(const void* from, void* to, size_t bytes, Schedule* s) {
   op.src = static_cast<const uint8_t*>(from);
   op.dst = static_cast<uint8_t*>(to);
   op.bytes = bytes;
-  s->add(op);
+  s->Add(op);
 }
 
 // Launches the calls of `queued` that are on `comm`, merged into one
@@ -88,7 +88,7 @@ Status LaunchMerged(const std::shared_ptr<Communicator>& comm, const std::vector
     for (const auto& b : builders) {
       Schedule part;
       b(&part);
-      merged->append(std::move(part));
+      merged->Append(std::move(part));
     }
   });
 }
@@ -132,7 +132,7 @@ Status GroupEnd() {
   for (const auto& comm : comms) {
     Status st = LaunchMerged(comm, queued);
     if (!st.ok()) {
-      comm->setLastError(st.message());
+      comm->set_last_error(st.message());
       if (result.ok()) result = st;
     }
   }

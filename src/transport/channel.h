@@ -40,11 +40,11 @@ class Channel {
   enum class Kind { kShm, kTcp };
   virtual ~Channel() = default;
   virtual Kind kind() const = 0;
-  virtual Status progressSend(const uint8_t* src, size_t bytes, size_t* done) = 0;
-  virtual Status progressRecv(const RecvTarget& target, size_t bytes, size_t* done) = 0;
+  virtual Status ProgressSend(const uint8_t* src, size_t bytes, size_t* done) = 0;
+  virtual Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) = 0;
   // Adds the sockets the current send (or receive) waits on; nothing for
   // shared memory, which waits on the doorbell.
-  virtual void addWaitFds(bool /*sending*/, int /*peer*/, struct WaitSet* /*ws*/) const {}
+  virtual void AddWaitFds(bool /*sending*/, int /*peer*/, struct WaitSet* /*ws*/) const {}
 };
 
 // The watchdog's epoll key of socket `index` to `peer`.
@@ -58,7 +58,7 @@ struct WaitSet {
   bool any_shm = false;
   std::vector<pollfd> tcp;         // fd + POLLIN/POLLOUT
   std::vector<uint64_t> tcp_keys;  // WatchKey of each entry of `tcp`
-  void clear() {
+  void Clear() {
     any_shm = false;
     tcp.clear();
     tcp_keys.clear();

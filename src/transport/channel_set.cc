@@ -36,7 +36,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   std::vector<int> local_peers;
   for (int p = 0; p < n; ++p)
     if (p != me && SharesMemory(peers[p], peers[me])) local_peers.push_back(p);
-  if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->setupShm(setup, local_peers));
+  if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->SetupShm(setup, local_peers));
   set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
 
   for (int p = 0; p < n; ++p) {
@@ -71,12 +71,12 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
     }
   }
   ChannelSet* raw = set.get();
-  set->watchdog_ = std::thread([raw] { raw->watchdogLoop(); });
+  set->watchdog_ = std::thread([raw] { raw->WatchdogLoop(); });
   *out = std::move(set);
   return Status::Ok();
 }
 
-Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& local_peers) {
+Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers) {
   const int me = setup.rank;
   const auto& peers = *setup.peers;
   std::vector<int> group = local_peers;
@@ -100,7 +100,7 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
     shm_unlink(name_of(me).c_str());
     st = ShmSegment::Create(name_of(me), bytes, &own);
   }
-  BATON_RETURN_IF_ERROR(st.withContext("shared memory (is /dev/shm full?)"));
+  BATON_RETURN_IF_ERROR(st.WithContext("shared memory (is /dev/shm full?)"));
   InitShmSegment(own.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
   if (setup.config.cma) {
     InitCmaProbe(own.get());
@@ -139,17 +139,17 @@ Status ChannelSet::setupShm(const ChannelSetup& setup, const std::vector<int>& l
   if (setup.config.cma)
     for (int p : local_peers)
       can_read[p] =
-          ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peerSegment());
+          ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peer_segment());
   BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, can_read.data(), &replies,
                                           can_read.size(), setup.deadline));
-  own_seg->unlink();
+  own_seg->Unlink();
   int cma_peers = 0;
   for (size_t i = 0; i < local_peers.size(); ++i) {
     int p = local_peers[i];
     bool peer_reads_us = replies[i][me] != 0;
     cma_peers += peer_reads_us;
     static_cast<ShmChannel*>(channels_[p].get())
-        ->enableCma(peer_reads_us && setup.config.cma, peers[p].pid, setup.config.cma_threshold);
+        ->EnableCma(peer_reads_us && setup.config.cma, peers[p].pid, setup.config.cma_threshold);
   }
   BATON_INFO(kLogShm, "cross memory attach: %d of %d local peers read our memory directly",
              cma_peers, (int)local_peers.size());
@@ -170,7 +170,7 @@ ChannelSet::~ChannelSet() {
   }
 }
 
-void ChannelSet::watchdogLoop() {
+void ChannelSet::WatchdogLoop() {
   SetLogRank(rank_);
   epoll_event events[64];
   while (!stopping_.load()) {
@@ -206,17 +206,17 @@ void ChannelSet::watchdogLoop() {
   }
 }
 
-uint32_t ChannelSet::prepareSleep() {
+uint32_t ChannelSet::PrepareSleep() {
   uint32_t seq = bell_->seq.load(std::memory_order_acquire);
   bell_->waiting.store(1, std::memory_order_seq_cst);
   return seq;
 }
 
-void ChannelSet::cancelSleep() {
+void ChannelSet::CancelSleep() {
   bell_->waiting.store(0, std::memory_order_relaxed);
 }
 
-void ChannelSet::wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
+void ChannelSet::Wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
   if (!ws.any_shm) {
     std::vector<pollfd> fds = ws.tcp;
     fds.push_back({notify_fd_.get(), POLLIN, 0});
@@ -240,10 +240,10 @@ void ChannelSet::wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
   // A re-arm by the watchdog can race with ours; a short cap bounds the cost.
   if (!ws.tcp.empty()) timeout_ms = std::min(timeout_ms, 10);
   if (!aborted()) WaitDoorbell(bell_, seq, timeout_ms);
-  cancelSleep();
+  CancelSleep();
 }
 
-void ChannelSet::abort() {
+void ChannelSet::Abort() {
   aborted_.store(true, std::memory_order_release);
   for (const auto& fds : peer_fds_)
     for (int fd : fds) shutdown(fd, SHUT_RDWR);

@@ -39,7 +39,7 @@ struct TransportConfig {
   uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
   uint32_t shm_slots = 32;      // ring slots per shm connection
   int tcp_sockets = 1;          // BATON_NSOCKS_PERPEER: sockets per TCP peer, striped
-  bool cma = false;             // BATON_CMA=1: single-copy shm transfers (measured slower here)
+  bool cma = false;             // BATON_CMA=1: single-copy shm transfers (docs/performance.md)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
 };
 
@@ -67,28 +67,28 @@ class ChannelSet {
   ChannelSet& operator=(const ChannelSet&) = delete;
 
   Channel* channel(int peer) const { return channels_[peer].get(); }
-  int localRanks() const { return local_ranks_; }
+  int local_ranks() const { return local_ranks_; }
 
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
   // Sleeps until one of `ws` may progress, a peer dies, abort() is called,
   // or timeout_ms passes. Spurious wake-ups are allowed. When ws.any_shm,
-  // the caller must have called prepareSleep() (returning `seq`) and then
+  // the caller must have called PrepareSleep() (returning `seq`) and then
   // re-checked its channels, so that no doorbell ring is lost.
-  void wait(const WaitSet& ws, uint32_t seq, int timeout_ms);
+  void Wait(const WaitSet& ws, uint32_t seq, int timeout_ms);
 
   // Stops all traffic: wakes any waiter and shuts every socket down so that
   // peers see this rank leave at once instead of timing out.
-  void abort();
+  void Abort();
 
   // Prepares a doorbell sleep: returns the sequence number to sleep on.
   // Between this and wait(), the executor re-checks its channels.
-  uint32_t prepareSleep();
-  void cancelSleep();
+  uint32_t PrepareSleep();
+  void CancelSleep();
 
  private:
-  void watchdogLoop();
-  Status setupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
+  void WatchdogLoop();
+  Status SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
 
   int rank_ = 0;
   int local_ranks_ = 1;

@@ -89,13 +89,13 @@ Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* ou
   return Status::Ok();
 }
 
-void ShmSegment::unlink() {
+void ShmSegment::Unlink() {
   if (owner_linked_) shm_unlink(name_.c_str());
   owner_linked_ = false;
 }
 
 ShmSegment::~ShmSegment() {
-  unlink();
+  Unlink();
   if (base_) munmap(base_, size_);
 }
 
@@ -111,7 +111,7 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
       peer_closed_(peer_closed),
       peer_rank_(peer_rank) {}
 
-Status ShmChannel::peerGone() const {
+Status ShmChannel::PeerGone() const {
   return RemoteError("rank " + std::to_string(peer_rank_) +
                      " left the communicator (process died or aborted)");
 }
@@ -137,19 +137,19 @@ bool ProbeCma(int peer_pid, const ShmSegment& peer_segment) {
   return n == sizeof(value) && value == h->probe_value;
 }
 
-void ShmChannel::enableCma(bool peer_reads_us, int peer_pid, uint64_t threshold) {
+void ShmChannel::EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold) {
   send_by_address_ = peer_reads_us;
   peer_pid_ = peer_pid;
   cma_threshold_ = threshold;
 }
 
-Status ShmChannel::sendByAddress(const uint8_t* src, size_t bytes, size_t* done) {
+Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, size_t* done) {
   const uint32_t nslots = peer_->header()->nslots;
   if (!desc_pending_) {
     if (send_head_ - send_tail_seen_ >= nslots) {
       send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
       if (send_head_ - send_tail_seen_ >= nslots)
-        return peer_closed_->load(std::memory_order_acquire) ? peerGone() : Status::Ok();
+        return peer_closed_->load(std::memory_order_acquire) ? PeerGone() : Status::Ok();
     }
     CmaDescriptor desc{reinterpret_cast<uint64_t>(src), bytes};
     memcpy(peer_->slot(send_index_, send_head_), &desc, sizeof(desc));
@@ -166,12 +166,12 @@ Status ShmChannel::sendByAddress(const uint8_t* src, size_t bytes, size_t* done)
     desc_pending_ = false;
     *done = bytes;
   } else if (peer_closed_->load(std::memory_order_acquire)) {
-    return peerGone();
+    return PeerGone();
   }
   return Status::Ok();
 }
 
-Status ShmChannel::recvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
+Status ShmChannel::RecvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
                                  size_t* done) {
   if (desc.bytes != bytes)
     return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) + " (" +
@@ -194,7 +194,7 @@ Status ShmChannel::recvByAddress(const RecvTarget& target, const CmaDescriptor& 
     iovec remote{reinterpret_cast<void*>(desc.addr + *done), step};
     ssize_t n = process_vm_readv(peer_pid_, &local, 1, &remote, 1, 0);
     if (n <= 0) {
-      if (errno == ESRCH || peer_closed_->load()) return peerGone();
+      if (errno == ESRCH || peer_closed_->load()) return PeerGone();
       return ErrnoError("process_vm_readv from rank " + std::to_string(peer_rank_), errno);
     }
     size_t got = static_cast<size_t>(n);
@@ -213,8 +213,8 @@ Status ShmChannel::recvByAddress(const RecvTarget& target, const CmaDescriptor& 
   return Status::Ok();
 }
 
-Status ShmChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) {
-  if (send_by_address_ && bytes >= cma_threshold_) return sendByAddress(src, bytes, done);
+Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, size_t* done) {
+  if (send_by_address_ && bytes >= cma_threshold_) return SendByAddress(src, bytes, done);
   const ShmSegmentHeader* h = peer_->header();
   const uint32_t nslots = h->nslots, slot_bytes = h->slot_bytes;
   bool published = false;
@@ -222,7 +222,7 @@ Status ShmChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) 
     if (send_head_ - send_tail_seen_ >= nslots) {
       send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
       if (send_head_ - send_tail_seen_ >= nslots) {
-        if (!published && peer_closed_->load(std::memory_order_acquire)) return peerGone();
+        if (!published && peer_closed_->load(std::memory_order_acquire)) return PeerGone();
         break;
       }
     }
@@ -239,7 +239,7 @@ Status ShmChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) 
   return Status::Ok();
 }
 
-Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
+Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
   const ShmSegmentHeader* h = own_->header();
   const uint32_t nslots = h->nslots;
   bool consumed = false;
@@ -250,7 +250,7 @@ Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
       if (consumed || !peer_closed_->load(std::memory_order_acquire)) break;
       // Re-check: data published just before the peer left is still good.
       word = cell.word.load(std::memory_order_acquire);
-      if (!SlotPublished(word, recv_tail_)) return peerGone();
+      if (!SlotPublished(word, recv_tail_)) return PeerGone();
     }
     const uint32_t piece = static_cast<uint32_t>(word);
     if (piece & kCmaDescriptorBit) {
@@ -258,7 +258,7 @@ Status ShmChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
       // this call continues it.)
       CmaDescriptor desc;
       memcpy(&desc, own_->slot(recv_index_, recv_tail_), sizeof(desc));
-      return recvByAddress(target, desc, bytes, done);
+      return RecvByAddress(target, desc, bytes, done);
     }
     if (piece > bytes - *done)
       return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) +

@@ -80,7 +80,7 @@ class ShmSegment {
   ~ShmSegment();
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
-  void unlink();
+  void Unlink();
   uint8_t* base() const { return base_; }
   size_t size() const { return size_; }
   ShmSegmentHeader* header() const { return reinterpret_cast<ShmSegmentHeader*>(base_); }
@@ -115,16 +115,16 @@ class ShmChannel : public Channel {
   // Enables the single-copy path: sends of at least `threshold` bytes go by
   // address when the peer can read our memory (`peer_reads_us`); the peer's
   // descriptors are read from process `peer_pid`.
-  void enableCma(bool peer_reads_us, int peer_pid, uint64_t threshold);
-  const ShmSegment* peerSegment() const { return peer_; }
+  void EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold);
+  const ShmSegment* peer_segment() const { return peer_; }
   Kind kind() const override { return Kind::kShm; }
-  Status progressSend(const uint8_t* src, size_t bytes, size_t* done) override;
-  Status progressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
+  Status ProgressSend(const uint8_t* src, size_t bytes, size_t* done) override;
+  Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
 
  private:
-  Status peerGone() const;
-  Status sendByAddress(const uint8_t* src, size_t bytes, size_t* done);
-  Status recvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
+  Status PeerGone() const;
+  Status SendByAddress(const uint8_t* src, size_t bytes, size_t* done);
+  Status RecvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
                        size_t* done);
 
   ShmSegment* own_;

@@ -32,7 +32,7 @@ std::vector<int> TcpChannel::fds() const {
   return out;
 }
 
-void TcpChannel::plan(size_t bytes, std::vector<Part>* parts) const {
+void TcpChannel::Plan(size_t bytes, std::vector<Part>* parts) const {
   const size_t k = sockets_.size();
   for (Part& p : *parts) p = Part{};
   if (k == 1 || bytes < kStripeMinBytes) {
@@ -49,16 +49,16 @@ void TcpChannel::plan(size_t bytes, std::vector<Part>* parts) const {
   }
 }
 
-Status TcpChannel::socketError(const char* what, int err) const {
+Status TcpChannel::SocketError(const char* what, int err) const {
   if (err == 0 || err == EPIPE || err == ECONNRESET)
     return RemoteError("rank " + std::to_string(peer_rank_) +
                        " closed its connection (process died or aborted)");
   return ErrnoError(std::string(what) + " to/from rank " + std::to_string(peer_rank_), err);
 }
 
-Status TcpChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) {
+Status TcpChannel::ProgressSend(const uint8_t* src, size_t bytes, size_t* done) {
   if (!send_active_) {
-    plan(bytes, &send_parts_);
+    Plan(bytes, &send_parts_);
     send_active_ = true;
   }
   size_t total = 0;
@@ -73,7 +73,7 @@ Status TcpChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) 
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      return socketError("send", errno);
+      return SocketError("send", errno);
     }
     total += part.moved;
   }
@@ -82,9 +82,9 @@ Status TcpChannel::progressSend(const uint8_t* src, size_t bytes, size_t* done) 
   return Status::Ok();
 }
 
-Status TcpChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
+Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
   if (!recv_active_) {
-    plan(bytes, &recv_parts_);
+    Plan(bytes, &recv_parts_);
     recv_active_ = true;
   }
   size_t total = 0;
@@ -118,10 +118,10 @@ Status TcpChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
         got_any = true;
         continue;
       }
-      if (n == 0) return socketError("recv", 0);
+      if (n == 0) return SocketError("recv", 0);
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return socketError("recv", errno);
+      return SocketError("recv", errno);
     }
     if (got_any) {
       // Delayed ACKs stall request-response traffic on loopback by tens of
@@ -136,7 +136,7 @@ Status TcpChannel::progressRecv(const RecvTarget& target, size_t bytes, size_t* 
   return Status::Ok();
 }
 
-void TcpChannel::addWaitFds(bool sending, int peer, WaitSet* ws) const {
+void TcpChannel::AddWaitFds(bool sending, int peer, WaitSet* ws) const {
   const auto& parts = sending ? send_parts_ : recv_parts_;
   const bool active = sending ? send_active_ : recv_active_;
   for (size_t i = 0; i < sockets_.size(); ++i) {

@@ -23,9 +23,9 @@ class TcpChannel : public Channel {
 
   TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_rank);
   Kind kind() const override { return Kind::kTcp; }
-  Status progressSend(const uint8_t* src, size_t bytes, size_t* done) override;
-  Status progressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
-  void addWaitFds(bool sending, int peer, WaitSet* ws) const override;
+  Status ProgressSend(const uint8_t* src, size_t bytes, size_t* done) override;
+  Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
+  void AddWaitFds(bool sending, int peer, WaitSet* ws) const override;
   std::vector<int> fds() const;
 
  private:
@@ -33,8 +33,8 @@ class TcpChannel : public Channel {
   struct Part {
     size_t offset = 0, length = 0, moved = 0;
   };
-  void plan(size_t bytes, std::vector<Part>* parts) const;
-  Status socketError(const char* what, int err) const;
+  void Plan(size_t bytes, std::vector<Part>* parts) const;
+  Status SocketError(const char* what, int err) const;
 
   std::vector<Fd> sockets_;
   std::vector<Part> send_parts_, recv_parts_;

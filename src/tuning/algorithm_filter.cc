@@ -50,7 +50,7 @@ Status AlgorithmFilter::Parse(const std::string& spec, AlgorithmFilter* out) {
   return Status::Ok();
 }
 
-bool AlgorithmFilter::allows(Collective c, Algorithm a) const {
+bool AlgorithmFilter::Allows(Collective c, Algorithm a) const {
   // A scoped rule for this collective wins over unscoped ones.
   const Rule* rule = nullptr;
   for (const Rule& r : rules_)
@@ -64,10 +64,10 @@ bool AlgorithmFilter::allows(Collective c, Algorithm a) const {
   return rule->exclude ? !listed : listed;
 }
 
-Status AlgorithmFilter::choose(Collective c, const std::vector<Algorithm>& available,
+Status AlgorithmFilter::Choose(Collective c, const std::vector<Algorithm>& available,
                                Algorithm* out) const {
   for (Algorithm a : available) {
-    if (allows(c, a)) {
+    if (Allows(c, a)) {
       *out = a;
       return Status::Ok();
     }

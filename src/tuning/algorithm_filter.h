@@ -18,11 +18,11 @@ class AlgorithmFilter {
   // collective or algorithm name.
   static Status Parse(const std::string& spec, AlgorithmFilter* out);
 
-  bool allows(Collective c, Algorithm a) const;
+  bool Allows(Collective c, Algorithm a) const;
 
   // The first allowed algorithm among `available` (in preference order),
   // or batonInvalidUsage naming what was asked for and what exists.
-  Status choose(Collective c, const std::vector<Algorithm>& available, Algorithm* out) const;
+  Status Choose(Collective c, const std::vector<Algorithm>& available, Algorithm* out) const;
 
  private:
   struct Rule {

@@ -12,8 +12,8 @@ namespace baton {
 namespace {
 
 // Below this, latency (the number of sequential messages) dominates: the
-// log-depth algorithms win over the ring's 2(p-1) steps. Measured here with
-// 4 ranks on shared memory and TCP loopback; the cost model will replace it.
+// log-depth algorithms win over the ring's 2(p-1) steps (docs/algorithms.md).
+// A placeholder: the cost model will replace it.
 constexpr size_t kSmallMessageBytes = 64 << 10;
 
 }  // namespace
@@ -82,7 +82,7 @@ Status SelectAlgorithm(const AlgorithmFilter& filter, Collective c, size_t bytes
                        AlgorithmImpl* out) {
   const std::span<const AlgorithmImpl> candidates = CandidateAlgorithms(c, bytes, nranks);
   for (const AlgorithmImpl& impl : candidates) {
-    if (filter.allows(c, impl.algorithm)) {
+    if (filter.Allows(c, impl.algorithm)) {
       *out = impl;
       return Status::Ok();
     }
@@ -91,7 +91,7 @@ Status SelectAlgorithm(const AlgorithmFilter& filter, Collective c, size_t bytes
   std::vector<Algorithm> names;
   for (const AlgorithmImpl& impl : candidates) names.push_back(impl.algorithm);
   Algorithm unused;
-  Status st = filter.choose(c, names, &unused);
+  Status st = filter.Choose(c, names, &unused);
   return st.ok() ? InternalError("algorithm selection is inconsistent") : st;
 }
 

@@ -13,8 +13,7 @@
 //     MP_ASSERT_OK(ctx, batonAllReduce(&v, &out, 1, batonInt32, batonSum, ctx.comm(), nullptr));
 //     MP_EXPECT_EQ(ctx, out, 6);
 //   });
-#ifndef BATON_TESTS_MP_HARNESS_H_
-#define BATON_TESTS_MP_HARNESS_H_
+#pragma once
 
 #include <baton.h>
 
@@ -233,5 +232,3 @@ inline std::optional<std::string> CheckResult(const char* expr, batonResult_t go
 #define MP_EXPECT_OK(ctx, expr) MP_INTERNAL_RESULT(ctx, expr, batonSuccess, false)
 #define MP_ASSERT_OK(ctx, expr) MP_INTERNAL_RESULT(ctx, expr, batonSuccess, true)
 #define MP_EXPECT_RESULT(ctx, expr, want) MP_INTERNAL_RESULT(ctx, expr, want, false)
-
-#endif  // BATON_TESTS_MP_HARNESS_H_

@@ -203,9 +203,9 @@ TEST(CudaCollectivesTest, AllReduceInPlaceSynchronousAndLarge) {
                                        ctx.comm(), nullptr));
       std::vector<float> out(count);
       cudaMemcpy(out.data(), buf.get(), count * 4, cudaMemcpyDeviceToHost);
-      const float rankSum = ctx.nranks() * (ctx.nranks() - 1) / 2.0f;
+      const float rank_sum = ctx.nranks() * (ctx.nranks() - 1) / 2.0f;
       for (size_t i = 0; i < count; ++i) {
-        const float want = ctx.nranks() * static_cast<float>(i % 1000) + rankSum;
+        const float want = ctx.nranks() * static_cast<float>(i % 1000) + rank_sum;
         if (out[i] != want) {
           MP_ADD_FAILURE(ctx) << "count " << count << " element " << i << ": " << out[i]
                               << " != " << want;

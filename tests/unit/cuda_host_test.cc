@@ -3,7 +3,7 @@
 // src/kernels/cuda/reduce_copy_device.h, and the per-thread body the kernels
 // run, emulated thread by thread for several launch shapes (including the
 // one the launcher picks), compared byte for byte with the CPU back end
-// (reduceCopy, itself checked against a scalar reference in kernels_test).
+// (ReduceCopy, itself checked against a scalar reference in kernels_test).
 //
 // SPDX-License-Identifier: BSD-3-Clause
 
@@ -49,12 +49,12 @@ void FillRandom(uint8_t* p, size_t count, batonDataType_t dt, std::mt19937_64& r
   for (size_t i = 0; i < count; ++i) {
     switch (dt) {
       case batonFloat16: {
-        half_t h = floatToHalf(real(rng));
+        half_t h = FloatToHalf(real(rng));
         memcpy(p + 2 * i, &h, 2);
         break;
       }
       case batonBfloat16: {
-        bfloat16_t b = floatToBf16(real(rng));
+        bfloat16_t b = FloatToBf16(real(rng));
         memcpy(p + 2 * i, &b, 2);
         break;
       }
@@ -80,20 +80,20 @@ void FillRandom(uint8_t* p, size_t count, batonDataType_t dt, std::mt19937_64& r
 // launch, sequentially (the threads touch disjoint elements).
 void EmulateLaunch(const KernelArgs& k, batonDataType_t dt, batonRedOp_t op, unsigned grid,
                    unsigned block) {
-  const bool ok = dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
-    using T = typename decltype(typeTag)::type;
-    using Op = typename decltype(opTag)::type;
-    const VectorSplit split = cudakern::splitForVectors(k, sizeof(T));
+  const bool ok = DispatchReduce(dt, op, [&](auto type_tag, auto op_tag) {
+    using T = typename decltype(type_tag)::type;
+    using Op = typename decltype(op_tag)::type;
+    const VectorSplit split = cudakern::SplitForVectors(k, sizeof(T));
     const size_t nthreads = static_cast<size_t>(grid) * block;
     for (size_t tid = 0; tid < nthreads; ++tid)
-      cudakern::reduceCopyThread<T, Op>(k, split, tid, nthreads);
+      cudakern::ReduceCopyThread<T, Op>(k, split, tid, nthreads);
   });
   ASSERT_TRUE(ok);
 }
 
 // The launch shape the CUDA launcher uses for these arguments.
 cudakern::LaunchShape LauncherShape(const KernelArgs& k, batonDataType_t dt) {
-  return cudakern::shapeFor(cudakern::splitForVectors(k, DatatypeSize(dt)));
+  return cudakern::ShapeFor(cudakern::SplitForVectors(k, DatatypeSize(dt)));
 }
 
 TEST(CudaSplitTest, PartsCoverEveryElementOnce) {
@@ -109,7 +109,7 @@ TEST(CudaSplitTest, PartsCoverEveryElementOnce) {
         k.srcs[1] = arena + 1024 + offset;
         k.dsts[0] = arena + 2048 + offset;
         k.dsts[1] = arena + 3072 + offset;
-        const VectorSplit sp = cudakern::splitForVectors(k, es);
+        const VectorSplit sp = cudakern::SplitForVectors(k, es);
         const size_t per = 16 / es;
         SCOPED_TRACE("es " + std::to_string(es) + " offset " + std::to_string(offset) + " count " +
                      std::to_string(count));
@@ -134,7 +134,7 @@ TEST(CudaSplitTest, MixedOffsetsFallBackToScalar) {
   k.srcs[0] = arena;
   k.srcs[1] = arena + 256 + 4;  // differs modulo 16 from the others
   k.dsts[0] = arena + 512;
-  VectorSplit sp = cudakern::splitForVectors(k, 4);
+  VectorSplit sp = cudakern::SplitForVectors(k, 4);
   EXPECT_EQ(sp.head, 100u);
   EXPECT_EQ(sp.packs, 0u);
   EXPECT_EQ(sp.tail, 0u);
@@ -142,7 +142,7 @@ TEST(CudaSplitTest, MixedOffsetsFallBackToScalar) {
   k.srcs[0] = arena + 2;
   k.srcs[1] = arena + 256 + 2;
   k.dsts[0] = arena + 512 + 2;
-  sp = cudakern::splitForVectors(k, 4);
+  sp = cudakern::SplitForVectors(k, 4);
   EXPECT_EQ(sp.packs, 0u);
   EXPECT_EQ(sp.head, 100u);
 }
@@ -150,7 +150,7 @@ TEST(CudaSplitTest, MixedOffsetsFallBackToScalar) {
 TEST(CudaSplitTest, LaunchShapeIsBoundedAndCoversWork) {
   for (size_t packs : {size_t{0}, size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{1} << 20,
                        size_t{1} << 34}) {
-    const cudakern::LaunchShape s = cudakern::shapeFor(VectorSplit{3, packs, 5});
+    const cudakern::LaunchShape s = cudakern::ShapeFor(VectorSplit{3, packs, 5});
     EXPECT_GE(s.blocks, 1u);
     EXPECT_LE(s.blocks, cudakern::kMaxBlocks);
     EXPECT_EQ(s.threads, cudakern::kThreadsPerBlock);
@@ -189,34 +189,34 @@ TEST_P(CudaKernelEmulationTest, MatchesCpuBackEnd) {
       for (Alignment al : {Alignment::kAligned, Alignment::kSameOffset, Alignment::kMixed}) {
         for (size_t count : counts) {
           const size_t bytes = count * es;
-          auto offsetOf = [&](int buffer) -> size_t {
+          auto offset_of = [&](int buffer) -> size_t {
             if (al == Alignment::kAligned) return 0;
             if (al == Alignment::kSameOffset) return es < 16 ? es : 0;
             return (static_cast<size_t>(buffer) * es) % 16;  // differs across buffers
           };
           std::vector<OffsetBuffer> srcs;
           for (int s = 0; s < nsrcs; ++s) {
-            srcs.emplace_back(bytes, offsetOf(s));
+            srcs.emplace_back(bytes, offset_of(s));
             FillRandom(srcs.back().data(), count, dt, rng);
           }
           // In place on every other case: destination 0 is source 0.
-          const bool inPlace = count % 2 == 1;
+          const bool in_place = count % 2 == 1;
           std::vector<OffsetBuffer> dsts;
-          for (int d = 0; d < ndsts; ++d) dsts.emplace_back(bytes, offsetOf(nsrcs + d + 1));
+          for (int d = 0; d < ndsts; ++d) dsts.emplace_back(bytes, offset_of(nsrcs + d + 1));
           std::vector<uint8_t> src0(srcs[0].data(), srcs[0].data() + bytes);
 
           // Reference: the CPU back end on copies.
           ReduceCopyArgs ref;
-          std::vector<std::vector<uint8_t>> refOut(ndsts, std::vector<uint8_t>(bytes + 1));
+          std::vector<std::vector<uint8_t>> ref_out(ndsts, std::vector<uint8_t>(bytes + 1));
           ref.nsrcs = nsrcs;
           ref.ndsts = ndsts;
           for (int s = 0; s < nsrcs; ++s) ref.srcs[s] = srcs[s].data();
-          for (int d = 0; d < ndsts; ++d) ref.dsts[d] = refOut[d].data();
+          for (int d = 0; d < ndsts; ++d) ref.dsts[d] = ref_out[d].data();
           ref.count = count;
           ref.datatype = dt;
           ref.op = op;
-          ref.postDivisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
-          reduceCopy(ref);
+          ref.post_divisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
+          ReduceCopy(ref);
 
           const unsigned shapes[][2] = {{1, 1}, {1, 32}, {3, 7}, {0, 0}};
           for (const auto& shape : shapes) {
@@ -224,10 +224,10 @@ TEST_P(CudaKernelEmulationTest, MatchesCpuBackEnd) {
             k.nsrcs = nsrcs;
             k.ndsts = ndsts;
             k.count = count;
-            k.postDivisor = ref.postDivisor;
+            k.post_divisor = ref.post_divisor;
             for (int s = 0; s < nsrcs; ++s) k.srcs[s] = srcs[s].data();
             for (int d = 0; d < ndsts; ++d) k.dsts[d] = dsts[d].data();
-            if (inPlace) {
+            if (in_place) {
               memcpy(srcs[0].data(), src0.data(), bytes);  // restore after the last run
               k.dsts[0] = srcs[0].data();
             }
@@ -240,13 +240,13 @@ TEST_P(CudaKernelEmulationTest, MatchesCpuBackEnd) {
             EmulateLaunch(k, dt, op, grid, block);
             for (int d = 0; d < ndsts; ++d) {
               const uint8_t* got = static_cast<const uint8_t*>(k.dsts[d]);
-              ASSERT_EQ(memcmp(got, refOut[d].data(), bytes), 0)
+              ASSERT_EQ(memcmp(got, ref_out[d].data(), bytes), 0)
                   << DatatypeName(dt) << " " << RedOpName(op) << " S=" << nsrcs << " D=" << ndsts
                   << " count " << count << " alignment " << static_cast<int>(al) << " grid " << grid
-                  << "x" << block << (inPlace ? " in place" : "") << " destination " << d;
+                  << "x" << block << (in_place ? " in place" : "") << " destination " << d;
             }
           }
-          if (inPlace) memcpy(srcs[0].data(), src0.data(), bytes);
+          if (in_place) memcpy(srcs[0].data(), src0.data(), bytes);
         }
       }
     }

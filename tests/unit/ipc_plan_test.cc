@@ -160,8 +160,8 @@ void Execute(World* w, const std::vector<IpcPlan>& plans, batonRedOp_t op, bool 
         args.count = step.count;
         args.datatype = w->dt;
         args.op = op;
-        args.postDivisor = step.post_divisor;
-        reduceCopy(args);
+        args.post_divisor = step.post_divisor;
+        ReduceCopy(args);
       }
     }
   }

@@ -1,5 +1,5 @@
 // Tests of the reduce-copy kernels (src/kernels): the fp16/bf16 conversions,
-// the CPU entry point reduceCopy over every datatype x op x shape at every
+// the CPU entry point ReduceCopy over every datatype x op x shape at every
 // kernel level the CPU has (portable, AVX2, AVX-512: each forced in turn), and
 // the device-style grid-stride use of the portable core.
 //
@@ -36,12 +36,12 @@ namespace {
 constexpr CpuKernelLevel kAllLevels[] = {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
                                          CpuKernelLevel::kAvx512};
 
-uint32_t bitsOf(float f) {
+uint32_t BitsOf(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof(u));
   return u;
 }
-float floatOf(uint32_t u) {
+float FloatOf(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof(f));
   return f;
@@ -50,12 +50,12 @@ float floatOf(uint32_t u) {
 // ---- Reference conversions ---------------------------------------------------
 
 // fp16 through the compiler's own _Float16 (libgcc soft-float or F16C).
-float refHalfToFloat(uint16_t bits) {
+float RefHalfToFloat(uint16_t bits) {
   _Float16 h;
   memcpy(&h, &bits, sizeof(h));
   return static_cast<float>(h);
 }
-uint16_t refFloatToHalf(float f) {
+uint16_t RefFloatToHalf(float f) {
   const _Float16 h = static_cast<_Float16>(f);
   uint16_t bits;
   memcpy(&bits, &h, sizeof(bits));
@@ -63,7 +63,7 @@ uint16_t refFloatToHalf(float f) {
 }
 
 // bf16 decoded field by field with ldexp rather than by shifting.
-double refBf16ToDoubleSlow(uint16_t bits) {
+double RefBf16ToDoubleSlow(uint16_t bits) {
   const int exp = (bits >> 7) & 0xff;
   const int mant = bits & 0x7f;
   double v;
@@ -78,10 +78,10 @@ double refBf16ToDoubleSlow(uint16_t bits) {
 }
 
 // The same, tabulated: the large-count tests decode millions of elements.
-double refBf16ToDouble(uint16_t bits) {
+double RefBf16ToDouble(uint16_t bits) {
   static const std::vector<double> table = [] {
     std::vector<double> t(65536);
-    for (uint32_t b = 0; b < 65536; ++b) t[b] = refBf16ToDoubleSlow(static_cast<uint16_t>(b));
+    for (uint32_t b = 0; b < 65536; ++b) t[b] = RefBf16ToDoubleSlow(static_cast<uint16_t>(b));
     return t;
   }();
   return table[bits];
@@ -91,16 +91,16 @@ double refBf16ToDouble(uint16_t bits) {
 // nearer one in exact double arithmetic; on a tie, the one with an even
 // mantissa. Past the largest finite value the upper neighbour is 2^128, which
 // makes overflow round to Inf exactly as IEEE's unbounded-exponent rule says.
-uint16_t refFloatToBf16(float f) {
-  const uint32_t u = bitsOf(f);
+uint16_t RefFloatToBf16(float f) {
+  const uint32_t u = BitsOf(f);
   const uint16_t sign = (u >> 16) & 0x8000;
   if (isnan(f)) return static_cast<uint16_t>(sign | 0x7fc0 | ((u >> 16) & 0x7f));
   if (isinf(f)) return static_cast<uint16_t>(sign | 0x7f80);
   const double x = fabs(static_cast<double>(f));
   const uint16_t lo = (u >> 16) & 0x7fff;  // largest bf16 magnitude <= |f|
   const uint16_t hi = lo + 1;
-  const double vlo = refBf16ToDouble(lo);
-  const double vhi = hi == 0x7f80 ? ldexp(1.0, 128) : refBf16ToDouble(hi);
+  const double vlo = RefBf16ToDouble(lo);
+  const double vhi = hi == 0x7f80 ? ldexp(1.0, 128) : RefBf16ToDouble(hi);
   uint16_t mag;
   if (x - vlo < vhi - x) {
     mag = lo;
@@ -116,7 +116,7 @@ uint16_t refFloatToBf16(float f) {
 
 enum class Kind { kSigned, kUnsigned, kFloat, kDouble, kHalf, kBf16 };
 
-Kind kindOf(batonDataType_t dt) {
+Kind KindOf(batonDataType_t dt) {
   switch (dt) {
     case batonInt8:
     case batonInt32:
@@ -137,37 +137,37 @@ Kind kindOf(batonDataType_t dt) {
   }
 }
 
-bool isFloatKind(Kind k) {
+bool IsFloatKind(Kind k) {
   return k != Kind::kSigned && k != Kind::kUnsigned;
 }
 
 // Raw element i of a buffer, zero-extended to 64 bits (little endian).
-uint64_t loadRaw(const uint8_t* p, size_t size, size_t i) {
+uint64_t LoadRaw(const uint8_t* p, size_t size, size_t i) {
   uint64_t v = 0;
   memcpy(&v, p + i * size, size);
   return v;
 }
-void storeRaw(uint8_t* p, size_t size, size_t i, uint64_t v) {
+void StoreRaw(uint8_t* p, size_t size, size_t i, uint64_t v) {
   memcpy(p + i * size, &v, size);
 }
 
-int64_t signExtend(uint64_t v, size_t size) {
+int64_t SignExtend(uint64_t v, size_t size) {
   if (size == 8) return static_cast<int64_t>(v);
   const int shift = 64 - static_cast<int>(size) * 8;
   return static_cast<int64_t>(v << shift) >> shift;
 }
-uint64_t truncateTo(uint64_t v, size_t size) {
+uint64_t TruncateTo(uint64_t v, size_t size) {
   return size == 8 ? v : v & ((uint64_t{1} << (size * 8)) - 1);
 }
 
-double decodeFloat(Kind k, uint64_t raw) {
+double DecodeFloat(Kind k, uint64_t raw) {
   switch (k) {
     case Kind::kHalf:
-      return refHalfToFloat(static_cast<uint16_t>(raw));
+      return RefHalfToFloat(static_cast<uint16_t>(raw));
     case Kind::kBf16:
-      return refBf16ToDouble(static_cast<uint16_t>(raw));
+      return RefBf16ToDouble(static_cast<uint16_t>(raw));
     case Kind::kFloat:
-      return floatOf(static_cast<uint32_t>(raw));
+      return FloatOf(static_cast<uint32_t>(raw));
     default: {
       double d;
       memcpy(&d, &raw, sizeof(d));
@@ -176,14 +176,14 @@ double decodeFloat(Kind k, uint64_t raw) {
   }
 }
 
-uint64_t encodeFloat(Kind k, double v) {
+uint64_t EncodeFloat(Kind k, double v) {
   switch (k) {
     case Kind::kHalf:
-      return refFloatToHalf(static_cast<float>(v));
+      return RefFloatToHalf(static_cast<float>(v));
     case Kind::kBf16:
-      return refFloatToBf16(static_cast<float>(v));
+      return RefFloatToBf16(static_cast<float>(v));
     case Kind::kFloat:
-      return bitsOf(static_cast<float>(v));
+      return BitsOf(static_cast<float>(v));
     default: {
       uint64_t raw;
       memcpy(&raw, &v, sizeof(raw));
@@ -193,89 +193,89 @@ uint64_t encodeFloat(Kind k, double v) {
 }
 
 // Rounds an exact-in-double intermediate to the accumulation type.
-double roundAcc(Kind k, double v) {
+double RoundAcc(Kind k, double v) {
   return k == Kind::kDouble ? v : static_cast<double>(static_cast<float>(v));
 }
 
 // The documented float max/min: a NaN operand is ignored unless both are;
 // the running (left) value wins ties, so +0/-0 keep the earlier source's sign.
-double refFloatMax(double acc, double x) {
+double RefFloatMax(double acc, double x) {
   if (isnan(x)) return acc;
   if (isnan(acc)) return x;
   return x > acc ? x : acc;
 }
-double refFloatMin(double acc, double x) {
+double RefFloatMin(double acc, double x) {
   if (isnan(x)) return acc;
   if (isnan(acc)) return x;
   return x < acc ? x : acc;
 }
 
-uint64_t refElement(batonDataType_t dt, batonRedOp_t op, const std::vector<const uint8_t*>& srcs,
+uint64_t RefElement(batonDataType_t dt, batonRedOp_t op, const std::vector<const uint8_t*>& srcs,
                     size_t i, uint32_t divisor) {
   const size_t size = DatatypeSize(dt);
-  const Kind kind = kindOf(dt);
+  const Kind kind = KindOf(dt);
   const int n = static_cast<int>(srcs.size());
-  if (n == 1 && divisor <= 1) return loadRaw(srcs[0], size, i);  // copies move bits
-  if (!isFloatKind(kind)) {
-    const bool isSigned = kind == Kind::kSigned;
+  if (n == 1 && divisor <= 1) return LoadRaw(srcs[0], size, i);  // copies move bits
+  if (!IsFloatKind(kind)) {
+    const bool is_signed = kind == Kind::kSigned;
     // Sum and product modulo 2^64 reduce to the right value modulo 2^bits.
-    uint64_t acc = loadRaw(srcs[0], size, i);
-    if (isSigned) acc = static_cast<uint64_t>(signExtend(acc, size));
+    uint64_t acc = LoadRaw(srcs[0], size, i);
+    if (is_signed) acc = static_cast<uint64_t>(SignExtend(acc, size));
     for (int s = 1; s < n; ++s) {
-      uint64_t x = loadRaw(srcs[s], size, i);
-      if (isSigned) x = static_cast<uint64_t>(signExtend(x, size));
+      uint64_t x = LoadRaw(srcs[s], size, i);
+      if (is_signed) x = static_cast<uint64_t>(SignExtend(x, size));
       switch (op) {
         case batonProd:
           acc *= x;
           break;
         case batonMax:
-          if (isSigned ? static_cast<int64_t>(x) > static_cast<int64_t>(acc) : x > acc) acc = x;
+          if (is_signed ? static_cast<int64_t>(x) > static_cast<int64_t>(acc) : x > acc) acc = x;
           break;
         case batonMin:
-          if (isSigned ? static_cast<int64_t>(x) < static_cast<int64_t>(acc) : x < acc) acc = x;
+          if (is_signed ? static_cast<int64_t>(x) < static_cast<int64_t>(acc) : x < acc) acc = x;
           break;
         default:
           acc += x;
           break;
       }
     }
-    acc = truncateTo(acc, size);
+    acc = TruncateTo(acc, size);
     if (divisor > 1) {
-      if (isSigned) {
-        acc = static_cast<uint64_t>(signExtend(acc, size) / static_cast<int64_t>(divisor));
+      if (is_signed) {
+        acc = static_cast<uint64_t>(SignExtend(acc, size) / static_cast<int64_t>(divisor));
       } else {
         acc /= divisor;
       }
-      acc = truncateTo(acc, size);
+      acc = TruncateTo(acc, size);
     }
     return acc;
   }
-  double acc = decodeFloat(kind, loadRaw(srcs[0], size, i));
+  double acc = DecodeFloat(kind, LoadRaw(srcs[0], size, i));
   for (int s = 1; s < n; ++s) {
-    const double x = decodeFloat(kind, loadRaw(srcs[s], size, i));
+    const double x = DecodeFloat(kind, LoadRaw(srcs[s], size, i));
     switch (op) {
       case batonProd:
-        acc = roundAcc(kind, acc * x);
+        acc = RoundAcc(kind, acc * x);
         break;
       case batonMax:
-        acc = refFloatMax(acc, x);
+        acc = RefFloatMax(acc, x);
         break;
       case batonMin:
-        acc = refFloatMin(acc, x);
+        acc = RefFloatMin(acc, x);
         break;
       default:
-        acc = roundAcc(kind, acc + x);
+        acc = RoundAcc(kind, acc + x);
         break;
     }
   }
-  if (divisor > 1) acc = roundAcc(kind, acc / divisor);
-  return encodeFloat(kind, acc);
+  if (divisor > 1) acc = RoundAcc(kind, acc / divisor);
+  return EncodeFloat(kind, acc);
 }
 
 // Equal bits, or both NaN for float types (NaN payloads are not specified).
-bool sameElement(Kind kind, uint64_t a, uint64_t b) {
+bool SameElement(Kind kind, uint64_t a, uint64_t b) {
   if (a == b) return true;
-  return isFloatKind(kind) && isnan(decodeFloat(kind, a)) && isnan(decodeFloat(kind, b));
+  return IsFloatKind(kind) && isnan(DecodeFloat(kind, a)) && isnan(DecodeFloat(kind, b));
 }
 
 // ---- Test data -------------------------------------------------------------------
@@ -299,26 +299,26 @@ class FastRng {
 // Random element bits: mostly moderate values, with a share of arbitrary bit
 // patterns (wrapping, huge, subnormal, NaN) and of small values (ties for
 // max/min, negative sums for avg).
-uint64_t randomElement(batonDataType_t dt, FastRng& rng) {
+uint64_t RandomElement(batonDataType_t dt, FastRng& rng) {
   const uint64_t r = rng();
   const int pick = static_cast<int>(r % 100);
-  const Kind kind = kindOf(dt);
-  if (!isFloatKind(kind)) {
+  const Kind kind = KindOf(dt);
+  if (!IsFloatKind(kind)) {
     if (pick < 30) return static_cast<uint64_t>(static_cast<int64_t>(rng() % 7) - 3);
     return rng();
   }
   if (pick < 4) {
     static const double kSpecials[] = {NAN,  -NAN,        INFINITY, -INFINITY, 0.0,
                                        -0.0, FLT_MIN / 4, -DBL_MIN, 65504.0,   1e30};
-    return encodeFloat(kind, kSpecials[rng() % (sizeof(kSpecials) / sizeof(kSpecials[0]))]);
+    return EncodeFloat(kind, kSpecials[rng() % (sizeof(kSpecials) / sizeof(kSpecials[0]))]);
   }
   if (pick < 12) return rng();  // any bits (the caller truncates to the element size)
   // Uniform in [-10, 10) from the top 53 bits.
-  return encodeFloat(kind, static_cast<double>(rng() >> 11) * 0x1p-53 * 20.0 - 10.0);
+  return EncodeFloat(kind, static_cast<double>(rng() >> 11) * 0x1p-53 * 20.0 - 10.0);
 }
 
 // Byte storage with canaries around an element range that starts `offset`
-// bytes past a 64-byte boundary; checkCanaries() catches stray writes.
+// bytes past a 64-byte boundary; CheckCanaries() catches stray writes.
 class GuardedBuffer {
  public:
   static constexpr uint8_t kCanary = 0xa5;
@@ -331,7 +331,7 @@ class GuardedBuffer {
     begin_ = static_cast<size_t>(aligned - base) + offset;
   }
   uint8_t* data() { return storage_.data() + begin_; }
-  bool checkCanaries() const {
+  bool CheckCanaries() const {
     for (size_t i = 0; i < begin_; ++i) {
       if (storage_[i] != kCanary) return false;
     }
@@ -360,7 +360,7 @@ struct Case {
   Placement placement;
   uint32_t divisor;
 
-  std::string describe() const {
+  std::string Describe() const {
     static const char* kPlacement[] = {"separate", "dst0=src0", "dst0=srcLast", "dst1=src0"};
     return std::string(DatatypeName(dt)) + " " + RedOpName(op) + " nsrcs=" + std::to_string(nsrcs) +
            " ndsts=" + std::to_string(ndsts) + " count=" + std::to_string(count) +
@@ -372,50 +372,50 @@ struct Case {
 // Misaligned cases place every operand independently 1..63 bytes past a
 // 64-byte boundary (a multiple of the element size, as the API requires), so
 // sources and destinations are misaligned relative to each other as well.
-size_t operandOffset(const Case& c, size_t size, FastRng& rng) {
+size_t OperandOffset(const Case& c, size_t size, FastRng& rng) {
   if (!c.misaligned) return 0;
   return size * (1 + rng() % (63 / size));
 }
 
-// Source element bits for a case (truncated to the element size by storeRaw).
+// Source element bits for a case (truncated to the element size by StoreRaw).
 using ElementGenerator = uint64_t (*)(batonDataType_t, FastRng&);
 
-// Runs one reduceCopy case against the reference; reports the first mismatch.
-::testing::AssertionResult runCase(const Case& c, FastRng& rng,
-                                   ElementGenerator generate = randomElement) {
+// Runs one ReduceCopy case against the reference; reports the first mismatch.
+::testing::AssertionResult RunCase(const Case& c, FastRng& rng,
+                                   ElementGenerator generate = RandomElement) {
   const size_t size = DatatypeSize(c.dt);
   const size_t bytes = c.count * size;
-  std::vector<GuardedBuffer> srcBufs;
-  std::vector<GuardedBuffer> dstBufs;
-  srcBufs.reserve(c.nsrcs);
-  dstBufs.reserve(c.ndsts);
+  std::vector<GuardedBuffer> src_bufs;
+  std::vector<GuardedBuffer> dst_bufs;
+  src_bufs.reserve(c.nsrcs);
+  dst_bufs.reserve(c.ndsts);
   for (int s = 0; s < c.nsrcs; ++s) {
-    srcBufs.emplace_back(bytes, operandOffset(c, size, rng));
+    src_bufs.emplace_back(bytes, OperandOffset(c, size, rng));
     for (size_t i = 0; i < c.count; ++i) {
-      storeRaw(srcBufs[s].data(), size, i, generate(c.dt, rng));
+      StoreRaw(src_bufs[s].data(), size, i, generate(c.dt, rng));
     }
   }
-  for (int d = 0; d < c.ndsts; ++d) dstBufs.emplace_back(bytes, operandOffset(c, size, rng));
+  for (int d = 0; d < c.ndsts; ++d) dst_bufs.emplace_back(bytes, OperandOffset(c, size, rng));
 
   // Expected values from the untouched inputs, before any in-place call.
   std::vector<const uint8_t*> inputs;
-  for (auto& b : srcBufs) inputs.push_back(b.data());
+  for (auto& b : src_bufs) inputs.push_back(b.data());
   std::vector<uint64_t> expected(c.count);
-  for (size_t i = 0; i < c.count; ++i) expected[i] = refElement(c.dt, c.op, inputs, i, c.divisor);
+  for (size_t i = 0; i < c.count; ++i) expected[i] = RefElement(c.dt, c.op, inputs, i, c.divisor);
 
   ReduceCopyArgs args;
-  for (int s = 0; s < c.nsrcs; ++s) args.srcs[s] = srcBufs[s].data();
+  for (int s = 0; s < c.nsrcs; ++s) args.srcs[s] = src_bufs[s].data();
   args.nsrcs = c.nsrcs;
-  for (int d = 0; d < c.ndsts; ++d) args.dsts[d] = dstBufs[d].data();
+  for (int d = 0; d < c.ndsts; ++d) args.dsts[d] = dst_bufs[d].data();
   switch (c.placement) {
     case Placement::kDstIsFirstSrc:
-      args.dsts[0] = srcBufs[0].data();
+      args.dsts[0] = src_bufs[0].data();
       break;
     case Placement::kDstIsLastSrc:
-      args.dsts[0] = srcBufs[c.nsrcs - 1].data();
+      args.dsts[0] = src_bufs[c.nsrcs - 1].data();
       break;
     case Placement::kSecondDstIsFirstSrc:
-      if (c.ndsts == 2) args.dsts[1] = srcBufs[0].data();
+      if (c.ndsts == 2) args.dsts[1] = src_bufs[0].data();
       break;
     default:
       break;
@@ -424,28 +424,28 @@ using ElementGenerator = uint64_t (*)(batonDataType_t, FastRng&);
   args.count = c.count;
   args.datatype = c.dt;
   args.op = c.op;
-  args.postDivisor = c.divisor;
-  reduceCopy(args);
+  args.post_divisor = c.divisor;
+  ReduceCopy(args);
 
-  const Kind kind = kindOf(c.dt);
+  const Kind kind = KindOf(c.dt);
   for (int d = 0; d < c.ndsts; ++d) {
     const uint8_t* out = static_cast<const uint8_t*>(args.dsts[d]);
     for (size_t i = 0; i < c.count; ++i) {
-      const uint64_t got = loadRaw(out, size, i);
-      if (!sameElement(kind, got, expected[i])) {
+      const uint64_t got = LoadRaw(out, size, i);
+      if (!SameElement(kind, got, expected[i])) {
         char msg[128];
         snprintf(msg, sizeof(msg), ": dst %d element %zu got 0x%llx want 0x%llx", d, i,
                  static_cast<unsigned long long>(got),
                  static_cast<unsigned long long>(expected[i]));
-        return ::testing::AssertionFailure() << c.describe() << msg;
+        return ::testing::AssertionFailure() << c.Describe() << msg;
       }
     }
   }
-  for (auto& b : srcBufs) {
-    if (!b.checkCanaries()) return ::testing::AssertionFailure() << c.describe() << ": src overrun";
+  for (auto& b : src_bufs) {
+    if (!b.CheckCanaries()) return ::testing::AssertionFailure() << c.Describe() << ": src overrun";
   }
-  for (auto& b : dstBufs) {
-    if (!b.checkCanaries()) return ::testing::AssertionFailure() << c.describe() << ": dst overrun";
+  for (auto& b : dst_bufs) {
+    if (!b.CheckCanaries()) return ::testing::AssertionFailure() << c.Describe() << ": dst overrun";
   }
   return ::testing::AssertionSuccess();
 }
@@ -453,7 +453,7 @@ using ElementGenerator = uint64_t (*)(batonDataType_t, FastRng&);
 // Stops a sweep after a few failures so one bug does not print thousands.
 class FailureBudget {
  public:
-  bool check(const ::testing::AssertionResult& r) {
+  bool Check(const ::testing::AssertionResult& r) {
     if (!r) {
       ADD_FAILURE() << r.message();
       ++failures_;
@@ -469,37 +469,37 @@ class FailureBudget {
 
 TEST(HalfConversion, ToFloatExhaustive) {
   for (uint32_t b = 0; b < 65536; ++b) {
-    const float got = halfToFloat(half_t{static_cast<uint16_t>(b)});
-    const float want = refHalfToFloat(static_cast<uint16_t>(b));
+    const float got = HalfToFloat(half_t{static_cast<uint16_t>(b)});
+    const float want = RefHalfToFloat(static_cast<uint16_t>(b));
     // Exact bits, NaNs included: both keep the payload and set the quiet bit.
-    ASSERT_EQ(bitsOf(got), bitsOf(want)) << "half 0x" << std::hex << b;
+    ASSERT_EQ(BitsOf(got), BitsOf(want)) << "half 0x" << std::hex << b;
   }
 }
 
 TEST(HalfConversion, RoundTripExhaustive) {
   for (uint32_t b = 0; b < 65536; ++b) {
     const uint16_t h = static_cast<uint16_t>(b);
-    const uint16_t back = floatToHalf(halfToFloat(half_t{h})).bits;
-    const bool isNan = (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
+    const uint16_t back = FloatToHalf(HalfToFloat(half_t{h})).bits;
+    const bool is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
     // A NaN comes back quiet with its sign and payload; everything else exactly.
-    const uint16_t want = isNan ? static_cast<uint16_t>(h | 0x0200) : h;
+    const uint16_t want = is_nan ? static_cast<uint16_t>(h | 0x0200) : h;
     ASSERT_EQ(back, want) << "half 0x" << std::hex << b;
   }
 }
 
 // Floats around every half boundary: each half value, the midpoints to its
 // neighbours (the ties) and a few ulps either side, with both signs.
-std::vector<float> halfBoundaryFloats() {
+std::vector<float> HalfBoundaryFloats() {
   std::vector<float> out;
   for (uint32_t h = 0; h < 0x7c00; ++h) {
-    const float lo = refHalfToFloat(static_cast<uint16_t>(h));
-    const float hi = h + 1 == 0x7c00 ? 65536.0f : refHalfToFloat(static_cast<uint16_t>(h + 1));
+    const float lo = RefHalfToFloat(static_cast<uint16_t>(h));
+    const float hi = h + 1 == 0x7c00 ? 65536.0f : RefHalfToFloat(static_cast<uint16_t>(h + 1));
     const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);  // exact in float
     for (float base : {lo, mid}) {
-      uint32_t u = bitsOf(base);
+      uint32_t u = BitsOf(base);
       for (uint32_t k = u > 2 ? u - 2 : 0; k <= u + 2; ++k) {
-        out.push_back(floatOf(k));
-        out.push_back(-floatOf(k));
+        out.push_back(FloatOf(k));
+        out.push_back(-FloatOf(k));
       }
     }
   }
@@ -508,51 +508,51 @@ std::vector<float> halfBoundaryFloats() {
 
 TEST(HalfConversion, FromFloatRoundsToNearestEven) {
   // Hand-checked landmarks, so a failure here reads without a reference.
-  EXPECT_EQ(floatToHalf(1.0f).bits, 0x3c00);
-  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f).bits, 0x3c00);      // tie, even below
-  EXPECT_EQ(floatToHalf(1.0f + 3 * 0x1p-11f).bits, 0x3c02);  // tie, even above
-  EXPECT_EQ(floatToHalf(1.0f + 0x1p-11f + 0x1p-23f).bits, 0x3c01);
-  EXPECT_EQ(floatToHalf(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(floatToHalf(65519.996f).bits, 0x7bff);
-  EXPECT_EQ(floatToHalf(65520.0f).bits, 0x7c00);  // tie with 65536 rounds to Inf
-  EXPECT_EQ(floatToHalf(-1e10f).bits, 0xfc00);
-  EXPECT_EQ(floatToHalf(INFINITY).bits, 0x7c00);
-  EXPECT_EQ(floatToHalf(0x1p-24f).bits, 0x0001);    // smallest subnormal
-  EXPECT_EQ(floatToHalf(0x1p-25f).bits, 0x0000);    // tie with 0 rounds to even 0
-  EXPECT_EQ(floatToHalf(0x1.8p-24f).bits, 0x0002);  // tie 1.5 ulp rounds to even 2
-  EXPECT_EQ(floatToHalf(0x1.000002p-25f).bits, 0x0001);
-  EXPECT_EQ(floatToHalf(0x1.ffcp-15f).bits, 0x0400);  // subnormal tie rounding up to normal
-  EXPECT_EQ(floatToHalf(-0.0f).bits, 0x8000);
-  EXPECT_EQ(floatToHalf(FLT_MIN / 2).bits, 0x0000);  // float subnormal
-  const uint16_t nan = floatToHalf(NAN).bits;
+  EXPECT_EQ(FloatToHalf(1.0f).bits, 0x3c00);
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f).bits, 0x3c00);      // tie, even below
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f).bits, 0x3c02);  // tie, even above
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-23f).bits, 0x3c01);
+  EXPECT_EQ(FloatToHalf(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(FloatToHalf(65519.996f).bits, 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f).bits, 0x7c00);  // tie with 65536 rounds to Inf
+  EXPECT_EQ(FloatToHalf(-1e10f).bits, 0xfc00);
+  EXPECT_EQ(FloatToHalf(INFINITY).bits, 0x7c00);
+  EXPECT_EQ(FloatToHalf(0x1p-24f).bits, 0x0001);    // smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1p-25f).bits, 0x0000);    // tie with 0 rounds to even 0
+  EXPECT_EQ(FloatToHalf(0x1.8p-24f).bits, 0x0002);  // tie 1.5 ulp rounds to even 2
+  EXPECT_EQ(FloatToHalf(0x1.000002p-25f).bits, 0x0001);
+  EXPECT_EQ(FloatToHalf(0x1.ffcp-15f).bits, 0x0400);  // subnormal tie rounding up to normal
+  EXPECT_EQ(FloatToHalf(-0.0f).bits, 0x8000);
+  EXPECT_EQ(FloatToHalf(FLT_MIN / 2).bits, 0x0000);  // float subnormal
+  const uint16_t nan = FloatToHalf(NAN).bits;
   EXPECT_EQ(nan & 0x7c00, 0x7c00);
   EXPECT_NE(nan & 0x0200, 0);                                         // quiet
-  EXPECT_EQ(floatToHalf(floatOf(0x7f800001)).bits & 0x7e00, 0x7e00);  // sNaN stays NaN
+  EXPECT_EQ(FloatToHalf(FloatOf(0x7f800001)).bits & 0x7e00, 0x7e00);  // sNaN stays NaN
 
-  for (float f : halfBoundaryFloats()) {
-    ASSERT_EQ(floatToHalf(f).bits, refFloatToHalf(f)) << std::hexfloat << f;
+  for (float f : HalfBoundaryFloats()) {
+    ASSERT_EQ(FloatToHalf(f).bits, RefFloatToHalf(f)) << std::hexfloat << f;
   }
   // A stride through every exponent and sign, NaNs included, then random bits.
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
-    const float f = floatOf(static_cast<uint32_t>(u));
-    ASSERT_EQ(floatToHalf(f).bits, refFloatToHalf(f)) << "float bits 0x" << std::hex << u;
+    const float f = FloatOf(static_cast<uint32_t>(u));
+    ASSERT_EQ(FloatToHalf(f).bits, RefFloatToHalf(f)) << "float bits 0x" << std::hex << u;
   }
   std::mt19937 rng(1);
   for (int i = 0; i < 2000000; ++i) {
-    const float f = floatOf(rng());
-    ASSERT_EQ(floatToHalf(f).bits, refFloatToHalf(f)) << "float bits 0x" << std::hex << bitsOf(f);
+    const float f = FloatOf(rng());
+    ASSERT_EQ(FloatToHalf(f).bits, RefFloatToHalf(f)) << "float bits 0x" << std::hex << BitsOf(f);
   }
 }
 
 TEST(Bf16Conversion, ToFloatExhaustive) {
   for (uint32_t b = 0; b < 65536; ++b) {
-    const float got = bf16ToFloat(bfloat16_t{static_cast<uint16_t>(b)});
-    const double want = refBf16ToDouble(static_cast<uint16_t>(b));
+    const float got = Bf16ToFloat(bfloat16_t{static_cast<uint16_t>(b)});
+    const double want = RefBf16ToDouble(static_cast<uint16_t>(b));
     if (isnan(want)) {
       // Widening is a plain shift: the NaN keeps its exact bits.
-      ASSERT_EQ(bitsOf(got), b << 16) << "bf16 0x" << std::hex << b;
+      ASSERT_EQ(BitsOf(got), b << 16) << "bf16 0x" << std::hex << b;
     } else {
-      ASSERT_EQ(bitsOf(got), bitsOf(static_cast<float>(want))) << "bf16 0x" << std::hex << b;
+      ASSERT_EQ(BitsOf(got), BitsOf(static_cast<float>(want))) << "bf16 0x" << std::hex << b;
     }
   }
 }
@@ -560,49 +560,49 @@ TEST(Bf16Conversion, ToFloatExhaustive) {
 TEST(Bf16Conversion, RoundTripExhaustive) {
   for (uint32_t b = 0; b < 65536; ++b) {
     const uint16_t h = static_cast<uint16_t>(b);
-    const uint16_t back = floatToBf16(bf16ToFloat(bfloat16_t{h})).bits;
-    const bool isNan = (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
-    ASSERT_EQ(back, isNan ? static_cast<uint16_t>(h | 0x40) : h) << "bf16 0x" << std::hex << b;
+    const uint16_t back = FloatToBf16(Bf16ToFloat(bfloat16_t{h})).bits;
+    const bool is_nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+    ASSERT_EQ(back, is_nan ? static_cast<uint16_t>(h | 0x40) : h) << "bf16 0x" << std::hex << b;
   }
 }
 
 TEST(Bf16Conversion, FromFloatRoundsToNearestEven) {
-  EXPECT_EQ(floatToBf16(1.0f).bits, 0x3f80);
-  EXPECT_EQ(floatToBf16(1.0f + 0x1p-8f).bits, 0x3f80);      // tie, even below
-  EXPECT_EQ(floatToBf16(1.0f + 3 * 0x1p-8f).bits, 0x3f82);  // tie, even above
-  EXPECT_EQ(floatToBf16(FLT_MAX).bits, 0x7f80);             // rounds past the largest bf16
-  EXPECT_EQ(floatToBf16(floatOf(0x7f7f7fff)).bits, 0x7f7f);
-  EXPECT_EQ(floatToBf16(floatOf(0x00008000)).bits, 0x0000);  // subnormal tie to even 0
-  EXPECT_EQ(floatToBf16(floatOf(0x00018000)).bits, 0x0002);  // subnormal tie to even 2
-  EXPECT_EQ(floatToBf16(floatOf(0x007fffff)).bits, 0x0080);  // subnormal up to FLT_MIN
-  EXPECT_EQ(floatToBf16(-INFINITY).bits, 0xff80);
-  EXPECT_EQ(floatToBf16(floatOf(0x7f800001)).bits, 0x7fc0);  // sNaN with low payload stays NaN
-  EXPECT_EQ(floatToBf16(floatOf(0xffffffff)).bits, 0xffff);  // no carry out of a NaN
+  EXPECT_EQ(FloatToBf16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(FloatToBf16(1.0f + 0x1p-8f).bits, 0x3f80);      // tie, even below
+  EXPECT_EQ(FloatToBf16(1.0f + 3 * 0x1p-8f).bits, 0x3f82);  // tie, even above
+  EXPECT_EQ(FloatToBf16(FLT_MAX).bits, 0x7f80);             // rounds past the largest bf16
+  EXPECT_EQ(FloatToBf16(FloatOf(0x7f7f7fff)).bits, 0x7f7f);
+  EXPECT_EQ(FloatToBf16(FloatOf(0x00008000)).bits, 0x0000);  // subnormal tie to even 0
+  EXPECT_EQ(FloatToBf16(FloatOf(0x00018000)).bits, 0x0002);  // subnormal tie to even 2
+  EXPECT_EQ(FloatToBf16(FloatOf(0x007fffff)).bits, 0x0080);  // subnormal up to FLT_MIN
+  EXPECT_EQ(FloatToBf16(-INFINITY).bits, 0xff80);
+  EXPECT_EQ(FloatToBf16(FloatOf(0x7f800001)).bits, 0x7fc0);  // sNaN with low payload stays NaN
+  EXPECT_EQ(FloatToBf16(FloatOf(0xffffffff)).bits, 0xffff);  // no carry out of a NaN
 
   auto check = [](float f) {
-    const uint16_t got = floatToBf16(f).bits;
-    const uint16_t want = refFloatToBf16(f);
+    const uint16_t got = FloatToBf16(f).bits;
+    const uint16_t want = RefFloatToBf16(f);
     if (isnan(f)) {
       EXPECT_EQ(got & 0xffc0, want & 0xffc0) << std::hexfloat << f;  // sign, exponent, quiet
       return ::testing::Test::HasFailure();
     }
-    EXPECT_EQ(got, want) << "float bits 0x" << std::hex << bitsOf(f);
+    EXPECT_EQ(got, want) << "float bits 0x" << std::hex << BitsOf(f);
     return ::testing::Test::HasFailure();
   };
   for (uint32_t h = 0; h < 0x7f80; ++h) {
     // Each bf16 value and the tie above it, a few ulps either side, both signs.
     for (uint32_t base : {h << 16, (h << 16) | 0x8000}) {
       for (uint32_t k = base > 2 ? base - 2 : 0; k <= base + 2; ++k) {
-        if (check(floatOf(k)) || check(-floatOf(k))) return;
+        if (check(FloatOf(k)) || check(-FloatOf(k))) return;
       }
     }
   }
   for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
-    if (check(floatOf(static_cast<uint32_t>(u)))) return;
+    if (check(FloatOf(static_cast<uint32_t>(u)))) return;
   }
   std::mt19937 rng(2);
   for (int i = 0; i < 2000000; ++i) {
-    if (check(floatOf(rng()))) return;
+    if (check(FloatOf(rng()))) return;
   }
 }
 
@@ -617,25 +617,25 @@ TEST(ReduceOps, IntegerWrapAndDivision) {
   EXPECT_EQ(FuncProd<int64_t>()(INT64_MIN, -1), INT64_MIN);
   EXPECT_EQ(FuncSum<uint64_t>()(UINT64_MAX, 2), 1u);
   // C division: truncation toward zero, never an unsigned conversion.
-  EXPECT_EQ(postDivide<int32_t>(-7, 2), -3);
-  EXPECT_EQ(postDivide<int8_t>(-128, 200), 0);
-  EXPECT_EQ(postDivide<int64_t>(INT64_MIN, 2), INT64_MIN / 2);
-  EXPECT_EQ(postDivide<uint8_t>(255, 2), 127);
+  EXPECT_EQ(PostDivide<int32_t>(-7, 2), -3);
+  EXPECT_EQ(PostDivide<int8_t>(-128, 200), 0);
+  EXPECT_EQ(PostDivide<int64_t>(INT64_MIN, 2), INT64_MIN / 2);
+  EXPECT_EQ(PostDivide<uint8_t>(255, 2), 127);
 }
 
 TEST(ReduceOps, FloatMaxMinIgnoreNan) {
-  const FuncMax<float> fmaxOp;
-  const FuncMin<float> fminOp;
-  EXPECT_EQ(fmaxOp(NAN, 1.0f), 1.0f);
-  EXPECT_EQ(fmaxOp(1.0f, NAN), 1.0f);
-  EXPECT_TRUE(isnan(fmaxOp(NAN, NAN)));
-  EXPECT_EQ(fminOp(NAN, -1.0f), -1.0f);
-  EXPECT_EQ(fminOp(-INFINITY, NAN), -INFINITY);
+  const FuncMax<float> fmax_op;
+  const FuncMin<float> fmin_op;
+  EXPECT_EQ(fmax_op(NAN, 1.0f), 1.0f);
+  EXPECT_EQ(fmax_op(1.0f, NAN), 1.0f);
+  EXPECT_TRUE(isnan(fmax_op(NAN, NAN)));
+  EXPECT_EQ(fmin_op(NAN, -1.0f), -1.0f);
+  EXPECT_EQ(fmin_op(-INFINITY, NAN), -INFINITY);
   // Ties keep the left operand: the sign of zero follows the source order.
-  EXPECT_FALSE(signbit(fmaxOp(0.0f, -0.0f)));
-  EXPECT_TRUE(signbit(fmaxOp(-0.0f, 0.0f)));
-  EXPECT_TRUE(signbit(fminOp(-0.0f, 0.0f)));
-  EXPECT_FALSE(signbit(fminOp(0.0f, -0.0f)));
+  EXPECT_FALSE(signbit(fmax_op(0.0f, -0.0f)));
+  EXPECT_TRUE(signbit(fmax_op(-0.0f, 0.0f)));
+  EXPECT_TRUE(signbit(fmin_op(-0.0f, 0.0f)));
+  EXPECT_FALSE(signbit(fmin_op(0.0f, -0.0f)));
 }
 
 TEST(ReduceOps, Names) {
@@ -652,22 +652,22 @@ TEST(ReduceOps, Names) {
   EXPECT_EQ(DatatypeSize(batonNumTypes), 0u);
 }
 
-// ---- reduceCopy sweep -------------------------------------------------------------
+// ---- ReduceCopy sweep -------------------------------------------------------------
 
 // Parameterized by datatype and kernel level: each test runs with that level
-// forced (setCpuKernelLevel), or skips when the CPU lacks it.
+// forced (SetCpuKernelLevel), or skips when the CPU lacks it.
 class ReduceCopyTest
     : public ::testing::TestWithParam<std::tuple<batonDataType_t, CpuKernelLevel>> {
  protected:
   void SetUp() override {
-    saved_ = cpuKernelLevel();
+    saved_ = CurrentCpuKernelLevel();
     const CpuKernelLevel level = std::get<1>(GetParam());
-    if (!cpuKernelLevelAvailable(level)) {
-      GTEST_SKIP() << "this CPU lacks " << cpuKernelLevelName(level);
+    if (!CpuKernelLevelAvailable(level)) {
+      GTEST_SKIP() << "this CPU lacks " << CpuKernelLevelName(level);
     }
-    ASSERT_TRUE(setCpuKernelLevel(level));
+    ASSERT_TRUE(SetCpuKernelLevel(level));
   }
-  void TearDown() override { setCpuKernelLevel(saved_); }
+  void TearDown() override { SetCpuKernelLevel(saved_); }
   static batonDataType_t datatype() { return std::get<0>(GetParam()); }
 
  private:
@@ -695,7 +695,7 @@ TEST_P(ReduceCopyTest, AllShapes) {
           } else if ((count >> 3) % 3 == 0) {
             c.divisor = 3;  // the divisor applies after any op
           }
-          if (!budget.check(runCase(c, rng))) return;
+          if (!budget.Check(RunCase(c, rng))) return;
         }
       }
     }
@@ -720,7 +720,7 @@ TEST_P(ReduceCopyTest, LargeCount) {
   };
   FailureBudget budget;
   for (const Case& c : cases) {
-    if (!budget.check(runCase(c, rng))) return;
+    if (!budget.Check(RunCase(c, rng))) return;
   }
 }
 
@@ -731,8 +731,8 @@ TEST_P(ReduceCopyTest, LargeCount) {
 TEST_P(ReduceCopyTest, StreamingStores) {
   const batonDataType_t dt = datatype();
   FastRng rng(7000 + dt);
-  const size_t savedNt = simdNonTemporalMinBytes();
-  setSimdNonTemporalMinBytes(0);
+  const size_t saved_nt = SimdNonTemporalMinBytes();
+  SetSimdNonTemporalMinBytes(0);
   FailureBudget budget;
   for (batonRedOp_t op : kAllOps) {
     for (auto [nsrcs, ndsts] : {std::pair{2, 1}, std::pair{3, 2}}) {
@@ -742,61 +742,61 @@ TEST_P(ReduceCopyTest, StreamingStores) {
               count % 2 == 0 ? Placement::kSeparate : Placement::kSecondDstIsFirstSrc;
           const uint32_t divisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
           Case c{dt, op, nsrcs, ndsts, count, misaligned, placement, divisor};
-          if (!budget.check(runCase(c, rng))) break;
+          if (!budget.Check(RunCase(c, rng))) break;
         }
       }
     }
   }
-  setSimdNonTemporalMinBytes(savedNt);
+  SetSimdNonTemporalMinBytes(saved_nt);
 }
 
-// reduceInto with every aliasing of dst to its operands; values are drawn
+// ReduceInto with every aliasing of dst to its operands; values are drawn
 // from a tiny set so NaN, +-0 and ties are frequent, which exposes any swap of
 // the operand order in the in-place paths.
 TEST_P(ReduceCopyTest, ReduceIntoAliasing) {
   const batonDataType_t dt = datatype();
   const size_t size = DatatypeSize(dt);
-  const Kind kind = kindOf(dt);
+  const Kind kind = KindOf(dt);
   constexpr size_t kCount = 1031;
   FastRng rng(3000 + dt);
   for (batonRedOp_t op : kAllOps) {
     std::vector<uint8_t> a(kCount * size), b(kCount * size);
     for (size_t i = 0; i < kCount; ++i) {
       static const double kSmall[] = {NAN, -NAN, 0.0, -0.0, 1.0, -1.0, 2.0};
-      const uint64_t va = isFloatKind(kind) ? encodeFloat(kind, kSmall[rng() % 7]) : rng() % 4;
-      const uint64_t vb = isFloatKind(kind) ? encodeFloat(kind, kSmall[rng() % 7]) : rng() % 4;
-      storeRaw(a.data(), size, i, va);
-      storeRaw(b.data(), size, i, vb);
+      const uint64_t va = IsFloatKind(kind) ? EncodeFloat(kind, kSmall[rng() % 7]) : rng() % 4;
+      const uint64_t vb = IsFloatKind(kind) ? EncodeFloat(kind, kSmall[rng() % 7]) : rng() % 4;
+      StoreRaw(a.data(), size, i, va);
+      StoreRaw(b.data(), size, i, vb);
     }
     const uint32_t divisor = op == batonAvg ? 2 : 0;
     const std::vector<const uint8_t*> ab = {a.data(), b.data()};
     const std::vector<const uint8_t*> aa = {a.data(), a.data()};
-    std::vector<uint64_t> wantAb(kCount), wantAa(kCount);
+    std::vector<uint64_t> want_ab(kCount), want_aa(kCount);
     for (size_t i = 0; i < kCount; ++i) {
-      wantAb[i] = refElement(dt, op, ab, i, divisor);
-      wantAa[i] = refElement(dt, op, aa, i, divisor);
+      want_ab[i] = RefElement(dt, op, ab, i, divisor);
+      want_aa[i] = RefElement(dt, op, aa, i, divisor);
     }
-    auto expectOut = [&](const std::vector<uint8_t>& out, const std::vector<uint64_t>& want,
-                         const char* what) {
+    auto expect_out = [&](const std::vector<uint8_t>& out, const std::vector<uint64_t>& want,
+                          const char* what) {
       for (size_t i = 0; i < kCount; ++i) {
-        ASSERT_TRUE(sameElement(kind, loadRaw(out.data(), size, i), want[i]))
+        ASSERT_TRUE(SameElement(kind, LoadRaw(out.data(), size, i), want[i]))
             << DatatypeName(dt) << " " << RedOpName(op) << " " << what << " element " << i;
       }
     };
     std::vector<uint8_t> out(kCount * size);
-    reduceInto(out.data(), a.data(), b.data(), kCount, dt, op, divisor);
-    expectOut(out, wantAb, "dst separate");
+    ReduceInto(out.data(), a.data(), b.data(), kCount, dt, op, divisor);
+    expect_out(out, want_ab, "dst separate");
     std::vector<uint8_t> io = a;
-    reduceInto(io.data(), io.data(), b.data(), kCount, dt, op, divisor);
-    expectOut(io, wantAb, "dst == a");
+    ReduceInto(io.data(), io.data(), b.data(), kCount, dt, op, divisor);
+    expect_out(io, want_ab, "dst == a");
     io = b;
-    reduceInto(io.data(), a.data(), io.data(), kCount, dt, op, divisor);
-    expectOut(io, wantAb, "dst == b");
-    reduceInto(out.data(), a.data(), a.data(), kCount, dt, op, divisor);
-    expectOut(out, wantAa, "a == b");
+    ReduceInto(io.data(), a.data(), io.data(), kCount, dt, op, divisor);
+    expect_out(io, want_ab, "dst == b");
+    ReduceInto(out.data(), a.data(), a.data(), kCount, dt, op, divisor);
+    expect_out(out, want_aa, "a == b");
     io = a;
-    reduceInto(io.data(), io.data(), io.data(), kCount, dt, op, divisor);
-    expectOut(io, wantAa, "dst == a == b");
+    ReduceInto(io.data(), io.data(), io.data(), kCount, dt, op, divisor);
+    expect_out(io, want_aa, "dst == a == b");
   }
 }
 
@@ -808,7 +808,7 @@ TEST_P(ReduceCopyTest, ReduceIntoAliasing) {
 // its neighbour (for rounding ties); for integers the extremes and small
 // values. Entries wider than the element are truncated, so only each type's
 // own row matters.
-uint64_t specialElement(batonDataType_t dt, FastRng& rng) {
+uint64_t SpecialElement(batonDataType_t dt, FastRng& rng) {
   static const std::vector<uint64_t> kHalf = {
       0x0000, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0xfe01, 0x7c01, 0xfd55, 0x0001, 0x8001,
       0x03ff, 0x83ff, 0x0400, 0x7bff, 0xfbff, 0x3c00, 0xbc00, 0x3c01, 0x1400, 0x6800};
@@ -840,7 +840,7 @@ uint64_t specialElement(batonDataType_t dt, FastRng& rng) {
                                              0xfffffffffffffffe,
                                              0x100000001};
   const std::vector<uint64_t>* pool = &kInt;
-  switch (kindOf(dt)) {
+  switch (KindOf(dt)) {
     case Kind::kHalf:
       pool = &kHalf;
       break;
@@ -857,11 +857,11 @@ uint64_t specialElement(batonDataType_t dt, FastRng& rng) {
       break;
   }
   // A few ordinary values too, so specials meet finite operands.
-  if (rng() % 8 == 0) return randomElement(dt, rng);
+  if (rng() % 8 == 0) return RandomElement(dt, rng);
   return (*pool)[rng() % pool->size()];
 }
 
-// Every op x nsrcs x ndsts over operands drawn mostly from specialElement.
+// Every op x nsrcs x ndsts over operands drawn mostly from SpecialElement.
 TEST_P(ReduceCopyTest, SpecialValues) {
   const batonDataType_t dt = datatype();
   FastRng rng(5000 + dt);
@@ -872,7 +872,7 @@ TEST_P(ReduceCopyTest, SpecialValues) {
         for (uint32_t divisor : {0u, 3u}) {
           for (size_t count : {size_t{200}, size_t{301}}) {
             Case c{dt, op, nsrcs, ndsts, count, count % 2 == 1, Placement::kSeparate, divisor};
-            if (!budget.check(runCase(c, rng, specialElement))) return;
+            if (!budget.Check(RunCase(c, rng, SpecialElement))) return;
           }
         }
       }
@@ -880,7 +880,7 @@ TEST_P(ReduceCopyTest, SpecialValues) {
   }
 }
 
-// The selected level against the portable core itself (reduceCopyRange run
+// The selected level against the portable core itself (ReduceCopyRange run
 // as a plain loop), bit for bit. For max/min and for copies even NaN payloads
 // must agree: the core's choice of operand is fully specified there. Sums and
 // products of two NaNs may carry either payload (the core leaves it open), so
@@ -890,7 +890,7 @@ TEST_P(ReduceCopyTest, SpecialValues) {
 TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
   const batonDataType_t dt = datatype();
   const size_t size = DatatypeSize(dt);
-  const Kind kind = kindOf(dt);
+  const Kind kind = KindOf(dt);
   FastRng rng(6000 + dt);
   const bool is16 = kind == Kind::kHalf || kind == Kind::kBf16;
   constexpr size_t kCount = 65536 + 37;
@@ -902,9 +902,9 @@ TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
           std::vector<std::vector<uint8_t>> srcs(nsrcs, std::vector<uint8_t>(kCount * size));
           for (int s = 0; s < nsrcs; ++s) {
             for (size_t i = 0; i < kCount; ++i) {
-              uint64_t v = run == 0 ? rng() : specialElement(dt, rng);
+              uint64_t v = run == 0 ? rng() : SpecialElement(dt, rng);
               if (exhaustive16) v = s == 0 ? (i & 0xffff) : 0x8000;  // x op -0
-              storeRaw(srcs[s].data(), size, i, v);
+              StoreRaw(srcs[s].data(), size, i, v);
             }
           }
           std::vector<uint8_t> got(kCount * size), want(kCount * size);
@@ -916,22 +916,22 @@ TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
           args.count = kCount;
           args.datatype = dt;
           args.op = op;
-          args.postDivisor = divisor;
-          reduceCopy(args);
-          ASSERT_TRUE(dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
-            using T = typename decltype(typeTag)::type;
-            using Op = typename decltype(opTag)::type;
-            const T* typedSrcs[kMaxReduceSrcs];
+          args.post_divisor = divisor;
+          ReduceCopy(args);
+          ASSERT_TRUE(DispatchReduce(dt, op, [&](auto type_tag, auto op_tag) {
+            using T = typename decltype(type_tag)::type;
+            using Op = typename decltype(op_tag)::type;
+            const T* typed_srcs[kMaxReduceSrcs];
             for (int s = 0; s < nsrcs; ++s)
-              typedSrcs[s] = reinterpret_cast<const T*>(srcs[s].data());
-            T* typedDst = reinterpret_cast<T*>(want.data());
-            reduceCopyRange<T, Op>(typedSrcs, nsrcs, &typedDst, 1, 0, kCount, 1, divisor);
+              typed_srcs[s] = reinterpret_cast<const T*>(srcs[s].data());
+            T* typed_dst = reinterpret_cast<T*>(want.data());
+            ReduceCopyRange<T, Op>(typed_srcs, nsrcs, &typed_dst, 1, 0, kCount, 1, divisor);
           }));
-          const bool payloadsFree = op == batonSum || op == batonProd || op == batonAvg;
+          const bool payloads_free = op == batonSum || op == batonProd || op == batonAvg;
           for (size_t i = 0; i < kCount; ++i) {
-            const uint64_t g = loadRaw(got.data(), size, i);
-            const uint64_t w = loadRaw(want.data(), size, i);
-            const bool ok = g == w || (payloadsFree && sameElement(kind, g, w));
+            const uint64_t g = LoadRaw(got.data(), size, i);
+            const uint64_t w = LoadRaw(want.data(), size, i);
+            const bool ok = g == w || (payloads_free && SameElement(kind, g, w));
             ASSERT_TRUE(ok) << DatatypeName(dt) << " " << RedOpName(op) << " nsrcs=" << nsrcs
                             << " div=" << divisor << " run=" << run << " element " << i << std::hex
                             << ": got 0x" << g << " want 0x" << w;
@@ -945,36 +945,36 @@ TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
 // ---- Kernel levels -------------------------------------------------------------------
 
 TEST(KernelLevel, SelectionApi) {
-  const CpuKernelLevel saved = cpuKernelLevel();
-  EXPECT_TRUE(cpuKernelLevelAvailable(CpuKernelLevel::kPortable));
-  EXPECT_TRUE(cpuKernelLevelAvailable(bestCpuKernelLevel()));
-  EXPECT_FALSE(cpuKernelLevelAvailable(static_cast<CpuKernelLevel>(7)));
-  EXPECT_FALSE(setCpuKernelLevel(static_cast<CpuKernelLevel>(7)));
-  EXPECT_EQ(cpuKernelLevel(), saved);  // a refused request changes nothing
-  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kPortable), "portable");
-  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kAvx2), "avx2");
-  EXPECT_STREQ(cpuKernelLevelName(CpuKernelLevel::kAvx512), "avx512");
-  EXPECT_STREQ(cpuKernelLevelName(static_cast<CpuKernelLevel>(-1)), "invalid");
+  const CpuKernelLevel saved = CurrentCpuKernelLevel();
+  EXPECT_TRUE(CpuKernelLevelAvailable(CpuKernelLevel::kPortable));
+  EXPECT_TRUE(CpuKernelLevelAvailable(BestCpuKernelLevel()));
+  EXPECT_FALSE(CpuKernelLevelAvailable(static_cast<CpuKernelLevel>(7)));
+  EXPECT_FALSE(SetCpuKernelLevel(static_cast<CpuKernelLevel>(7)));
+  EXPECT_EQ(CurrentCpuKernelLevel(), saved);  // a refused request changes nothing
+  EXPECT_STREQ(CpuKernelLevelName(CpuKernelLevel::kPortable), "portable");
+  EXPECT_STREQ(CpuKernelLevelName(CpuKernelLevel::kAvx2), "avx2");
+  EXPECT_STREQ(CpuKernelLevelName(CpuKernelLevel::kAvx512), "avx512");
+  EXPECT_STREQ(CpuKernelLevelName(static_cast<CpuKernelLevel>(-1)), "invalid");
   for (CpuKernelLevel level : kAllLevels) {
-    if (!cpuKernelLevelAvailable(level)) continue;
-    EXPECT_TRUE(setCpuKernelLevel(level));
-    EXPECT_EQ(cpuKernelLevel(), level);
+    if (!CpuKernelLevelAvailable(level)) continue;
+    EXPECT_TRUE(SetCpuKernelLevel(level));
+    EXPECT_EQ(CurrentCpuKernelLevel(), level);
   }
   // Without BATON_KERNELS (as meson test runs it) the default is the best.
   if (getenv("BATON_KERNELS") == nullptr) {
-    EXPECT_EQ(saved, bestCpuKernelLevel());
+    EXPECT_EQ(saved, BestCpuKernelLevel());
   }
-  setCpuKernelLevel(saved);
+  SetCpuKernelLevel(saved);
 }
 
 // ---- Grid emulation ----------------------------------------------------------------
 
-// Runs reduceCopyRange the way a CUDA kernel's grid-stride loop does: one
+// Runs ReduceCopyRange the way a CUDA kernel's grid-stride loop does: one
 // call per (block, thread) with begin = block * blockDim + thread and
 // stride = grid * blockDim. The calls are sequential here, but as on a GPU
 // each covers a disjoint set of indices, so their order does not matter.
 template <typename T, typename Op>
-void emulateGrid(const ReduceCopyArgs& args, int grid, int block) {
+void EmulateGrid(const ReduceCopyArgs& args, int grid, int block) {
   const T* srcs[kMaxReduceSrcs];
   T* dsts[kMaxReduceDsts];
   for (int s = 0; s < args.nsrcs; ++s) srcs[s] = static_cast<const T*>(args.srcs[s]);
@@ -982,8 +982,8 @@ void emulateGrid(const ReduceCopyArgs& args, int grid, int block) {
   const size_t stride = static_cast<size_t>(grid) * block;
   for (int b = 0; b < grid; ++b) {
     for (int t = 0; t < block; ++t) {
-      reduceCopyRange<T, Op>(srcs, args.nsrcs, dsts, args.ndsts, static_cast<size_t>(b) * block + t,
-                             args.count, stride, args.postDivisor);
+      ReduceCopyRange<T, Op>(srcs, args.nsrcs, dsts, args.ndsts, static_cast<size_t>(b) * block + t,
+                             args.count, stride, args.post_divisor);
     }
   }
 }
@@ -991,7 +991,7 @@ void emulateGrid(const ReduceCopyArgs& args, int grid, int block) {
 TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
   const batonDataType_t dt = datatype();
   const size_t size = DatatypeSize(dt);
-  const Kind kind = kindOf(dt);
+  const Kind kind = KindOf(dt);
   FastRng rng(4000 + dt);
   const std::pair<int, int> kShapes[] = {{1, 1}, {3, 7}, {13, 32}, {64, 256}};
   const std::pair<int, int> kFanout[] = {{1, 1}, {2, 1}, {3, 2}, {8, 2}};
@@ -999,40 +999,40 @@ TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
     for (auto [nsrcs, ndsts] : kFanout) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{1000}, size_t{4099}}) {
         for (auto [grid, block] : kShapes) {
-          const bool inPlace = (count + grid) % 2 == 0;
+          const bool in_place = (count + grid) % 2 == 0;
           std::vector<std::vector<uint8_t>> srcs(nsrcs, std::vector<uint8_t>(count * size));
           for (auto& s : srcs) {
-            for (size_t i = 0; i < count; ++i) storeRaw(s.data(), size, i, randomElement(dt, rng));
+            for (size_t i = 0; i < count; ++i) StoreRaw(s.data(), size, i, RandomElement(dt, rng));
           }
           // Two copies of everything: one for the CPU path, one for the grid,
           // so in-place runs start from the same inputs.
-          std::vector<std::vector<uint8_t>> gridSrcs = srcs;
-          std::vector<std::vector<uint8_t>> cpuDsts(ndsts, std::vector<uint8_t>(count * size));
-          std::vector<std::vector<uint8_t>> gridDsts = cpuDsts;
+          std::vector<std::vector<uint8_t>> grid_srcs = srcs;
+          std::vector<std::vector<uint8_t>> cpu_dsts(ndsts, std::vector<uint8_t>(count * size));
+          std::vector<std::vector<uint8_t>> grid_dsts = cpu_dsts;
           ReduceCopyArgs cpu;
           ReduceCopyArgs dev;
           for (int s = 0; s < nsrcs; ++s) {
             cpu.srcs[s] = srcs[s].data();
-            dev.srcs[s] = gridSrcs[s].data();
+            dev.srcs[s] = grid_srcs[s].data();
           }
           for (int d = 0; d < ndsts; ++d) {
-            cpu.dsts[d] = cpuDsts[d].data();
-            dev.dsts[d] = gridDsts[d].data();
+            cpu.dsts[d] = cpu_dsts[d].data();
+            dev.dsts[d] = grid_dsts[d].data();
           }
-          if (inPlace) {
+          if (in_place) {
             cpu.dsts[0] = srcs[0].data();
-            dev.dsts[0] = gridSrcs[0].data();
+            dev.dsts[0] = grid_srcs[0].data();
           }
           cpu.nsrcs = dev.nsrcs = nsrcs;
           cpu.ndsts = dev.ndsts = ndsts;
           cpu.count = dev.count = count;
           cpu.datatype = dev.datatype = dt;
           cpu.op = dev.op = op;
-          cpu.postDivisor = dev.postDivisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
-          reduceCopy(cpu);
-          ASSERT_TRUE(dispatchReduce(dt, op, [&](auto typeTag, auto opTag) {
-            emulateGrid<typename decltype(typeTag)::type, typename decltype(opTag)::type>(dev, grid,
-                                                                                          block);
+          cpu.post_divisor = dev.post_divisor = op == batonAvg ? static_cast<uint32_t>(nsrcs) : 0;
+          ReduceCopy(cpu);
+          ASSERT_TRUE(DispatchReduce(dt, op, [&](auto type_tag, auto op_tag) {
+            EmulateGrid<typename decltype(type_tag)::type, typename decltype(op_tag)::type>(
+                dev, grid, block);
           }));
           // Bit-exact except for NaN payloads: both run the same core functors,
           // but the compiler may commute the operands of a vectorized float add,
@@ -1041,10 +1041,10 @@ TEST_P(ReduceCopyTest, GridEmulationMatchesCpu) {
             const uint8_t* want = static_cast<const uint8_t*>(cpu.dsts[d]);
             const uint8_t* got = static_cast<const uint8_t*>(dev.dsts[d]);
             for (size_t i = 0; i < count; ++i) {
-              ASSERT_TRUE(sameElement(kind, loadRaw(got, size, i), loadRaw(want, size, i)))
+              ASSERT_TRUE(SameElement(kind, LoadRaw(got, size, i), LoadRaw(want, size, i)))
                   << DatatypeName(dt) << " " << RedOpName(op) << " nsrcs=" << nsrcs
                   << " ndsts=" << ndsts << " count=" << count << " grid=" << grid
-                  << " block=" << block << (inPlace ? " in place" : "") << " dst " << d
+                  << " block=" << block << (in_place ? " in place" : "") << " dst " << d
                   << " element " << i;
             }
           }
@@ -1059,7 +1059,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Combine(::testing::ValuesIn(kAllTypes), ::testing::ValuesIn(kAllLevels)),
     [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
       return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
-             cpuKernelLevelName(std::get<1>(info.param));
+             CpuKernelLevelName(std::get<1>(info.param));
     });
 
 }  // namespace

@@ -770,13 +770,13 @@ TEST(RhdScheduleCheckTest, CatchesRaces) {
   send.peer = 1;
   send.src = buf.data();
   send.bytes = 16;
-  s.add(send);
+  s.Add(send);
   Op recv;
   recv.kind = Op::Kind::kRecv;
   recv.peer = 2;
   recv.dst = buf.data() + 8;
   recv.bytes = 8;
-  s.add(recv);
+  s.Add(recv);
   EXPECT_FALSE(CheckSchedule(s));
   s.ops[1].deps[0] = 0;
   EXPECT_TRUE(CheckSchedule(s));

@@ -25,10 +25,10 @@ void Pump(Channel* tx, Channel* rx, const uint8_t* src, size_t bytes, const Recv
   while (sent < bytes || received < bytes) {
     size_t s0 = sent, r0 = received;
     if (sent < bytes) {
-      ASSERT_TRUE(tx->progressSend(src, bytes, &sent).ok());
+      ASSERT_TRUE(tx->ProgressSend(src, bytes, &sent).ok());
     }
     if (received < bytes) {
-      ASSERT_TRUE(rx->progressRecv(t, bytes, &received).ok());
+      ASSERT_TRUE(rx->ProgressRecv(t, bytes, &received).ok());
     }
     idle = (sent == s0 && received == r0) ? idle + 1 : 0;
     ASSERT_LT(idle, 10000000) << "no progress";
@@ -43,8 +43,8 @@ class ShmPair : public ::testing::Test {
     ASSERT_TRUE(ShmSegment::Create(base + "-b", ShmSegmentBytes(1, 4, 4096), &b_).ok());
     InitShmSegment(a_.get(), 1, 4, 4096);
     InitShmSegment(b_.get(), 1, 4, 4096);
-    a_->unlink();
-    b_->unlink();
+    a_->Unlink();
+    b_->Unlink();
     // a sends into b's ring 0; b receives from its ring 0.
     ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1);
     ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0);
@@ -81,8 +81,8 @@ TEST_F(ShmPair, CrossMemoryAttachCopyAndReduce) {
   // Our own process stands in for the peer: process_vm_readv works on it.
   InitCmaProbe(a_.get());
   ASSERT_TRUE(ProbeCma(getpid(), *a_));
-  ab_->enableCma(true, getpid(), 4096);
-  ba_->enableCma(true, getpid(), 4096);
+  ab_->EnableCma(true, getpid(), 4096);
+  ba_->EnableCma(true, getpid(), 4096);
   const size_t n = (1 << 20) + 3;
   std::vector<int32_t> in(n), local(n), out(n);
   for (size_t i = 0; i < n; ++i) in[i] = int32_t(i * 7), local[i] = int32_t(i % 13);
@@ -111,7 +111,7 @@ TEST_F(ShmPair, PeerDeathIsAnErrorNotAHang) {
   t.dst = dst.data();
   size_t done = 0;
   closed_ = true;
-  Status st = ba_->progressRecv(t, dst.size(), &done);
+  Status st = ba_->ProgressRecv(t, dst.size(), &done);
   EXPECT_EQ(st.code(), batonRemoteError);
 }
 
@@ -176,19 +176,19 @@ TEST(TcpChannelTest, ClosedPeerIsRemoteError) {
   RecvTarget t;
   t.dst = dst.data();
   size_t done = 0;
-  EXPECT_EQ(rx.progressRecv(t, dst.size(), &done).code(), batonRemoteError);
+  EXPECT_EQ(rx.ProgressRecv(t, dst.size(), &done).code(), batonRemoteError);
 }
 
 TEST(SocketTest, ParseHostPort) {
   SockAddr a;
   ASSERT_TRUE(ParseHostPort("127.0.0.1:1234", &a).ok());
-  EXPECT_EQ(a.toString(), "127.0.0.1:1234");
+  EXPECT_EQ(a.ToString(), "127.0.0.1:1234");
   ASSERT_TRUE(ParseHostPort("[::1]:80", &a).ok());
   EXPECT_EQ(a.port(), 80);
   EXPECT_FALSE(ParseHostPort("nocolon", &a).ok());
   EXPECT_FALSE(ParseHostPort(":12", &a).ok());
   SockAddr b = FromWire(ToWire(a));
-  EXPECT_EQ(b.toString(), a.toString());
+  EXPECT_EQ(b.ToString(), a.ToString());
 }
 
 }  // namespace

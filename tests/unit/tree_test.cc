@@ -364,13 +364,13 @@ TEST(TreeTest, BtreeMatchesNcclLayout) {
     EXPECT_EQ(l.children[1], ch.second) << r;
   }
   EXPECT_EQ(BtreeLinks(13, 14).parent, 12);
-  EXPECT_EQ(BtreeLinks(0, 1).numChildren(), 0);
+  EXPECT_EQ(BtreeLinks(0, 1).NumChildren(), 0);
   for (int p = 1; p <= 1100; ++p) {
     std::vector<TreeLinks> links(p);
     for (int r = 0; r < p; ++r) {
       links[r] = BtreeLinks(r, p);
       // Odd ranks are exactly the leaves.
-      EXPECT_EQ(links[r].numChildren() == 0, r % 2 == 1 || p == 1) << "p=" << p << " r=" << r;
+      EXPECT_EQ(links[r].NumChildren() == 0, r % 2 == 1 || p == 1) << "p=" << p << " r=" << r;
     }
     CheckTree(p, 0, CeilLog2(p), links);
   }
@@ -391,7 +391,7 @@ TEST(TreeTest, DoubleTreeLeavesOfOneAreInnerNodesOfTheOther) {
     CheckTree(p, p % 2 == 0 ? p - 1 : 1, CeilLog2(p), t1);
     int leaves0 = 0, leaves1 = 0;
     for (int r = 0; r < p; ++r) {
-      const int c0 = t0[r].numChildren(), c1 = t1[r].numChildren();
+      const int c0 = t0[r].NumChildren(), c1 = t1[r].NumChildren();
       leaves0 += c0 == 0;
       leaves1 += c1 == 0;
       // No rank forwards to more than two children in all: per chunk it
@@ -427,12 +427,12 @@ TEST(TreeTest, RootedDoubleTreeHasRootOnTopOfBoth) {
       }
       CheckTree(p, root, CeilLog2(p), t0);
       CheckTree(p, root, CeilLog2(p), t1);
-      EXPECT_EQ(t0[root].numChildren(), 1);
-      EXPECT_EQ(t1[root].numChildren(), 1);
+      EXPECT_EQ(t0[root].NumChildren(), 1);
+      EXPECT_EQ(t1[root].NumChildren(), 1);
       int leaf_in_both = 0;
       for (int r = 0; r < p; ++r) {
         if (r == root) continue;
-        const int c0 = t0[r].numChildren(), c1 = t1[r].numChildren();
+        const int c0 = t0[r].NumChildren(), c1 = t1[r].NumChildren();
         // An inner node in at most one tree, a leaf in at least one.
         EXPECT_TRUE(c0 == 0 || c1 == 0) << "rank " << r;
         leaf_in_both += c0 == 0 && c1 == 0;
@@ -597,7 +597,7 @@ TEST(TreeTest, EmptyAndSingleRank) {
     Build(algo, a, &s);
     ASSERT_EQ(s.ops.size(), 1u) << AlgoName(algo);
     EXPECT_EQ(s.ops[0].kind, Op::Kind::kCopy);
-    s.clear();
+    s.Clear();
     a.recv = in.data();
     Build(algo, a, &s);
     EXPECT_TRUE(s.ops.empty()) << AlgoName(algo);

@@ -4,8 +4,7 @@
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
-#ifndef BATON_KERNELS_CUDA_CUDA_KERNELS_H_
-#define BATON_KERNELS_CUDA_CUDA_KERNELS_H_
+#pragma once
 
 #include <stdint.h>
 
@@ -21,22 +20,20 @@ namespace baton {
 // A batonUnhandledCudaError Status: "<what>: <CUDA error name>: <description>".
 Status CudaErrorStatus(cudaError_t err, const std::string& what);
 
-// Queues one reduce-copy step (same semantics as reduceCopy in cpu_reduce.h)
+// Queues one reduce-copy step (same semantics as ReduceCopy in cpu_reduce.h)
 // on `stream`, for buffers the current device can access. Returns at once:
 // InvalidArgument for arguments out of range, batonUnhandledCudaError with
 // CUDA's message when the launch fails; faults inside the kernel surface later
 // on the stream, as for any CUDA kernel.
-Status launchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream);
+Status LaunchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream);
 
 // Queues a one-thread kernel on `stream` that spins until the host-written
 // word *flag (mapped pinned memory) reaches `target` (compared modulo 2^32,
-// so sequence numbers may wrap) or `timeoutNs` has passed, whichever comes
+// so sequence numbers may wrap) or `timeout_ns` has passed, whichever comes
 // first. Work queued on the stream after it starts only then: this is how a
 // stream waits for the host side of a collective without blocking any host
 // thread (a host callback must never wait on the network).
-Status launchWaitFlagKernel(const volatile uint32_t* flag, uint32_t target, uint64_t timeoutNs,
+Status LaunchWaitFlagKernel(const volatile uint32_t* flag, uint32_t target, uint64_t timeout_ns,
                             cudaStream_t stream);
 
 }  // namespace baton
-
-#endif  // BATON_KERNELS_CUDA_CUDA_KERNELS_H_

@@ -14,10 +14,10 @@ namespace {
 
 template <typename T, typename Op>
 __global__ void __launch_bounds__(cudakern::kThreadsPerBlock)
-    reduceCopyKernel(cudakern::KernelArgs args, cudakern::VectorSplit split) {
+    ReduceCopyKernel(cudakern::KernelArgs args, cudakern::VectorSplit split) {
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
-  cudakern::reduceCopyThread<T, Op>(args, split, tid, nthreads);
+  cudakern::ReduceCopyThread<T, Op>(args, split, tid, nthreads);
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ Status CudaErrorStatus(cudaError_t err, const std::string& what) {
                 what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
 
-Status launchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream) {
+Status LaunchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream) {
   if (args.nsrcs < 1 || args.nsrcs > cudakern::kMaxSrcs || args.ndsts < 1 ||
       args.ndsts > cudakern::kMaxDsts)
     return InvalidArgument("reduce-copy kernel: " + std::to_string(args.nsrcs) + " sources and " +
@@ -39,14 +39,14 @@ Status launchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream) {
   k.nsrcs = args.nsrcs;
   k.ndsts = args.ndsts;
   k.count = args.count;
-  k.postDivisor = args.postDivisor;
+  k.post_divisor = args.post_divisor;
   bool launched = false;
-  const bool valid = dispatchReduce(args.datatype, args.op, [&](auto typeTag, auto opTag) {
-    using T = typename decltype(typeTag)::type;
-    using Op = typename decltype(opTag)::type;
-    const cudakern::VectorSplit split = cudakern::splitForVectors(k, sizeof(T));
-    const cudakern::LaunchShape shape = cudakern::shapeFor(split);
-    reduceCopyKernel<T, Op><<<shape.blocks, shape.threads, 0, stream>>>(k, split);
+  const bool valid = DispatchReduce(args.datatype, args.op, [&](auto type_tag, auto op_tag) {
+    using T = typename decltype(type_tag)::type;
+    using Op = typename decltype(op_tag)::type;
+    const cudakern::VectorSplit split = cudakern::SplitForVectors(k, sizeof(T));
+    const cudakern::LaunchShape shape = cudakern::ShapeFor(split);
+    ReduceCopyKernel<T, Op><<<shape.blocks, shape.threads, 0, stream>>>(k, split);
     launched = true;
   });
   if (!valid || !launched)

@@ -13,8 +13,7 @@
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
-#ifndef BATON_KERNELS_CUDA_REDUCE_COPY_DEVICE_H_
-#define BATON_KERNELS_CUDA_REDUCE_COPY_DEVICE_H_
+#pragma once
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,12 +40,12 @@ struct KernelArgs {
   void* dsts[kMaxDsts];
   int nsrcs;
   int ndsts;
-  size_t count;          // elements
-  uint32_t postDivisor;  // > 1: divide the result (last step of batonAvg)
+  size_t count;           // elements
+  uint32_t post_divisor;  // > 1: divide the result (last step of batonAvg)
 };
 
 // How count elements split into a scalar head, 16-byte packs and a scalar
-// tail (head + packs * elementsPerPack + tail == count).
+// tail (head + packs * elements per pack + tail == count).
 struct VectorSplit {
   size_t head;   // elements before the first 16-byte boundary
   size_t packs;  // whole 16-byte packs
@@ -59,24 +58,24 @@ struct LaunchShape {
   unsigned threads;
 };
 
-BATON_HD_INLINE VectorSplit splitForVectors(const KernelArgs& a, size_t elemSize) {
+BATON_HD_INLINE VectorSplit SplitForVectors(const KernelArgs& a, size_t elem_size) {
   const uintptr_t offset = reinterpret_cast<uintptr_t>(a.srcs[0]) & (kPackBytes - 1);
-  bool sameOffset = offset % elemSize == 0;
+  bool same_offset = offset % elem_size == 0;
   for (int s = 1; s < a.nsrcs; ++s)
-    sameOffset &= (reinterpret_cast<uintptr_t>(a.srcs[s]) & (kPackBytes - 1)) == offset;
+    same_offset &= (reinterpret_cast<uintptr_t>(a.srcs[s]) & (kPackBytes - 1)) == offset;
   for (int d = 0; d < a.ndsts; ++d)
-    sameOffset &= (reinterpret_cast<uintptr_t>(a.dsts[d]) & (kPackBytes - 1)) == offset;
-  if (!sameOffset) return VectorSplit{a.count, 0, 0};
-  size_t head = ((kPackBytes - offset) & (kPackBytes - 1)) / elemSize;
+    same_offset &= (reinterpret_cast<uintptr_t>(a.dsts[d]) & (kPackBytes - 1)) == offset;
+  if (!same_offset) return VectorSplit{a.count, 0, 0};
+  size_t head = ((kPackBytes - offset) & (kPackBytes - 1)) / elem_size;
   if (head > a.count) head = a.count;
-  const size_t perPack = kPackBytes / elemSize;
-  const size_t packs = (a.count - head) / perPack;
-  return VectorSplit{head, packs, a.count - head - packs * perPack};
+  const size_t per_pack = kPackBytes / elem_size;
+  const size_t packs = (a.count - head) / per_pack;
+  return VectorSplit{head, packs, a.count - head - packs * per_pack};
 }
 
 // One thread per pack (or per scalar element when there are more of those),
 // capped at kMaxBlocks blocks; at least one block so a launch is always valid.
-BATON_HD_INLINE LaunchShape shapeFor(const VectorSplit& split) {
+BATON_HD_INLINE LaunchShape ShapeFor(const VectorSplit& split) {
   size_t work = split.packs;
   if (split.head > work) work = split.head;
   if (split.tail > work) work = split.tail;
@@ -94,7 +93,7 @@ struct alignas(kPackBytes) Pack {
 };
 
 template <typename T>
-BATON_HD_INLINE Pack<T> loadPack(const T* p) {
+BATON_HD_INLINE Pack<T> LoadPack(const T* p) {
 #ifdef __CUDA_ARCH__
   return *reinterpret_cast<const Pack<T>*>(p);
 #else
@@ -105,7 +104,7 @@ BATON_HD_INLINE Pack<T> loadPack(const T* p) {
 }
 
 template <typename T>
-BATON_HD_INLINE void storePack(T* p, const Pack<T>& pack) {
+BATON_HD_INLINE void StorePack(T* p, const Pack<T>& pack) {
 #ifdef __CUDA_ARCH__
   *reinterpret_cast<Pack<T>*>(p) = pack;
 #else
@@ -115,47 +114,47 @@ BATON_HD_INLINE void storePack(T* p, const Pack<T>& pack) {
 
 // Reduces the pack starting at element `base` of every source into every
 // destination, element by element with the core's arithmetic (same operand
-// order, same accumulation type, same rounding as reduceCopyRange).
+// order, same accumulation type, same rounding as ReduceCopyRange).
 template <typename T, typename Op>
-BATON_HD_INLINE void reducePack(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
-                                size_t base, uint32_t postDivisor) {
+BATON_HD_INLINE void ReducePack(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
+                                size_t base, uint32_t post_divisor) {
   constexpr int kN = Pack<T>::kElems;
-  const Pack<T> first = loadPack<T>(srcs[0] + base);
-  if (nsrcs == 1 && postDivisor <= 1) {  // bit-exact copy, as in reduceCopyRange
-    for (int d = 0; d < ndsts; ++d) storePack<T>(dsts[d] + base, first);
+  const Pack<T> first = LoadPack<T>(srcs[0] + base);
+  if (nsrcs == 1 && post_divisor <= 1) {  // bit-exact copy, as in ReduceCopyRange
+    for (int d = 0; d < ndsts; ++d) StorePack<T>(dsts[d] + base, first);
     return;
   }
   const Op op;
   Accum<T> acc[kN];
-  for (int j = 0; j < kN; ++j) acc[j] = loadAcc<T>(first.v[j]);
+  for (int j = 0; j < kN; ++j) acc[j] = LoadAcc<T>(first.v[j]);
   for (int s = 1; s < nsrcs; ++s) {
-    const Pack<T> next = loadPack<T>(srcs[s] + base);
-    for (int j = 0; j < kN; ++j) acc[j] = op(acc[j], loadAcc<T>(next.v[j]));
+    const Pack<T> next = LoadPack<T>(srcs[s] + base);
+    for (int j = 0; j < kN; ++j) acc[j] = op(acc[j], LoadAcc<T>(next.v[j]));
   }
   Pack<T> out;
   for (int j = 0; j < kN; ++j) {
     Accum<T> v = acc[j];
-    if (postDivisor > 1) v = postDivide<T>(v, postDivisor);
-    out.v[j] = storeAcc<T>(v);
+    if (post_divisor > 1) v = PostDivide<T>(v, post_divisor);
+    out.v[j] = StoreAcc<T>(v);
   }
-  for (int d = 0; d < ndsts; ++d) storePack<T>(dsts[d] + base, out);
+  for (int d = 0; d < ndsts; ++d) StorePack<T>(dsts[d] + base, out);
 }
 
 // Reduces element i of every source into every destination (the scalar
 // head and tail, or everything when the pointers do not allow 16-byte packs).
 template <typename T, typename Op>
-BATON_HD_INLINE void reduceElement(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
-                                   size_t i, uint32_t postDivisor) {
-  if (nsrcs == 1 && postDivisor <= 1) {  // bit-exact copy, as in reduceCopyRange
+BATON_HD_INLINE void ReduceElement(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts,
+                                   size_t i, uint32_t post_divisor) {
+  if (nsrcs == 1 && post_divisor <= 1) {  // bit-exact copy, as in ReduceCopyRange
     const T v = srcs[0][i];
     for (int d = 0; d < ndsts; ++d) dsts[d][i] = v;
     return;
   }
   const Op op;
-  Accum<T> acc = loadAcc<T>(srcs[0][i]);
-  for (int s = 1; s < nsrcs; ++s) acc = op(acc, loadAcc<T>(srcs[s][i]));
-  if (postDivisor > 1) acc = postDivide<T>(acc, postDivisor);
-  const T out = storeAcc<T>(acc);
+  Accum<T> acc = LoadAcc<T>(srcs[0][i]);
+  for (int s = 1; s < nsrcs; ++s) acc = op(acc, LoadAcc<T>(srcs[s][i]));
+  if (post_divisor > 1) acc = PostDivide<T>(acc, post_divisor);
+  const T out = StoreAcc<T>(acc);
   for (int d = 0; d < ndsts; ++d) dsts[d][i] = out;
 }
 
@@ -163,7 +162,7 @@ BATON_HD_INLINE void reduceElement(const T* const* srcs, int nsrcs, T* const* ds
 // packs, then of the scalar elements (head and tail as one index range, so
 // the kernel holds a single scalar loop), each a grid-stride loop.
 template <typename T, typename Op>
-BATON_HD void reduceCopyThread(const KernelArgs& a, const VectorSplit& split, size_t tid,
+BATON_HD void ReduceCopyThread(const KernelArgs& a, const VectorSplit& split, size_t tid,
                                size_t nthreads) {
   const T* srcs[kMaxSrcs];
   T* dsts[kMaxDsts];
@@ -171,15 +170,13 @@ BATON_HD void reduceCopyThread(const KernelArgs& a, const VectorSplit& split, si
   for (int d = 0; d < a.ndsts; ++d) dsts[d] = static_cast<T*>(a.dsts[d]);
   constexpr size_t kN = static_cast<size_t>(Pack<T>::kElems);
   for (size_t p = tid; p < split.packs; p += nthreads)
-    reducePack<T, Op>(srcs, a.nsrcs, dsts, a.ndsts, split.head + p * kN, a.postDivisor);
+    ReducePack<T, Op>(srcs, a.nsrcs, dsts, a.ndsts, split.head + p * kN, a.post_divisor);
   // Scalar index j < head is element j; j >= head is element j + packs * kN.
   const size_t skip = split.packs * kN;
   for (size_t j = tid; j < split.head + split.tail; j += nthreads)
-    reduceElement<T, Op>(srcs, a.nsrcs, dsts, a.ndsts, j < split.head ? j : j + skip,
-                         a.postDivisor);
+    ReduceElement<T, Op>(srcs, a.nsrcs, dsts, a.ndsts, j < split.head ? j : j + skip,
+                         a.post_divisor);
 }
 
 }  // namespace cudakern
 }  // namespace baton
-
-#endif  // BATON_KERNELS_CUDA_REDUCE_COPY_DEVICE_H_

@@ -11,18 +11,19 @@ namespace baton {
 namespace {
 
 // Nanoseconds of the GPU's global timer (sm_70 and later).
-__device__ __forceinline__ uint64_t globalTimerNs() {
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
 
-__global__ void waitFlagKernel(const volatile uint32_t* flag, uint32_t target, uint64_t timeoutNs) {
-  const uint64_t start = globalTimerNs();
+__global__ void WaitFlagKernel(const volatile uint32_t* flag, uint32_t target,
+                               uint64_t timeout_ns) {
+  const uint64_t start = GlobalTimerNs();
   // Signed difference: reached once flag - target >= 0 modulo 2^32.
   while (static_cast<int32_t>(*flag - target) < 0) {
-    if (globalTimerNs() - start > timeoutNs) return;  // the host reports the error
-    __nanosleep(1000);                                // back off: the flag moves at network speed
+    if (GlobalTimerNs() - start > timeout_ns) return;  // the host reports the error
+    __nanosleep(1000);                                 // back off: the flag moves at network speed
   }
   // Host writes made before the flag (the staged result) are visible to the
   // copies that follow this kernel on the stream.
@@ -31,9 +32,9 @@ __global__ void waitFlagKernel(const volatile uint32_t* flag, uint32_t target, u
 
 }  // namespace
 
-Status launchWaitFlagKernel(const volatile uint32_t* flag, uint32_t target, uint64_t timeoutNs,
+Status LaunchWaitFlagKernel(const volatile uint32_t* flag, uint32_t target, uint64_t timeout_ns,
                             cudaStream_t stream) {
-  waitFlagKernel<<<1, 1, 0, stream>>>(flag, target, timeoutNs);
+  WaitFlagKernel<<<1, 1, 0, stream>>>(flag, target, timeout_ns);
   if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
     return CudaErrorStatus(err, "wait kernel launch");
   return Status::Ok();
