@@ -40,6 +40,10 @@ inline bool IsUnsigned(batonDataType_t dt) {
   return dt == batonUint8 || dt == batonUint32 || dt == batonUint64;
 }
 
+inline bool IsFloat(batonDataType_t dt) {
+  return dt == batonFloat16 || dt == batonFloat32 || dt == batonFloat64 || dt == batonBfloat16;
+}
+
 inline double CombineReference(batonRedOp_t op, double acc, double v) {
   switch (op) {
     case batonProd:

@@ -5,22 +5,21 @@
 // Every schedule is also checked statically: no zero-byte messages, deps
 // point backwards, and no two ops that may run at once touch the same bytes
 // while one of them writes (the simulator alone would not catch that: it
-// copies a message the moment it is sent).
+// copies a message the moment it is sent: unit/schedule_checks.h).
 #include "algorithms/rhd.h"
-#include "base/datatype.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <map>
-#include <utility>
 #include <vector>
 
+#include "base/datatype.h"
 #include "common/reference.h"
 #include "exec/simulator.h"
 #include "kernels/cpu_reduce.h"
+#include "unit/schedule_checks.h"
 
 namespace baton {
 namespace {
@@ -83,91 +82,6 @@ CollArgs Args(int r, int p, size_t count, batonDataType_t dt, batonRedOp_t op) {
   a.datatype = dt;
   a.op = op;
   return a;
-}
-
-// --- Static checks of one schedule -----------------------------------------
-
-struct Region {
-  uintptr_t begin = 0, end = 0;
-};
-
-bool Overlap(Region x, Region y) {
-  return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;
-}
-
-Region RegionOf(const void* p, size_t bytes) {
-  auto b = reinterpret_cast<uintptr_t>(p);
-  return {b, p ? b + bytes : b};
-}
-
-// Fails on a zero-byte message, a dependency that does not point at an
-// earlier op, or two ops that are not ordered (by deps or by sharing a
-// per-peer queue, transitively) where one writes bytes the other touches.
-::testing::AssertionResult CheckSchedule(const Schedule& s) {
-  const auto& ops = s.ops;
-  const int n = static_cast<int>(ops.size());
-  const size_t words = (n + 63) / 64;
-  std::vector<std::vector<uint64_t>> before(n, std::vector<uint64_t>(words, 0));
-  std::map<std::pair<int, int>, int> queue_tail;  // (peer, kind) -> last op
-  std::vector<Region> reads(2 * n), writes(n);
-  for (int i = 0; i < n; ++i) {
-    const Op& op = ops[i];
-    std::vector<int> preds;
-    for (int d : op.deps) {
-      if (d >= i || d < -1)
-        return ::testing::AssertionFailure() << "op " << i << " depends on op " << d;
-      if (d >= 0) preds.push_back(d);
-    }
-    const int peer = op.kind == Op::Kind::kCopy ? -1 : op.peer;
-    auto [it, fresh] = queue_tail.try_emplace({peer, static_cast<int>(op.kind)}, i);
-    if (!fresh) {
-      preds.push_back(it->second);
-      it->second = i;
-    }
-    for (int d : preds) {
-      for (size_t w = 0; w < words; ++w) before[i][w] |= before[d][w];
-      before[i][d / 64] |= uint64_t{1} << (d % 64);
-    }
-    if (op.kind != Op::Kind::kCopy && op.bytes == 0)
-      return ::testing::AssertionFailure() << "op " << i << " is a zero-byte message";
-    switch (op.kind) {
-      case Op::Kind::kSend:
-        reads[2 * i] = RegionOf(op.src, op.bytes);
-        break;
-      case Op::Kind::kRecv:
-        reads[2 * i] = RegionOf(op.reduce_with, op.bytes);
-        writes[i] = RegionOf(op.dst, op.bytes);
-        break;
-      case Op::Kind::kCopy:
-        reads[2 * i] = RegionOf(op.src, op.bytes);
-        writes[i] = RegionOf(op.dst, op.bytes);
-        break;
-    }
-  }
-  for (int j = 0; j < n; ++j) {
-    for (int i = 0; i < j; ++i) {
-      if (before[j][i / 64] >> (i % 64) & 1) continue;
-      if (Overlap(writes[i], writes[j]) || Overlap(writes[i], reads[2 * j]) ||
-          Overlap(writes[j], reads[2 * i]))
-        return ::testing::AssertionFailure()
-               << "ops " << i << " and " << j << " may run at once on the same bytes";
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
-
-// Builds every rank's schedule with `build`, checks each, and simulates.
-::testing::AssertionResult Simulate(int p, const std::function<void(int, Schedule*)>& build,
-                                    std::vector<SimRankStats>* stats) {
-  std::vector<Schedule> sched(p);
-  for (int r = 0; r < p; ++r) {
-    build(r, &sched[r]);
-    auto ok = CheckSchedule(sched[r]);
-    if (!ok) return ok << " (rank " << r << ")";
-  }
-  Status st = SimulateSchedules(sched, stats);
-  if (!st.ok()) return ::testing::AssertionFailure() << st.message();
-  return ::testing::AssertionSuccess();
 }
 
 // --- Allreduce --------------------------------------------------------------
@@ -285,109 +199,13 @@ TEST(RhdAllReduceTest, LargeCounts) {
 
 // --- Every datatype and op -----------------------------------------------
 
-bool IsFloat(batonDataType_t dt) {
-  return dt == batonFloat16 || dt == batonFloat32 || dt == batonFloat64 || dt == batonBfloat16;
-}
-bool IsSigned(batonDataType_t dt) {
-  return IsFloat(dt) || dt == batonInt8 || dt == batonInt32 || dt == batonInt64;
-}
-
-// Writes v (a small integer or a signed zero) as one element of type dt.
-// fp16 and bf16 are encoded by hand so the test does not lean on the
-// library's conversions; small integers are exact in both.
-void Encode(batonDataType_t dt, double v, uint8_t* dst) {
-  auto put = [&](auto x) { memcpy(dst, &x, sizeof(x)); };
-  switch (dt) {
-    case batonInt8:
-      return put(static_cast<int8_t>(v));
-    case batonUint8:
-      return put(static_cast<uint8_t>(v));
-    case batonInt32:
-      return put(static_cast<int32_t>(v));
-    case batonUint32:
-      return put(static_cast<uint32_t>(v));
-    case batonInt64:
-      return put(static_cast<int64_t>(v));
-    case batonUint64:
-      return put(static_cast<uint64_t>(v));
-    case batonFloat32:
-      return put(static_cast<float>(v));
-    case batonFloat64:
-      return put(v);
-    case batonBfloat16: {
-      // bf16 is the upper half of a binary32; exact for |v| < 256.
-      uint32_t bits;
-      float f = static_cast<float>(v);
-      memcpy(&bits, &f, 4);
-      return put(static_cast<uint16_t>(bits >> 16));
-    }
-    case batonFloat16: {
-      uint16_t bits = std::signbit(v) ? 0x8000 : 0;
-      double m = std::fabs(v);
-      if (m != 0) {
-        int e = 0;
-        while (m >= 2) m /= 2, ++e;
-        bits |= static_cast<uint16_t>((e + 15) << 10 | static_cast<int>((m - 1) * 1024));
-      }
-      return put(bits);
-    }
-    default:
-      ADD_FAILURE() << "datatype " << dt;
-  }
-}
-
-// Reads one element of type dt written by the reductions (normal numbers,
-// zeros, and no NaN or infinity).
-double Decode(batonDataType_t dt, const uint8_t* src) {
-  auto get = [&](auto x) {
-    memcpy(&x, src, sizeof(x));
-    return static_cast<double>(x);
-  };
-  switch (dt) {
-    case batonInt8:
-      return get(int8_t{});
-    case batonUint8:
-      return get(uint8_t{});
-    case batonInt32:
-      return get(int32_t{});
-    case batonUint32:
-      return get(uint32_t{});
-    case batonInt64:
-      return get(int64_t{});
-    case batonUint64:
-      return get(uint64_t{});
-    case batonFloat32:
-      return get(float{});
-    case batonFloat64:
-      return get(double{});
-    case batonBfloat16: {
-      uint16_t h;
-      memcpy(&h, src, 2);
-      uint32_t bits = uint32_t{h} << 16;
-      float f;
-      memcpy(&f, &bits, 4);
-      return f;
-    }
-    case batonFloat16: {
-      uint16_t h;
-      memcpy(&h, src, 2);
-      const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-      double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
-      return h & 0x8000 ? -v : v;
-    }
-    default:
-      ADD_FAILURE() << "datatype " << dt;
-  }
-  return 0;
-}
-
 // Input of rank r, element i, for a test of (dt, op) over p ranks: small
 // enough that no result overflows any type. Products use +-1 with one 2 per
 // element; floats under max/min get mixed +0 and -0, whose order decides the
 // sign of the result; fp16/bf16 under avg get inputs whose sum divides by p,
 // so the average is exact without modelling their rounding.
 double Value(batonDataType_t dt, batonRedOp_t op, int p, int r, size_t i) {
-  const bool is_signed = IsSigned(dt), is_float = IsFloat(dt);
+  const bool is_signed = !IsUnsigned(dt), is_float = IsFloat(dt);
   if (op == batonProd) {
     double v = static_cast<size_t>(r) == i % p ? 2 : 1;
     return is_signed && (r + i) % 3 == 0 ? -v : v;
@@ -426,7 +244,7 @@ void CheckTyped(const char* name, Builder build, batonDataType_t dt, batonRedOp_
   const size_t es = DatatypeSize(dt);
   std::vector<std::vector<uint8_t>> in(p, std::vector<uint8_t>(in_elems * es)), out(p);
   for (int r = 0; r < p; ++r) {
-    for (size_t i = 0; i < in_elems; ++i) Encode(dt, Value(dt, op, p, r, i), &in[r][i * es]);
+    for (size_t i = 0; i < in_elems; ++i) Store(dt, in[r].data(), i, Value(dt, op, p, r, i));
     out[r].assign(out_elems * es, 0xa5);
   }
   const std::vector<std::vector<uint8_t>> original = in;
@@ -451,7 +269,7 @@ void CheckTyped(const char* name, Builder build, batonDataType_t dt, batonRedOp_
       ASSERT_EQ(in[r], original[r]) << what << ": send buffer modified";
     }
     for (size_t j = 0; j < out_elems; ++j)
-      ASSERT_EQ(Decode(dt, result(r) + j * es), Reference(dt, op, p, ref_index(r, j)))
+      ASSERT_EQ(Load(dt, result(r), j), Reference(dt, op, p, ref_index(r, j)))
           << what << " rank " << r << " element " << j;
     if (same_on_all) {
       ASSERT_EQ(memcmp(result(r), result(0), out_elems * es), 0) << what << " rank " << r;

@@ -12,6 +12,7 @@
 
 #include "algorithms/tree.h"
 #include "base/datatype.h"
+#include "common/reference.h"
 #include "exec/simulator.h"
 #include "kernels/cpu_reduce.h"
 
@@ -67,71 +68,7 @@ int CeilLog2(int n) {
   return k;
 }
 
-// ---- Values: written here independently of the kernels ----------------------
-
-// float -> binary16, round to nearest even (normal range and zero only, which
-// is all the small integers and quotients below need).
-uint16_t ToFp16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000;
-  if ((x & 0x7fffffff) == 0) return static_cast<uint16_t>(sign);
-  const int exp = static_cast<int>((x >> 23) & 0xff) - 127 + 15;
-  EXPECT_TRUE(exp >= 1 && exp <= 30) << f;
-  const uint32_t mant = x & 0x7fffff, rem = mant & 0x1fff;
-  uint32_t h = (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
-  if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(sign | h);
-}
-
-// float -> bfloat16 (the top half of a binary32), round to nearest even.
-uint16_t ToBf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t h = x >> 16, rem = x & 0xffff;
-  if (rem > 0x8000 || (rem == 0x8000 && (h & 1))) ++h;
-  return static_cast<uint16_t>(h);
-}
-
-template <typename T>
-void Put(T v, uint8_t* dst) {
-  memcpy(dst, &v, sizeof(T));
-}
-
-// Stores v (a small integer, or a quotient for avg) as one element of dt.
-void Encode(batonDataType_t dt, double v, uint8_t* dst) {
-  switch (dt) {
-    case batonInt8:
-      return Put(static_cast<int8_t>(v), dst);
-    case batonUint8:
-      return Put(static_cast<uint8_t>(v), dst);
-    case batonInt32:
-      return Put(static_cast<int32_t>(v), dst);
-    case batonUint32:
-      return Put(static_cast<uint32_t>(v), dst);
-    case batonInt64:
-      return Put(static_cast<int64_t>(v), dst);
-    case batonUint64:
-      return Put(static_cast<uint64_t>(v), dst);
-    case batonFloat16:
-      return Put(ToFp16(static_cast<float>(v)), dst);
-    case batonFloat32:
-      return Put(static_cast<float>(v), dst);
-    case batonFloat64:
-      return Put(v, dst);
-    case batonBfloat16:
-      return Put(ToBf16(static_cast<float>(v)), dst);
-    default:
-      FAIL() << "bad datatype " << dt;
-  }
-}
-
-bool IsUnsigned(batonDataType_t dt) {
-  return dt == batonUint8 || dt == batonUint32 || dt == batonUint64;
-}
-bool IsFloat(batonDataType_t dt) {
-  return dt == batonFloat16 || dt == batonFloat32 || dt == batonFloat64 || dt == batonBfloat16;
-}
+// ---- Values -----------------------------------------------------------------
 
 // Input of rank r, element i: small integers, so every reduction order is
 // exact in every datatype for the rank counts it is used with (|sum| <= 5p,
@@ -145,18 +82,7 @@ double InputValue(int r, size_t i, batonDataType_t dt, batonRedOp_t op) {
 // The expected result of element i: a plain loop over the ranks' inputs.
 double ReferenceValue(int p, size_t i, batonDataType_t dt, batonRedOp_t op) {
   double acc = InputValue(0, i, dt, op);
-  for (int r = 1; r < p; ++r) {
-    const double v = InputValue(r, i, dt, op);
-    if (op == batonProd) {
-      acc *= v;
-    } else if (op == batonMax) {
-      acc = std::max(acc, v);
-    } else if (op == batonMin) {
-      acc = std::min(acc, v);
-    } else {
-      acc += v;
-    }
-  }
+  for (int r = 1; r < p; ++r) acc = CombineReference(op, acc, InputValue(r, i, dt, op));
   if (op != batonAvg) return acc;
   // Sum, then one division: C integer division, or in the accumulation type
   // (float for fp16/bf16, which then rounds once).
@@ -203,7 +129,7 @@ void RunAndCheck(const Case& c, Outcome* outcome = nullptr) {
   auto make_input = [&](int r) {
     std::vector<uint8_t> v(bytes);
     for (size_t i = 0; i < c.count; ++i)
-      Encode(c.dt, InputValue(bcast ? 3 * r + 1 : r, i, c.dt, c.op), &v[i * es]);
+      Store(c.dt, v.data(), i, InputValue(bcast ? 3 * r + 1 : r, i, c.dt, c.op));
     return v;
   };
   std::vector<std::vector<uint8_t>> in(c.p), out(c.p);
@@ -240,7 +166,7 @@ void RunAndCheck(const Case& c, Outcome* outcome = nullptr) {
   for (size_t i = 0; i < c.count; ++i) {
     const double v =
         bcast ? InputValue(3 * c.root + 1, i, c.dt, c.op) : ReferenceValue(c.p, i, c.dt, c.op);
-    Encode(c.dt, v, &want[i * es]);
+    Store(c.dt, want.data(), i, v);
   }
   for (int r = 0; r < c.p; ++r) {
     const bool has_input = !bcast || r == c.root;
@@ -548,7 +474,7 @@ TEST(TreeTest, AllReduceBitwiseEqualOnEveryRankWhenOrderMatters) {
         std::vector<Schedule> sched(p);
         for (int r = 0; r < p; ++r) {
           for (size_t i = 0; i < n; ++i)
-            Encode(dt, 1.0 / (1 + r + 3 * static_cast<double>(i)) + (r % 3) * 1e3, &in[r][i * es]);
+            Store(dt, in[r].data(), i, 1.0 / (1 + r + 3 * static_cast<double>(i)) + (r % 3) * 1e3);
           out[r].assign(n * es, 0);
           CollArgs a;
           a.rank = r;

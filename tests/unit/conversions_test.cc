@@ -1,0 +1,214 @@
+// The reduce-copy core's conversions and operators (kernels/reduce_copy.h)
+// against the scalar reference of unit/kernel_reference.h: fp16 and bf16
+// both ways (exhaustively where it fits), integer wrap-around and C
+// division, max/min with NaN and signed zeros, datatype names and sizes.
+//
+// SPDX-License-Identifier: BSD-3-Clause
+
+#include <gtest/gtest.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <cfloat>
+#include <random>
+#include <vector>
+
+#include <baton.h>
+
+#include "base/datatype.h"
+#include "common/reference.h"
+#include "kernels/reduce_copy.h"
+#include "unit/kernel_reference.h"
+
+namespace baton {
+namespace {
+
+// ---- Conversions -------------------------------------------------------------------
+
+TEST(HalfConversion, ToFloatExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float got = HalfToFloat(half_t{static_cast<uint16_t>(b)});
+    const float want = RefHalfToFloat(static_cast<uint16_t>(b));
+    // Exact bits, NaNs included: both keep the payload and set the quiet bit.
+    ASSERT_EQ(BitsOf(got), BitsOf(want)) << "half 0x" << std::hex << b;
+  }
+}
+
+TEST(HalfConversion, RoundTripExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    const uint16_t back = FloatToHalf(HalfToFloat(half_t{h})).bits;
+    const bool is_nan = (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
+    // A NaN comes back quiet with its sign and payload; everything else exactly.
+    const uint16_t want = is_nan ? static_cast<uint16_t>(h | 0x0200) : h;
+    ASSERT_EQ(back, want) << "half 0x" << std::hex << b;
+  }
+}
+
+// Floats around every half boundary: each half value, the midpoints to its
+// neighbours (the ties) and a few ulps either side, with both signs.
+std::vector<float> HalfBoundaryFloats() {
+  std::vector<float> out;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float lo = RefHalfToFloat(static_cast<uint16_t>(h));
+    const float hi = h + 1 == 0x7c00 ? 65536.0f : RefHalfToFloat(static_cast<uint16_t>(h + 1));
+    const float mid = static_cast<float>((static_cast<double>(lo) + hi) / 2);  // exact in float
+    for (float base : {lo, mid}) {
+      uint32_t u = BitsOf(base);
+      for (uint32_t k = u > 2 ? u - 2 : 0; k <= u + 2; ++k) {
+        out.push_back(FloatOf(k));
+        out.push_back(-FloatOf(k));
+      }
+    }
+  }
+  return out;
+}
+
+TEST(HalfConversion, FromFloatRoundsToNearestEven) {
+  // Hand-checked landmarks, so a failure here reads without a reference.
+  EXPECT_EQ(FloatToHalf(1.0f).bits, 0x3c00);
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f).bits, 0x3c00);      // tie, even below
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * 0x1p-11f).bits, 0x3c02);  // tie, even above
+  EXPECT_EQ(FloatToHalf(1.0f + 0x1p-11f + 0x1p-23f).bits, 0x3c01);
+  EXPECT_EQ(FloatToHalf(65504.0f).bits, 0x7bff);
+  EXPECT_EQ(FloatToHalf(65519.996f).bits, 0x7bff);
+  EXPECT_EQ(FloatToHalf(65520.0f).bits, 0x7c00);  // tie with 65536 rounds to Inf
+  EXPECT_EQ(FloatToHalf(-1e10f).bits, 0xfc00);
+  EXPECT_EQ(FloatToHalf(INFINITY).bits, 0x7c00);
+  EXPECT_EQ(FloatToHalf(0x1p-24f).bits, 0x0001);    // smallest subnormal
+  EXPECT_EQ(FloatToHalf(0x1p-25f).bits, 0x0000);    // tie with 0 rounds to even 0
+  EXPECT_EQ(FloatToHalf(0x1.8p-24f).bits, 0x0002);  // tie 1.5 ulp rounds to even 2
+  EXPECT_EQ(FloatToHalf(0x1.000002p-25f).bits, 0x0001);
+  EXPECT_EQ(FloatToHalf(0x1.ffcp-15f).bits, 0x0400);  // subnormal tie rounding up to normal
+  EXPECT_EQ(FloatToHalf(-0.0f).bits, 0x8000);
+  EXPECT_EQ(FloatToHalf(FLT_MIN / 2).bits, 0x0000);  // float subnormal
+  const uint16_t nan = FloatToHalf(NAN).bits;
+  EXPECT_EQ(nan & 0x7c00, 0x7c00);
+  EXPECT_NE(nan & 0x0200, 0);                                         // quiet
+  EXPECT_EQ(FloatToHalf(FloatOf(0x7f800001)).bits & 0x7e00, 0x7e00);  // sNaN stays NaN
+
+  for (float f : HalfBoundaryFloats()) {
+    ASSERT_EQ(FloatToHalf(f).bits, RefFloatToHalf(f)) << std::hexfloat << f;
+  }
+  // A stride through every exponent and sign, NaNs included, then random bits.
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    const float f = FloatOf(static_cast<uint32_t>(u));
+    ASSERT_EQ(FloatToHalf(f).bits, RefFloatToHalf(f)) << "float bits 0x" << std::hex << u;
+  }
+  std::mt19937 rng(1);
+  for (int i = 0; i < 2000000; ++i) {
+    const float f = FloatOf(rng());
+    ASSERT_EQ(FloatToHalf(f).bits, RefFloatToHalf(f)) << "float bits 0x" << std::hex << BitsOf(f);
+  }
+}
+
+TEST(Bf16Conversion, ToFloatExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const float got = Bf16ToFloat(bfloat16_t{static_cast<uint16_t>(b)});
+    const double want = RefBf16ToDouble(static_cast<uint16_t>(b));
+    if (isnan(want)) {
+      // Widening is a plain shift: the NaN keeps its exact bits.
+      ASSERT_EQ(BitsOf(got), b << 16) << "bf16 0x" << std::hex << b;
+    } else {
+      ASSERT_EQ(BitsOf(got), BitsOf(static_cast<float>(want))) << "bf16 0x" << std::hex << b;
+    }
+  }
+}
+
+TEST(Bf16Conversion, RoundTripExhaustive) {
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const uint16_t h = static_cast<uint16_t>(b);
+    const uint16_t back = FloatToBf16(Bf16ToFloat(bfloat16_t{h})).bits;
+    const bool is_nan = (h & 0x7f80) == 0x7f80 && (h & 0x7f) != 0;
+    ASSERT_EQ(back, is_nan ? static_cast<uint16_t>(h | 0x40) : h) << "bf16 0x" << std::hex << b;
+  }
+}
+
+TEST(Bf16Conversion, FromFloatRoundsToNearestEven) {
+  EXPECT_EQ(FloatToBf16(1.0f).bits, 0x3f80);
+  EXPECT_EQ(FloatToBf16(1.0f + 0x1p-8f).bits, 0x3f80);      // tie, even below
+  EXPECT_EQ(FloatToBf16(1.0f + 3 * 0x1p-8f).bits, 0x3f82);  // tie, even above
+  EXPECT_EQ(FloatToBf16(FLT_MAX).bits, 0x7f80);             // rounds past the largest bf16
+  EXPECT_EQ(FloatToBf16(FloatOf(0x7f7f7fff)).bits, 0x7f7f);
+  EXPECT_EQ(FloatToBf16(FloatOf(0x00008000)).bits, 0x0000);  // subnormal tie to even 0
+  EXPECT_EQ(FloatToBf16(FloatOf(0x00018000)).bits, 0x0002);  // subnormal tie to even 2
+  EXPECT_EQ(FloatToBf16(FloatOf(0x007fffff)).bits, 0x0080);  // subnormal up to FLT_MIN
+  EXPECT_EQ(FloatToBf16(-INFINITY).bits, 0xff80);
+  EXPECT_EQ(FloatToBf16(FloatOf(0x7f800001)).bits, 0x7fc0);  // sNaN with low payload stays NaN
+  EXPECT_EQ(FloatToBf16(FloatOf(0xffffffff)).bits, 0xffff);  // no carry out of a NaN
+
+  auto check = [](float f) {
+    const uint16_t got = FloatToBf16(f).bits;
+    const uint16_t want = RefFloatToBf16(f);
+    if (isnan(f)) {
+      EXPECT_EQ(got & 0xffc0, want & 0xffc0) << std::hexfloat << f;  // sign, exponent, quiet
+      return ::testing::Test::HasFailure();
+    }
+    EXPECT_EQ(got, want) << "float bits 0x" << std::hex << BitsOf(f);
+    return ::testing::Test::HasFailure();
+  };
+  for (uint32_t h = 0; h < 0x7f80; ++h) {
+    // Each bf16 value and the tie above it, a few ulps either side, both signs.
+    for (uint32_t base : {h << 16, (h << 16) | 0x8000}) {
+      for (uint32_t k = base > 2 ? base - 2 : 0; k <= base + 2; ++k) {
+        if (check(FloatOf(k)) || check(-FloatOf(k))) return;
+      }
+    }
+  }
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    if (check(FloatOf(static_cast<uint32_t>(u)))) return;
+  }
+  std::mt19937 rng(2);
+  for (int i = 0; i < 2000000; ++i) {
+    if (check(FloatOf(rng()))) return;
+  }
+}
+
+// ---- Operators -----------------------------------------------------------------------
+
+TEST(ReduceOps, IntegerWrapAndDivision) {
+  EXPECT_EQ(FuncSum<int8_t>()(127, 1), -128);
+  EXPECT_EQ(FuncProd<int8_t>()(-128, -1), -128);
+  EXPECT_EQ(FuncProd<uint8_t>()(255, 255), 1);
+  EXPECT_EQ(FuncSum<int32_t>()(INT32_MAX, 1), INT32_MIN);
+  EXPECT_EQ(FuncProd<int32_t>()(65536, 65536), 0);
+  EXPECT_EQ(FuncProd<int64_t>()(INT64_MIN, -1), INT64_MIN);
+  EXPECT_EQ(FuncSum<uint64_t>()(UINT64_MAX, 2), 1u);
+  // C division: truncation toward zero, never an unsigned conversion.
+  EXPECT_EQ(PostDivide<int32_t>(-7, 2), -3);
+  EXPECT_EQ(PostDivide<int8_t>(-128, 200), 0);
+  EXPECT_EQ(PostDivide<int64_t>(INT64_MIN, 2), INT64_MIN / 2);
+  EXPECT_EQ(PostDivide<uint8_t>(255, 2), 127);
+}
+
+TEST(ReduceOps, FloatMaxMinIgnoreNan) {
+  const FuncMax<float> fmax_op;
+  const FuncMin<float> fmin_op;
+  EXPECT_EQ(fmax_op(NAN, 1.0f), 1.0f);
+  EXPECT_EQ(fmax_op(1.0f, NAN), 1.0f);
+  EXPECT_TRUE(isnan(fmax_op(NAN, NAN)));
+  EXPECT_EQ(fmin_op(NAN, -1.0f), -1.0f);
+  EXPECT_EQ(fmin_op(-INFINITY, NAN), -INFINITY);
+  // Ties keep the left operand: the sign of zero follows the source order.
+  EXPECT_FALSE(signbit(fmax_op(0.0f, -0.0f)));
+  EXPECT_TRUE(signbit(fmax_op(-0.0f, 0.0f)));
+  EXPECT_TRUE(signbit(fmin_op(-0.0f, 0.0f)));
+  EXPECT_FALSE(signbit(fmin_op(0.0f, -0.0f)));
+}
+
+TEST(ReduceOps, Names) {
+  EXPECT_STREQ(DatatypeName(batonInt8), "int8");
+  EXPECT_STREQ(DatatypeName(batonFloat16), "half");
+  EXPECT_STREQ(DatatypeName(batonBfloat16), "bfloat16");
+  EXPECT_STREQ(DatatypeName(batonFloat64), "double");
+  EXPECT_STREQ(DatatypeName(static_cast<batonDataType_t>(42)), "invalid");
+  EXPECT_STREQ(RedOpName(batonSum), "sum");
+  EXPECT_STREQ(RedOpName(batonAvg), "avg");
+  EXPECT_STREQ(RedOpName(static_cast<batonRedOp_t>(-1)), "invalid");
+  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  for (batonDataType_t dt : kAllTypes) EXPECT_EQ(DatatypeSize(dt), sizes[dt]) << DatatypeName(dt);
+  EXPECT_EQ(DatatypeSize(batonNumTypes), 0u);
+}
+
+}  // namespace
+}  // namespace baton
