@@ -4,7 +4,7 @@
 
 namespace trainer {
 
-std::vector<GradientBucket> assignBuckets(const std::vector<LayerSlice>& layers,
+std::vector<GradientBucket> AssignBuckets(const std::vector<LayerSlice>& layers,
                                           size_t first_cap_bytes, size_t cap_bytes) {
   std::vector<GradientBucket> buckets;
   bool open = false;
@@ -31,77 +31,77 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
                                    size_t first_cap_bytes, size_t cap_bytes, bool overlap,
                                    bool fp16)
     : comm_(comm), backend_(backend), model_(model), overlap_(overlap), fp16_(fp16) {
-  if (void* device_stream = backend_.commStream(); device_stream != nullptr) {
+  if (void* device_stream = backend_.comm_stream(); device_stream != nullptr) {
     // Baton takes a cudaStream_t cast to batonStream_t and orders each allreduce on it
     // (docs/cuda.md); the backend orders that stream with its math (launch, finish).
     device_ = true;
     stream_ = static_cast<batonStream_t>(device_stream);
   }
   if (overlap_) {
-    buckets_ = assignBuckets(model.layers(), first_cap_bytes, cap_bytes);
-    if (!device_) checkBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
+    buckets_ = AssignBuckets(model.layers(), first_cap_bytes, cap_bytes);
+    if (!device_) CheckBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
   } else {
     GradientBucket all;
     all.begin = 0;
-    all.end = model.parameterCount();
+    all.end = model.parameter_count();
     all.first_layer = 0;
     all.last_layer = static_cast<int>(model.layers().size()) - 1;
     buckets_.push_back(all);
   }
-  if (fp16_) half_ = backend_.allocate((model.parameterCount() + 1) / 2);
+  if (fp16_) half_ = backend_.Allocate((model.parameter_count() + 1) / 2);
 }
 
 GradientAverager::~GradientAverager() {
   if (overlap_ && !device_) batonStreamDestroy(stream_);
 }
 
-void GradientAverager::layerDone(int layer) {
+void GradientAverager::LayerDone(int layer) {
   if (!overlap_) return;
   while (launched_ < buckets_.size() && buckets_[launched_].first_layer >= layer) {
-    launch(launched_++);
+    Launch(launched_++);
   }
 }
 
-void GradientAverager::launch(size_t b) {
+void GradientAverager::Launch(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   size_t count = bucket.end - bucket.begin;
   // A host stream or a synchronous call reads the buffer now: the backend's results must be
   // complete. On the device's communication stream the allreduce waits for them instead, while
   // the backend goes on with the layers below.
-  if (!device_) backend_.synchronize();
+  if (!device_) backend_.Synchronize();
   float* g = model_.grads() + bucket.begin;
-  if (fp16_) backend_.toHalf(half() + bucket.begin, g, count);
-  if (device_) backend_.commAfterCompute();
+  if (fp16_) backend_.ToHalf(half() + bucket.begin, g, count);
+  if (device_) backend_.CommAfterCompute();
   batonResult_t r = fp16_ ? batonAllReduce(half() + bucket.begin, half() + bucket.begin, count,
                                            batonHalf, batonAvg, comm_, stream_)
                           : batonAllReduce(g, g, count, batonFloat, batonAvg, comm_, stream_);
-  checkBaton(r, comm_, "gradient allreduce (bucket " + std::to_string(b) + ")");
+  CheckBaton(r, comm_, "gradient allreduce (bucket " + std::to_string(b) + ")");
 }
 
-double GradientAverager::finish() {
-  double t0 = nowSeconds();
-  while (launched_ < buckets_.size()) launch(launched_++);
+double GradientAverager::Finish() {
+  double t0 = NowSeconds();
+  while (launched_ < buckets_.size()) Launch(launched_++);
   launched_ = 0;
   if (device_) {
     // The math from here on (the fp16 conversion back, the optimizer step) waits for the
     // allreduces on the device; the host does not.
-    backend_.computeAfterComm();
-    if (fp16_) backend_.fromHalf(model_.grads(), half(), model_.parameterCount());
+    backend_.ComputeAfterComm();
+    if (fp16_) backend_.FromHalf(model_.grads(), half(), model_.parameter_count());
     // A stream-ordered allreduce fails after its call returned; Baton then records the error on
     // the communicator (and aborts it). Checked every step so training stops at the next one.
     batonResult_t async_error = batonSuccess;
-    checkBaton(batonCommGetAsyncError(comm_, &async_error), comm_, "batonCommGetAsyncError");
-    checkBaton(async_error, comm_, "gradient allreduce (on the device stream)");
-    return backend_.commSeconds(false);
+    CheckBaton(batonCommGetAsyncError(comm_, &async_error), comm_, "batonCommGetAsyncError");
+    CheckBaton(async_error, comm_, "gradient allreduce (on the device stream)");
+    return backend_.CommSeconds(false);
   }
-  if (overlap_) checkBaton(batonStreamSynchronize(stream_), comm_, "gradient allreduce");
-  double waited = nowSeconds() - t0;
-  if (fp16_) backend_.fromHalf(model_.grads(), half(), model_.parameterCount());
+  if (overlap_) CheckBaton(batonStreamSynchronize(stream_), comm_, "gradient allreduce");
+  double waited = NowSeconds() - t0;
+  if (fp16_) backend_.FromHalf(model_.grads(), half(), model_.parameter_count());
   return waited;
 }
 
-double GradientAverager::collectWait() {
-  return device_ ? backend_.commSeconds(true) : 0;
+double GradientAverager::CollectWait() {
+  return device_ ? backend_.CommSeconds(true) : 0;
 }
 
 }  // namespace trainer

@@ -29,7 +29,7 @@ struct GradientBucket {
 // parameters until a bucket reaches its cap (for this 2 MiB model: one bucket, no overlap); we
 // close a bucket before the layer that would overflow it, and keep whole layers together since a
 // layer is what backward completes at once.
-std::vector<GradientBucket> assignBuckets(const std::vector<LayerSlice>& layers,
+std::vector<GradientBucket> AssignBuckets(const std::vector<LayerSlice>& layers,
                                           size_t first_cap_bytes, size_t cap_bytes);
 
 // Averages a model's gradients across the communicator, bucketed and overlapped with backward
@@ -45,20 +45,20 @@ class GradientAverager {
   GradientAverager& operator=(const GradientAverager&) = delete;
 
   // Backward's per-layer callback: launches every bucket whose layers are now all done.
-  void layerDone(int layer);
+  void LayerDone(int layer);
   // After backward: launches what is left (everything without overlap), waits for all of it and
   // returns the seconds spent waiting. With a device backend nothing waits on the host: the
   // optimizer's kernels wait for the allreduces on the device, and the seconds are those of the
-  // device's waits completed so far (Backend::computeAfterComm; collectWait() returns the rest).
-  double finish();
+  // device's waits completed so far (Backend::ComputeAfterComm; CollectWait() returns the rest).
+  double Finish();
   // Device backend: waits for the outstanding allreduces and returns the seconds of the
   // device's waits not yet counted by finish() (host backend: 0).
-  double collectWait();
+  double CollectWait();
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
  private:
-  void launch(size_t bucket);
+  void Launch(size_t bucket);
   uint16_t* half() { return reinterpret_cast<uint16_t*>(half_.data()); }
 
   batonComm_t comm_;

@@ -23,7 +23,7 @@ using File = std::unique_ptr<std::FILE, FileCloser>;
 class Stream {
  public:
   Stream(std::FILE* f, const std::string& path) : f_(f), path_(path) {}
-  void put(const void* p, size_t bytes) {
+  void Put(const void* p, size_t bytes) {
     if (bytes > 0 && std::fwrite(p, 1, bytes, f_) != bytes) {
       throw TrainError("writing " + path_ + ": " + std::strerror(errno));
     }
@@ -34,21 +34,21 @@ class Stream {
     }
   }
   template <typename T>
-  void putValue(T v) {
-    put(&v, sizeof v);
+  void PutValue(T v) {
+    Put(&v, sizeof v);
   }
   template <typename T>
-  T getValue() {
+  T GetValue() {
     T v;
     get(&v, sizeof v);
     return v;
   }
-  void putFloats(const std::vector<float>& v) {
-    putValue<uint64_t>(v.size());
-    put(v.data(), v.size() * sizeof(float));
+  void PutFloats(const std::vector<float>& v) {
+    PutValue<uint64_t>(v.size());
+    Put(v.data(), v.size() * sizeof(float));
   }
-  std::vector<float> getFloats(uint64_t limit) {
-    uint64_t n = getValue<uint64_t>();
+  std::vector<float> GetFloats(uint64_t limit) {
+    uint64_t n = GetValue<uint64_t>();
     if (n > limit)
       throw TrainError(path_ + ": corrupt checkpoint (array of " + std::to_string(n) + ")");
     std::vector<float> v(n);
@@ -63,24 +63,24 @@ class Stream {
 
 }  // namespace
 
-void writeCheckpoint(const std::string& path, const Checkpoint& c) {
+void WriteCheckpoint(const std::string& path, const Checkpoint& c) {
   std::string tmp = path + ".tmp";
   {
     File f(std::fopen(tmp.c_str(), "wb"));
     if (!f) throw TrainError("cannot write checkpoint " + tmp + ": " + std::strerror(errno));
     Stream s(f.get(), tmp);
-    s.put(kMagic, sizeof kMagic);
-    s.putValue<uint32_t>(kEndianMark);
-    s.putValue<uint32_t>(static_cast<uint32_t>(c.mode.size()));
-    s.put(c.mode.data(), c.mode.size());
-    s.putValue<uint32_t>(static_cast<uint32_t>(c.sizes.size()));
-    for (int v : c.sizes) s.putValue<int32_t>(v);
-    s.putValue<uint64_t>(c.seed);
-    s.putValue<int64_t>(c.epochs_done);
-    s.putValue<int64_t>(c.global_step);
-    s.putFloats(c.params);
-    s.putFloats(c.momentum);
-    s.putFloats(c.ema);
+    s.Put(kMagic, sizeof kMagic);
+    s.PutValue<uint32_t>(kEndianMark);
+    s.PutValue<uint32_t>(static_cast<uint32_t>(c.mode.size()));
+    s.Put(c.mode.data(), c.mode.size());
+    s.PutValue<uint32_t>(static_cast<uint32_t>(c.sizes.size()));
+    for (int v : c.sizes) s.PutValue<int32_t>(v);
+    s.PutValue<uint64_t>(c.seed);
+    s.PutValue<int64_t>(c.epochs_done);
+    s.PutValue<int64_t>(c.global_step);
+    s.PutFloats(c.params);
+    s.PutFloats(c.momentum);
+    s.PutFloats(c.ema);
     if (std::fflush(f.get()) != 0) throw TrainError("writing " + tmp + ": " + std::strerror(errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -88,7 +88,7 @@ void writeCheckpoint(const std::string& path, const Checkpoint& c) {
   }
 }
 
-Checkpoint readCheckpoint(const std::string& path) {
+Checkpoint ReadCheckpoint(const std::string& path) {
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) throw TrainError("cannot open checkpoint " + path + ": " + std::strerror(errno));
   Stream s(f.get(), path);
@@ -97,24 +97,24 @@ Checkpoint readCheckpoint(const std::string& path) {
   if (std::memcmp(magic, kMagic, sizeof magic) != 0) {
     throw TrainError(path + ": not a baton-train checkpoint (bad magic)");
   }
-  if (s.getValue<uint32_t>() != kEndianMark) {
+  if (s.GetValue<uint32_t>() != kEndianMark) {
     throw TrainError(path + ": written on a machine of the other byte order");
   }
   Checkpoint c;
-  uint32_t mode_len = s.getValue<uint32_t>();
+  uint32_t mode_len = s.GetValue<uint32_t>();
   if (mode_len > 64) throw TrainError(path + ": corrupt checkpoint (mode)");
   c.mode.resize(mode_len);
   s.get(c.mode.data(), mode_len);
-  uint32_t layers = s.getValue<uint32_t>();
+  uint32_t layers = s.GetValue<uint32_t>();
   if (layers < 2 || layers > 64) throw TrainError(path + ": corrupt checkpoint (layers)");
-  for (uint32_t i = 0; i < layers; ++i) c.sizes.push_back(s.getValue<int32_t>());
-  c.seed = s.getValue<uint64_t>();
-  c.epochs_done = s.getValue<int64_t>();
-  c.global_step = s.getValue<int64_t>();
+  for (uint32_t i = 0; i < layers; ++i) c.sizes.push_back(s.GetValue<int32_t>());
+  c.seed = s.GetValue<uint64_t>();
+  c.epochs_done = s.GetValue<int64_t>();
+  c.global_step = s.GetValue<int64_t>();
   constexpr uint64_t kLimit = uint64_t{1} << 32;
-  c.params = s.getFloats(kLimit);
-  c.momentum = s.getFloats(kLimit);
-  c.ema = s.getFloats(kLimit);
+  c.params = s.GetFloats(kLimit);
+  c.momentum = s.GetFloats(kLimit);
+  c.ema = s.GetFloats(kLimit);
   if (c.momentum.size() != c.params.size() || (!c.ema.empty() && c.ema.size() != c.params.size())) {
     throw TrainError(path + ": corrupt checkpoint (array sizes disagree)");
   }

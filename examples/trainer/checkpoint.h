@@ -22,8 +22,8 @@ struct Checkpoint {
 };
 
 // Writes FILE.tmp, then renames it over FILE (a crash never leaves half a checkpoint).
-void writeCheckpoint(const std::string& path, const Checkpoint& c);
+void WriteCheckpoint(const std::string& path, const Checkpoint& c);
 // Throws TrainError for a missing, foreign, truncated or inconsistent file.
-Checkpoint readCheckpoint(const std::string& path);
+Checkpoint ReadCheckpoint(const std::string& path);
 
 }  // namespace trainer

@@ -13,7 +13,7 @@ namespace trainer {
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    reset();
+    Reset();
     owner_ = other.owner_;
     data_ = other.data_;
     size_ = other.size_;
@@ -24,8 +24,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
   return *this;
 }
 
-void Buffer::reset() {
-  if (owner_ != nullptr && data_ != nullptr) owner_->release(data_);
+void Buffer::Reset() {
+  if (owner_ != nullptr && data_ != nullptr) owner_->Release(data_);
   owner_ = nullptr;
   data_ = nullptr;
   size_ = 0;
@@ -44,7 +44,7 @@ class CpuBackend final : public Backend {
     return "cpu (OpenBLAS, " + std::to_string(openblas_get_num_threads()) + " thread(s))";
   }
 
-  Buffer allocate(size_t n) override {
+  Buffer Allocate(size_t n) override {
     size_t bytes = ((std::max<size_t>(n, 1) * sizeof(float) + 63) / 64) * 64;
     auto* p = static_cast<float*>(std::aligned_alloc(64, bytes));
     if (p == nullptr)
@@ -52,13 +52,13 @@ class CpuBackend final : public Backend {
     std::memset(p, 0, bytes);
     return Buffer(this, p, n);
   }
-  void upload(float* dst, const float* host, size_t n) override { copy(dst, host, n); }
-  void download(float* host, const float* src, size_t n) override { copy(host, src, n); }
-  void copy(float* dst, const float* src, size_t n) override {
+  void Upload(float* dst, const float* host, size_t n) override { Copy(dst, host, n); }
+  void Download(float* host, const float* src, size_t n) override { Copy(host, src, n); }
+  void Copy(float* dst, const float* src, size_t n) override {
     if (dst != src && n > 0) std::memcpy(dst, src, n * sizeof(float));
   }
 
-  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
             const float* b, float beta, float* c) override {
     int lda = trans_a ? m : k;
     int ldb = trans_b ? k : n;
@@ -66,14 +66,14 @@ class CpuBackend final : public Backend {
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, n);
   }
 
-  void addBias(float* y, const float* bias, int rows, int cols, bool relu) override {
+  void AddBias(float* y, const float* bias, int rows, int cols, bool relu) override {
     for (int r = 0; r < rows; ++r) {
       float* row = y + static_cast<size_t>(r) * cols;
-      for (int c = 0; c < cols; ++c) row[c] = biasRelu(row[c], bias[c], relu);
+      for (int c = 0; c < cols; ++c) row[c] = BiasRelu(row[c], bias[c], relu);
     }
   }
 
-  void columnSums(const float* m, int rows, int cols, float* out) override {
+  void ColumnSums(const float* m, int rows, int cols, float* out) override {
     std::fill(out, out + cols, 0.0f);
     for (int r = 0; r < rows; ++r) {
       const float* row = m + static_cast<size_t>(r) * cols;
@@ -81,17 +81,17 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void reluBackward(float* delta, const float* activation, size_t n) override {
-    for (size_t i = 0; i < n; ++i) delta[i] = reluGrad(delta[i], activation[i]);
+  void ReluBackward(float* delta, const float* activation, size_t n) override {
+    for (size_t i = 0; i < n; ++i) delta[i] = ReluGrad(delta[i], activation[i]);
   }
 
-  BatchStats softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
+  BatchStats SoftmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
                                  float* dlogits) override {
     BatchStats stats;
     stats.samples = rows;
     for (int r = 0; r < rows; ++r) {
       size_t offset = static_cast<size_t>(r) * classes;
-      RowLoss row = softmaxCrossEntropyRow(logits + offset, classes, labels[r],
+      RowLoss row = SoftmaxCrossEntropyRow(logits + offset, classes, labels[r],
                                            dlogits != nullptr ? dlogits + offset : nullptr, rows);
       stats.loss_sum += row.loss;
       stats.correct += row.correct ? 1 : 0;
@@ -99,38 +99,38 @@ class CpuBackend final : public Backend {
     return stats;
   }
 
-  void sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
+  void SgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
                float weight_decay) override {
-    for (size_t i = 0; i < n; ++i) sgdUpdate(w[i], v[i], g[i], lr, momentum, weight_decay);
+    for (size_t i = 0; i < n; ++i) SgdUpdate(w[i], v[i], g[i], lr, momentum, weight_decay);
   }
 
-  void emaUpdate(float* avg, const float* w, size_t n, float decay) override {
-    for (size_t i = 0; i < n; ++i) avg[i] = emaValue(avg[i], w[i], decay);
+  void EmaUpdate(float* avg, const float* w, size_t n, float decay) override {
+    for (size_t i = 0; i < n; ++i) avg[i] = EmaValue(avg[i], w[i], decay);
   }
 
-  void scale(float* x, size_t n, float s) override {
-    for (size_t i = 0; i < n; ++i) x[i] = scaleValue(x[i], s);
+  void Scale(float* x, size_t n, float s) override {
+    for (size_t i = 0; i < n; ++i) x[i] = ScaleValue(x[i], s);
   }
 
-  void add(float* x, const float* y, size_t n) override {
-    for (size_t i = 0; i < n; ++i) x[i] = sumValue(x[i], y[i]);
+  void Add(float* x, const float* y, size_t n) override {
+    for (size_t i = 0; i < n; ++i) x[i] = SumValue(x[i], y[i]);
   }
 
-  void toHalf(uint16_t* dst, const float* src, size_t n) override {
-    for (size_t i = 0; i < n; ++i) dst[i] = floatToHalf(src[i]);
+  void ToHalf(uint16_t* dst, const float* src, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);
   }
 
-  void fromHalf(float* dst, const uint16_t* src, size_t n) override {
-    for (size_t i = 0; i < n; ++i) dst[i] = halfToFloat(src[i]);
+  void FromHalf(float* dst, const uint16_t* src, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
   }
 
  private:
-  void release(float* data) override { std::free(data); }
+  void Release(float* data) override { std::free(data); }
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> makeCpuBackend(int blas_threads) {
+std::unique_ptr<Backend> MakeCpuBackend(int blas_threads) {
   return std::make_unique<CpuBackend>(blas_threads);
 }
 

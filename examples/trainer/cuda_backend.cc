@@ -1,7 +1,7 @@
 // The CUDA backend (--device cuda): every Buffer is device memory and every operation is queued
 // on one CUDA stream that the backend owns (the compute stream); matrix products are cuBLAS
 // sgemm, the rest are the kernels of cuda_kernels.cu. Baton's collectives take the same device
-// pointers on a second stream (commStream()), ordered with the first by events, so gradient
+// pointers on a second stream (comm_stream()), ordered with the first by events, so gradient
 // allreduces run while backward goes on (docs/trainer.md, "CUDA backend").
 //
 // cuBLAS is loaded with dlopen when a CUDA backend is made, not linked: baton-train then starts,
@@ -35,7 +35,7 @@ std::string cudaMessage(cudaError_t err) {
 }
 
 // what is a C string so that the successful path (every kernel launch) builds no std::string.
-void checkCuda(cudaError_t err, const char* what) {
+void CheckCuda(cudaError_t err, const char* what) {
   if (err == cudaSuccess) return;
   cudaGetLastError();  // a non-sticky error would otherwise be reported again by the next launch
   throw TrainError(std::string(what) + ": " + cudaMessage(err));
@@ -50,17 +50,17 @@ struct CublasApi {
   decltype(&cublasGetStatusString) status_string = nullptr;  // optional (cuBLAS >= 11.4.2)
   std::string library;
 
-  std::string message(cublasStatus_t status) const {
+  std::string Message(cublasStatus_t status) const {
     std::string code = "cuBLAS status " + std::to_string(static_cast<int>(status));
     return status_string != nullptr ? std::string(status_string(status)) + " (" + code + ")" : code;
   }
-  void check(cublasStatus_t status, const char* what) const {
+  void Check(cublasStatus_t status, const char* what) const {
     if (status != CUBLAS_STATUS_SUCCESS)
-      throw TrainError(std::string(what) + ": " + message(status));
+      throw TrainError(std::string(what) + ": " + Message(status));
   }
 };
 
-CublasApi loadCublas() {
+CublasApi LoadCublas() {
   // The versioned name first (the ABI this file was compiled against), then whatever the
   // unversioned link points to, then the toolkit's default location when it is not on the
   // loader's path.
@@ -98,7 +98,7 @@ CublasApi loadCublas() {
 
 // Loaded once per process, at the first CUDA backend (a failed load is retried next time).
 const CublasApi& cublasApi() {
-  static const CublasApi api = loadCublas();
+  static const CublasApi api = LoadCublas();
   return api;
 }
 
@@ -114,9 +114,9 @@ struct EventDestroy {
 };
 using EventPtr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
 
-EventPtr makeEvent(unsigned flags) {
+EventPtr MakeEvent(unsigned flags) {
   cudaEvent_t e = nullptr;
-  checkCuda(cudaEventCreateWithFlags(&e, flags), "cudaEventCreate");
+  CheckCuda(cudaEventCreateWithFlags(&e, flags), "cudaEventCreate");
   return EventPtr(e);
 }
 
@@ -125,9 +125,9 @@ struct PinnedFree {
 };
 using PinnedPtr = std::unique_ptr<void, PinnedFree>;
 
-PinnedPtr allocatePinned(size_t bytes) {
+PinnedPtr AllocatePinned(size_t bytes) {
   void* p = nullptr;
-  checkCuda(cudaMallocHost(&p, bytes), "cudaMallocHost");
+  CheckCuda(cudaMallocHost(&p, bytes), "cudaMallocHost");
   return PinnedPtr(p);
 }
 
@@ -138,13 +138,13 @@ PinnedPtr allocatePinned(size_t bytes) {
 class DeviceAllocator {
  public:
   DeviceAllocator(cudaStream_t stream, bool pools) : stream_(stream), pools_(pools) {}
-  void* allocate(size_t bytes) const {
+  void* Allocate(size_t bytes) const {
     void* p = nullptr;
-    checkCuda(pools_ ? cudaMallocAsync(&p, bytes, stream_) : cudaMalloc(&p, bytes),
+    CheckCuda(pools_ ? cudaMallocAsync(&p, bytes, stream_) : cudaMalloc(&p, bytes),
               pools_ ? "cudaMallocAsync" : "cudaMalloc");
     return p;
   }
-  void release(void* p) const noexcept {
+  void Release(void* p) const noexcept {
     if (p != nullptr) (void)(pools_ ? cudaFreeAsync(p, stream_) : cudaFree(p));
   }
 
@@ -159,11 +159,11 @@ class DeviceScratch {
   explicit DeviceScratch(const DeviceAllocator& allocator) : allocator_(allocator) {}
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
-  ~DeviceScratch() { allocator_.release(data_); }
-  void* reserve(size_t bytes) {
+  ~DeviceScratch() { allocator_.Release(data_); }
+  void* Reserve(size_t bytes) {
     if (bytes > capacity_) {
-      void* p = allocator_.allocate(bytes);
-      allocator_.release(data_);  // in stream order: after the work queued on the old memory
+      void* p = allocator_.Allocate(bytes);
+      allocator_.Release(data_);  // in stream order: after the work queued on the old memory
       data_ = p;
       capacity_ = bytes;
     }
@@ -183,20 +183,20 @@ class DeviceScratch {
 // One pinned buffer, reused once the previous transfer out of it completed.
 class UploadStaging {
  public:
-  void upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  void Upload(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
     if (bytes == 0) return;
     std::lock_guard<std::mutex> lock(mu_);  // the asynchronous parameter server's threads
-    if (!done_) done_ = makeEvent(cudaEventDisableTiming);
-    checkCuda(cudaEventSynchronize(done_.get()), "cudaEventSynchronize (upload staging)");
+    if (!done_) done_ = MakeEvent(cudaEventDisableTiming);
+    CheckCuda(cudaEventSynchronize(done_.get()), "cudaEventSynchronize (upload staging)");
     if (bytes > capacity_) {
       memory_.reset();
-      memory_ = allocatePinned(bytes);
+      memory_ = AllocatePinned(bytes);
       capacity_ = bytes;
     }
     std::memcpy(memory_.get(), src, bytes);
-    checkCuda(cudaMemcpyAsync(dst, memory_.get(), bytes, cudaMemcpyHostToDevice, stream),
+    CheckCuda(cudaMemcpyAsync(dst, memory_.get(), bytes, cudaMemcpyHostToDevice, stream),
               "cudaMemcpyAsync (host to device)");
-    checkCuda(cudaEventRecord(done_.get(), stream), "cudaEventRecord (upload staging)");
+    CheckCuda(cudaEventRecord(done_.get(), stream), "cudaEventRecord (upload staging)");
   }
 
  private:
@@ -213,44 +213,44 @@ struct CublasDestroy {
   }
 };
 
-// A pair of timing events for one computeAfterComm(): start on the compute stream (the math
+// A pair of timing events for one ComputeAfterComm(): start on the compute stream (the math
 // queued before it is done), stop on the communication stream (its work is done).
 struct Timer {
   EventPtr start;
   EventPtr stop;
 };
 
-StreamPtr makeStream() {
+StreamPtr MakeStream() {
   // Blocking streams (not cudaStreamNonBlocking): Baton's synchronous device path copies on the
   // legacy default stream, which then also waits for the work queued on these.
   cudaStream_t stream = nullptr;
-  checkCuda(cudaStreamCreate(&stream), "cudaStreamCreate");
+  CheckCuda(cudaStreamCreate(&stream), "cudaStreamCreate");
   return StreamPtr(stream);
 }
 
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, int device_count, const CublasApi& blas) : device_(device), blas_(blas) {
-    bind();
+    Bind();
     cudaDeviceProp prop{};
-    checkCuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+    CheckCuda(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
     int pools = 0;
-    checkCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_),
+    CheckCuda(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device_),
               "cudaDeviceGetAttribute");
-    stream_ = makeStream();
-    comm_stream_ = makeStream();
-    compute_done_ = makeEvent(cudaEventDisableTiming);
+    stream_ = MakeStream();
+    comm_stream_ = MakeStream();
+    compute_done_ = MakeEvent(cudaEventDisableTiming);
     allocator_ = std::make_unique<DeviceAllocator>(stream_.get(), pools != 0);
     cublasHandle_t handle = nullptr;
-    blas_.check(blas_.create(&handle), "cublasCreate");
+    blas_.Check(blas_.create(&handle), "cublasCreate");
     handle_.get_deleter().api = &blas_;
     handle_.reset(handle);
-    blas_.check(blas_.set_stream(handle_.get(), stream_.get()), "cublasSetStream");
+    blas_.Check(blas_.set_stream(handle_.get(), stream_.get()), "cublasSetStream");
     labels_ = std::make_unique<DeviceScratch>(*allocator_);
     rows_ = std::make_unique<DeviceScratch>(*allocator_);
     stats_ = std::make_unique<DeviceScratch>(*allocator_);
-    stats_->reserve(2 * sizeof(double));
-    stats_host_ = allocatePinned(2 * sizeof(double));
+    stats_->Reserve(2 * sizeof(double));
+    stats_host_ = AllocatePinned(2 * sizeof(double));
     description_ = "cuda (" + std::string(prop.name) + ", GPU " + std::to_string(device_) + " of " +
                    std::to_string(device_count) + ", sm_" + std::to_string(prop.major) +
                    std::to_string(prop.minor) + ", " + blas_.library + ")";
@@ -266,89 +266,89 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return description_; }
 
-  Buffer allocate(size_t n) override {
-    bind();
+  Buffer Allocate(size_t n) override {
+    Bind();
     size_t bytes = std::max<size_t>(n, 1) * sizeof(float);
-    void* p = allocator_->allocate(bytes);
+    void* p = allocator_->Allocate(bytes);
     if (cudaError_t err = cudaMemsetAsync(p, 0, bytes, stream_.get()); err != cudaSuccess) {
-      allocator_->release(p);
-      checkCuda(err, "cudaMemsetAsync");
+      allocator_->Release(p);
+      CheckCuda(err, "cudaMemsetAsync");
     }
     return Buffer(this, static_cast<float*>(p), n);
   }
 
-  void upload(float* dst, const float* host, size_t n) override {
-    bind();
-    staging_.upload(dst, host, n * sizeof(float), stream_.get());
+  void Upload(float* dst, const float* host, size_t n) override {
+    Bind();
+    staging_.Upload(dst, host, n * sizeof(float), stream_.get());
   }
 
-  void download(float* host, const float* src, size_t n) override {
+  void Download(float* host, const float* src, size_t n) override {
     if (n == 0) return;
-    bind();
-    checkCuda(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()),
+    Bind();
+    CheckCuda(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_.get()),
               "cudaMemcpyAsync (device to host)");
-    waitForCompute();
+    WaitForCompute();
   }
 
-  void copy(float* dst, const float* src, size_t n) override {
+  void Copy(float* dst, const float* src, size_t n) override {
     if (dst == src || n == 0) return;
-    bind();
-    checkCuda(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_.get()),
+    Bind();
+    CheckCuda(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_.get()),
               "cudaMemcpyAsync (device to device)");
   }
 
-  void synchronize() override {
-    bind();
-    checkCuda(cudaStreamSynchronize(comm_stream_.get()),
+  void Synchronize() override {
+    Bind();
+    CheckCuda(cudaStreamSynchronize(comm_stream_.get()),
               "cudaStreamSynchronize (communication stream)");
-    waitForCompute();
+    WaitForCompute();
   }
 
-  void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
             const float* b, float beta, float* c) override {
-    bind();
-    const ColumnMajorGemm g = columnMajorGemm(trans_a, trans_b, m, n, k, a, b);
-    blas_.check(blas_.sgemm(handle_.get(), g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+    Bind();
+    const ColumnMajorGemm g = ToColumnMajor(trans_a, trans_b, m, n, k, a, b);
+    blas_.Check(blas_.sgemm(handle_.get(), g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                             g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &alpha, g.a,
                             g.lda, g.b, g.ldb, &beta, c, g.ldc),
                 "cublasSgemm");
   }
 
-  void addBias(float* y, const float* bias, int rows, int cols, bool relu) override {
-    bind();
-    checkCuda(cuda::addBias(y, bias, rows, cols, relu, stream_.get()), "bias kernel launch");
+  void AddBias(float* y, const float* bias, int rows, int cols, bool relu) override {
+    Bind();
+    CheckCuda(cuda::AddBias(y, bias, rows, cols, relu, stream_.get()), "bias kernel launch");
   }
 
-  void columnSums(const float* m, int rows, int cols, float* out) override {
-    bind();
-    checkCuda(cuda::columnSums(m, rows, cols, out, stream_.get()), "column sums kernel launch");
+  void ColumnSums(const float* m, int rows, int cols, float* out) override {
+    Bind();
+    CheckCuda(cuda::ColumnSums(m, rows, cols, out, stream_.get()), "column sums kernel launch");
   }
 
-  void reluBackward(float* delta, const float* activation, size_t n) override {
-    bind();
-    checkCuda(cuda::reluBackward(delta, activation, n, stream_.get()),
+  void ReluBackward(float* delta, const float* activation, size_t n) override {
+    Bind();
+    CheckCuda(cuda::ReluBackward(delta, activation, n, stream_.get()),
               "ReLU backward kernel launch");
   }
 
   // The labels go up with the batch, the loss and correct count are reduced on the device, and
   // two doubles come back: this is the one point per step where the host waits for the device.
-  BatchStats softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
+  BatchStats SoftmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
                                  float* dlogits) override {
-    bind();
+    Bind();
     size_t count = static_cast<size_t>(std::max(rows, 0));
-    auto* device_labels = static_cast<uint8_t*>(labels_->reserve(std::max<size_t>(count, 1)));
-    label_staging_.upload(device_labels, labels, count, stream_.get());
+    auto* device_labels = static_cast<uint8_t*>(labels_->Reserve(std::max<size_t>(count, 1)));
+    label_staging_.Upload(device_labels, labels, count, stream_.get());
     // Per-row scratch: the losses (doubles) first, then the correct flags (ints).
-    auto* row_loss = static_cast<double*>(rows_->reserve(std::max<size_t>(count, 1) * 16));
+    auto* row_loss = static_cast<double*>(rows_->Reserve(std::max<size_t>(count, 1) * 16));
     auto* row_correct = reinterpret_cast<int*>(row_loss + count);
-    auto* stats = static_cast<double*>(stats_->reserve(2 * sizeof(double)));
-    checkCuda(cuda::softmaxCrossEntropy(logits, device_labels, rows, classes, dlogits, row_loss,
+    auto* stats = static_cast<double*>(stats_->Reserve(2 * sizeof(double)));
+    CheckCuda(cuda::SoftmaxCrossEntropy(logits, device_labels, rows, classes, dlogits, row_loss,
                                         row_correct, stats, stream_.get()),
               "softmax cross-entropy kernel launch");
-    checkCuda(cudaMemcpyAsync(stats_host_.get(), stats, 2 * sizeof(double), cudaMemcpyDeviceToHost,
+    CheckCuda(cudaMemcpyAsync(stats_host_.get(), stats, 2 * sizeof(double), cudaMemcpyDeviceToHost,
                               stream_.get()),
               "cudaMemcpyAsync (loss to host)");
-    waitForCompute();
+    WaitForCompute();
     const auto* sums = static_cast<const double*>(stats_host_.get());
     BatchStats result;
     result.loss_sum = sums[0];
@@ -357,78 +357,78 @@ class CudaBackend final : public Backend {
     return result;
   }
 
-  void sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
+  void SgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
                float weight_decay) override {
-    bind();
-    checkCuda(cuda::sgdStep(w, v, g, n, lr, momentum, weight_decay, stream_.get()),
+    Bind();
+    CheckCuda(cuda::SgdStep(w, v, g, n, lr, momentum, weight_decay, stream_.get()),
               "SGD kernel launch");
   }
 
-  void emaUpdate(float* avg, const float* w, size_t n, float decay) override {
-    bind();
-    checkCuda(cuda::emaUpdate(avg, w, n, decay, stream_.get()), "EMA kernel launch");
+  void EmaUpdate(float* avg, const float* w, size_t n, float decay) override {
+    Bind();
+    CheckCuda(cuda::EmaUpdate(avg, w, n, decay, stream_.get()), "EMA kernel launch");
   }
 
-  void scale(float* x, size_t n, float s) override {
-    bind();
-    checkCuda(cuda::scale(x, n, s, stream_.get()), "scale kernel launch");
+  void Scale(float* x, size_t n, float s) override {
+    Bind();
+    CheckCuda(cuda::Scale(x, n, s, stream_.get()), "scale kernel launch");
   }
 
-  void add(float* x, const float* y, size_t n) override {
-    bind();
-    checkCuda(cuda::add(x, y, n, stream_.get()), "add kernel launch");
+  void Add(float* x, const float* y, size_t n) override {
+    Bind();
+    CheckCuda(cuda::Add(x, y, n, stream_.get()), "add kernel launch");
   }
 
-  void toHalf(uint16_t* dst, const float* src, size_t n) override {
-    bind();
-    checkCuda(cuda::toHalf(dst, src, n, stream_.get()), "fp16 conversion kernel launch");
+  void ToHalf(uint16_t* dst, const float* src, size_t n) override {
+    Bind();
+    CheckCuda(cuda::ToHalf(dst, src, n, stream_.get()), "fp16 conversion kernel launch");
   }
 
-  void fromHalf(float* dst, const uint16_t* src, size_t n) override {
-    bind();
-    checkCuda(cuda::fromHalf(dst, src, n, stream_.get()), "fp16 conversion kernel launch");
+  void FromHalf(float* dst, const uint16_t* src, size_t n) override {
+    Bind();
+    CheckCuda(cuda::FromHalf(dst, src, n, stream_.get()), "fp16 conversion kernel launch");
   }
 
-  bool deviceMemory() const override { return true; }
-  void* commStream() override { return comm_stream_.get(); }
+  bool device_memory() const override { return true; }
+  void* comm_stream() override { return comm_stream_.get(); }
 
-  void commAfterCompute() override {
-    bind();
-    checkCuda(cudaEventRecord(compute_done_.get(), stream_.get()), "cudaEventRecord");
-    checkCuda(cudaStreamWaitEvent(comm_stream_.get(), compute_done_.get(), 0),
+  void CommAfterCompute() override {
+    Bind();
+    CheckCuda(cudaEventRecord(compute_done_.get(), stream_.get()), "cudaEventRecord");
+    CheckCuda(cudaStreamWaitEvent(comm_stream_.get(), compute_done_.get(), 0),
               "cudaStreamWaitEvent (communication after compute)");
   }
 
-  void computeAfterComm() override {
-    bind();
+  void ComputeAfterComm() override {
+    Bind();
     if (idle_timers_.empty()) {
-      idle_timers_.push_back({makeEvent(cudaEventDefault), makeEvent(cudaEventDefault)});
+      idle_timers_.push_back({MakeEvent(cudaEventDefault), MakeEvent(cudaEventDefault)});
     }
     Timer t = std::move(idle_timers_.back());
     idle_timers_.pop_back();
-    checkCuda(cudaEventRecord(t.start.get(), stream_.get()), "cudaEventRecord");
-    checkCuda(cudaEventRecord(t.stop.get(), comm_stream_.get()), "cudaEventRecord");
-    checkCuda(cudaStreamWaitEvent(stream_.get(), t.stop.get(), 0),
+    CheckCuda(cudaEventRecord(t.start.get(), stream_.get()), "cudaEventRecord");
+    CheckCuda(cudaEventRecord(t.stop.get(), comm_stream_.get()), "cudaEventRecord");
+    CheckCuda(cudaStreamWaitEvent(stream_.get(), t.stop.get(), 0),
               "cudaStreamWaitEvent (compute after communication)");
     running_timers_.push_back(std::move(t));
   }
 
-  double commSeconds(bool wait) override {
-    bind();
+  double CommSeconds(bool wait) override {
+    Bind();
     double seconds = 0;
     while (!running_timers_.empty()) {
       Timer& t = running_timers_.front();
       if (wait) {
-        checkCuda(cudaEventSynchronize(t.stop.get()), "cudaEventSynchronize");
+        CheckCuda(cudaEventSynchronize(t.stop.get()), "cudaEventSynchronize");
       } else if (cudaError_t err = cudaEventQuery(t.stop.get()); err == cudaErrorNotReady) {
         cudaGetLastError();  // "not ready" is no error, but the runtime records it as the last one
         break;
       } else {
-        checkCuda(err, "cudaEventQuery");
+        CheckCuda(err, "cudaEventQuery");
       }
       // Negative when the communication finished before the math reached the wait: no wait.
       float ms = 0;
-      checkCuda(cudaEventElapsedTime(&ms, t.start.get(), t.stop.get()), "cudaEventElapsedTime");
+      CheckCuda(cudaEventElapsedTime(&ms, t.start.get(), t.stop.get()), "cudaEventElapsedTime");
       seconds += 1e-3 * std::max(ms, 0.0f);
       idle_timers_.push_back(std::move(t));
       running_timers_.pop_front();
@@ -438,25 +438,25 @@ class CudaBackend final : public Backend {
 
  private:
   // A copy to the host on the compute stream needs only that stream: whatever the
-  // communication stream computed is joined to it (computeAfterComm) before anything reads it.
-  void waitForCompute() {
-    checkCuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
+  // communication stream computed is joined to it (ComputeAfterComm) before anything reads it.
+  void WaitForCompute() {
+    CheckCuda(cudaStreamSynchronize(stream_.get()), "cudaStreamSynchronize");
   }
 
   // The current device is per thread, and the asynchronous parameter server calls the backend
   // from threads of its own: every entry point makes this backend's GPU current first (a
   // thread-local check, so the usual case costs no CUDA call).
-  void bind() {
+  void Bind() {
     thread_local int bound = -1;
     if (bound != device_) {
-      checkCuda(cudaSetDevice(device_), "cudaSetDevice");
+      CheckCuda(cudaSetDevice(device_), "cudaSetDevice");
       bound = device_;
     }
   }
 
-  void release(float* data) override {
+  void Release(float* data) override {
     cudaSetDevice(device_);  // never throws: Buffers free themselves in destructors
-    allocator_->release(data);
+    allocator_->Release(data);
   }
 
   int device_;
@@ -464,8 +464,8 @@ class CudaBackend final : public Backend {
   std::string description_;
   // Declared first so that they are destroyed last: everything below queues work on them.
   StreamPtr stream_;       // the math
-  StreamPtr comm_stream_;  // Baton's collectives on the gradients (commStream())
-  EventPtr compute_done_;  // commAfterCompute()'s record on stream_
+  StreamPtr comm_stream_;  // Baton's collectives on the gradients (comm_stream())
+  EventPtr compute_done_;  // CommAfterCompute()'s record on stream_
   std::unique_ptr<DeviceAllocator> allocator_;
   std::unique_ptr<std::remove_pointer_t<cublasHandle_t>, CublasDestroy> handle_;
   std::unique_ptr<DeviceScratch> labels_;
@@ -480,7 +480,7 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> makeCudaBackend(int local_rank) {
+std::unique_ptr<Backend> MakeCudaBackend(int local_rank) {
   // BATON_CUDA=0 turns Baton's device path off: it would then read device pointers as host
   // memory (parsed as Baton parses it: a whole integer, any base).
   if (const char* v = std::getenv("BATON_CUDA"); v != nullptr && v[0] != '\0') {

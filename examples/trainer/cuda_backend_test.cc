@@ -27,15 +27,15 @@ using trainer::Rng;
 int failures = 0;
 int checks = 0;
 
-void check(bool ok, const std::string& what) {
+void Check(bool ok, const std::string& what) {
   ++checks;
   if (!ok) ++failures;
   std::printf("%s - %s\n", ok ? "ok" : "FAIL", what.c_str());
 }
 
-std::vector<float> randomFloats(Rng& rng, size_t n, double spread) {
+std::vector<float> RandomFloats(Rng& rng, size_t n, double spread) {
   std::vector<float> v(n);
-  for (auto& x : v) x = static_cast<float>(spread * rng.normal());
+  for (auto& x : v) x = static_cast<float>(spread * rng.Normal());
   // Zeros and negative zeros exercise ReLU's comparisons.
   for (size_t i = 0; i < n; i += 13) v[i] = (i / 13) % 2 == 0 ? 0.0f : -0.0f;
   return v;
@@ -44,22 +44,22 @@ std::vector<float> randomFloats(Rng& rng, size_t n, double spread) {
 // A vector in a backend's memory.
 struct Dev {
   Buffer buf;
-  Dev(Backend& b, const std::vector<float>& host) : buf(b.allocate(host.size())) {
-    b.upload(buf.data(), host.data(), host.size());
+  Dev(Backend& b, const std::vector<float>& host) : buf(b.Allocate(host.size())) {
+    b.Upload(buf.data(), host.data(), host.size());
   }
   std::vector<float> get(Backend& b) {
     std::vector<float> host(buf.size());
-    b.synchronize();
-    b.download(host.data(), buf.data(), host.size());
+    b.Synchronize();
+    b.Download(host.data(), buf.data(), host.size());
     return host;
   }
 };
 
-bool sameBits(const std::vector<float>& a, const std::vector<float>& b) {
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-bool close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs) {
+bool Close(const std::vector<float>& a, const std::vector<float>& b, double rel, double abs) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
     if (std::fabs(static_cast<double>(a[i]) - b[i]) > abs + rel * std::fabs(b[i])) return false;
@@ -67,155 +67,155 @@ bool close(const std::vector<float>& a, const std::vector<float>& b, double rel,
   return true;
 }
 
-void compareBackends(Backend& cpu, Backend& gpu) {
+void CompareBackends(Backend& cpu, Backend& gpu) {
   Rng rng(99);
-  check(gpu.deviceMemory() && gpu.commStream() != nullptr, "device memory and a stream");
+  Check(gpu.device_memory() && gpu.comm_stream() != nullptr, "device memory and a stream");
   {
-    Buffer z = gpu.allocate(1000);
+    Buffer z = gpu.Allocate(1000);
     std::vector<float> host(1000, 1.0f);
-    gpu.download(host.data(), z.data(), host.size());
-    check(sameBits(host, std::vector<float>(1000, 0.0f)), "allocate gives zeros");
+    gpu.Download(host.data(), z.data(), host.size());
+    Check(SameBits(host, std::vector<float>(1000, 0.0f)), "allocate gives zeros");
   }
   const int rows = 64;
   const int cols = 300;
   const size_t n = static_cast<size_t>(rows) * cols;
   for (bool relu : {false, true}) {
-    std::vector<float> y = randomFloats(rng, n, 2.0);
-    std::vector<float> bias = randomFloats(rng, cols, 1.0);
+    std::vector<float> y = RandomFloats(rng, n, 2.0);
+    std::vector<float> bias = RandomFloats(rng, cols, 1.0);
     Dev cy(cpu, y), cb(cpu, bias), gy(gpu, y), gb(gpu, bias);
-    cpu.addBias(cy.buf.data(), cb.buf.data(), rows, cols, relu);
-    gpu.addBias(gy.buf.data(), gb.buf.data(), rows, cols, relu);
-    check(sameBits(gy.get(gpu), cy.get(cpu)), std::string("addBias") + (relu ? " + relu" : ""));
+    cpu.AddBias(cy.buf.data(), cb.buf.data(), rows, cols, relu);
+    gpu.AddBias(gy.buf.data(), gb.buf.data(), rows, cols, relu);
+    Check(SameBits(gy.get(gpu), cy.get(cpu)), std::string("AddBias") + (relu ? " + relu" : ""));
   }
   {
-    std::vector<float> m = randomFloats(rng, n, 1.0);
+    std::vector<float> m = RandomFloats(rng, n, 1.0);
     Dev cm(cpu, m), gm(gpu, m), co(cpu, std::vector<float>(cols)),
         go(gpu, std::vector<float>(cols));
-    cpu.columnSums(cm.buf.data(), rows, cols, co.buf.data());
-    gpu.columnSums(gm.buf.data(), rows, cols, go.buf.data());
-    check(sameBits(go.get(gpu), co.get(cpu)), "columnSums (same order of additions)");
+    cpu.ColumnSums(cm.buf.data(), rows, cols, co.buf.data());
+    gpu.ColumnSums(gm.buf.data(), rows, cols, go.buf.data());
+    Check(SameBits(go.get(gpu), co.get(cpu)), "ColumnSums (same order of additions)");
   }
   {
-    std::vector<float> d = randomFloats(rng, n, 1.0);
-    std::vector<float> act = randomFloats(rng, n, 1.0);
+    std::vector<float> d = RandomFloats(rng, n, 1.0);
+    std::vector<float> act = RandomFloats(rng, n, 1.0);
     Dev cd(cpu, d), ca(cpu, act), gd(gpu, d), ga(gpu, act);
-    cpu.reluBackward(cd.buf.data(), ca.buf.data(), n);
-    gpu.reluBackward(gd.buf.data(), ga.buf.data(), n);
-    check(sameBits(gd.get(gpu), cd.get(cpu)), "reluBackward");
+    cpu.ReluBackward(cd.buf.data(), ca.buf.data(), n);
+    gpu.ReluBackward(gd.buf.data(), ga.buf.data(), n);
+    Check(SameBits(gd.get(gpu), cd.get(cpu)), "ReluBackward");
   }
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       const int m = 37, nn = 53, k = 129;
-      std::vector<float> a = randomFloats(rng, static_cast<size_t>(m) * k, 1.0);
-      std::vector<float> b = randomFloats(rng, static_cast<size_t>(k) * nn, 1.0);
-      std::vector<float> c = randomFloats(rng, static_cast<size_t>(m) * nn, 1.0);
+      std::vector<float> a = RandomFloats(rng, static_cast<size_t>(m) * k, 1.0);
+      std::vector<float> b = RandomFloats(rng, static_cast<size_t>(k) * nn, 1.0);
+      std::vector<float> c = RandomFloats(rng, static_cast<size_t>(m) * nn, 1.0);
       Dev ca(cpu, a), cb(cpu, b), cc(cpu, c), ga(gpu, a), gb(gpu, b), gc(gpu, c);
-      cpu.gemm(ta, tb, m, nn, k, 0.75f, ca.buf.data(), cb.buf.data(), 0.5f, cc.buf.data());
-      gpu.gemm(ta, tb, m, nn, k, 0.75f, ga.buf.data(), gb.buf.data(), 0.5f, gc.buf.data());
-      check(close(gc.get(gpu), cc.get(cpu), 1e-4, 1e-4),
+      cpu.Gemm(ta, tb, m, nn, k, 0.75f, ca.buf.data(), cb.buf.data(), 0.5f, cc.buf.data());
+      gpu.Gemm(ta, tb, m, nn, k, 0.75f, ga.buf.data(), gb.buf.data(), 0.5f, gc.buf.data());
+      Check(Close(gc.get(gpu), cc.get(cpu), 1e-4, 1e-4),
             "gemm trans_a=" + std::to_string(ta) + " trans_b=" + std::to_string(tb));
     }
   }
   for (int batch : {1, 64, 500}) {
     const int classes = 10;
-    std::vector<float> logits = randomFloats(rng, static_cast<size_t>(batch) * classes, 4.0);
+    std::vector<float> logits = RandomFloats(rng, static_cast<size_t>(batch) * classes, 4.0);
     std::vector<uint8_t> labels(static_cast<size_t>(batch));
-    for (auto& l : labels) l = static_cast<uint8_t>(rng.below(classes));
+    for (auto& l : labels) l = static_cast<uint8_t>(rng.Below(classes));
     Dev cl(cpu, logits), gl(gpu, logits);
     Dev cd(cpu, std::vector<float>(logits.size())), gd(gpu, std::vector<float>(logits.size()));
     trainer::BatchStats cs =
-        cpu.softmaxCrossEntropy(cl.buf.data(), labels.data(), batch, classes, cd.buf.data());
+        cpu.SoftmaxCrossEntropy(cl.buf.data(), labels.data(), batch, classes, cd.buf.data());
     trainer::BatchStats gs =
-        gpu.softmaxCrossEntropy(gl.buf.data(), labels.data(), batch, classes, gd.buf.data());
-    check(std::fabs(gs.loss_sum - cs.loss_sum) <= 1e-9 * std::fabs(cs.loss_sum) + 1e-12 &&
+        gpu.SoftmaxCrossEntropy(gl.buf.data(), labels.data(), batch, classes, gd.buf.data());
+    Check(std::fabs(gs.loss_sum - cs.loss_sum) <= 1e-9 * std::fabs(cs.loss_sum) + 1e-12 &&
               gs.correct == cs.correct && gs.samples == cs.samples,
-          "softmaxCrossEntropy loss and correct count, batch " + std::to_string(batch));
-    check(close(gd.get(gpu), cd.get(cpu), 1e-6, 1e-9),
-          "softmaxCrossEntropy gradient, batch " + std::to_string(batch));
+          "SoftmaxCrossEntropy loss and correct count, batch " + std::to_string(batch));
+    Check(Close(gd.get(gpu), cd.get(cpu), 1e-6, 1e-9),
+          "SoftmaxCrossEntropy gradient, batch " + std::to_string(batch));
   }
   {
-    std::vector<float> w = randomFloats(rng, n, 0.5), v = randomFloats(rng, n, 0.1),
-                       g = randomFloats(rng, n, 0.1);
+    std::vector<float> w = RandomFloats(rng, n, 0.5), v = RandomFloats(rng, n, 0.1),
+                       g = RandomFloats(rng, n, 0.1);
     Dev cw(cpu, w), cv(cpu, v), cg(cpu, g), gw(gpu, w), gv(gpu, v), gg(gpu, g);
     for (int step = 0; step < 3; ++step) {
-      cpu.sgdStep(cw.buf.data(), cv.buf.data(), cg.buf.data(), n, 0.1f, 0.9f, 1e-4f);
-      gpu.sgdStep(gw.buf.data(), gv.buf.data(), gg.buf.data(), n, 0.1f, 0.9f, 1e-4f);
+      cpu.SgdStep(cw.buf.data(), cv.buf.data(), cg.buf.data(), n, 0.1f, 0.9f, 1e-4f);
+      gpu.SgdStep(gw.buf.data(), gv.buf.data(), gg.buf.data(), n, 0.1f, 0.9f, 1e-4f);
     }
-    check(sameBits(gw.get(gpu), cw.get(cpu)) && sameBits(gv.get(gpu), cv.get(cpu)), "sgdStep");
-    cpu.emaUpdate(cv.buf.data(), cw.buf.data(), n, 0.99f);
-    gpu.emaUpdate(gv.buf.data(), gw.buf.data(), n, 0.99f);
-    check(sameBits(gv.get(gpu), cv.get(cpu)), "emaUpdate");
-    cpu.scale(cw.buf.data(), n, 1.0f / 3.0f);
-    gpu.scale(gw.buf.data(), n, 1.0f / 3.0f);
-    cpu.add(cw.buf.data(), cg.buf.data(), n);
-    gpu.add(gw.buf.data(), gg.buf.data(), n);
-    check(sameBits(gw.get(gpu), cw.get(cpu)), "scale and add");
-    cpu.copy(cv.buf.data(), cw.buf.data(), n);
-    gpu.copy(gv.buf.data(), gw.buf.data(), n);
-    check(sameBits(gv.get(gpu), cv.get(cpu)), "copy");
+    Check(SameBits(gw.get(gpu), cw.get(cpu)) && SameBits(gv.get(gpu), cv.get(cpu)), "SgdStep");
+    cpu.EmaUpdate(cv.buf.data(), cw.buf.data(), n, 0.99f);
+    gpu.EmaUpdate(gv.buf.data(), gw.buf.data(), n, 0.99f);
+    Check(SameBits(gv.get(gpu), cv.get(cpu)), "EmaUpdate");
+    cpu.Scale(cw.buf.data(), n, 1.0f / 3.0f);
+    gpu.Scale(gw.buf.data(), n, 1.0f / 3.0f);
+    cpu.Add(cw.buf.data(), cg.buf.data(), n);
+    gpu.Add(gw.buf.data(), gg.buf.data(), n);
+    Check(SameBits(gw.get(gpu), cw.get(cpu)), "scale and add");
+    cpu.Copy(cv.buf.data(), cw.buf.data(), n);
+    gpu.Copy(gv.buf.data(), gw.buf.data(), n);
+    Check(SameBits(gv.get(gpu), cv.get(cpu)), "copy");
   }
   {
-    std::vector<float> x = randomFloats(rng, n, 1e3);
+    std::vector<float> x = RandomFloats(rng, n, 1e3);
     x[1] = 1e-7f;     // a subnormal half
     x[2] = 1e6f;      // overflows to infinity
     x[3] = 65520.0f;  // the tie that rounds to infinity
     Dev cx(cpu, x), gx(gpu, x);
-    Buffer ch = cpu.allocate((n + 1) / 2), gh = gpu.allocate((n + 1) / 2);
-    cpu.toHalf(reinterpret_cast<uint16_t*>(ch.data()), cx.buf.data(), n);
-    gpu.toHalf(reinterpret_cast<uint16_t*>(gh.data()), gx.buf.data(), n);
-    cpu.fromHalf(cx.buf.data(), reinterpret_cast<uint16_t*>(ch.data()), n);
-    gpu.fromHalf(gx.buf.data(), reinterpret_cast<uint16_t*>(gh.data()), n);
-    check(sameBits(gx.get(gpu), cx.get(cpu)), "toHalf and fromHalf");
+    Buffer ch = cpu.Allocate((n + 1) / 2), gh = gpu.Allocate((n + 1) / 2);
+    cpu.ToHalf(reinterpret_cast<uint16_t*>(ch.data()), cx.buf.data(), n);
+    gpu.ToHalf(reinterpret_cast<uint16_t*>(gh.data()), gx.buf.data(), n);
+    cpu.FromHalf(cx.buf.data(), reinterpret_cast<uint16_t*>(ch.data()), n);
+    gpu.FromHalf(gx.buf.data(), reinterpret_cast<uint16_t*>(gh.data()), n);
+    Check(SameBits(gx.get(gpu), cx.get(cpu)), "ToHalf and FromHalf");
   }
   {
     // Nothing on the communication stream: the compute stream waits for nothing.
-    Buffer big = gpu.allocate(1 << 20);
-    gpu.scale(big.data(), big.size(), 2.0f);
-    gpu.commAfterCompute();
-    gpu.computeAfterComm();
-    double s = gpu.commSeconds(true);
-    check(s >= 0 && s < 60 && gpu.commSeconds(true) == 0, "stream timers");
+    Buffer big = gpu.Allocate(1 << 20);
+    gpu.Scale(big.data(), big.size(), 2.0f);
+    gpu.CommAfterCompute();
+    gpu.ComputeAfterComm();
+    double s = gpu.CommSeconds(true);
+    Check(s >= 0 && s < 60 && gpu.CommSeconds(true) == 0, "stream timers");
   }
 }
 
 // Baton's allreduce on device buffers on the backend's communication stream, ordered with its
-// math by commAfterCompute/computeAfterComm, in a one-rank communicator: the average of one rank
+// math by CommAfterCompute/ComputeAfterComm, in a one-rank communicator: the average of one rank
 // is the input (fp32, and fp16 through the conversion kernels). The multi-rank path is
 // tests/trainer_test.sh's --device cuda run.
-void checkStreamAllreduce(Backend& gpu) {
+void CheckStreamAllreduce(Backend& gpu) {
   batonUniqueId id;
   batonComm_t comm = nullptr;
   if (batonGetUniqueId(&id) != batonSuccess || batonCommInitRank(&comm, 1, id, 0) != batonSuccess) {
-    check(false, std::string("one-rank communicator: ") + batonGetLastError(nullptr));
+    Check(false, std::string("one-rank communicator: ") + batonGetLastError(nullptr));
     return;
   }
   Rng rng(5);
   const size_t n = 100000;
-  std::vector<float> x = randomFloats(rng, n, 1.0);
+  std::vector<float> x = RandomFloats(rng, n, 1.0);
   Dev g(gpu, x);
-  auto stream = static_cast<batonStream_t>(gpu.commStream());
-  gpu.scale(g.buf.data(), n, 2.0f);  // queued before the allreduce, which must see it
-  gpu.commAfterCompute();
+  auto stream = static_cast<batonStream_t>(gpu.comm_stream());
+  gpu.Scale(g.buf.data(), n, 2.0f);  // queued before the allreduce, which must see it
+  gpu.CommAfterCompute();
   batonResult_t r =
       batonAllReduce(g.buf.data(), g.buf.data(), n, batonFloat, batonAvg, comm, stream);
-  gpu.computeAfterComm();
-  gpu.scale(g.buf.data(), n, 0.5f);  // and after it
+  gpu.ComputeAfterComm();
+  gpu.Scale(g.buf.data(), n, 0.5f);  // and after it
   std::vector<float> got = g.get(gpu);
-  check(r == batonSuccess && sameBits(got, x),
+  Check(r == batonSuccess && SameBits(got, x),
         std::string("allreduce on the backend's stream: ") + batonGetLastError(comm));
-  Buffer half = gpu.allocate((n + 1) / 2);
+  Buffer half = gpu.Allocate((n + 1) / 2);
   auto* h = reinterpret_cast<uint16_t*>(half.data());
-  gpu.toHalf(h, g.buf.data(), n);
-  gpu.commAfterCompute();
+  gpu.ToHalf(h, g.buf.data(), n);
+  gpu.CommAfterCompute();
   r = batonAllReduce(h, h, n, batonHalf, batonAvg, comm, stream);
-  gpu.computeAfterComm();
-  gpu.fromHalf(g.buf.data(), h, n);
+  gpu.ComputeAfterComm();
+  gpu.FromHalf(g.buf.data(), h, n);
   got = g.get(gpu);
   bool ok = r == batonSuccess;
   for (size_t i = 0; i < n && ok; ++i) {
-    ok = got[i] == trainer::halfToFloat(trainer::floatToHalf(x[i]));
+    ok = got[i] == trainer::HalfToFloat(trainer::FloatToHalf(x[i]));
   }
-  check(ok, std::string("fp16 allreduce on the backend's stream: ") + batonGetLastError(comm));
+  Check(ok, std::string("fp16 allreduce on the backend's stream: ") + batonGetLastError(comm));
   batonCommDestroy(comm);
 }
 
@@ -224,7 +224,7 @@ void checkStreamAllreduce(Backend& gpu) {
 int main() {
   std::unique_ptr<Backend> gpu;
   try {
-    gpu = trainer::makeCudaBackend(0);
+    gpu = trainer::MakeCudaBackend(0);
   } catch (const trainer::TrainError& e) {
     if (std::strstr(e.what(), "no CUDA device") != nullptr) {
       std::printf("SKIP: %s\n", e.what());
@@ -234,12 +234,12 @@ int main() {
     return 1;
   }
   std::printf("%s\n", gpu->name().c_str());
-  std::unique_ptr<Backend> cpu = trainer::makeCpuBackend(1);
+  std::unique_ptr<Backend> cpu = trainer::MakeCpuBackend(1);
   try {
-    compareBackends(*cpu, *gpu);
-    checkStreamAllreduce(*gpu);
+    CompareBackends(*cpu, *gpu);
+    CheckStreamAllreduce(*gpu);
   } catch (const trainer::TrainError& e) {
-    check(false, std::string("error: ") + e.what());
+    Check(false, std::string("error: ") + e.what());
   }
   std::printf("%d of %d checks passed\n", checks - failures, checks);
   return failures == 0 ? 0 : 1;

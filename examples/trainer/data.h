@@ -30,14 +30,14 @@ struct DataSplit {
 // Reads an IDX image file (magic 0x00000803) and its label file (0x00000801). Each path may name
 // a .gz file or a plain one. Throws TrainError naming the file for a missing file, a bad magic
 // number, dimensions that do not fit, a truncated payload, a count mismatch or a label >= 10.
-Dataset readIdx(const std::string& images_path, const std::string& labels_path);
+Dataset ReadIdx(const std::string& images_path, const std::string& labels_path);
 
 // Loads DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz].
-DataSplit loadFashionMnist(const std::string& dir);
+DataSplit LoadFashionMnist(const std::string& dir);
 
 // A deterministic, learnable set: ten random class prototypes (28x28) plus per-sample noise, the
 // same bytes for a given (count, seed) everywhere. The test half has count / 5 samples.
-DataSplit makeSynthetic(size_t count, uint64_t seed);
+DataSplit MakeSynthetic(size_t count, uint64_t seed);
 
 // The default data directory (Debian's dataset-fashion-mnist package).
 inline constexpr const char* kDefaultDataDir = "/usr/share/datasets/fashion-mnist";

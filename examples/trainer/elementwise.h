@@ -20,7 +20,7 @@ namespace trainer {
 // once where g++ for x86-64 (no FMA in the baseline ISA) rounds twice. These helpers round every
 // step on the device too (the _rn intrinsics are never contracted), so a kernel gives the same
 // bits as the CPU loop for the same inputs.
-TRAINER_HD inline float mulRn(float a, float b) {
+TRAINER_HD inline float MulRn(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fmul_rn(a, b);
 #else
@@ -28,7 +28,7 @@ TRAINER_HD inline float mulRn(float a, float b) {
 #endif
 }
 
-TRAINER_HD inline float addRn(float a, float b) {
+TRAINER_HD inline float AddRn(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fadd_rn(a, b);
 #else
@@ -36,7 +36,7 @@ TRAINER_HD inline float addRn(float a, float b) {
 #endif
 }
 
-TRAINER_HD inline float subRn(float a, float b) {
+TRAINER_HD inline float SubRn(float a, float b) {
 #ifdef __CUDA_ARCH__
   return __fsub_rn(a, b);
 #else
@@ -45,13 +45,13 @@ TRAINER_HD inline float subRn(float a, float b) {
 }
 
 // y + bias, then max(., 0) when relu (a negative zero stays as it is, as before).
-TRAINER_HD inline float biasRelu(float y, float bias, bool relu) {
-  float v = addRn(y, bias);
+TRAINER_HD inline float BiasRelu(float y, float bias, bool relu) {
+  float v = AddRn(y, bias);
   return relu && v < 0.0f ? 0.0f : v;
 }
 
 // The derivative of ReLU applied to delta: 0 where the activation was not positive.
-TRAINER_HD inline float reluGrad(float delta, float activation) {
+TRAINER_HD inline float ReluGrad(float delta, float activation) {
   return activation <= 0.0f ? 0.0f : delta;
 }
 
@@ -63,7 +63,7 @@ struct RowLoss {
   bool correct;
 };
 
-TRAINER_HD inline RowLoss softmaxCrossEntropyRow(const float* z, int classes, int label, float* d,
+TRAINER_HD inline RowLoss SoftmaxCrossEntropyRow(const float* z, int classes, int label, float* d,
                                                  int rows) {
   int best = 0;
   float zmax = z[0];
@@ -76,12 +76,12 @@ TRAINER_HD inline RowLoss softmaxCrossEntropyRow(const float* z, int classes, in
   // ::exp and ::log of a double are glibc's on the host (what std::exp and std::log call) and
   // CUDA's double-precision functions on the device.
   double sum = 0;
-  for (int c = 0; c < classes; ++c) sum += ::exp(static_cast<double>(subRn(z[c], zmax)));
+  for (int c = 0; c < classes; ++c) sum += ::exp(static_cast<double>(SubRn(z[c], zmax)));
   double log_sum = ::log(sum);
-  RowLoss row{log_sum - static_cast<double>(subRn(z[label], zmax)), best == label};
+  RowLoss row{log_sum - static_cast<double>(SubRn(z[label], zmax)), best == label};
   if (d != nullptr) {
     for (int c = 0; c < classes; ++c) {
-      double p = ::exp(static_cast<double>(subRn(z[c], zmax)) - log_sum);
+      double p = ::exp(static_cast<double>(SubRn(z[c], zmax)) - log_sum);
       d[c] = static_cast<float>((p - (c == label ? 1.0 : 0.0)) / rows);
     }
   }
@@ -90,27 +90,27 @@ TRAINER_HD inline RowLoss softmaxCrossEntropyRow(const float* z, int classes, in
 
 // SGD with momentum and (L2) weight decay, PyTorch's formulation:
 //   v = momentum * v + (g + weight_decay * w);  w -= lr * v
-TRAINER_HD inline void sgdUpdate(float& w, float& v, float g, float lr, float momentum,
+TRAINER_HD inline void SgdUpdate(float& w, float& v, float g, float lr, float momentum,
                                  float weight_decay) {
-  v = addRn(mulRn(momentum, v), addRn(g, mulRn(weight_decay, w)));
-  w = subRn(w, mulRn(lr, v));
+  v = AddRn(MulRn(momentum, v), AddRn(g, MulRn(weight_decay, w)));
+  w = SubRn(w, MulRn(lr, v));
 }
 
 // decay * avg + (1 - decay) * w
-TRAINER_HD inline float emaValue(float avg, float w, float decay) {
-  return addRn(mulRn(decay, avg), mulRn(subRn(1.0f, decay), w));
+TRAINER_HD inline float EmaValue(float avg, float w, float decay) {
+  return AddRn(MulRn(decay, avg), MulRn(SubRn(1.0f, decay), w));
 }
 
-TRAINER_HD inline float scaleValue(float x, float s) {
-  return mulRn(x, s);
+TRAINER_HD inline float ScaleValue(float x, float s) {
+  return MulRn(x, s);
 }
 
-TRAINER_HD inline float sumValue(float x, float y) {
-  return addRn(x, y);
+TRAINER_HD inline float SumValue(float x, float y) {
+  return AddRn(x, y);
 }
 
 // Bit casts that compile on both sides (std::memcpy is host code; the device has intrinsics).
-TRAINER_HD inline uint32_t floatBits(float f) {
+TRAINER_HD inline uint32_t FloatBits(float f) {
 #ifdef __CUDA_ARCH__
   return __float_as_uint(f);
 #else
@@ -120,7 +120,7 @@ TRAINER_HD inline uint32_t floatBits(float f) {
 #endif
 }
 
-TRAINER_HD inline float bitsFloat(uint32_t u) {
+TRAINER_HD inline float BitsFloat(uint32_t u) {
 #ifdef __CUDA_ARCH__
   return __uint_as_float(u);
 #else
@@ -133,8 +133,8 @@ TRAINER_HD inline float bitsFloat(uint32_t u) {
 // IEEE 754 binary16 conversions, round to nearest even (as F16C and _Float16 do), by bit
 // manipulation: GCC's _Float16 conversions go through libgcc on CPUs built without F16C and
 // made --fp16-allreduce ten times slower than fp32.
-TRAINER_HD inline uint16_t floatToHalf(float f) {
-  uint32_t x = floatBits(f);
+TRAINER_HD inline uint16_t FloatToHalf(float f) {
+  uint32_t x = FloatBits(f);
   uint32_t sign = (x >> 16) & 0x8000u;
   x &= 0x7fffffffu;
   if (x >= 0x7f800000u) return static_cast<uint16_t>(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));
@@ -142,7 +142,7 @@ TRAINER_HD inline uint16_t floatToHalf(float f) {
   if (x < 0x38800000u) {
     // Below the smallest normal half: adding 0.5 puts the half's subnormal ulp (2^-24) at the
     // float's last mantissa bit, so the FPU rounds to nearest even for us.
-    uint32_t bits = floatBits(addRn(bitsFloat(x), 0.5f));
+    uint32_t bits = FloatBits(AddRn(BitsFloat(x), 0.5f));
     return static_cast<uint16_t>(sign | (bits - 0x3f000000u));
   }
   uint32_t odd = (x >> 13) & 1u;
@@ -150,18 +150,18 @@ TRAINER_HD inline uint16_t floatToHalf(float f) {
   return static_cast<uint16_t>(sign | (x >> 13));
 }
 
-TRAINER_HD inline float halfToFloat(uint16_t h) {
+TRAINER_HD inline float HalfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t em = h & 0x7fffu;
   uint32_t bits;
   if (em >= 0x7c00u) {
     bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
   } else if (em < 0x400u) {
-    bits = floatBits(mulRn(static_cast<float>(em), 0x1p-24f)) | sign;  // exact: em < 2^10
+    bits = FloatBits(MulRn(static_cast<float>(em), 0x1p-24f)) | sign;  // exact: em < 2^10
   } else {
     bits = sign | ((em << 13) + 0x38000000u);
   }
-  return bitsFloat(bits);
+  return BitsFloat(bits);
 }
 
 }  // namespace trainer

@@ -25,8 +25,8 @@ struct ColumnMajorGemm {
 // operand and A's the second, each keeps its own transpose flag (B's column-major view is B^T,
 // and op(B)^T is that view transposed exactly when op transposes), m and n swap, and every
 // leading dimension is the stored row length.
-constexpr ColumnMajorGemm columnMajorGemm(bool trans_a, bool trans_b, int m, int n, int k,
-                                          const float* a, const float* b) {
+constexpr ColumnMajorGemm ToColumnMajor(bool trans_a, bool trans_b, int m, int n, int k,
+                                        const float* a, const float* b) {
   ColumnMajorGemm g;
   g.trans_a = trans_b;
   g.trans_b = trans_a;

@@ -22,7 +22,7 @@ namespace {
 using trainer::TrainError;
 
 // The launcher's rank, for messages printed before the communicator exists.
-std::string launcherRank() {
+std::string LauncherRank() {
   for (const char* name :
        {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
     const char* v = std::getenv(name);
@@ -33,7 +33,7 @@ std::string launcherRank() {
 
 // The first of these launcher variables (one per launcher: batonrun, Open MPI, MPICH, Slurm,
 // torchrun) that holds a whole number of at least min, or -1.
-int launcherNumber(std::initializer_list<const char*> names, long min) {
+int LauncherNumber(std::initializer_list<const char*> names, long min) {
   for (const char* name : names) {
     const char* v = std::getenv(name);
     if (v == nullptr || v[0] == '\0') continue;
@@ -46,16 +46,16 @@ int launcherNumber(std::initializer_list<const char*> names, long min) {
 
 // This rank's index among the ranks on its host; the global rank when no launcher says (one
 // host, or one rank per host).
-int localRank(int rank) {
-  int local = launcherNumber({"BATON_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+int LocalRank(int rank) {
+  int local = LauncherNumber({"BATON_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                               "SLURM_LOCALID", "LOCAL_RANK"},
                              0);
   return local >= 0 ? local : rank;
 }
 
 // Ranks sharing this host (0 when unknown).
-int localRanks() {
-  return std::max(launcherNumber({"BATON_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+int LocalRanks() {
+  return std::max(LauncherNumber({"BATON_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                   "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE", "LOCAL_WORLD_SIZE"},
                                  1),
                   0);
@@ -65,10 +65,10 @@ int localRanks() {
 // host that oversubscribes the cores (4 ranks x 2 threads on 2 cores) and starves Baton's own
 // progress, so unless told otherwise (--blas-threads or OPENBLAS_NUM_THREADS) each rank gets
 // cores / local ranks threads, at least one.
-int blasThreads(const trainer::Options& o, int world) {
+int BlasThreads(const trainer::Options& o, int world) {
   if (o.blas_threads > 0) return o.blas_threads;
   if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return -1;
-  int local = localRanks();
+  int local = LocalRanks();
   if (local <= 0) local = world;
   int cores = static_cast<int>(std::thread::hardware_concurrency());
   return std::max(1, cores / std::max(local, 1));
@@ -76,17 +76,17 @@ int blasThreads(const trainer::Options& o, int world) {
 
 // Loads the data on every rank and agrees on the outcome, so a rank that cannot read its files
 // makes every rank stop with a message instead of leaving the others in a collective.
-trainer::DataSplit loadData(const trainer::Options& o, batonComm_t comm, int rank) {
+trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int rank) {
   trainer::DataSplit data;
   std::string problem;
   try {
-    data = o.synthetic > 0 ? trainer::makeSynthetic(o.synthetic, o.seed)
-                           : trainer::loadFashionMnist(o.data_dir);
+    data = o.synthetic > 0 ? trainer::MakeSynthetic(o.synthetic, o.seed)
+                           : trainer::LoadFashionMnist(o.data_dir);
   } catch (const TrainError& e) {
     problem = e.what();
   }
   int ok = problem.empty() ? 1 : 0;
-  trainer::checkBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
+  trainer::CheckBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
                       "data check allreduce");
   if (!problem.empty()) throw TrainError(problem);
   if (ok == 0)
@@ -101,18 +101,18 @@ int main(int argc, char** argv) {
   trainer::Options options;
   try {
     std::string help;
-    if (trainer::parseOptions(argc, argv, &options, &help)) {
+    if (trainer::ParseOptions(argc, argv, &options, &help)) {
       std::fputs(help.c_str(), stdout);
       return 0;
     }
   } catch (const TrainError& e) {
-    std::fprintf(stderr, "baton-train: rank %s: error: %s\n", launcherRank().c_str(), e.what());
+    std::fprintf(stderr, "baton-train: rank %s: error: %s\n", LauncherRank().c_str(), e.what());
     return 2;
   }
 
   batonComm_t comm = nullptr;
   batonResult_t joined;
-  if (launcherRank() == "?" && std::getenv("BATON_ROOT") == nullptr) {
+  if (LauncherRank() == "?" && std::getenv("BATON_ROOT") == nullptr) {
     // Started without a launcher: train alone in a one-rank communicator.
     batonUniqueId id;
     joined = batonGetUniqueId(&id);
@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
     joined = batonCommInitFromEnv(&comm);
   }
   if (joined != batonSuccess) {
-    std::fprintf(stderr, "baton-train: rank %s: cannot join the job: %s\n", launcherRank().c_str(),
+    std::fprintf(stderr, "baton-train: rank %s: cannot join the job: %s\n", LauncherRank().c_str(),
                  batonGetLastError(nullptr));
     return 1;
   }
@@ -146,12 +146,12 @@ int main(int argc, char** argv) {
       }
     }
     backend = options.device == trainer::Device::kCuda
-                  ? trainer::makeCudaBackend(localRank(rank))
-                  : trainer::makeCpuBackend(blasThreads(options, world));
-    trainer::DataSplit data = loadData(options, comm, rank);
+                  ? trainer::MakeCudaBackend(LocalRank(rank))
+                  : trainer::MakeCpuBackend(BlasThreads(options, world));
+    trainer::DataSplit data = LoadData(options, comm, rank);
     {
       trainer::TrainingRun run(comm, options, *backend, data);
-      run.run();
+      run.Run();
     }
     batonResult_t r = batonCommDestroy(comm);
     if (r != batonSuccess) {

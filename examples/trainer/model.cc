@@ -19,29 +19,29 @@ Mlp::Mlp(Backend& backend, std::vector<int> sizes, int max_batch)
     offset += static_cast<size_t>(s.out);
     layers_.push_back(s);
   }
-  params_ = backend_.allocate(offset);
-  grads_ = backend_.allocate(offset);
+  params_ = backend_.Allocate(offset);
+  grads_ = backend_.Allocate(offset);
   activations_.resize(sizes_.size());
   deltas_.resize(sizes_.size());
   for (size_t l = 1; l < sizes_.size(); ++l) {
-    activations_[l] = backend_.allocate(static_cast<size_t>(max_batch_) * sizes_[l]);
-    deltas_[l] = backend_.allocate(static_cast<size_t>(max_batch_) * sizes_[l]);
+    activations_[l] = backend_.Allocate(static_cast<size_t>(max_batch_) * sizes_[l]);
+    deltas_[l] = backend_.Allocate(static_cast<size_t>(max_batch_) * sizes_[l]);
   }
 }
 
-void Mlp::initialize(uint64_t seed) {
+void Mlp::Initialize(uint64_t seed) {
   std::vector<float> host(params_.size(), 0.0f);
-  Rng rng(mixSeed(seed, 0x1417));
+  Rng rng(MixSeed(seed, 0x1417));
   for (const LayerSlice& s : layers_) {
     double stddev = std::sqrt(2.0 / s.in);  // He et al. 2015, for ReLU
     for (size_t i = s.weight_offset; i < s.bias_offset; ++i) {
-      host[i] = static_cast<float>(stddev * rng.normal());
+      host[i] = static_cast<float>(stddev * rng.Normal());
     }
   }
-  backend_.upload(params_.data(), host.data(), host.size());
+  backend_.Upload(params_.data(), host.data(), host.size());
 }
 
-BatchStats Mlp::forward(const float* params, const float* x, const uint8_t* labels, int rows,
+BatchStats Mlp::Forward(const float* params, const float* x, const uint8_t* labels, int rows,
                         bool keep_for_backward) {
   if (rows > max_batch_) throw TrainError("internal: batch larger than the model's maximum");
   input_ = x;
@@ -51,15 +51,15 @@ BatchStats Mlp::forward(const float* params, const float* x, const uint8_t* labe
     const LayerSlice& s = layers_[l];
     float* out = activations_[l + 1].data();
     // Z = X W^T, then + b and ReLU on hidden layers.
-    backend_.gemm(false, true, rows, s.out, s.in, 1.0f, in, params + s.weight_offset, 0.0f, out);
-    backend_.addBias(out, params + s.bias_offset, rows, s.out, l + 1 < layers_.size());
+    backend_.Gemm(false, true, rows, s.out, s.in, 1.0f, in, params + s.weight_offset, 0.0f, out);
+    backend_.AddBias(out, params + s.bias_offset, rows, s.out, l + 1 < layers_.size());
     in = out;
   }
   float* dlogits = keep_for_backward ? deltas_.back().data() : nullptr;
-  return backend_.softmaxCrossEntropy(in, labels, rows, sizes_.back(), dlogits);
+  return backend_.SoftmaxCrossEntropy(in, labels, rows, sizes_.back(), dlogits);
 }
 
-void Mlp::backward(const std::function<void(int layer)>& layer_done) {
+void Mlp::Backward(const std::function<void(int layer)>& layer_done) {
   const float* params = params_.data();
   float* grads = grads_.data();
   for (int l = static_cast<int>(layers_.size()) - 1; l >= 0; --l) {
@@ -67,37 +67,37 @@ void Mlp::backward(const std::function<void(int layer)>& layer_done) {
     const float* delta = deltas_[l + 1].data();  // rows x out
     const float* input = l == 0 ? input_ : activations_[l].data();
     // dW = delta^T X, db = column sums of delta.
-    backend_.gemm(true, false, s.out, s.in, rows_, 1.0f, delta, input, 0.0f,
+    backend_.Gemm(true, false, s.out, s.in, rows_, 1.0f, delta, input, 0.0f,
                   grads + s.weight_offset);
-    backend_.columnSums(delta, rows_, s.out, grads + s.bias_offset);
+    backend_.ColumnSums(delta, rows_, s.out, grads + s.bias_offset);
     if (layer_done) layer_done(l);
     if (l > 0) {
       // d(input) = delta W, masked by the ReLU that produced the input.
       float* below = deltas_[l].data();
-      backend_.gemm(false, false, rows_, s.in, s.out, 1.0f, delta, params + s.weight_offset, 0.0f,
+      backend_.Gemm(false, false, rows_, s.in, s.out, 1.0f, delta, params + s.weight_offset, 0.0f,
                     below);
-      backend_.reluBackward(below, activations_[l].data(), static_cast<size_t>(rows_) * s.in);
+      backend_.ReluBackward(below, activations_[l].data(), static_cast<size_t>(rows_) * s.in);
     }
   }
 }
 
 SgdOptimizer::SgdOptimizer(Backend& backend, size_t n, float momentum, float weight_decay)
     : backend_(backend),
-      velocity_(backend.allocate(n)),
+      velocity_(backend.Allocate(n)),
       momentum_(momentum),
       weight_decay_(weight_decay) {}
 
-void SgdOptimizer::step(float* params, const float* grads, float lr) {
-  backend_.sgdStep(params, velocity_.data(), grads, velocity_.size(), lr, momentum_, weight_decay_);
+void SgdOptimizer::Step(float* params, const float* grads, float lr) {
+  backend_.SgdStep(params, velocity_.data(), grads, velocity_.size(), lr, momentum_, weight_decay_);
 }
 
 ParameterEma::ParameterEma(Backend& backend, const float* params, size_t n, float decay)
-    : backend_(backend), avg_(backend.allocate(n)), decay_(decay) {
-  backend_.copy(avg_.data(), params, n);
+    : backend_(backend), avg_(backend.Allocate(n)), decay_(decay) {
+  backend_.Copy(avg_.data(), params, n);
 }
 
-void ParameterEma::update(const float* params) {
-  backend_.emaUpdate(avg_.data(), params, avg_.size(), decay_);
+void ParameterEma::Update(const float* params) {
+  backend_.EmaUpdate(avg_.data(), params, avg_.size(), decay_);
 }
 
 }  // namespace trainer

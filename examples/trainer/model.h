@@ -27,25 +27,25 @@ class Mlp {
   // sizes = {784, 512, 256, 10}; max_batch bounds the activations kept for backward.
   Mlp(Backend& backend, std::vector<int> sizes, int max_batch);
 
-  size_t parameterCount() const { return params_.size(); }
+  size_t parameter_count() const { return params_.size(); }
   const std::vector<LayerSlice>& layers() const { return layers_; }
   const std::vector<int>& sizes() const { return sizes_; }
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
 
   // He-normal weights and zero biases from seed (the same on every rank and platform).
-  void initialize(uint64_t seed);
+  void Initialize(uint64_t seed);
 
   // Forward pass of rows inputs (backend memory, rows x sizes[0]) with the given parameters
   // (params() or, for evaluation, an average of them). With keep_for_backward the activations
   // and d(loss)/d(logits) are kept for backward().
-  BatchStats forward(const float* params, const float* x, const uint8_t* labels, int rows,
+  BatchStats Forward(const float* params, const float* x, const uint8_t* labels, int rows,
                      bool keep_for_backward);
 
   // Writes grads() for the last forward(keep_for_backward = true), from the last layer to the
   // first, calling layer_done(l) as soon as layer l's weight and bias gradients are final (so
   // their allreduce can start while the layers below are still being computed).
-  void backward(const std::function<void(int layer)>& layer_done);
+  void Backward(const std::function<void(int layer)>& layer_done);
 
  private:
   Backend& backend_;
@@ -64,8 +64,8 @@ class Mlp {
 class SgdOptimizer {
  public:
   SgdOptimizer(Backend& backend, size_t n, float momentum, float weight_decay);
-  void step(float* params, const float* grads, float lr);
-  float* momentumBuffer() { return velocity_.data(); }
+  void Step(float* params, const float* grads, float lr);
+  float* momentum_buffer() { return velocity_.data(); }
   size_t size() const { return velocity_.size(); }
 
  private:
@@ -79,7 +79,7 @@ class SgdOptimizer {
 class ParameterEma {
  public:
   ParameterEma(Backend& backend, const float* params, size_t n, float decay);
-  void update(const float* params);
+  void Update(const float* params);
   float* data() { return avg_.data(); }
 
  private:

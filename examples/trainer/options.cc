@@ -56,13 +56,13 @@ class ArgReader {
  public:
   ArgReader(int argc, char** argv) : argc_(argc), argv_(argv) {}
   bool done() const { return i_ >= argc_; }
-  std::string next() { return argv_[i_++]; }
-  std::string value(const std::string& flag) {
+  std::string Next() { return argv_[i_++]; }
+  std::string Value(const std::string& flag) {
     if (i_ >= argc_) throw TrainError(flag + " needs a value (see --help)");
     return argv_[i_++];
   }
-  long integer(const std::string& flag, long lo, long hi) {
-    std::string v = value(flag);
+  long Integer(const std::string& flag, long lo, long hi) {
+    std::string v = Value(flag);
     errno = 0;
     char* end = nullptr;
     long x = std::strtol(v.c_str(), &end, 10);
@@ -72,8 +72,8 @@ class ArgReader {
     }
     return x;
   }
-  double real(const std::string& flag, double lo, double hi) {
-    std::string v = value(flag);
+  double Real(const std::string& flag, double lo, double hi) {
+    std::string v = Value(flag);
     errno = 0;
     char* end = nullptr;
     double x = std::strtod(v.c_str(), &end);
@@ -85,8 +85,8 @@ class ArgReader {
   }
   // One of a fixed set of names, each standing for a value.
   template <typename T>
-  T choice(const std::string& flag, std::initializer_list<std::pair<const char*, T>> names) {
-    std::string v = value(flag);
+  T Choice(const std::string& flag, std::initializer_list<std::pair<const char*, T>> names) {
+    std::string v = Value(flag);
     std::string listed;
     for (const auto& [name, x] : names) {
       if (v == name) return x;
@@ -101,7 +101,7 @@ class ArgReader {
   int i_ = 1;
 };
 
-std::vector<int> parseSizes(const std::string& flag, const std::string& v) {
+std::vector<int> ParseSizes(const std::string& flag, const std::string& v) {
   std::vector<int> sizes;
   size_t start = 0;
   while (start <= v.size()) {
@@ -122,67 +122,67 @@ std::vector<int> parseSizes(const std::string& flag, const std::string& v) {
 
 }  // namespace
 
-bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
+bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   ArgReader args(argc, argv);
   bool average_every_set = false;
   while (!args.done()) {
-    std::string flag = args.next();
+    std::string flag = args.Next();
     if (flag == "-h" || flag == "--help") {
       *help_text = std::string(kUsage) + "                          (this build: " +
                    (cudaBackendBuilt() ? "with" : "without") + " the CUDA backend)\n";
       return true;
     } else if (flag == "--data") {
-      o->data_dir = args.value(flag);
+      o->data_dir = args.Value(flag);
     } else if (flag == "--synthetic") {
-      o->synthetic = static_cast<size_t>(args.integer(flag, 1, 10'000'000));
+      o->synthetic = static_cast<size_t>(args.Integer(flag, 1, 10'000'000));
     } else if (flag == "--hidden") {
-      o->hidden = parseSizes(flag, args.value(flag));
+      o->hidden = ParseSizes(flag, args.Value(flag));
     } else if (flag == "--epochs") {
-      o->epochs = static_cast<int>(args.integer(flag, 1, 100000));
+      o->epochs = static_cast<int>(args.Integer(flag, 1, 100000));
     } else if (flag == "--batch") {
-      o->batch = static_cast<int>(args.integer(flag, 1, 65536));
+      o->batch = static_cast<int>(args.Integer(flag, 1, 65536));
     } else if (flag == "--lr") {
-      o->lr = args.real(flag, 0, 100);
+      o->lr = args.Real(flag, 0, 100);
     } else if (flag == "--no-lr-scaling") {
       o->lr_scaling = false;
     } else if (flag == "--warmup") {
-      o->warmup_steps = static_cast<int>(args.integer(flag, 0, 100'000'000));
+      o->warmup_steps = static_cast<int>(args.Integer(flag, 0, 100'000'000));
     } else if (flag == "--lr-schedule") {
-      o->cosine = args.choice<bool>(flag, {{"cosine", true}, {"constant", false}});
+      o->cosine = args.Choice<bool>(flag, {{"cosine", true}, {"constant", false}});
     } else if (flag == "--stop-after") {
-      o->stop_after = static_cast<int>(args.integer(flag, 1, 100000));
+      o->stop_after = static_cast<int>(args.Integer(flag, 1, 100000));
     } else if (flag == "--momentum") {
-      o->momentum = args.real(flag, 0, 0.999999);
+      o->momentum = args.Real(flag, 0, 0.999999);
       o->momentum_set = true;
     } else if (flag == "--weight-decay") {
-      o->weight_decay = args.real(flag, 0, 1);
+      o->weight_decay = args.Real(flag, 0, 1);
     } else if (flag == "--ema") {
-      o->ema = args.real(flag, 0, 0.999999999);
+      o->ema = args.Real(flag, 0, 0.999999999);
       if (o->ema == 0) throw TrainError("--ema: the decay must be in (0, 1), e.g. 0.999");
     } else if (flag == "--seed") {
-      o->seed = static_cast<uint64_t>(args.integer(flag, 0, 0x7fffffffffffffffL));
+      o->seed = static_cast<uint64_t>(args.Integer(flag, 0, 0x7fffffffffffffffL));
     } else if (flag == "--mode") {
-      o->mode = args.choice<Mode>(
+      o->mode = args.Choice<Mode>(
           flag, {{"sync", Mode::kSync}, {"ps", Mode::kPs}, {"local", Mode::kLocal}});
     } else if (flag == "--async") {
       o->async = true;
     } else if (flag == "--average-every") {
-      o->average_every = static_cast<int>(args.integer(flag, 1, 1'000'000));
+      o->average_every = static_cast<int>(args.Integer(flag, 1, 1'000'000));
       average_every_set = true;
     } else if (flag == "--no-overlap") {
       o->overlap = false;
     } else if (flag == "--bucket-cap-mb") {
-      o->bucket_cap_mb = args.real(flag, 0, 1 << 20);
+      o->bucket_cap_mb = args.Real(flag, 0, 1 << 20);
     } else if (flag == "--first-bucket-mb") {
-      o->first_bucket_mb = args.real(flag, 0, 1 << 20);
+      o->first_bucket_mb = args.Real(flag, 0, 1 << 20);
     } else if (flag == "--fp16-allreduce") {
       o->fp16_allreduce = true;
     } else if (flag == "--json") {
-      o->json = args.value(flag);
+      o->json = args.Value(flag);
     } else if (flag == "--checkpoint") {
-      o->checkpoint = args.value(flag);
+      o->checkpoint = args.Value(flag);
     } else if (flag == "--resume") {
-      o->resume = args.value(flag);
+      o->resume = args.Value(flag);
     } else if (flag == "--no-progress") {
       o->progress = false;
     } else if (flag == "--check-replicas") {
@@ -190,11 +190,11 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--print-hash") {
       o->print_hash = true;
     } else if (flag == "--max-steps") {
-      o->max_steps = args.integer(flag, 1, 1L << 40);
+      o->max_steps = args.Integer(flag, 1, 1L << 40);
     } else if (flag == "--device") {
-      o->device = args.choice<Device>(flag, {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
+      o->device = args.Choice<Device>(flag, {{"cpu", Device::kCpu}, {"cuda", Device::kCuda}});
     } else if (flag == "--blas-threads") {
-      o->blas_threads = static_cast<int>(args.integer(flag, 1, 1024));
+      o->blas_threads = static_cast<int>(args.Integer(flag, 1, 1024));
     } else {
       throw TrainError("unknown option '" + flag + "' (see --help)");
     }
@@ -209,7 +209,7 @@ bool parseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   return false;
 }
 
-const char* modeName(const Options& o) {
+const char* ModeName(const Options& o) {
   switch (o.mode) {
     case Mode::kSync:
       return "sync";

@@ -56,8 +56,8 @@ struct Options {
 };
 
 // Parses argv; on --help sets *help_text and returns true; throws TrainError on a bad option.
-bool parseOptions(int argc, char** argv, Options* options, std::string* help_text);
+bool ParseOptions(int argc, char** argv, Options* options, std::string* help_text);
 
-const char* modeName(const Options& o);
+const char* ModeName(const Options& o);
 
 }  // namespace trainer

@@ -49,82 +49,82 @@ class OwnedComm {
   batonComm_t comm_ = nullptr;
 };
 
-void groupEnd(batonComm_t comm, const std::string& what) {
-  checkBaton(batonGroupEnd(), comm, what);
+void GroupEnd(batonComm_t comm, const std::string& what) {
+  CheckBaton(batonGroupEnd(), comm, what);
 }
 
-void shareEma(TrainingRun& run) {
+void ShareEma(TrainingRun& run) {
   if (!run.ema) return;
-  checkBaton(batonBroadcast(run.ema->data(), run.ema->data(), run.model.parameterCount(),
+  CheckBaton(batonBroadcast(run.ema->data(), run.ema->data(), run.model.parameter_count(),
                             batonFloat, 0, run.comm, nullptr),
              run.comm, "EMA broadcast");
 }
 
-void trainSyncPs(TrainingRun& run) {
+void TrainSyncPs(TrainingRun& run) {
   const int workers = run.world - 1;
-  const size_t n = run.model.parameterCount();
+  const size_t n = run.model.parameter_count();
   batonComm_t comm = run.comm;
   std::vector<Buffer> inbox;
   if (run.rank == 0) {
-    for (int w = 0; w < workers; ++w) inbox.push_back(run.backend.allocate(n));
+    for (int w = 0; w < workers; ++w) inbox.push_back(run.backend.Allocate(n));
   }
   float lr = 0;
-  run.total_steps = run.shard(0, workers).steps * run.opt.epochs;
-  for (int epoch = run.start_epoch; epoch < run.lastEpoch(); ++epoch) {
-    std::vector<uint32_t> order = run.epochOrder(epoch);
-    Shard part = run.shard(run.rank == 0 ? 0 : run.rank - 1, workers);
+  run.total_steps = run.ShardOf(0, workers).steps * run.opt.epochs;
+  for (int epoch = run.start_epoch; epoch < run.LastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = run.EpochOrder(epoch);
+    Shard part = run.ShardOf(run.rank == 0 ? 0 : run.rank - 1, workers);
     if (part.steps == 0) throw TrainError("too few samples for this many workers and --batch");
     EpochStats stats;
-    double epoch_start = nowSeconds();
+    double epoch_start = NowSeconds();
     for (long step = 0; step < part.steps; ++step) {
       if (run.rank == 0) {
         batonGroupStart();
         for (int w = 0; w < workers; ++w) {
-          checkBaton(batonRecv(inbox[w].data(), n, batonFloat, w + 1, comm, nullptr), comm,
+          CheckBaton(batonRecv(inbox[w].data(), n, batonFloat, w + 1, comm, nullptr), comm,
                      "gradient receive");
         }
-        groupEnd(comm, "gradient receive from the workers");
+        GroupEnd(comm, "gradient receive from the workers");
         float* g = run.model.grads();
-        run.backend.copy(g, inbox[0].data(), n);
-        for (int w = 1; w < workers; ++w) run.backend.add(g, inbox[w].data(), n);
-        run.backend.scale(g, n, 1.0f / static_cast<float>(workers));
-        lr = run.learningRate(run.global_step, workers);
-        run.optimizer.step(run.model.params(), g, lr);
-        if (run.ema) run.ema->update(run.model.params());
-        run.backend.synchronize();
+        run.backend.Copy(g, inbox[0].data(), n);
+        for (int w = 1; w < workers; ++w) run.backend.Add(g, inbox[w].data(), n);
+        run.backend.Scale(g, n, 1.0f / static_cast<float>(workers));
+        lr = run.LearningRate(run.global_step, workers);
+        run.optimizer.Step(run.model.params(), g, lr);
+        if (run.ema) run.ema->Update(run.model.params());
+        run.backend.Synchronize();
         batonGroupStart();
         for (int w = 0; w < workers; ++w) {
-          checkBaton(batonSend(run.model.params(), n, batonFloat, w + 1, comm, nullptr), comm,
+          CheckBaton(batonSend(run.model.params(), n, batonFloat, w + 1, comm, nullptr), comm,
                      "parameter send");
         }
-        groupEnd(comm, "parameter send to the workers");
+        GroupEnd(comm, "parameter send to the workers");
       } else {
-        double t0 = nowSeconds();
-        BatchStats b = run.forwardBatch(order, part, step, true);
-        run.model.backward(nullptr);
-        run.backend.synchronize();
-        double c0 = nowSeconds();
-        checkBaton(batonSend(run.model.grads(), n, batonFloat, 0, comm, nullptr), comm,
+        double t0 = NowSeconds();
+        BatchStats b = run.ForwardBatch(order, part, step, true);
+        run.model.Backward(nullptr);
+        run.backend.Synchronize();
+        double c0 = NowSeconds();
+        CheckBaton(batonSend(run.model.grads(), n, batonFloat, 0, comm, nullptr), comm,
                    "gradient send to the server");
-        checkBaton(batonRecv(run.model.params(), n, batonFloat, 0, comm, nullptr), comm,
+        CheckBaton(batonRecv(run.model.params(), n, batonFloat, 0, comm, nullptr), comm,
                    "parameter receive from the server");
-        double t1 = nowSeconds();
+        double t1 = NowSeconds();
         stats.comm_wait_s += t1 - c0;
         stats.step_s += t1 - t0;
         stats.loss_sum += b.loss_sum;
         stats.correct += b.correct;
         stats.samples += b.samples;
-        lr = run.learningRate(run.global_step, workers);
+        lr = run.LearningRate(run.global_step, workers);
       }
       ++run.global_step;
       if (run.opt.check_replicas) {
-        run.checkReplicas(("after step " + std::to_string(run.global_step)).c_str());
+        run.CheckReplicas(("after step " + std::to_string(run.global_step)).c_str());
       }
-      run.progress(epoch, step, part.steps, stats);
+      run.Progress(epoch, step, part.steps, stats);
     }
-    double wall = nowSeconds() - epoch_start;
-    shareEma(run);
-    run.finishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * workers);
+    double wall = NowSeconds() - epoch_start;
+    ShareEma(run);
+    run.FinishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * workers);
   }
 }
 
@@ -136,12 +136,12 @@ struct AsyncServer {
   std::string error;    // first failure of any thread
 };
 
-void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int worker, long steps) {
-  const size_t n = run.model.parameterCount();
-  const bool staged = run.backend.deviceMemory();
+void ServeWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int worker, long steps) {
+  const size_t n = run.model.parameter_count();
+  const bool staged = run.backend.device_memory();
   const std::string who = "worker " + std::to_string(worker);
   try {
-    Buffer grad = run.backend.allocate(n);
+    Buffer grad = run.backend.Allocate(n);
     std::vector<float> host_grad(staged ? n : 0);  // staged: the group receives into it
     float* incoming = staged ? host_grad.data() : grad.data();
     // A snapshot of the parameters taken under the lock, sent after it (both kinds of backend).
@@ -149,9 +149,9 @@ void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int wo
     for (long step = 0; step < steps; ++step) {
       int64_t in_header[1] = {0};
       batonGroupStart();
-      checkBaton(batonRecv(in_header, 1, batonInt64, 1, pair, nullptr), pair, "header receive");
-      checkBaton(batonRecv(incoming, n, batonFloat, 1, pair, nullptr), pair, "gradient receive");
-      groupEnd(pair, "gradient receive from " + who);
+      CheckBaton(batonRecv(in_header, 1, batonInt64, 1, pair, nullptr), pair, "header receive");
+      CheckBaton(batonRecv(incoming, n, batonFloat, 1, pair, nullptr), pair, "gradient receive");
+      GroupEnd(pair, "gradient receive from " + who);
       int64_t out_header[1];
       {
         std::lock_guard<std::mutex> lock(server.mu);
@@ -160,19 +160,19 @@ void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int wo
         server.stats.staleness_count += 1;
         server.stats.staleness_max = std::max(server.stats.staleness_max, staleness);
         // Every push is one update of one worker's batch: no linear scaling.
-        float lr = run.learningRate(server.version, 1);
-        if (staged) run.backend.upload(grad.data(), host_grad.data(), n);
-        run.optimizer.step(run.model.params(), grad.data(), lr);
-        if (run.ema) run.ema->update(run.model.params());
+        float lr = run.LearningRate(server.version, 1);
+        if (staged) run.backend.Upload(grad.data(), host_grad.data(), n);
+        run.optimizer.Step(run.model.params(), grad.data(), lr);
+        if (run.ema) run.ema->Update(run.model.params());
         ++server.version;
-        run.backend.download(outgoing.data(), run.model.params(), n);
+        run.backend.Download(outgoing.data(), run.model.params(), n);
         out_header[0] = server.version;
       }
       batonGroupStart();
-      checkBaton(batonSend(out_header, 1, batonInt64, 1, pair, nullptr), pair, "header send");
-      checkBaton(batonSend(outgoing.data(), n, batonFloat, 1, pair, nullptr), pair,
+      CheckBaton(batonSend(out_header, 1, batonInt64, 1, pair, nullptr), pair, "header send");
+      CheckBaton(batonSend(outgoing.data(), n, batonFloat, 1, pair, nullptr), pair,
                  "parameter send");
-      groupEnd(pair, "parameter send to " + who);
+      GroupEnd(pair, "parameter send to " + who);
     }
   } catch (const TrainError& e) {
     std::lock_guard<std::mutex> lock(server.mu);
@@ -180,16 +180,16 @@ void serveWorker(TrainingRun& run, AsyncServer& server, batonComm_t pair, int wo
   }
 }
 
-void trainAsyncPs(TrainingRun& run) {
+void TrainAsyncPs(TrainingRun& run) {
   const int workers = run.world - 1;
-  const size_t n = run.model.parameterCount();
+  const size_t n = run.model.parameter_count();
   // One two-rank communicator {0, w} per worker; rank 0 keeps them all, worker w its own.
   std::vector<OwnedComm> pairs;
   OwnedComm mine;
   for (int w = 1; w <= workers; ++w) {
     bool member = run.rank == 0 || run.rank == w;
     batonComm_t c = nullptr;
-    checkBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c), run.comm,
+    CheckBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c), run.comm,
                "batonCommSplit for worker " + std::to_string(w));
     if (run.rank == 0)
       pairs.emplace_back(c);
@@ -200,83 +200,83 @@ void trainAsyncPs(TrainingRun& run) {
   server.version = run.global_step;
   float lr = 0;
   // Every push is one update: the server's step counts all workers' steps.
-  run.total_steps = run.shard(0, workers).steps * workers * run.opt.epochs;
-  for (int epoch = run.start_epoch; epoch < run.lastEpoch(); ++epoch) {
-    std::vector<uint32_t> order = run.epochOrder(epoch);
-    Shard part = run.shard(run.rank == 0 ? 0 : run.rank - 1, workers);
+  run.total_steps = run.ShardOf(0, workers).steps * workers * run.opt.epochs;
+  for (int epoch = run.start_epoch; epoch < run.LastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = run.EpochOrder(epoch);
+    Shard part = run.ShardOf(run.rank == 0 ? 0 : run.rank - 1, workers);
     if (part.steps == 0) throw TrainError("too few samples for this many workers and --batch");
     EpochStats stats;
-    double epoch_start = nowSeconds();
+    double epoch_start = NowSeconds();
     if (run.rank == 0) {
       server.stats = EpochStats{};
       std::vector<std::thread> threads;
       for (int w = 0; w < workers; ++w) {
-        threads.emplace_back(serveWorker, std::ref(run), std::ref(server), pairs[w].get(), w + 1,
+        threads.emplace_back(ServeWorker, std::ref(run), std::ref(server), pairs[w].get(), w + 1,
                              part.steps);
       }
       for (std::thread& t : threads) t.join();
       if (!server.error.empty()) throw TrainError("parameter server: " + server.error);
       stats = server.stats;
       run.global_step = server.version;
-      lr = run.learningRate(run.global_step, 1);
+      lr = run.LearningRate(run.global_step, 1);
     } else {
       batonComm_t pair = mine.get();
       int64_t version = run.global_step;
-      const bool staged = run.backend.deviceMemory();
+      const bool staged = run.backend.device_memory();
       std::vector<float> host_buffer(staged ? n : 0);  // staged: gradient out, parameters in
       const float* grad_out = staged ? host_buffer.data() : run.model.grads();
       float* params_in = staged ? host_buffer.data() : run.model.params();
       for (long step = 0; step < part.steps; ++step) {
-        double t0 = nowSeconds();
-        BatchStats b = run.forwardBatch(order, part, step, true);
-        run.model.backward(nullptr);
-        run.backend.synchronize();
-        double c0 = nowSeconds();
-        if (staged) run.backend.download(host_buffer.data(), run.model.grads(), n);
+        double t0 = NowSeconds();
+        BatchStats b = run.ForwardBatch(order, part, step, true);
+        run.model.Backward(nullptr);
+        run.backend.Synchronize();
+        double c0 = NowSeconds();
+        if (staged) run.backend.Download(host_buffer.data(), run.model.grads(), n);
         int64_t header[1] = {version};
         batonGroupStart();
-        checkBaton(batonSend(header, 1, batonInt64, 0, pair, nullptr), pair, "header send");
-        checkBaton(batonSend(grad_out, n, batonFloat, 0, pair, nullptr), pair, "gradient send");
-        groupEnd(pair, "gradient push to the server");
+        CheckBaton(batonSend(header, 1, batonInt64, 0, pair, nullptr), pair, "header send");
+        CheckBaton(batonSend(grad_out, n, batonFloat, 0, pair, nullptr), pair, "gradient send");
+        GroupEnd(pair, "gradient push to the server");
         batonGroupStart();
-        checkBaton(batonRecv(header, 1, batonInt64, 0, pair, nullptr), pair, "header receive");
-        checkBaton(batonRecv(params_in, n, batonFloat, 0, pair, nullptr), pair,
+        CheckBaton(batonRecv(header, 1, batonInt64, 0, pair, nullptr), pair, "header receive");
+        CheckBaton(batonRecv(params_in, n, batonFloat, 0, pair, nullptr), pair,
                    "parameter receive");
-        groupEnd(pair, "parameter pull from the server");
-        if (staged) run.backend.upload(run.model.params(), host_buffer.data(), n);
+        GroupEnd(pair, "parameter pull from the server");
+        if (staged) run.backend.Upload(run.model.params(), host_buffer.data(), n);
         version = header[0];
-        double t1 = nowSeconds();
+        double t1 = NowSeconds();
         stats.comm_wait_s += t1 - c0;
         stats.step_s += t1 - t0;
         stats.loss_sum += b.loss_sum;
         stats.correct += b.correct;
         stats.samples += b.samples;
-        run.progress(epoch, step, part.steps, stats);
+        run.Progress(epoch, step, part.steps, stats);
       }
     }
-    double wall = nowSeconds() - epoch_start;
+    double wall = NowSeconds() - epoch_start;
     // Epoch boundary: everyone takes the server's latest parameters (and step) for evaluation.
-    run.broadcastParameters();
+    run.BroadcastParameters();
     int64_t step_now = run.global_step;
-    checkBaton(batonBroadcast(&step_now, &step_now, 1, batonInt64, 0, run.comm, nullptr), run.comm,
+    CheckBaton(batonBroadcast(&step_now, &step_now, 1, batonInt64, 0, run.comm, nullptr), run.comm,
                "step broadcast");
     run.global_step = step_now;
-    shareEma(run);
-    if (run.opt.check_replicas) run.checkReplicas("at the end of the epoch");
-    run.finishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * workers);
+    ShareEma(run);
+    if (run.opt.check_replicas) run.CheckReplicas("at the end of the epoch");
+    run.FinishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * workers);
   }
 }
 
 }  // namespace
 
-void trainParameterServer(TrainingRun& run) {
+void TrainParameterServer(TrainingRun& run) {
   if (run.world < 2) {
     throw TrainError("--mode ps needs at least 2 ranks (rank 0 is the server, the others work)");
   }
   if (run.opt.async) {
-    trainAsyncPs(run);
+    TrainAsyncPs(run);
   } else {
-    trainSyncPs(run);
+    TrainSyncPs(run);
   }
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int kEvalBatch = 500;
 
-std::vector<int> layerSizes(const Options& o, const DataSplit& data) {
+std::vector<int> LayerSizes(const Options& o, const DataSplit& data) {
   std::vector<int> sizes = {static_cast<int>(data.train.features)};
   sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
   sizes.push_back(data.train.classes);
@@ -32,13 +32,13 @@ TrainingRun::TrainingRun(batonComm_t comm_in, const Options& options, Backend& b
       opt(options),
       backend(backend_in),
       data(data_in),
-      model(backend_in, layerSizes(options, data_in), std::max(options.batch, kEvalBatch)),
-      optimizer(backend_in, model.parameterCount(), static_cast<float>(options.momentum),
+      model(backend_in, LayerSizes(options, data_in), std::max(options.batch, kEvalBatch)),
+      optimizer(backend_in, model.parameter_count(), static_cast<float>(options.momentum),
                 static_cast<float>(options.weight_decay)) {
-  checkBaton(batonCommUserRank(comm, &rank), comm, "batonCommUserRank");
-  checkBaton(batonCommCount(comm, &world), comm, "batonCommCount");
+  CheckBaton(batonCommUserRank(comm, &rank), comm, "batonCommUserRank");
+  CheckBaton(batonCommCount(comm, &world), comm, "batonCommCount");
   size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
-  batch_x_ = backend.allocate(max_rows * data.train.features);
+  batch_x_ = backend.Allocate(max_rows * data.train.features);
   host_x_.resize(max_rows * data.train.features);
   batch_labels_.resize(max_rows);
   tty_ = rank == 0 && opt.progress && isatty(STDERR_FILENO) == 1;
@@ -48,15 +48,15 @@ TrainingRun::~TrainingRun() {
   if (json_ != nullptr) std::fclose(json_);
 }
 
-std::vector<uint32_t> TrainingRun::epochOrder(int epoch) const {
+std::vector<uint32_t> TrainingRun::EpochOrder(int epoch) const {
   std::vector<uint32_t> order(data.train.count);
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
-  Rng rng(mixSeed(opt.seed, static_cast<uint64_t>(epoch), 0x5407));
-  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+  Rng rng(MixSeed(opt.seed, static_cast<uint64_t>(epoch), 0x5407));
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
   return order;
 }
 
-Shard TrainingRun::shard(int part, int parts) const {
+Shard TrainingRun::ShardOf(int part, int parts) const {
   size_t per = data.train.count / static_cast<size_t>(parts);
   Shard s;
   s.begin = per * static_cast<size_t>(part);
@@ -65,7 +65,7 @@ Shard TrainingRun::shard(int part, int parts) const {
   return s;
 }
 
-BatchStats TrainingRun::forwardBatch(const std::vector<uint32_t>& order, const Shard& shard,
+BatchStats TrainingRun::ForwardBatch(const std::vector<uint32_t>& order, const Shard& shard,
                                      long step, bool train) {
   const Dataset& d = data.train;
   int rows = opt.batch;
@@ -77,11 +77,11 @@ BatchStats TrainingRun::forwardBatch(const std::vector<uint32_t>& order, const S
     for (size_t f = 0; f < d.features; ++f) x[f] = static_cast<float>(img[f]) * (1.0f / 255.0f);
     batch_labels_[static_cast<size_t>(r)] = d.labels[index];
   }
-  backend.upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
-  return model.forward(model.params(), batch_x_.data(), batch_labels_.data(), rows, train);
+  backend.Upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
+  return model.Forward(model.params(), batch_x_.data(), batch_labels_.data(), rows, train);
 }
 
-float TrainingRun::learningRate(long step, int contributors) const {
+float TrainingRun::LearningRate(long step, int contributors) const {
   double base = opt.lr;
   double target = opt.lr_scaling ? opt.lr * contributors : opt.lr;
   if (opt.warmup_steps > 0 && step < opt.warmup_steps) {
@@ -97,29 +97,29 @@ float TrainingRun::learningRate(long step, int contributors) const {
   return static_cast<float>(target);
 }
 
-int TrainingRun::lastEpoch() const {
+int TrainingRun::LastEpoch() const {
   return opt.stop_after > 0 ? std::min(opt.stop_after, opt.epochs) : opt.epochs;
 }
 
-void TrainingRun::broadcastParameters() {
-  backend.synchronize();
-  checkBaton(batonBroadcast(model.params(), model.params(), model.parameterCount(), batonFloat, 0,
+void TrainingRun::BroadcastParameters() {
+  backend.Synchronize();
+  CheckBaton(batonBroadcast(model.params(), model.params(), model.parameter_count(), batonFloat, 0,
                             comm, nullptr),
              comm, "parameter broadcast");
 }
 
-uint64_t TrainingRun::parameterHash() {
-  std::vector<float> host(model.parameterCount());
-  backend.synchronize();
-  backend.download(host.data(), model.params(), host.size());
-  return hashBytes(host.data(), host.size() * sizeof(float));
+uint64_t TrainingRun::ParameterHash() {
+  std::vector<float> host(model.parameter_count());
+  backend.Synchronize();
+  backend.Download(host.data(), model.params(), host.size());
+  return HashBytes(host.data(), host.size() * sizeof(float));
 }
 
-void TrainingRun::checkReplicas(const char* when) {
-  uint64_t h = parameterHash();
+void TrainingRun::CheckReplicas(const char* when) {
+  uint64_t h = ParameterHash();
   // max of (h, ~h) gives the largest hash and the complement of the smallest in one call.
   uint64_t v[2] = {h, ~h};
-  checkBaton(batonAllReduce(v, v, 2, batonUint64, batonMax, comm, nullptr), comm,
+  CheckBaton(batonAllReduce(v, v, 2, batonUint64, batonMax, comm, nullptr), comm,
              "replica check allreduce");
   uint64_t hmax = v[0];
   uint64_t hmin = ~v[1];
@@ -134,7 +134,7 @@ void TrainingRun::checkReplicas(const char* when) {
   }
 }
 
-BatchStats TrainingRun::evaluate(const float* params) {
+BatchStats TrainingRun::Evaluate(const float* params) {
   const Dataset& d = data.test;
   size_t begin = d.count * static_cast<size_t>(rank) / static_cast<size_t>(world);
   size_t end = d.count * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
@@ -146,8 +146,8 @@ BatchStats TrainingRun::evaluate(const float* params) {
       float* x = host_x_.data() + static_cast<size_t>(r) * d.features;
       for (size_t f = 0; f < d.features; ++f) x[f] = static_cast<float>(img[f]) * (1.0f / 255.0f);
     }
-    backend.upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
-    BatchStats s = model.forward(params, batch_x_.data(), d.labels.data() + i, rows, false);
+    backend.Upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
+    BatchStats s = model.Forward(params, batch_x_.data(), d.labels.data() + i, rows, false);
     total.loss_sum += s.loss_sum;
     total.correct += s.correct;
     total.samples += s.samples;
@@ -155,9 +155,9 @@ BatchStats TrainingRun::evaluate(const float* params) {
   return total;
 }
 
-void TrainingRun::progress(int epoch, long step, long steps, const EpochStats& stats) {
+void TrainingRun::Progress(int epoch, long step, long steps, const EpochStats& stats) {
   if (!tty_) return;
-  double now = nowSeconds();
+  double now = NowSeconds();
   if (step + 1 < steps && now - last_progress_ < 0.1) return;
   last_progress_ = now;
   constexpr int kWidth = 30;
@@ -171,21 +171,21 @@ void TrainingRun::progress(int epoch, long step, long steps, const EpochStats& s
   std::fflush(stderr);
 }
 
-void TrainingRun::finishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
+void TrainingRun::FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
                               long samples_trained) {
-  backend.synchronize();
-  BatchStats test = evaluate(model.params());
+  backend.Synchronize();
+  BatchStats test = Evaluate(model.params());
   BatchStats ema_test;
-  if (ema) ema_test = evaluate(ema->data());
+  if (ema) ema_test = Evaluate(ema->data());
   double sums[11] = {stats.loss_sum, stats.correct,       stats.samples,         stats.comm_wait_s,
                      stats.step_s,   stats.staleness_sum, stats.staleness_count, test.correct,
                      test.samples,   ema_test.correct,    ema_test.samples};
-  checkBaton(batonAllReduce(sums, sums, 11, batonDouble, batonSum, comm, nullptr), comm,
+  CheckBaton(batonAllReduce(sums, sums, 11, batonDouble, batonSum, comm, nullptr), comm,
              "metrics allreduce");
   double stale_max = stats.staleness_max;
-  checkBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
+  CheckBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
              "metrics allreduce");
-  if (!opt.checkpoint.empty()) saveCheckpoint(epoch + 1);
+  if (!opt.checkpoint.empty()) SaveCheckpoint(epoch + 1);
   if (rank != 0) return;
 
   double loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
@@ -208,7 +208,7 @@ void TrainingRun::finishEpoch(int epoch, const EpochStats& stats, double wall_s,
     std::fprintf(json_,
                  "{\"epoch\": %d, \"mode\": \"%s\", \"ranks\": %d, \"loss\": %.6f, "
                  "\"train_acc\": %.6f, \"test_acc\": %.6f",
-                 epoch + 1, modeName(opt), world, loss, train_acc, test_acc);
+                 epoch + 1, ModeName(opt), world, loss, train_acc, test_acc);
     if (ema) std::fprintf(json_, ", \"ema_test_acc\": %.6f", ema_acc);
     std::fprintf(json_,
                  ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
@@ -218,31 +218,31 @@ void TrainingRun::finishEpoch(int epoch, const EpochStats& stats, double wall_s,
   }
 }
 
-void TrainingRun::saveCheckpoint(int epochs_done) {
+void TrainingRun::SaveCheckpoint(int epochs_done) {
   if (rank != 0) return;
   Checkpoint c;
-  c.mode = modeName(opt);
+  c.mode = ModeName(opt);
   c.sizes = model.sizes();
   c.seed = opt.seed;
   c.epochs_done = epochs_done;
   c.global_step = global_step;
-  size_t n = model.parameterCount();
-  backend.synchronize();
+  size_t n = model.parameter_count();
+  backend.Synchronize();
   c.params.resize(n);
-  backend.download(c.params.data(), model.params(), n);
+  backend.Download(c.params.data(), model.params(), n);
   c.momentum.resize(n);
-  backend.download(c.momentum.data(), optimizer.momentumBuffer(), n);
+  backend.Download(c.momentum.data(), optimizer.momentum_buffer(), n);
   if (ema) {
     c.ema.resize(n);
-    backend.download(c.ema.data(), ema->data(), n);
+    backend.Download(c.ema.data(), ema->data(), n);
   }
-  writeCheckpoint(opt.checkpoint, c);
+  WriteCheckpoint(opt.checkpoint, c);
 }
 
-void TrainingRun::failOnRootProblem(const std::string& problem) {
+void TrainingRun::FailOnRootProblem(const std::string& problem) {
   char text[512] = {};
   if (rank == 0) std::snprintf(text, sizeof text, "%s", problem.c_str());
-  checkBaton(batonBroadcast(text, text, sizeof text, batonChar, 0, comm, nullptr), comm,
+  CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, 0, comm, nullptr), comm,
              "start-up broadcast");
   if (text[0] != '\0') {
     throw TrainError(rank == 0 ? problem : std::string(text) + " (reported by rank 0)");
@@ -250,93 +250,93 @@ void TrainingRun::failOnRootProblem(const std::string& problem) {
 }
 
 // Rank 0 reads the file and broadcasts it, so the other ranks need not see the same filesystem.
-void TrainingRun::loadCheckpoint() {
+void TrainingRun::LoadCheckpoint() {
   Checkpoint c;
   std::string problem;
   if (rank == 0) {
     try {
-      c = readCheckpoint(opt.resume);
+      c = ReadCheckpoint(opt.resume);
       if (c.sizes != model.sizes())
         problem = opt.resume + ": the model's layer sizes differ";
-      else if (c.mode != modeName(opt))
+      else if (c.mode != ModeName(opt))
         problem = opt.resume + ": written by --mode " + c.mode;
       else if (c.seed != opt.seed)
         problem = opt.resume + ": written with another --seed";
       else if (!c.ema.empty() != (ema != nullptr))
         problem = opt.resume + ": --ema differs";
-      else if (c.params.size() != model.parameterCount())
+      else if (c.params.size() != model.parameter_count())
         problem = opt.resume + ": wrong size";
     } catch (const TrainError& e) {
       problem = e.what();
     }
   }
-  failOnRootProblem(problem);
+  FailOnRootProblem(problem);
   int64_t meta[2] = {c.epochs_done, c.global_step};
-  checkBaton(batonBroadcast(meta, meta, 2, batonInt64, 0, comm, nullptr), comm,
+  CheckBaton(batonBroadcast(meta, meta, 2, batonInt64, 0, comm, nullptr), comm,
              "checkpoint broadcast");
-  size_t n = model.parameterCount();
+  size_t n = model.parameter_count();
   auto share = [&](std::vector<float>& host, float* dst) {
     host.resize(n);
-    checkBaton(batonBroadcast(host.data(), host.data(), n, batonFloat, 0, comm, nullptr), comm,
+    CheckBaton(batonBroadcast(host.data(), host.data(), n, batonFloat, 0, comm, nullptr), comm,
                "checkpoint broadcast");
-    backend.upload(dst, host.data(), n);
+    backend.Upload(dst, host.data(), n);
   };
   share(c.params, model.params());
-  share(c.momentum, optimizer.momentumBuffer());
+  share(c.momentum, optimizer.momentum_buffer());
   if (ema) share(c.ema, ema->data());
   start_epoch = static_cast<int>(meta[0]);
   global_step = meta[1];
 }
 
-void TrainingRun::run() {
-  model.initialize(opt.seed);
+void TrainingRun::Run() {
+  model.Initialize(opt.seed);
   // Every rank starts from rank 0's parameters, as DDP and Horovod do.
-  broadcastParameters();
+  BroadcastParameters();
   if (opt.ema > 0) {
-    ema = std::make_unique<ParameterEma>(backend, model.params(), model.parameterCount(),
+    ema = std::make_unique<ParameterEma>(backend, model.params(), model.parameter_count(),
                                          static_cast<float>(opt.ema));
   }
-  if (!opt.resume.empty()) loadCheckpoint();
+  if (!opt.resume.empty()) LoadCheckpoint();
   // Opened before training so an unwritable path fails at once, not after the first epoch.
   std::string json_problem;
   if (rank == 0 && !opt.json.empty()) {
     json_ = std::fopen(opt.json.c_str(), opt.resume.empty() ? "w" : "a");
     if (json_ == nullptr) json_problem = "cannot open " + opt.json + ": " + std::strerror(errno);
   }
-  failOnRootProblem(json_problem);
+  FailOnRootProblem(json_problem);
   if (rank == 0) {
     std::printf("baton-train: %s, %d rank(s), mode %s, model", data.description.c_str(), world,
-                modeName(opt));
+                ModeName(opt));
     for (size_t i = 0; i < model.sizes().size(); ++i) {
       std::printf("%s%d", i == 0 ? " " : "-", model.sizes()[i]);
     }
-    std::printf(" (%zu parameters), batch %d per rank, %s\n", model.parameterCount(), opt.batch,
+    std::printf(" (%zu parameters), batch %d per rank, %s\n", model.parameter_count(), opt.batch,
                 backend.name().c_str());
     if (start_epoch > 0)
       std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
     std::fflush(stdout);
   }
-  if (start_epoch < lastEpoch()) {
+  if (start_epoch < LastEpoch()) {
     switch (opt.mode) {
       case Mode::kSync:
-        trainSync();
+        TrainSync();
         break;
       case Mode::kLocal:
-        trainLocal();
+        TrainLocal();
         break;
       case Mode::kPs:
-        trainParameterServer(*this);
+        TrainParameterServer(*this);
         break;
     }
   }
-  if (opt.check_replicas) checkReplicas("at the end");
+  if (opt.check_replicas) CheckReplicas("at the end");
   if (opt.print_hash) {
-    uint64_t h = parameterHash();
+    uint64_t h = ParameterHash();
     if (rank == 0) std::printf("final parameter hash: %016" PRIx64 "\n", h);
   }
 }
 
-void TrainingRun::trainSync() {
+void TrainingRun::TrainSync() {
   GradientAverager averager(
       comm, backend, model, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
       static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap, opt.fp16_allreduce);
@@ -349,91 +349,91 @@ void TrainingRun::trainSync() {
     std::printf("\n");
   }
   float lr = 0;
-  total_steps = shard(rank, world).steps * opt.epochs;
-  for (int epoch = start_epoch; epoch < lastEpoch(); ++epoch) {
-    std::vector<uint32_t> order = epochOrder(epoch);
-    Shard part = shard(rank, world);
+  total_steps = ShardOf(rank, world).steps * opt.epochs;
+  for (int epoch = start_epoch; epoch < LastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = EpochOrder(epoch);
+    Shard part = ShardOf(rank, world);
     if (part.steps == 0) {
       throw TrainError("too few samples: " + std::to_string(data.train.count) + " over " +
                        std::to_string(world) + " ranks gives no batch of " +
                        std::to_string(opt.batch));
     }
     EpochStats stats;
-    double epoch_start = nowSeconds();
+    double epoch_start = NowSeconds();
     for (long step = 0; step < part.steps; ++step) {
-      double t0 = nowSeconds();
-      BatchStats b = forwardBatch(order, part, step, true);
-      model.backward([&](int layer) { averager.layerDone(layer); });
-      stats.comm_wait_s += averager.finish();
-      lr = learningRate(global_step, world);
-      optimizer.step(model.params(), model.grads(), lr);
-      if (ema) ema->update(model.params());
+      double t0 = NowSeconds();
+      BatchStats b = ForwardBatch(order, part, step, true);
+      model.Backward([&](int layer) { averager.LayerDone(layer); });
+      stats.comm_wait_s += averager.Finish();
+      lr = LearningRate(global_step, world);
+      optimizer.Step(model.params(), model.grads(), lr);
+      if (ema) ema->Update(model.params());
       ++global_step;
-      stats.step_s += nowSeconds() - t0;
+      stats.step_s += NowSeconds() - t0;
       stats.loss_sum += b.loss_sum;
       stats.correct += b.correct;
       stats.samples += b.samples;
       if (opt.check_replicas) {
-        checkReplicas(("after step " + std::to_string(global_step)).c_str());
+        CheckReplicas(("after step " + std::to_string(global_step)).c_str());
       }
-      progress(epoch, step, part.steps, stats);
+      Progress(epoch, step, part.steps, stats);
     }
     // A device backend's last allreduces may still be timing on its stream.
-    stats.comm_wait_s += averager.collectWait();
-    double wall = nowSeconds() - epoch_start;
-    finishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
+    stats.comm_wait_s += averager.CollectWait();
+    double wall = NowSeconds() - epoch_start;
+    FinishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
   }
 }
 
-void TrainingRun::trainLocal() {
-  size_t n = model.parameterCount();
+void TrainingRun::TrainLocal() {
+  size_t n = model.parameter_count();
   float lr = 0;
   auto average = [&](float* buf) {
-    backend.synchronize();
-    checkBaton(batonAllReduce(buf, buf, n, batonFloat, batonAvg, comm, nullptr), comm,
+    backend.Synchronize();
+    CheckBaton(batonAllReduce(buf, buf, n, batonFloat, batonAvg, comm, nullptr), comm,
                "model averaging allreduce");
   };
-  total_steps = shard(rank, world).steps * opt.epochs;
-  for (int epoch = start_epoch; epoch < lastEpoch(); ++epoch) {
-    std::vector<uint32_t> order = epochOrder(epoch);
-    Shard part = shard(rank, world);
+  total_steps = ShardOf(rank, world).steps * opt.epochs;
+  for (int epoch = start_epoch; epoch < LastEpoch(); ++epoch) {
+    std::vector<uint32_t> order = EpochOrder(epoch);
+    Shard part = ShardOf(rank, world);
     if (part.steps == 0) throw TrainError("too few samples for this many ranks and --batch");
     EpochStats stats;
-    double epoch_start = nowSeconds();
+    double epoch_start = NowSeconds();
     for (long step = 0; step < part.steps; ++step) {
-      double t0 = nowSeconds();
-      BatchStats b = forwardBatch(order, part, step, true);
-      model.backward(nullptr);
+      double t0 = NowSeconds();
+      BatchStats b = ForwardBatch(order, part, step, true);
+      model.Backward(nullptr);
       // Each replica steps on its own batch, so the rate is one rank's (no linear scaling).
-      lr = learningRate(global_step, 1);
-      optimizer.step(model.params(), model.grads(), lr);
+      lr = LearningRate(global_step, 1);
+      optimizer.Step(model.params(), model.grads(), lr);
       ++global_step;
       bool last = step + 1 == part.steps;
       if (global_step % opt.average_every == 0 || last) {
-        double c0 = nowSeconds();
+        double c0 = NowSeconds();
         average(model.params());
         // At the epoch's end the momentum is averaged too, so that every rank holds the same
         // state there: the checkpoint is then the whole state and the next epoch starts equal.
         if (last) {
-          average(optimizer.momentumBuffer());
+          average(optimizer.momentum_buffer());
         }
-        stats.comm_wait_s += nowSeconds() - c0;
+        stats.comm_wait_s += NowSeconds() - c0;
         if (opt.check_replicas) {
-          checkReplicas(("after averaging at step " + std::to_string(global_step)).c_str());
+          CheckReplicas(("after averaging at step " + std::to_string(global_step)).c_str());
         }
       }
       if (ema) {
-        ema->update(model.params());
+        ema->Update(model.params());
         if (last) average(ema->data());
       }
-      stats.step_s += nowSeconds() - t0;
+      stats.step_s += NowSeconds() - t0;
       stats.loss_sum += b.loss_sum;
       stats.correct += b.correct;
       stats.samples += b.samples;
-      progress(epoch, step, part.steps, stats);
+      Progress(epoch, step, part.steps, stats);
     }
-    double wall = nowSeconds() - epoch_start;
-    finishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
+    double wall = NowSeconds() - epoch_start;
+    FinishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
   }
 }
 

@@ -44,31 +44,31 @@ class TrainingRun {
   TrainingRun& operator=(const TrainingRun&) = delete;
 
   // Trains options.epochs epochs in the chosen mode (from a checkpoint with --resume).
-  void run();
+  void Run();
 
   // ---- used by the mode implementations ----
   // The permutation of the training set for an epoch (same on every rank: seed and epoch).
-  std::vector<uint32_t> epochOrder(int epoch) const;
+  std::vector<uint32_t> EpochOrder(int epoch) const;
   // Part `part` of `parts` equal shards of the permutation (remainders dropped so every rank
   // takes the same number of steps).
-  Shard shard(int part, int parts) const;
+  Shard ShardOf(int part, int parts) const;
   // Loads batch `step` of the shard and runs forward (keeping activations when training).
-  BatchStats forwardBatch(const std::vector<uint32_t>& order, const Shard& shard, long step,
+  BatchStats ForwardBatch(const std::vector<uint32_t>& order, const Shard& shard, long step,
                           bool train);
   // Goyal et al.: linear warm-up from lr to lr * contributors over warmup_steps, then constant
   // or a cosine decay to 0 at total_steps (Loshchilov & Hutter's SGDR without restarts).
-  float learningRate(long step, int contributors) const;
+  float LearningRate(long step, int contributors) const;
   // The last epoch to train now (--epochs, or --stop-after when it comes first).
-  int lastEpoch() const;
+  int LastEpoch() const;
   // rank 0's parameters to everyone.
-  void broadcastParameters();
+  void BroadcastParameters();
   // Allreduces a hash of the parameters with max and min; throws if ranks disagree.
-  void checkReplicas(const char* when);
+  void CheckReplicas(const char* when);
   // Evaluates, sums the epoch's statistics across ranks, reports (line, JSON) and checkpoints.
-  void finishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
+  void FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
                    long samples_trained);
   // Progress bar on rank 0 when stderr is a terminal.
-  void progress(int epoch, long step, long steps, const EpochStats& stats);
+  void Progress(int epoch, long step, long steps, const EpochStats& stats);
 
   batonComm_t comm;
   int rank = 0;
@@ -84,15 +84,15 @@ class TrainingRun {
   long total_steps = 0;  // of the whole run (--epochs), set by each mode for the schedule
 
  private:
-  void trainSync();
-  void trainLocal();
-  BatchStats evaluate(const float* params);
+  void TrainSync();
+  void TrainLocal();
+  BatchStats Evaluate(const float* params);
   // Broadcasts rank 0's problem text (empty: none); every rank then throws it, so each reports the
   // reason (batonrun may stop rank 0 before it prints).
-  void failOnRootProblem(const std::string& problem);
-  void saveCheckpoint(int epochs_done);
-  void loadCheckpoint();
-  uint64_t parameterHash();
+  void FailOnRootProblem(const std::string& problem);
+  void SaveCheckpoint(int epochs_done);
+  void LoadCheckpoint();
+  uint64_t ParameterHash();
 
   Buffer batch_x_;
   std::vector<float> host_x_;
@@ -103,6 +103,6 @@ class TrainingRun {
 };
 
 // --mode ps (synchronous or --async): defined in param_server.cc.
-void trainParameterServer(TrainingRun& run);
+void TrainParameterServer(TrainingRun& run);
 
 }  // namespace trainer

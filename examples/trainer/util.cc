@@ -5,7 +5,7 @@
 
 namespace trainer {
 
-void checkBaton(batonResult_t result, batonComm_t comm, const std::string& what) {
+void CheckBaton(batonResult_t result, batonComm_t comm, const std::string& what) {
   if (result == batonSuccess) return;
   std::string message = what + " failed: " + batonGetErrorString(result);
   const char* detail = batonGetLastError(comm);
@@ -13,27 +13,27 @@ void checkBaton(batonResult_t result, batonComm_t comm, const std::string& what)
   throw TrainError(message);
 }
 
-uint64_t Rng::next() {
+uint64_t Rng::Next() {
   uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
   return z ^ (z >> 31);
 }
 
-double Rng::normal() {
-  double u1 = uniform();
-  double u2 = uniform();
+double Rng::Normal() {
+  double u1 = Uniform();
+  double u2 = Uniform();
   if (u1 < 1e-300) u1 = 1e-300;
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-uint64_t mixSeed(uint64_t a, uint64_t b, uint64_t c) {
+uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c) {
   Rng rng(a * 0x9E3779B97F4A7C15ULL ^ (b + 0x632BE59BD9B4E019ULL) ^ (c * 0xD6E8FEB86659FD93ULL));
-  rng.next();
-  return rng.next();
+  rng.Next();
+  return rng.Next();
 }
 
-uint64_t hashBytes(const void* data, size_t bytes) {
+uint64_t HashBytes(const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t h = 0xcbf29ce484222325ULL;
   for (size_t i = 0; i < bytes; ++i) {
@@ -43,7 +43,7 @@ uint64_t hashBytes(const void* data, size_t bytes) {
   return h;
 }
 
-double nowSeconds() {
+double NowSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);

@@ -19,32 +19,32 @@ class TrainError : public std::runtime_error {
 };
 
 // Throws TrainError("WHAT failed: <baton error string>: <last error message>") unless ok.
-void checkBaton(batonResult_t result, batonComm_t comm, const std::string& what);
+void CheckBaton(batonResult_t result, batonComm_t comm, const std::string& what);
 
 // A small, fully specified generator (splitmix64), so the synthetic set, the initial weights and
 // the shuffles are the same on every platform and standard library (std::*_distribution are not).
 class Rng {
  public:
   explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next();
+  uint64_t Next();
   // Uniform in [0, 1).
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
   // Uniform integer in [0, n).
-  uint64_t below(uint64_t n) { return next() % n; }
+  uint64_t Below(uint64_t n) { return Next() % n; }
   // Standard normal (Box-Muller).
-  double normal();
+  double Normal();
 
  private:
   uint64_t state_;
 };
 
 // Mixes several integers into one seed (e.g. seed, epoch, purpose).
-uint64_t mixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
+uint64_t MixSeed(uint64_t a, uint64_t b, uint64_t c = 0);
 
 // 64-bit FNV-1a over bytes: the replica check compares these across ranks.
-uint64_t hashBytes(const void* data, size_t bytes);
+uint64_t HashBytes(const void* data, size_t bytes);
 
 // Monotonic seconds.
-double nowSeconds();
+double NowSeconds();
 
 }  // namespace trainer

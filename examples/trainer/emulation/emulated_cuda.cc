@@ -35,13 +35,13 @@ struct Event {
 };
 std::map<cudaEvent_t, std::unique_ptr<Event>> events;
 
-int deviceCount() {
+int DeviceCount() {
   const char* v = std::getenv("EMULATED_GPUS");
   return v != nullptr ? std::atoi(v) : 1;
 }
 
 // Stream order: wait for what is queued on s (all streams for the legacy default stream).
-cudaError_t order(cudaStream_t s) {
+cudaError_t Order(cudaStream_t s) {
   std::set<cudaStream_t> wait;
   if (s != nullptr) {
     wait.insert(s);
@@ -57,7 +57,7 @@ cudaError_t order(cudaStream_t s) {
   return cudaSuccess;
 }
 
-void* hostAllocate(size_t bytes) {
+void* HostAllocate(size_t bytes) {
   void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
   if (p != nullptr) std::memset(p, 0xab, bytes);  // garbage, as cudaMalloc gives
   return p;
@@ -68,11 +68,11 @@ void* hostAllocate(size_t bytes) {
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = deviceCount();
+  *count = DeviceCount();
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-  return device >= 0 && device < deviceCount() ? cudaSuccess : cudaErrorInvalidDevice;
+  return device >= 0 && device < DeviceCount() ? cudaSuccess : cudaErrorInvalidDevice;
 }
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int /*device*/) {
   std::memset(prop, 0, sizeof *prop);
@@ -113,24 +113,24 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return order(stream);
+  return Order(stream);
 }
 
 cudaError_t cudaMalloc(void** p, size_t bytes) {
-  *p = hostAllocate(bytes);
+  *p = HostAllocate(bytes);
   return *p != nullptr ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   return cudaMalloc(p, bytes);
 }
 cudaError_t cudaFree(void* p) {
-  order(nullptr);
+  Order(nullptr);
   std::free(p);
   return cudaSuccess;
 }
 cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
-  order(stream);
+  Order(stream);
   std::free(p);
   return cudaSuccess;
 }
@@ -143,12 +143,12 @@ cudaError_t cudaFreeHost(void* p) {
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind /*kind*/,
                             cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   std::memmove(dst, src, bytes);
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* dst, int value, size_t bytes, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   std::memset(dst, value, bytes);
   return cudaSuccess;
 }
@@ -166,7 +166,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   reinterpret_cast<Event*>(event)->seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   return cudaSuccess;
@@ -192,40 +192,40 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // cuda_kernels.h's launchers, on the host.
 namespace trainer::cuda {
 
-cudaError_t addBias(float* y, const float* bias, int rows, int cols, bool relu,
+cudaError_t AddBias(float* y, const float* bias, int rows, int cols, bool relu,
                     cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   for (size_t i = 0; i < static_cast<size_t>(rows) * cols; ++i) {
-    y[i] = biasRelu(y[i], bias[i % static_cast<size_t>(cols)], relu);
+    y[i] = BiasRelu(y[i], bias[i % static_cast<size_t>(cols)], relu);
   }
   return cudaSuccess;
 }
 
-cudaError_t columnSums(const float* m, int rows, int cols, float* out, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+cudaError_t ColumnSums(const float* m, int rows, int cols, float* out, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   for (int c = 0; c < cols; ++c) {
     float s = 0.0f;
-    for (int r = 0; r < rows; ++r) s = addRn(s, m[static_cast<size_t>(r) * cols + c]);
+    for (int r = 0; r < rows; ++r) s = AddRn(s, m[static_cast<size_t>(r) * cols + c]);
     out[c] = s;
   }
   return cudaSuccess;
 }
 
-cudaError_t reluBackward(float* delta, const float* activation, size_t n, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) delta[i] = reluGrad(delta[i], activation[i]);
+cudaError_t ReluBackward(float* delta, const float* activation, size_t n, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) delta[i] = ReluGrad(delta[i], activation[i]);
   return cudaSuccess;
 }
 
-cudaError_t softmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
+cudaError_t SoftmaxCrossEntropy(const float* logits, const uint8_t* labels, int rows, int classes,
                                 float* dlogits, double* row_loss, int* row_correct, double* stats,
                                 cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
   double loss = 0;
   double correct = 0;
   for (int r = 0; r < rows; ++r) {
     size_t offset = static_cast<size_t>(r) * classes;
-    RowLoss row = softmaxCrossEntropyRow(logits + offset, classes, labels[r],
+    RowLoss row = SoftmaxCrossEntropyRow(logits + offset, classes, labels[r],
                                          dlogits != nullptr ? dlogits + offset : nullptr, rows);
     row_loss[r] = row.loss;
     row_correct[r] = row.correct ? 1 : 0;
@@ -237,40 +237,40 @@ cudaError_t softmaxCrossEntropy(const float* logits, const uint8_t* labels, int 
   return cudaSuccess;
 }
 
-cudaError_t sgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
+cudaError_t SgdStep(float* w, float* v, const float* g, size_t n, float lr, float momentum,
                     float weight_decay, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) sgdUpdate(w[i], v[i], g[i], lr, momentum, weight_decay);
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) SgdUpdate(w[i], v[i], g[i], lr, momentum, weight_decay);
   return cudaSuccess;
 }
 
-cudaError_t emaUpdate(float* avg, const float* w, size_t n, float decay, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) avg[i] = emaValue(avg[i], w[i], decay);
+cudaError_t EmaUpdate(float* avg, const float* w, size_t n, float decay, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) avg[i] = EmaValue(avg[i], w[i], decay);
   return cudaSuccess;
 }
 
-cudaError_t scale(float* x, size_t n, float s, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) x[i] = scaleValue(x[i], s);
+cudaError_t Scale(float* x, size_t n, float s, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) x[i] = ScaleValue(x[i], s);
   return cudaSuccess;
 }
 
-cudaError_t add(float* x, const float* y, size_t n, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) x[i] = sumValue(x[i], y[i]);
+cudaError_t Add(float* x, const float* y, size_t n, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) x[i] = SumValue(x[i], y[i]);
   return cudaSuccess;
 }
 
-cudaError_t toHalf(uint16_t* dst, const float* src, size_t n, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) dst[i] = floatToHalf(src[i]);
+cudaError_t ToHalf(uint16_t* dst, const float* src, size_t n, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) dst[i] = FloatToHalf(src[i]);
   return cudaSuccess;
 }
 
-cudaError_t fromHalf(float* dst, const uint16_t* src, size_t n, cudaStream_t stream) {
-  if (cudaError_t err = order(stream); err != cudaSuccess) return err;
-  for (size_t i = 0; i < n; ++i) dst[i] = halfToFloat(src[i]);
+cudaError_t FromHalf(float* dst, const uint16_t* src, size_t n, cudaStream_t stream) {
+  if (cudaError_t err = Order(stream); err != cudaSuccess) return err;
+  for (size_t i = 0; i < n; ++i) dst[i] = HalfToFloat(src[i]);
   return cudaSuccess;
 }
 
