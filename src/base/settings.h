@@ -94,8 +94,8 @@ struct SettingInfo {
 // Every variable, in table order.
 std::span<const SettingInfo> AllSettings();
 
-// Reads every variable now. With `log`, each set variable is reported at
-// INFO and each malformed one at WARN (the default is used instead).
+// Reads every variable now. With `log`, each number that is set is reported
+// at INFO and each malformed one at WARN (the default is used instead).
 Settings ReadSettings(bool log = true);
 
 // One snapshot for the whole process, taken silently at first use.
