@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -447,6 +448,18 @@ void ForEachCase(RankContext& ctx, batonStream_t stream, const std::vector<size_
         if (!go_on) return;
       }
     }
+  }
+}
+
+// Runs section() and, on rank 0, logs how long it took.
+template <typename Section>
+void Timed(RankContext& ctx, const char* name, Section section) {
+  const auto start = std::chrono::steady_clock::now();
+  section();
+  if (ctx.rank() == 0) {
+    std::ostringstream os;
+    os << name << ": " << SecondsSince(start) << " s";
+    ctx.Log(os.str());
   }
 }
 

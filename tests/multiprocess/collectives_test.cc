@@ -26,10 +26,6 @@
 
 namespace {
 
-using baton_test::Options;
-using baton_test::RankContext;
-using baton_test::RunRanks;
-using baton_test::SecondsSince;
 using namespace baton_test;  // NOLINT: the test data of collective_data.h
 
 // The five ops of one (type, count, placement): on a host stream they are
@@ -248,13 +244,7 @@ TEST_P(CollectivesTest, AllReduceBroadcastBarrier) {
       [](RankContext& ctx) {
         HostStream stream(ctx);
         const auto time = [&](const char* name, void (*section)(RankContext&, batonStream_t)) {
-          const auto start = std::chrono::steady_clock::now();
-          section(ctx, stream.get());
-          if (ctx.rank() == 0) {
-            std::ostringstream os;
-            os << name << ": " << SecondsSince(start) << " s";
-            ctx.Log(os.str());
-          }
+          Timed(ctx, name, [&] { section(ctx, stream.get()); });
         };
         time("allreduce matrix", AllReduceMatrix);
         time("broadcast matrix", BroadcastMatrix);

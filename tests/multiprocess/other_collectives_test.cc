@@ -18,9 +18,6 @@
 
 namespace {
 
-using baton_test::Options;
-using baton_test::RankContext;
-using baton_test::RunRanks;
 using namespace baton_test;  // NOLINT: the test data of collective_data.h
 
 // Whether the call succeeded; any other result (batonInvalidUsage included:
@@ -316,13 +313,7 @@ TEST_P(OtherCollectivesTest, ReduceAllGatherReduceScatterAlltoAllSendRecvGroups)
         HostStream stream(ctx);
         const std::vector<size_t> counts = SmallCounts(ctx.nranks());
         const auto time = [&](const char* name, auto case_fn) {
-          const auto start = std::chrono::steady_clock::now();
-          ForEachCase(ctx, stream.get(), counts, case_fn);
-          if (ctx.rank() == 0) {
-            std::ostringstream os;
-            os << name << ": " << SecondsSince(start) << " s";
-            ctx.Log(os.str());
-          }
+          Timed(ctx, name, [&] { ForEachCase(ctx, stream.get(), counts, case_fn); });
         };
         time("reduce", ReduceCase);
         time("allgather", AllGatherCase);
