@@ -20,16 +20,18 @@ ALLOWED = {
     "base": set(),
     "kernels": {"base"},
     "bootstrap": {"base"},
+    "topology": {"base"},
     "transport": {"base", "kernels", "bootstrap"},
     "algorithms": {"base"},
-    "tuning": {"base", "algorithms"},
+    "tuning": {"base", "topology", "algorithms"},
     "exec": {"base", "kernels", "transport", "algorithms"},
-    "comm": {"base", "bootstrap", "transport", "algorithms", "tuning", "exec"},
+    "comm": {"base", "topology", "bootstrap", "transport", "algorithms", "tuning", "exec"},
     "cuda": {"base", "kernels", "algorithms", "comm"},
     "launch": {"base", "algorithms", "tuning", "comm", "cuda"},
-    "api": {"base", "bootstrap", "algorithms", "comm", "cuda", "launch"},
-    # batonrun links only the public library: header-only pieces of these.
-    "tools": {"base", "bootstrap"},
+    "api": {"base", "topology", "bootstrap", "algorithms", "comm", "cuda", "launch"},
+    # batonrun: base, topology and header-only pieces of bootstrap beside
+    # libbaton.so; baton-topo: the internal library.
+    "tools": {"base", "topology", "bootstrap", "algorithms", "tuning"},
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -6,11 +6,13 @@
 
 #include "api/checks.h"
 #include "api/handles.h"
+#include "base/log.h"
 #include "base/settings.h"
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/rendezvous.h"
 #include "comm/split.h"
 #include "launch/group.h"
+#include "topology/binding.h"
 
 #pragma GCC visibility push(default)
 
@@ -105,6 +107,15 @@ batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
   const Settings settings = ReadSettings();
   LauncherJob job;
   BATON_API_CHECK(fn, JobFromEnvironment(settings, &job), nullptr);
+  // Before the rendezvous, so that the place this rank reports is where it
+  // will run.
+  bool bound = false;
+  BATON_API_CHECK(
+      fn, BindThisRank(settings.bind, settings.topo_file, job.local_rank, job.local_size, &bound),
+      nullptr);
+  if (bound)
+    BATON_INFO(kLogInit, "bound as local rank %d of %d (BATON_BIND=%s)", job.local_rank,
+               job.local_size, settings.bind.c_str());
   return InitRank(fn, settings, comm, job.size, job.id, job.rank);
 }
 

@@ -51,6 +51,11 @@ namespace baton {
   X(cuda_ipc_cache, "BATON_CUDA_IPC_CACHE", Int, 64,                                               \
     "peer allocations kept mapped per communicator")                                               \
   X(hostid, "BATON_HOSTID", String, "", "host identity (default: hostname + boot id + netns)")     \
+  X(topo_file, "BATON_TOPO_FILE", String, "",                                                      \
+    "hwloc XML export to use instead of this machine's topology")                                  \
+  X(bind, "BATON_BIND", String, "",                                                                \
+    "auto, core, numa or none: how batonrun binds ranks (default auto); the library binds an "     \
+    "unbound rank when set")                                                                       \
   X(root, "BATON_ROOT", String, "",                                                                \
     "host:port of the rendezvous for launchers without a unique id")                               \
   X(secret, "BATON_SECRET", String, "", "shared secret for BATON_ROOT jobs (default: derived)")    \
@@ -58,9 +63,9 @@ namespace baton {
   X(rank, "BATON_RANK", String, "", "global rank (set by batonrun)")                               \
   X(world_size, "BATON_WORLD_SIZE", String, "", "number of ranks (set by batonrun)")               \
   X(local_rank, "BATON_LOCAL_RANK", String, "",                                                    \
-    "rank on this host (set by batonrun for the program; Baton does not read it)")                 \
+    "rank on this host (set by batonrun; read when BATON_BIND asks the library to bind)")          \
   X(local_size, "BATON_LOCAL_SIZE", String, "",                                                    \
-    "ranks on this host (set by batonrun for the program; Baton does not read it)")
+    "ranks on this host (set by batonrun; read when BATON_BIND asks the library to bind)")
 
 // One value of every setting.
 struct Settings {

@@ -45,6 +45,28 @@ void RankFromEnvironment(const Settings& settings, LauncherJob* job) {
   }
 }
 
+// The first launcher whose local rank and local size variables are both set.
+void LocalRankFromEnvironment(const Settings& settings, LauncherJob* job) {
+  static const char* kForeignPairs[][2] = {
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+      {"SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+      {"LOCAL_RANK", "LOCAL_WORLD_SIZE"}};
+  if (!settings.local_rank.empty() && !settings.local_size.empty()) {
+    job->local_rank = ParseRankVariable(settings.local_rank);
+    job->local_size = ParseRankVariable(settings.local_size);
+    return;
+  }
+  for (auto& pair : kForeignPairs) {
+    auto rank = ForeignVariable(pair[0]), size = ForeignVariable(pair[1]);
+    if (rank && size) {
+      job->local_rank = ParseRankVariable(rank);
+      job->local_size = ParseRankVariable(size);
+      return;
+    }
+  }
+}
+
 // The unique id of a job launched without one (mpirun, srun, torchrun):
 // everyone derives the same id from the root address and job identity;
 // rank 0 serves the rendezvous at that address.
@@ -102,6 +124,7 @@ Status JobFromEnvironment(const Settings& settings, LauncherJob* out) {
   if (job.size < 1 || job.rank < 0 || job.rank >= job.size)
     return InvalidArgument(std::string("bad rank/size from ") + job.source + ": rank " +
                            std::to_string(job.rank) + " of " + std::to_string(job.size));
+  LocalRankFromEnvironment(settings, &job);
   if (!settings.unique_id.empty()) {
     std::optional<batonUniqueId> id = UniqueIdFromHex(settings.unique_id);
     if (!id) return InvalidArgument("BATON_UNIQUE_ID is not 256 hex digits");

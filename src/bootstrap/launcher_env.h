@@ -15,6 +15,8 @@ struct LauncherJob {
   int rank = -1;
   int size = -1;
   const char* source = nullptr;  // the variable the rank came from
+  int local_rank = -1;           // rank on this host, -1 when the launcher does not say
+  int local_size = -1;           // ranks on this host, likewise
   UniqueIdData id{};
 };
 
@@ -22,6 +24,10 @@ struct LauncherJob {
 //  - rank and size from the first complete pair of BATON_RANK/
 //    BATON_WORLD_SIZE, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/_SIZE,
 //    PMIX_RANK/_SIZE, SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE;
+//  - the rank and number of ranks on this host, when the launcher exports
+//    them: BATON_LOCAL_RANK/_SIZE, OMPI_COMM_WORLD_LOCAL_RANK/_SIZE,
+//    MPI_LOCALRANKID/MPI_LOCALNRANKS, SLURM_LOCALID/SLURM_NTASKS_PER_NODE,
+//    LOCAL_RANK/LOCAL_WORLD_SIZE;
 //  - the unique id from BATON_UNIQUE_ID (hex, batonrun's single-host jobs),
 //    else derived from the rendezvous address BATON_ROOT (or MASTER_ADDR and
 //    MASTER_PORT) and the job's identity, in which case rank 0 starts the

@@ -17,8 +17,13 @@ struct PeerInfo {
   uint8_t wants_tcp;    // BATON_TRANSPORT=tcp on this rank
   uint8_t tcp_sockets;  // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
   uint8_t reserved[2];
-  int32_t ncpus;  // topology summary, for the cost model
-  int32_t numa_nodes;
+  // Where the rank runs (topology/machine.h): the package and NUMA node
+  // holding its CPUs (-1: unbound or spanning several), and its host's size.
+  int16_t package;
+  int16_t numa;
+  int16_t packages;
+  int16_t numa_nodes;
+  int32_t cores;
 };
 
 }  // namespace baton

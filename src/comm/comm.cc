@@ -1,6 +1,5 @@
 #include "comm/comm.h"
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,23 +13,9 @@
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
 #include "bootstrap/rendezvous.h"
+#include "topology/machine.h"
 
 namespace baton {
-
-namespace {
-
-int CountNumaNodes() {
-  int n = 0;
-  if (DIR* d = opendir("/sys/devices/system/node")) {
-    while (dirent* e = readdir(d))
-      if (strncmp(e->d_name, "node", 4) == 0 && isdigit(static_cast<unsigned char>(e->d_name[4])))
-        ++n;
-    closedir(d);
-  }
-  return n > 0 ? n : 1;
-}
-
-}  // namespace
 
 PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& config) {
   PeerInfo info{};
@@ -41,9 +26,35 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& 
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   info.wants_tcp = config.transport.force_tcp ? 1 : 0;
   info.tcp_sockets = static_cast<uint8_t>(config.transport.tcp_sockets);
-  info.ncpus = static_cast<int32_t>(std::thread::hardware_concurrency());
-  info.numa_nodes = CountNumaNodes();
+  // Where this rank runs. Without a machine model (hwloc failed) it reports
+  // an unbound rank on a one-package host, which costs only tuning.
+  info.package = info.numa = -1;
+  info.packages = info.numa_nodes = 1;
+  info.cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+  const Machine* machine = nullptr;
+  std::vector<int> pus;
+  const Status st = CachedMachine(config.topo_file, &machine);
+  if (st.ok() && CurrentAffinity(&pus).ok()) {
+    const Placement where = PlacementOf(*machine, pus);
+    info.package = static_cast<int16_t>(where.package);
+    info.numa = static_cast<int16_t>(where.numa);
+    info.packages = static_cast<int16_t>(machine->packages);
+    info.numa_nodes = static_cast<int16_t>(machine->numa_nodes);
+    info.cores = machine->core_count();
+  } else if (!st.ok()) {
+    BATON_WARN(kLogInit, "no machine topology (%s): tuning assumes one package",
+               st.message().c_str());
+  }
   return info;
+}
+
+std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
+  std::vector<RankPlace> places(peers.size());
+  for (size_t r = 0; r < peers.size(); ++r) {
+    const PeerInfo& p = peers[r];
+    places[r] = {p.host_hash, p.package, p.numa, p.packages, p.numa_nodes, p.wants_tcp != 0};
+  }
+  return places;
 }
 
 Status Communicator::Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
@@ -73,15 +84,9 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   ChannelSetup setup{&id, rank, nranks, &comm->peers_, &mesh, comm->config_.transport, deadline};
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
 
-  // Ring order: hosts in order of their lowest rank, ranks within a host in
-  // rank order.
-  std::map<uint64_t, int> host_first;
-  for (const auto& p : comm->peers_) host_first.emplace(p.host_hash, p.rank);
-  comm->ring_.resize(nranks);
-  for (int r = 0; r < nranks; ++r) comm->ring_[r] = r;
-  std::stable_sort(comm->ring_.begin(), comm->ring_.end(), [&](int a, int b) {
-    return host_first[comm->peers_[a].host_hash] < host_first[comm->peers_[b].host_hash];
-  });
+  comm->topology_ = CommTopology(PlacesOf(comm->peers_));
+  comm->ring_ = comm->topology_.RingOrder();
+  BATON_INFO(kLogInit, "topology: %s", comm->topology_.Describe().c_str());
 
   // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
   // "Waiting"): yield on every poll when this host has more ranks than cores,

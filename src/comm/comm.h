@@ -19,6 +19,7 @@
 #include "bootstrap/unique_id.h"
 #include "comm/config.h"
 #include "exec/executor.h"
+#include "topology/comm_topology.h"
 #include "transport/channel_set.h"
 
 namespace baton {
@@ -38,10 +39,12 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const CommConfig& config() const { return config_; }
-  // Ranks in ring order: ranks of one host are neighbours, so a ring
-  // crosses each host boundary once.
+  // Ranks in ring order (CommTopology::RingOrder): ranks of one host, and
+  // of one package and NUMA node, are neighbours.
   const std::vector<int>& ring() const { return ring_; }
   const PeerInfo& peer(int rank) const { return peers_[rank]; }
+  // Where every rank runs and what links each pair.
+  const CommTopology& topology() const { return topology_; }
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
@@ -83,6 +86,7 @@ class Communicator {
   CommConfig config_;
   std::vector<PeerInfo> peers_;
   std::vector<int> ring_;
+  CommTopology topology_;
   std::unique_ptr<ChannelSet> channels_;
   std::unique_ptr<Executor> executor_;
 
@@ -103,5 +107,7 @@ class Communicator {
 
 // What this process tells its peers at the rendezvous.
 PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& config);
+// The places the ranks reported, for CommTopology.
+std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers);
 
 }  // namespace baton

@@ -24,6 +24,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
   c.socket_ifname = s.socket_ifname;
   c.hostid = s.hostid;
+  c.topo_file = s.topo_file;
   c.spin_us = s.spin_us;
   c.spin_yield = s.spin_yield;
   c.spin_yield_ns = s.spin_yield_ns;

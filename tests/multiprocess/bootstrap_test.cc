@@ -4,6 +4,7 @@
 // every rendezvous path (0: wait forever).
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -247,6 +248,41 @@ TEST(TimeoutTest, RootRendezvousHonoursTheTimeout) {
 TEST(TimeoutTest, RootRendezvousWaitsForeverWithZero) {
   const int port = FreePort();
   EXPECT_TRUE(ForkRanks(2, [&](int rank) { return JoinRootLate("0", port, rank); }));
+}
+
+// BATON_BIND asks the library to bind ranks that a launcher (here: plain
+// fork, as mpirun --bind-to none) left unbound, from the local rank the
+// launcher exports: two ranks on two cores get one core each.
+TEST(InitFromEnvTest, BatonBindBindsUnboundRanks) {
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "needs two CPUs to bind two ranks apart";
+  const int port = FreePort();
+  int cpu_of[2] = {-1, -1};
+  int pipes[2][2];
+  for (auto& p : pipes) ASSERT_EQ(pipe(p), 0);
+  EXPECT_TRUE(ForkRanks(2, [&](int rank) {
+    SetInt("BATON_RANK", rank);
+    SetInt("BATON_WORLD_SIZE", 2);
+    SetInt("BATON_LOCAL_RANK", rank);
+    SetInt("BATON_LOCAL_SIZE", 2);
+    SetRoot(port);
+    setenv("BATON_BIND", "core", 1);
+    batonComm_t comm;
+    if (batonCommInitFromEnv(&comm) != batonSuccess) return 1;
+    cpu_set_t now;
+    if (sched_getaffinity(0, sizeof(now), &now) != 0 || CPU_COUNT(&now) != 1) return 2;
+    int cpu = 0;
+    while (!CPU_ISSET(cpu, &now)) ++cpu;
+    if (write(pipes[rank][1], &cpu, sizeof(cpu)) != sizeof(cpu)) return 3;
+    return CheckAllReduce(comm);
+  }));
+  for (int r = 0; r < 2; ++r) {
+    close(pipes[r][1]);
+    EXPECT_EQ(read(pipes[r][0], &cpu_of[r], sizeof(int)), static_cast<ssize_t>(sizeof(int)));
+    close(pipes[r][0]);
+  }
+  EXPECT_NE(cpu_of[0], cpu_of[1]);
 }
 
 TEST(InitFromEnvErrors, NoRankIsInvalidUsage) {

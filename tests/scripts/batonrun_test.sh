@@ -143,6 +143,40 @@ check "-x NAME=VALUE and -x NAME export variables" \
   eval 'is $status 0 && contains "$OUT" "^0 hello from-parent$" &&
         contains "$OUT" "^1 hello from-parent$"'
 
+# ---- Binding ----------------------------------------------------------------------------------
+
+# Each rank prints the CPUs it may run on, as the kernel reports them.
+affinity='echo "$BATON_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+cpus=$(nproc)
+if [[ $cpus -ge 2 && $(grep Cpus_allowed_list /proc/self/status | cut -f2) == "0-$((cpus - 1))" ]]; then
+  run -n 2 --report-bindings sh -c "$affinity"
+  check "default binding: 2 ranks on $cpus CPUs get one distinct CPU each, reported" \
+    eval 'is $status 0 && [[ $(awk "{print \$2}" "$OUT" | sort -u | wc -l) -eq 2 ]] &&
+          ! grep -q -- "[-,]" <(awk "{print \$2}" "$OUT") &&
+          contains "$ERR" "rank 0: PUs" && contains "$ERR" "rank 1: PUs"'
+  run -n 2 --bind-to none sh -c "$affinity"
+  check "--bind-to none leaves ranks on every CPU" \
+    eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq 2 ]]'
+  BATON_BIND=none run -n 2 sh -c "$affinity"
+  check "BATON_BIND=none does the same" \
+    eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq 2 ]]'
+  BATON_BIND=none run -n 2 --bind-to core sh -c "$affinity"
+  check "--bind-to wins over BATON_BIND" \
+    eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq 0 ]]'
+  run -n $((cpus + 1)) sh -c "$affinity"
+  check "more ranks than cores on one NUMA node: unbound, as mpirun leaves them" \
+    eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq $((cpus + 1)) ]]'
+else
+  echo "# binding checks skipped: this shell is bound already or has one CPU"
+fi
+check "usage error: bad --bind-to" usage_error -n 2 --bind-to sockets true
+
+data=$(cd "$(dirname "$0")/../data/topologies" && pwd)
+BATON_TOPO_FILE=$data/power8gpudistances.xml run -n 4 --report-bindings true
+check "BATON_TOPO_FILE: the plan for that machine is reported (GPU-local NUMA nodes), not applied" \
+  eval 'is $status 0 && contains "$ERR" "rank 0: .*NUMA node 0.*not applied" &&
+        contains "$ERR" "rank 3: .*NUMA node 1.*not applied"'
+
 # ---- Output -----------------------------------------------------------------------------------
 
 run -n 3 -p sh -c 'echo "out $BATON_RANK"; echo "err $BATON_RANK" >&2; echo "second $BATON_RANK"'

@@ -2,6 +2,7 @@
 // and exits, and the exit status batonrun reports for them.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -36,10 +37,13 @@ struct Rank {
 class Job {
  public:
   // rendezvous_var is "BATON_UNIQUE_ID=..." or "BATON_ROOT=...", the same for every rank.
-  Job(const Options& options, SignalWatcher* signals, std::string rendezvous_var)
+  // bindings[r] are local rank r's CPUs (empty: unbound).
+  Job(const Options& options, SignalWatcher* signals, std::string rendezvous_var,
+      std::vector<std::vector<int>> bindings)
       : options_(options),
         signals_(signals),
         rendezvous_var_(std::move(rendezvous_var)),
+        bindings_(std::move(bindings)),
         stdout_sink_(STDOUT_FILENO),
         stderr_sink_(STDERR_FILENO) {}
 
@@ -56,7 +60,7 @@ class Job {
   bool StartRank(int local_rank);
 
   // Runs in the forked child; never returns. Async-signal-safe calls only.
-  [[noreturn]] void ExecChild(pid_t parent, int out_fd, int err_fd, char** envp);
+  [[noreturn]] void ExecChild(pid_t parent, int local_rank, int out_fd, int err_fd, char** envp);
 
   // Sleeps until a signal, output or a deadline, then handles whatever happened.
   void WaitForEvents();
@@ -82,6 +86,7 @@ class Job {
   const Options& options_;
   SignalWatcher* signals_;
   const std::string rendezvous_var_;
+  const std::vector<std::vector<int>> bindings_;
   Sink stdout_sink_;
   Sink stderr_sink_;
 
@@ -89,6 +94,7 @@ class Job {
   std::vector<std::string> base_env_;
   std::vector<char*> argv_;
   std::string exec_error_prefix_;
+  std::vector<cpu_set_t> cpusets_;  // per local rank, from bindings_
 
   std::vector<Rank> ranks_;
   int running_count_ = 0;

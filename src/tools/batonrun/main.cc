@@ -28,6 +28,7 @@
 #include "base/settings.h"
 #include "baton.h"
 #include "bootstrap/unique_id.h"
+#include "tools/batonrun/binding_plan.h"
 #include "tools/batonrun/job.h"
 #include "tools/batonrun/options.h"
 #include "tools/batonrun/signals.h"
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
     rendezvous_var = std::string(SettingName::unique_id) + "=" + baton::UniqueIdToHex(id);
   }
 
-  Job job(options, &signals, std::move(rendezvous_var));
+  Job job(options, &signals, std::move(rendezvous_var), PlanRankBindings(options));
   int status = job.Run();
   fflush(stdout);
   return status;

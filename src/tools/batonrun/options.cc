@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "topology/binding.h"
+
 namespace batonrun {
 
 const char kUsage[] =
@@ -26,6 +28,10 @@ const char kUsage[] =
     "  --world-size W         multi-host jobs: total number of ranks\n"
     "  --rank-offset K        multi-host jobs: global rank of this host's first rank\n"
     "  --root HOST:PORT       multi-host jobs: rendezvous address, hosted by global rank 0\n"
+    "  --bind-to POLICY       core, numa, none or auto (default, or BATON_BIND): auto binds\n"
+    "                         each rank to a core of its own, spread over NUMA nodes, when\n"
+    "                         there are enough cores, else to a NUMA node\n"
+    "  --report-bindings      print each rank's CPUs to stderr\n"
     "  -h, --help             show this help and exit\n"
     "  --version              show the version and exit\n"
     "\n"
@@ -116,12 +122,12 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
     };
     if (name == "-h" || name == "--help") return ParseOutcome::kHelp;
     if (name == "--version") return ParseOutcome::kVersion;
-    if (name == "-p" || name == "--prefix") {
+    if (name == "-p" || name == "--prefix" || name == "--report-bindings") {
       if (inline_value) {
         *error = "option '" + std::string(name) + "' takes no value";
         return ParseOutcome::kUsageError;
       }
-      options->prefix = true;
+      (name == "--report-bindings" ? options->report_bindings : options->prefix) = true;
       continue;
     }
 
@@ -154,6 +160,13 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
       if (!value) return ParseOutcome::kUsageError;
       if (!ValidRoot(*value)) return bad_value(*value, "HOST:PORT");
       options->root = *value;
+    } else if (name == "--bind-to") {
+      std::optional<std::string> value = take_value();
+      if (!value) return ParseOutcome::kUsageError;
+      baton::BindPolicy policy;
+      if (!baton::ParseBindPolicy(*value, &policy))
+        return bad_value(*value, "core, numa, none or auto");
+      options->bind_to = *value;
     } else if (name == "-x") {
       std::optional<std::string> value = take_value();
       if (!value) return ParseOutcome::kUsageError;

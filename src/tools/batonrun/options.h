@@ -18,6 +18,8 @@ struct Options {
   std::string root;                  // Empty: single-host job with a unique id made here.
   std::vector<std::string> exports;  // NAME=VALUE pairs from -x, in order.
   std::vector<std::string> command;  // The program and its arguments.
+  std::string bind_to;               // --bind-to; empty: BATON_BIND, else auto.
+  bool report_bindings = false;      // --report-bindings
 
   int WorldSize() const { return world_size.value_or(num_ranks); }
   int RankOffset() const { return rank_offset.value_or(0); }

@@ -1,0 +1,211 @@
+// The machine model from hwloc; see machine.h.
+#include "topology/machine.h"
+
+#include <hwloc.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+namespace baton {
+namespace {
+
+// Owns an hwloc topology.
+struct TopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using TopologyPtr = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+// OS indices of the PUs of `set`.
+std::vector<int> OsIndices(hwloc_const_cpuset_t set) {
+  std::vector<int> out;
+  unsigned index;
+  hwloc_bitmap_foreach_begin(index, set) out.push_back(static_cast<int>(index));
+  hwloc_bitmap_foreach_end();
+  return out;
+}
+
+// The logical index of the NUMA node whose cpuset covers `set`, or -1.
+int NumaCovering(hwloc_topology_t t, hwloc_const_cpuset_t set) {
+  for (hwloc_obj_t n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, nullptr); n != nullptr;
+       n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n))
+    if (!hwloc_bitmap_iszero(set) && hwloc_bitmap_isincluded(set, n->cpuset))
+      return static_cast<int>(n->logical_index);
+  return -1;
+}
+
+// The package at or above `obj`, or -1.
+int PackageOf(hwloc_topology_t t, hwloc_obj_t obj) {
+  if (obj->type == HWLOC_OBJ_PACKAGE) return static_cast<int>(obj->logical_index);
+  hwloc_obj_t p = hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, obj);
+  return p != nullptr ? static_cast<int>(p->logical_index) : -1;
+}
+
+// The NUMA node nearest to an I/O device: the one with the same locality as
+// the device's first non-I/O ancestor, or the one covering it; -1 when the
+// device hangs off the machine above several NUMA nodes.
+int NearestNuma(hwloc_topology_t t, hwloc_obj_t io) {
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, io);
+  if (anc == nullptr || anc->cpuset == nullptr) return -1;
+  const int covering = NumaCovering(t, anc->cpuset);
+  if (covering >= 0) return covering;
+  hwloc_location location;
+  location.type = HWLOC_LOCATION_TYPE_OBJECT;
+  location.location.object = anc;
+  unsigned n = 2;
+  hwloc_obj_t nodes[2];
+  if (hwloc_get_local_numanode_objs(t, &location, &n, nodes, 0) != 0 || n != 1) return -1;
+  return static_cast<int>(nodes[0]->logical_index);
+}
+
+std::string PciBusId(hwloc_obj_t pci) {
+  char id[32];
+  snprintf(id, sizeof(id), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
+           pci->attr->pcidev.dev, pci->attr->pcidev.func);
+  return id;
+}
+
+bool StartsWith(const char* s, const char* prefix) {
+  return s != nullptr && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+// GPUs by the names of their compute or management OS devices (CUDA,
+// NVML, ROCm SMI, Level Zero); an OpenCL or display device alone is not
+// counted (OpenCL devices may be CPUs, displays need not compute).
+bool IsGpuOsdev(hwloc_obj_t o) {
+  return StartsWith(o->name, "cuda") || StartsWith(o->name, "nvml") ||
+         StartsWith(o->name, "rsmi") || StartsWith(o->name, "ze");
+}
+
+// The preferred name of a GPU among its OS devices: cudaN, then the others.
+int GpuNameRank(const char* name) {
+  if (StartsWith(name, "cuda")) return 0;
+  if (StartsWith(name, "rsmi") || StartsWith(name, "ze")) return 1;
+  return 2;  // nvml
+}
+
+void ReadDevices(hwloc_topology_t t, Machine* m) {
+  std::map<std::string, Device> gpus, nics;  // by PCI bus id, in bus order
+  std::map<std::string, int> gpu_name_rank;
+  for (hwloc_obj_t o = hwloc_get_next_osdev(t, nullptr); o != nullptr;
+       o = hwloc_get_next_osdev(t, o)) {
+    hwloc_obj_t pci = o->parent;
+    while (pci != nullptr && pci->type != HWLOC_OBJ_PCI_DEVICE) pci = pci->parent;
+    if (pci == nullptr || o->name == nullptr) continue;
+    const std::string bus = PciBusId(pci);
+    const bool network = o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK;
+    const bool verbs = o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+    if (!IsGpuOsdev(o) && !network && !verbs) continue;
+    auto& table = IsGpuOsdev(o) ? gpus : nics;
+    Device& d = table[bus];
+    d.pci = bus;
+    d.numa = NearestNuma(t, pci);
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, pci);
+    d.package = anc != nullptr ? PackageOf(t, anc) : -1;
+    if (IsGpuOsdev(o)) {
+      auto it = gpu_name_rank.find(bus);
+      if (it == gpu_name_rank.end() || GpuNameRank(o->name) < it->second) {
+        d.name = o->name;
+        gpu_name_rank[bus] = GpuNameRank(o->name);
+      }
+    } else if (verbs) {
+      d.name = o->name;  // the verbs name (mlx5_0) names an RDMA NIC
+      d.rdma = true;
+    } else {
+      d.netdev = o->name;
+      if (d.name.empty()) d.name = o->name;
+    }
+  }
+  for (auto& [bus, d] : gpus) m->gpus.push_back(d);
+  for (auto& [bus, d] : nics) m->nics.push_back(d);
+}
+
+}  // namespace
+
+int Machine::CoreOfPu(int pu) const {
+  for (int c = 0; c < core_count(); ++c)
+    if (std::find(cores[c].pus.begin(), cores[c].pus.end(), pu) != cores[c].pus.end()) return c;
+  return -1;
+}
+
+Status LoadMachine(const std::string& xml_path, Machine* out) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) return ErrnoError("hwloc_topology_init", errno);
+  TopologyPtr topology(raw);
+  hwloc_topology_t t = topology.get();
+  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if (!xml_path.empty() && hwloc_topology_set_xml(t, xml_path.c_str()) != 0)
+    return ErrnoError("hwloc cannot read the topology file " + xml_path, errno);
+  if (hwloc_topology_load(t) != 0)
+    return ErrnoError(
+        "hwloc_topology_load" + (xml_path.empty() ? std::string() : " (" + xml_path + ")"), errno);
+
+  Machine m;
+  m.source = xml_path.empty() ? "this machine" : xml_path;
+  m.packages = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE));
+  m.numa_nodes = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE));
+  m.pus = std::max(1, hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU));
+  // Machines without core objects (some exports) get one core per PU.
+  const hwloc_obj_type_t core_type =
+      hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  for (hwloc_obj_t c = hwloc_get_next_obj_by_type(t, core_type, nullptr); c != nullptr;
+       c = hwloc_get_next_obj_by_type(t, core_type, c)) {
+    Core core;
+    core.package = std::max(0, PackageOf(t, c));
+    core.numa = std::max(0, NumaCovering(t, c->cpuset));
+    core.pus = OsIndices(c->cpuset);
+    if (!core.pus.empty()) m.cores.push_back(std::move(core));
+  }
+  if (m.cores.empty()) return InternalError("hwloc found no cores in " + m.source);
+  ReadDevices(t, &m);
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+Status CachedMachine(const std::string& xml_path, const Machine** out) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<Machine>> machines;
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<Machine>& m = machines[xml_path];
+  if (m == nullptr) {
+    auto loaded = std::make_unique<Machine>();
+    BATON_RETURN_IF_ERROR(LoadMachine(xml_path, loaded.get()));
+    m = std::move(loaded);
+  }
+  *out = m.get();
+  return Status::Ok();
+}
+
+Status CurrentAffinity(std::vector<int>* pus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return ErrnoError("sched_getaffinity", errno);
+  pus->clear();
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) pus->push_back(cpu);
+  return Status::Ok();
+}
+
+Placement PlacementOf(const Machine& machine, const std::vector<int>& pus) {
+  Placement p;
+  std::set<int> cores, packages, numas;
+  for (int pu : pus) {
+    const int c = machine.CoreOfPu(pu);
+    if (c < 0) continue;
+    cores.insert(c);
+    packages.insert(machine.cores[c].package);
+    numas.insert(machine.cores[c].numa);
+  }
+  p.cores = static_cast<int>(cores.size());
+  if (packages.size() == 1) p.package = *packages.begin();
+  if (numas.size() == 1) p.numa = *numas.begin();
+  return p;
+}
+
+}  // namespace baton

@@ -1,0 +1,70 @@
+// Machine: what one host has, as hwloc sees it (packages, NUMA nodes, cores
+// with their hardware threads, GPUs and NICs with their PCI locality), kept
+// as plain data so that nothing above this layer needs hwloc's types.
+//
+// The machine is this process's own, or the one an hwloc XML export
+// describes (BATON_TOPO_FILE, and the tests' XMLs of machines we do not
+// have). Indices of packages and NUMA nodes are hwloc's logical ones
+// (0..n-1 in topology order); PUs are OS indices, what sched_setaffinity
+// takes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace baton {
+
+// One core: where it sits and its hardware threads.
+struct Core {
+  int package = 0;
+  int numa = 0;
+  std::vector<int> pus;  // OS indices
+};
+
+// A GPU or a NIC: one PCI function.
+struct Device {
+  std::string name;    // "cuda0", "nvml3", "mlx5_0", "eth1"
+  std::string pci;     // "0000:3b:00.0"
+  int numa = -1;       // the nearest NUMA node; -1 when none is nearer than the others
+  int package = -1;    // the package it hangs off; -1 when above the packages
+  std::string netdev;  // NICs: the network interface ("ib0"), empty if none
+  bool rdma = false;   // NICs: it has an OpenFabrics (verbs) device
+};
+
+struct Machine {
+  std::string source;  // "this machine", or the XML file it came from
+  int packages = 1;
+  int numa_nodes = 1;
+  int pus = 1;
+  std::vector<Core> cores;  // in hwloc's logical order
+  std::vector<Device> gpus;
+  std::vector<Device> nics;
+
+  int core_count() const { return static_cast<int>(cores.size()); }
+  // The core holding OS PU `pu`, or -1.
+  int CoreOfPu(int pu) const;
+};
+
+// This machine when `xml_path` is empty, else the hwloc XML export at that
+// path. batonSystemError when hwloc cannot load it.
+Status LoadMachine(const std::string& xml_path, Machine* out);
+
+// The same, loaded once per process (and per file) and kept: hwloc takes
+// milliseconds to look at a machine, and the machine does not change.
+Status CachedMachine(const std::string& xml_path, const Machine** out);
+
+// The PUs this process may run on (its CPU affinity), as OS indices.
+Status CurrentAffinity(std::vector<int>* pus);
+
+// Where a set of PUs lies on `machine`: the one package and NUMA node that
+// hold all of them, or -1 where they span several.
+struct Placement {
+  int package = -1;
+  int numa = -1;
+  int cores = 0;  // cores with at least one of the PUs
+};
+Placement PlacementOf(const Machine& machine, const std::vector<int>& pus);
+
+}  // namespace baton
