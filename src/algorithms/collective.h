@@ -9,14 +9,22 @@
 namespace baton {
 
 enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll };
-enum class Algorithm { kRing, kRecursiveHalvingDoubling, kTree, kBinomial, kPairwise };
+enum class Algorithm {
+  kRing,
+  kRecursiveHalvingDoubling,
+  kTree,
+  kBinomial,
+  kPairwise,
+  kHierarchical,  // within hosts over shared memory, then among hosts
+};
 
 // The names BATON_ALGO and the logs use, in enum order.
 inline constexpr const char* kCollectiveNames[] = {"allreduce", "broadcast",     "reduce",
                                                    "allgather", "reducescatter", "alltoall"};
-inline constexpr const char* kAlgorithmNames[] = {"ring", "rhd", "tree", "binomial", "pairwise"};
+inline constexpr const char* kAlgorithmNames[] = {"ring",     "rhd",      "tree",
+                                                   "binomial", "pairwise", "hier"};
 inline constexpr int kNumCollectives = 6;
-inline constexpr int kNumAlgorithms = 5;
+inline constexpr int kNumAlgorithms = 6;
 
 // "allreduce", "broadcast", ...; "?" for a value out of range.
 inline const char* CollectiveName(Collective c) {
@@ -24,7 +32,8 @@ inline const char* CollectiveName(Collective c) {
   return i >= 0 && i < kNumCollectives ? kCollectiveNames[i] : "?";
 }
 
-// "ring", "rhd", "tree", "binomial", "pairwise"; "?" for a value out of range.
+// "ring", "rhd", "tree", "binomial", "pairwise", "hier"; "?" for a value out
+// of range.
 inline const char* AlgorithmName(Algorithm a) {
   const int i = static_cast<int>(a);
   return i >= 0 && i < kNumAlgorithms ? kAlgorithmNames[i] : "?";
@@ -56,10 +65,11 @@ inline constexpr bool Implements(Collective c, Algorithm a) {
   switch (c) {
     case Collective::kAllReduce:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveHalvingDoubling ||
-             a == Algorithm::kTree;
+             a == Algorithm::kTree || a == Algorithm::kHierarchical;
     case Collective::kBroadcast:
     case Collective::kReduce:
-      return a == Algorithm::kRing || a == Algorithm::kTree || a == Algorithm::kBinomial;
+      return a == Algorithm::kRing || a == Algorithm::kTree || a == Algorithm::kBinomial ||
+             a == Algorithm::kHierarchical;
     case Collective::kAllGather:
     case Collective::kReduceScatter:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveHalvingDoubling;

@@ -29,15 +29,23 @@ RingView::RingView(const CollArgs& a) {
 // pipeline. Each segment is reduced along the ring in one order and then
 // copied out, so every rank ends with bitwise identical results.
 void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (a.count == 0) return;
+  if (a.nranks == 1) {
+    if (send != recv) out->Add(CopyOp(a, send, recv, a.count * DatatypeSize(a.datatype)));
+    return;
+  }
+  BuildRingAllReduceHalves(a, true, true, out);
+}
+
+void BuildRingAllReduceHalves(const CollArgs& a, bool reduce_scatter, bool all_gather,
+                              Schedule* out) {
   const size_t es = DatatypeSize(a.datatype);
   const int p = a.nranks;
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
-  if (a.count == 0) return;
-  if (p == 1) {
-    if (send != recv) out->Add(CopyOp(a, send, recv, a.count * es));
-    return;
-  }
+  if (a.count == 0 || p == 1) return;
   const RingView rv(a);
   const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor((a.count + p - 1) / p, es, a.chunk_bytes);
@@ -49,7 +57,7 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
     *e = sb + ce;
   };
   std::vector<int> last(nchunks, -1);  // previous step's receive, per chunk
-  for (int s = 0; s < p - 1; ++s) {
+  for (int s = 0; s < p - 1 && reduce_scatter; ++s) {
     const int send_seg = Mod(q - s, p), recv_seg = Mod(q - s - 1, p);
     const uint32_t divisor = s == p - 2 ? AvgDivisor(a) : 0;
     for (size_t j = 0; j < nchunks; ++j) {
@@ -62,7 +70,7 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
                     : -1;
     }
   }
-  for (int s = 0; s < p - 1; ++s) {
+  for (int s = 0; s < p - 1 && all_gather; ++s) {
     const int send_seg = Mod(q + 1 - s, p), recv_seg = Mod(q - s, p);
     for (size_t j = 0; j < nchunks; ++j) {
       size_t b, e;
@@ -72,6 +80,10 @@ void BuildRingAllReduce(const CollArgs& a, Schedule* out) {
       last[j] = e > b ? out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0)) : -1;
     }
   }
+}
+
+int RingAllReduceOwnedSegment(const CollArgs& a) {
+  return Mod(RingView(a).q + 1, a.nranks);
 }
 
 // Ring allgather: in step s each rank forwards the block it received in

@@ -20,6 +20,15 @@ struct RingView {
 // ends with bitwise identical results.
 void BuildRingAllReduce(const CollArgs& args, Schedule* out);
 
+// The two halves of the ring allreduce, for compositions (hierarchical
+// algorithms); nranks > 1. After the reduce-scatter half the rank at ring
+// position q holds segment RingAllReduceOwnedSegment (of Partition(count,
+// nranks, .)) of the result in args.recv; the allgather half expects that
+// and fills in the other segments.
+void BuildRingAllReduceHalves(const CollArgs& args, bool reduce_scatter, bool all_gather,
+                              Schedule* out);
+int RingAllReduceOwnedSegment(const CollArgs& args);
+
 // Allgather (args.count elements per rank): in step s each rank forwards
 // the block it received in step s-1.
 void BuildRingAllGather(const CollArgs& args, Schedule* out);

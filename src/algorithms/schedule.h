@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "algorithms/collective.h"
+
 namespace baton {
 
 // One step of a schedule.
@@ -74,6 +76,20 @@ struct Schedule {
   void Append(Schedule&& other);
 };
 
+// Pipelining granularity when neither BATON_CHUNKSIZE nor the cost model
+// sets one (Baton's own small collectives).
+inline constexpr size_t kDefaultChunkBytes = 512 << 10;
+
+// The ranks of a communicator grouped by host, the same number on each, for
+// the hierarchical algorithms: ranks[h * per_host + i] is local rank i of
+// host h (hosts and their ranks in ring order).
+struct HostLayout {
+  int hosts = 1;
+  int per_host = 1;
+  std::vector<int> ranks;
+  std::vector<int> slot_of;  // rank -> its index into ranks
+};
+
 // Inputs of an algorithm: one rank's view of one call.
 struct CollArgs {
   const void* send = nullptr;
@@ -86,7 +102,11 @@ struct CollArgs {
   int nranks = 1;
   // Ring order: ranks in the order data travels (ranks of a host together).
   const std::vector<int>* ring = nullptr;
-  size_t chunk_bytes = 512 << 10;  // pipelining granularity
+  size_t chunk_bytes = kDefaultChunkBytes;  // pipelining granularity
+  // Hierarchical algorithms: the hosts (null when they hold different
+  // numbers of ranks) and the allreduce run among them.
+  const HostLayout* hosts = nullptr;
+  Algorithm inter_host = Algorithm::kRing;
 };
 
 }  // namespace baton

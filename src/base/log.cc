@@ -27,7 +27,7 @@ unsigned ParseSubsys(const char* spec) {
     unsigned bit;
   } kNames[] = {{"INIT", kLogInit}, {"BOOTSTRAP", kLogBootstrap}, {"SHM", kLogShm},
                 {"NET", kLogNet},   {"COLL", kLogColl},           {"ENV", kLogEnv},
-                {"ALL", kLogAll}};
+                {"TUNING", kLogTuning}, {"ALL", kLogAll}};
   bool exclude = spec[0] == '^';
   if (exclude) ++spec;
   unsigned mask = 0;
@@ -59,6 +59,9 @@ const LogConfig& Config() {
         c.level = LogLevel::kTrace;
       else if (strcasecmp(lvl, "VERSION") == 0)
         c.level = LogLevel::kNone;
+    } else if (settings.debug_subsys != Settings{}.debug_subsys) {
+      // Naming subsystems asks to see them.
+      c.level = LogLevel::kInfo;
     }
     c.subsys = ParseSubsys(settings.debug_subsys.c_str());
     gethostname(c.host, sizeof(c.host) - 1);

@@ -1,6 +1,7 @@
 // Logging with NCCL's conventions: BATON_DEBUG=WARN|INFO|TRACE selects the
-// level, BATON_DEBUG_SUBSYS=INIT,NET,SHM,COLL (or ALL, ^X to exclude) the
-// subsystems; every line starts with "host:pid:tid [rank] BATON LEVEL".
+// level, BATON_DEBUG_SUBSYS=INIT,NET,SHM,COLL,TUNING (or ALL, ^X to exclude)
+// the subsystems (naming them without BATON_DEBUG implies INFO); every line
+// starts with "host:pid:tid [rank] BATON LEVEL".
 #pragma once
 
 #include <cstdarg>
@@ -17,6 +18,7 @@ enum LogSubsys : unsigned {
   kLogNet = 1u << 3,
   kLogColl = 1u << 4,
   kLogEnv = 1u << 5,
+  kLogTuning = 1u << 6,
   kLogAll = ~0u,
 };
 

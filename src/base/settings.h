@@ -26,16 +26,25 @@ namespace baton {
   X(debug, "BATON_DEBUG", String, "",                                                              \
     "log level: WARN, INFO or TRACE; lines start with host:pid:tid [rank] BATON")                  \
   X(debug_subsys, "BATON_DEBUG_SUBSYS", String, "ALL",                                             \
-    "subsystems to log: INIT,BOOTSTRAP,SHM,NET,COLL,ENV; ^NET excludes")                           \
+    "subsystems to log: INIT,BOOTSTRAP,SHM,NET,COLL,ENV,TUNING; ^NET excludes; set without "       \
+    "BATON_DEBUG it implies INFO")                                                                 \
   X(algo, "BATON_ALGO", String, "",                                                                \
-    "algorithms allowed, NCCL syntax over ring, rhd, tree, binomial, pairwise (empty: auto)")      \
+    "algorithms the model may choose, NCCL syntax over ring, rhd, tree, binomial, pairwise, hier " \
+    "(empty: all)")                                                                                \
   X(timeout, "BATON_TIMEOUT", Int, 300, "seconds any wait may last without progress (0: forever)") \
   X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
   X(nsocks_perpeer, "BATON_NSOCKS_PERPEER", Int, 1, "TCP sockets per pair of hosts (1 to 16)")     \
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
-  X(chunksize, "BATON_CHUNKSIZE", Size, 512 << 10, "pipelining granularity of the algorithms")     \
+  X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \
+    "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
+  X(calibrate, "BATON_CALIBRATE", Bool, false,                                                     \
+    "measure the cost model's link and reduction figures at communicator creation (cached)")      \
+  X(calibration_cache, "BATON_CALIBRATION_CACHE", String, "",                                      \
+    "directory of the calibration cache (default: $XDG_CACHE_HOME/baton or ~/.cache/baton)")      \
+  X(topo_dump_file, "BATON_TOPO_DUMP_FILE", String, "",                                            \
+    "rank 0 writes the topology, cost figures and algorithm table it used here (JSON)")           \
   X(cma, "BATON_CMA", Bool, false, "read large shared-memory messages with process_vm_readv")      \
   X(cma_threshold, "BATON_CMA_THRESHOLD", Size, 256 << 10,                                         \
     "smallest message sent by address when BATON_CMA=1")                                           \

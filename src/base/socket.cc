@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -298,6 +299,16 @@ bool SecretsEqual(const void* a, const void* b, size_t len) {
   unsigned char diff = 0;
   for (size_t i = 0; i < len; ++i) diff |= x[i] ^ y[i];
   return diff == 0;
+}
+
+int InterfaceSpeedMbps(const std::string& ifname) {
+  if (ifname.empty() || ifname.find('/') != std::string::npos) return 0;
+  FILE* f = fopen(("/sys/class/net/" + ifname + "/speed").c_str(), "r");
+  if (f == nullptr) return 0;
+  int mbps = 0;
+  if (fscanf(f, "%d", &mbps) != 1 || mbps < 0) mbps = 0;
+  fclose(f);
+  return mbps;
 }
 
 }  // namespace baton

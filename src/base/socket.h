@@ -48,6 +48,11 @@ Status ParseHostPort(const std::string& text, SockAddr* out);
 // docker bridge, else loopback. Port 0. `ifname` gets the interface.
 Status SelectInterfaceAddress(const std::string& ifname_spec, SockAddr* out, std::string* ifname);
 
+// The speed of network interface `ifname` in Mbit/s as the kernel reports
+// it (/sys/class/net/IF/speed); 0 when it reports none (loopback, some
+// virtual interfaces) or the name is empty.
+int InterfaceSpeedMbps(const std::string& ifname);
+
 // Binds and listens (port 0 picks one), returning the bound address.
 Status ListenOn(const SockAddr& bind_addr, Fd* out, SockAddr* bound);
 

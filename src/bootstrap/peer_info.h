@@ -24,6 +24,7 @@ struct PeerInfo {
   int16_t packages;
   int16_t numa_nodes;
   int32_t cores;
+  int32_t nic_mbps;  // speed of the interface it listens on (0: unknown)
 };
 
 }  // namespace baton

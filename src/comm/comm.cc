@@ -17,7 +17,8 @@
 
 namespace baton {
 
-PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& config) {
+PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string& ifname,
+                       const CommConfig& config) {
   PeerInfo info{};
   info.rank = rank;
   info.pid = getpid();
@@ -26,6 +27,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& 
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   info.wants_tcp = config.transport.force_tcp ? 1 : 0;
   info.tcp_sockets = static_cast<uint8_t>(config.transport.tcp_sockets);
+  info.nic_mbps = InterfaceSpeedMbps(ifname);
   // Where this rank runs. Without a machine model (hwloc failed) it reports
   // an unbound rank on a one-package host, which costs only tuning.
   info.package = info.numa = -1;
@@ -52,7 +54,8 @@ std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
   std::vector<RankPlace> places(peers.size());
   for (size_t r = 0; r < peers.size(); ++r) {
     const PeerInfo& p = peers[r];
-    places[r] = {p.host_hash, p.package, p.numa, p.packages, p.numa_nodes, p.wants_tcp != 0};
+    places[r] = {p.host_hash, p.package,    p.numa,  p.packages, p.numa_nodes, p.wants_tcp != 0,
+                 p.cores,     p.nic_mbps};
   }
   return places;
 }
@@ -71,7 +74,7 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   BATON_RETURN_IF_ERROR(SelectInterfaceAddress(comm->config_.socket_ifname, &addr, &ifname));
   Fd listener;
   BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
-  const PeerInfo mine = LocalPeerInfo(rank, bound, comm->config_);
+  const PeerInfo mine = LocalPeerInfo(rank, bound, ifname, comm->config_);
   BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
   std::vector<int> sockets_per_peer(nranks, 0);
   for (int p = 0; p < nranks; ++p)
@@ -103,6 +106,7 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
       config.spin_yield_ns >= 0 ? config.spin_yield_ns : (oversubscribed ? 0 : 1000));
   exec.yield = config.spin_yield;
   comm->executor_ = std::make_unique<Executor>(comm->channels_.get(), exec);
+  BATON_RETURN_IF_ERROR(comm->SetUpTuning());
 
   BATON_INFO(kLogInit, "rank %d of %d ready (%d local ranks, host %s, pid %d)", rank, nranks,
              comm->channels_->local_ranks(), mine.hostname, mine.pid);
@@ -124,7 +128,8 @@ CollArgs Communicator::MakeArgs(const void* send, void* recv, size_t count,
   a.rank = rank_;
   a.nranks = nranks_;
   a.ring = &ring_;
-  a.chunk_bytes = config_.chunk_bytes;
+  a.chunk_bytes = config_.chunk_bytes != 0 ? config_.chunk_bytes : kDefaultChunkBytes;
+  a.hosts = host_layout();
   return a;
 }
 

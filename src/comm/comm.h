@@ -21,6 +21,8 @@
 #include "exec/executor.h"
 #include "topology/comm_topology.h"
 #include "transport/channel_set.h"
+#include "tuning/cost_model.h"
+#include "tuning/select.h"
 
 namespace baton {
 
@@ -45,6 +47,11 @@ class Communicator {
   const PeerInfo& peer(int rank) const { return peers_[rank]; }
   // Where every rank runs and what links each pair.
   const CommTopology& topology() const { return topology_; }
+  // The ranks grouped by host; null when hosts hold different numbers.
+  const HostLayout* host_layout() const { return host_layout_.hosts > 0 ? &host_layout_ : nullptr; }
+  // The cost model and the algorithm table computed from it.
+  const CostModel& cost_model() const { return *cost_model_; }
+  const SelectionTable& selection() const { return selection_; }
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
@@ -87,6 +94,9 @@ class Communicator {
   std::vector<PeerInfo> peers_;
   std::vector<int> ring_;
   CommTopology topology_;
+  HostLayout host_layout_{0, 0, {}, {}};
+  std::unique_ptr<CostModel> cost_model_;
+  SelectionTable selection_;
   std::unique_ptr<ChannelSet> channels_;
   std::unique_ptr<Executor> executor_;
 
@@ -96,6 +106,9 @@ class Communicator {
   std::string sticky_message_;
 
   Status RunLocked(const Schedule& schedule);
+  // The layout, cost model and algorithm table (after the channels are up:
+  // calibration runs over them).
+  Status SetUpTuning();
 
   mutable std::mutex error_mu_;
   std::string last_error_;
@@ -105,8 +118,10 @@ class Communicator {
   int pending_ = 0;
 };
 
-// What this process tells its peers at the rendezvous.
-PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const CommConfig& config);
+// What this process tells its peers at the rendezvous; `ifname` is the
+// interface it listens on.
+PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string& ifname,
+                       const CommConfig& config);
 // The places the ranks reported, for CommTopology.
 std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers);
 

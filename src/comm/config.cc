@@ -20,11 +20,14 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
       static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));
   c.transport.cma = s.cma;
   c.transport.cma_threshold = s.cma_threshold;
-  c.chunk_bytes = std::max<uint64_t>(s.chunksize, 4096);
+  c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
   c.socket_ifname = s.socket_ifname;
   c.hostid = s.hostid;
   c.topo_file = s.topo_file;
+  c.calibrate = s.calibrate;
+  c.calibration_cache = s.calibration_cache;
+  c.topo_dump_file = s.topo_dump_file;
   c.spin_us = s.spin_us;
   c.spin_yield = s.spin_yield;
   c.spin_yield_ns = s.spin_yield_ns;

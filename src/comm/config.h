@@ -16,7 +16,10 @@ namespace baton {
 struct CommConfig {
   double timeout_s = 300;          // BATON_TIMEOUT (0 there: kForeverSeconds here)
   TransportConfig transport;       // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
-  size_t chunk_bytes = 512 << 10;  // BATON_CHUNKSIZE: pipelining granularity
+  size_t chunk_bytes = 0;          // BATON_CHUNKSIZE (0: the cost model chooses)
+  bool calibrate = false;          // BATON_CALIBRATE
+  std::string calibration_cache;   // BATON_CALIBRATION_CACHE
+  std::string topo_dump_file;      // BATON_TOPO_DUMP_FILE
   AlgorithmFilter algorithms;      // BATON_ALGO
   std::string socket_ifname;       // BATON_SOCKET_IFNAME
   std::string hostid;              // BATON_HOSTID

@@ -96,14 +96,15 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   const Communicator& comm = *site.comm;
   const size_t elem = DatatypeSize(c.datatype);
   const size_t bytes = c.count * elem * (CountIsPerRank(c.collective) ? comm.nranks() : 1);
-  AlgorithmImpl algo;
-  BATON_RETURN_IF_ERROR(
-      SelectAlgorithm(comm.config().algorithms, c.collective, bytes, comm.nranks(), &algo));
+  const Choice& choice = comm.selection().Lookup(c.collective, c.datatype, bytes);
+  if (choice.build == nullptr) return comm.selection().NothingAllowed(c.collective);
   BATON_TRACE(kLogColl, "%s: %zu bytes with %s", CollectiveName(c.collective), bytes,
-              AlgorithmName(algo.algorithm));
+              AlgorithmName(choice.algorithm));
   Call call;
   call.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
-  call.builder.build = algo.build;
+  call.builder.build = choice.build;
+  if (choice.chunk_bytes != 0) call.args.chunk_bytes = choice.chunk_bytes;
+  call.args.inter_host = choice.inter;
   call.buffers = CudaBuffersFor(c.collective, c.send, c.recv, c.count, elem, comm.nranks(),
                                 comm.rank(), c.root);
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};

@@ -32,6 +32,8 @@ struct RankPlace {
   int packages = 1;    // packages of its host
   int numa_nodes = 1;  // NUMA nodes of its host
   bool tcp = false;    // it asked for TCP even on its host
+  int cores = 0;       // cores of its host (0: unknown)
+  int nic_mbps = 0;    // speed of its network interface in Mbit/s (0: unknown)
 };
 
 class CommTopology {

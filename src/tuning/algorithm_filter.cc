@@ -19,6 +19,13 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
+// "ring, rhd, ...": every algorithm's name.
+std::string AllAlgorithmNames() {
+  std::string names;
+  for (const char* n : kAlgorithmNames) names += std::string(names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 }  // namespace
 
 Status AlgorithmFilter::Parse(const std::string& spec, AlgorithmFilter* out) {
@@ -40,8 +47,8 @@ Status AlgorithmFilter::Parse(const std::string& spec, AlgorithmFilter* out) {
     for (const std::string& name : Split(list, ',')) {
       Algorithm algorithm;
       if (!AlgorithmFromName(name.c_str(), &algorithm))
-        return InvalidUsage("BATON_ALGO=" + spec + ": unknown algorithm '" + name +
-                            "' (ring, rhd, tree, binomial, pairwise)");
+        return InvalidUsage("BATON_ALGO=" + spec + ": unknown algorithm '" + name + "' (" +
+                            AllAlgorithmNames() + ")");
       rule.algorithms.push_back(algorithm);
     }
     f.rules_.push_back(rule);

@@ -1,7 +1,8 @@
 // AlgorithmFilter: BATON_ALGO parsed, NCCL's syntax. "ring", "ring,tree",
 // "^tree" (exclude), "allreduce:ring;broadcast:tree" (scoped per
 // collective); names are case insensitive: ring, rhd (recursive halving /
-// doubling), tree (double binary tree), binomial (binomial tree), pairwise.
+// doubling), tree (double binary tree), binomial (binomial tree), pairwise,
+// hier (hierarchical: within hosts, then among them).
 #pragma once
 
 #include <string>
@@ -19,6 +20,8 @@ class AlgorithmFilter {
   static Status Parse(const std::string& spec, AlgorithmFilter* out);
 
   bool Allows(Collective c, Algorithm a) const;
+  // The BATON_ALGO text it was parsed from.
+  const std::string& spec() const { return spec_; }
 
   // The first allowed algorithm among `available` (in preference order),
   // or batonInvalidUsage naming what was asked for and what exists.

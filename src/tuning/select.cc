@@ -1,98 +1,223 @@
 #include "tuning/select.h"
 
-#include <vector>
+#include <cstdio>
 
 #include "algorithms/chain.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/pairwise.h"
 #include "algorithms/rhd.h"
 #include "algorithms/ring.h"
 #include "algorithms/tree.h"
+#include "base/datatype.h"
 
 namespace baton {
 namespace {
 
-// Below this, latency (the number of sequential messages) dominates: the
-// log-depth algorithms win over the ring's 2(p-1) steps (docs/algorithms.md).
-// A placeholder: the cost model will replace it.
-constexpr size_t kSmallMessageBytes = 64 << 10;
-
-}  // namespace
-
-namespace {
-
-// Candidate lists in default preference order, as static tables so that
-// choosing an algorithm allocates nothing: it runs on every call, and the
-// small-message path is latency-bound.
-constexpr AlgorithmImpl kAllReduceSmall[] = {
-    {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
-    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
-    {Algorithm::kRing, BuildRingAllReduce}};
-constexpr AlgorithmImpl kAllReduceLarge[] = {
+// Static tables, so that nothing here allocates per call.
+constexpr AlgorithmImpl kAllReduce[] = {
     {Algorithm::kRing, BuildRingAllReduce},
     {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
-    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce}};
-constexpr AlgorithmImpl kBroadcastSmall[] = {{Algorithm::kBinomial, BuildBinomialBroadcast},
-                                             {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
-                                             {Algorithm::kRing, BuildChainBroadcast}};
-constexpr AlgorithmImpl kBroadcastLarge[] = {{Algorithm::kRing, BuildChainBroadcast},
-                                             {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
-                                             {Algorithm::kBinomial, BuildBinomialBroadcast}};
-constexpr AlgorithmImpl kReduceSmall[] = {{Algorithm::kBinomial, BuildBinomialReduce},
-                                          {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
-                                          {Algorithm::kRing, BuildChainReduce}};
-constexpr AlgorithmImpl kReduceLarge[] = {{Algorithm::kRing, BuildChainReduce},
-                                          {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
-                                          {Algorithm::kBinomial, BuildBinomialReduce}};
-constexpr AlgorithmImpl kAllGatherSmall[] = {
-    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather},
-    {Algorithm::kRing, BuildRingAllGather}};
-constexpr AlgorithmImpl kAllGatherLarge[] = {
+    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
+    {Algorithm::kHierarchical, BuildHierarchicalAllReduce}};
+constexpr AlgorithmImpl kBroadcast[] = {{Algorithm::kRing, BuildChainBroadcast},
+                                        {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
+                                        {Algorithm::kBinomial, BuildBinomialBroadcast},
+                                        {Algorithm::kHierarchical, BuildHierarchicalBroadcast}};
+constexpr AlgorithmImpl kReduce[] = {{Algorithm::kRing, BuildChainReduce},
+                                     {Algorithm::kTree, BuildDoubleBinaryTreeReduce},
+                                     {Algorithm::kBinomial, BuildBinomialReduce},
+                                     {Algorithm::kHierarchical, BuildHierarchicalReduce}};
+constexpr AlgorithmImpl kAllGather[] = {
     {Algorithm::kRing, BuildRingAllGather},
     {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather}};
-constexpr AlgorithmImpl kReduceScatterSmall[] = {
-    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter},
-    {Algorithm::kRing, BuildRingReduceScatter}};
-constexpr AlgorithmImpl kReduceScatterLarge[] = {
+constexpr AlgorithmImpl kReduceScatter[] = {
     {Algorithm::kRing, BuildRingReduceScatter},
     {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter}};
 constexpr AlgorithmImpl kAlltoAll[] = {{Algorithm::kPairwise, BuildPairwiseAlltoAll}};
 
+bool Reduces(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduce ||
+         c == Collective::kReduceScatter;
+}
+
+std::string HumanBytes(size_t bytes) {
+  char buf[32];
+  if (bytes >= (size_t{1} << 30) && bytes % (size_t{1} << 30) == 0)
+    snprintf(buf, sizeof(buf), "%zuG", bytes >> 30);
+  else if (bytes >= (size_t{1} << 20) && bytes % (size_t{1} << 20) == 0)
+    snprintf(buf, sizeof(buf), "%zuM", bytes >> 20);
+  else if (bytes >= 1024 && bytes % 1024 == 0)
+    snprintf(buf, sizeof(buf), "%zuK", bytes >> 10);
+  else
+    snprintf(buf, sizeof(buf), "%zu", bytes);
+  return buf;
+}
+
+// "\"name\"", or null for a null name. Built by appending: GCC 12 warns
+// falsely (-Wrestrict) on "literal" + std::string.
+std::string Quoted(const char* name) {
+  if (name == nullptr) return "null";
+  std::string out = "\"";
+  out += name;
+  out += '"';
+  return out;
+}
+
+// "ring chunk 512K", "hier/rhd": the chunk only when the message exceeds it.
+std::string ChoiceText(const Choice& c, size_t bytes) {
+  std::string s = AlgorithmName(c.algorithm);
+  if (c.algorithm == Algorithm::kHierarchical) {
+    s += '/';
+    s += AlgorithmName(c.inter);
+  }
+  if (c.chunk_bytes != 0 && c.chunk_bytes < bytes) {
+    s += " chunk ";
+    s += HumanBytes(c.chunk_bytes);
+  }
+  return s;
+}
+
 }  // namespace
 
-std::span<const AlgorithmImpl> CandidateAlgorithms(Collective c, size_t bytes, int nranks) {
-  const bool small = bytes < kSmallMessageBytes || nranks <= 1;
+std::span<const AlgorithmImpl> ImplementationsOf(Collective c) {
   switch (c) {
     case Collective::kAllReduce:
-      return small ? std::span<const AlgorithmImpl>(kAllReduceSmall) : kAllReduceLarge;
+      return kAllReduce;
     case Collective::kBroadcast:
-      return small ? std::span<const AlgorithmImpl>(kBroadcastSmall) : kBroadcastLarge;
+      return kBroadcast;
     case Collective::kReduce:
-      return small ? std::span<const AlgorithmImpl>(kReduceSmall) : kReduceLarge;
+      return kReduce;
     case Collective::kAllGather:
-      return small ? std::span<const AlgorithmImpl>(kAllGatherSmall) : kAllGatherLarge;
+      return kAllGather;
     case Collective::kReduceScatter:
-      return small ? std::span<const AlgorithmImpl>(kReduceScatterSmall) : kReduceScatterLarge;
+      return kReduceScatter;
     case Collective::kAlltoAll:
       return kAlltoAll;
   }
   return {};
 }
 
-Status SelectAlgorithm(const AlgorithmFilter& filter, Collective c, size_t bytes, int nranks,
-                       AlgorithmImpl* out) {
-  const std::span<const AlgorithmImpl> candidates = CandidateAlgorithms(c, bytes, nranks);
-  for (const AlgorithmImpl& impl : candidates) {
-    if (filter.Allows(c, impl.algorithm)) {
-      *out = impl;
-      return Status::Ok();
+void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter,
+                           size_t fixed_chunk) {
+  fixed_chunk_ = fixed_chunk;
+  for (int ci = 0; ci < kNumCollectives; ++ci) {
+    const auto c = static_cast<Collective>(ci);
+    const auto impls = ImplementationsOf(c);
+    // Why nothing may run, for the error of a call that finds no builder.
+    std::string allowed_but_invalid, names;
+    for (const AlgorithmImpl& impl : impls) {
+      names += std::string(names.empty() ? "" : ", ") + AlgorithmName(impl.algorithm);
+      if (filter.Allows(c, impl.algorithm) &&
+          !model.Predict(c, impl.algorithm, 0, batonFloat32, fixed_chunk).valid)
+        allowed_but_invalid += std::string(allowed_but_invalid.empty() ? "" : ", ") +
+                               AlgorithmName(impl.algorithm);
+    }
+    std::string& why = nothing_allowed_[ci];
+    why = std::string("BATON_ALGO=") + filter.spec() + " leaves no algorithm for " +
+          CollectiveName(c) + " (available: " + names + ")";
+    if (!allowed_but_invalid.empty())
+      why += "; " + allowed_but_invalid +
+             " needs the same number of ranks on every host, which this communicator does not have";
+    for (int dt = 0; dt < batonNumTypes; ++dt) {
+      const auto datatype = static_cast<batonDataType_t>(dt);
+      // Datatypes differ only in the cost of reducing.
+      if (dt > 0 && !Reduces(c)) {
+        for (int k = 0; k < kSizeClasses; ++k)
+          table_[Index(c, datatype, k)] = table_[Index(c, batonInt8, k)];
+        continue;
+      }
+      for (int k = 0; k < kSizeClasses; ++k) {
+        Choice best;
+        for (const AlgorithmImpl& impl : impls) {
+          if (!filter.Allows(c, impl.algorithm)) continue;
+          const Prediction p =
+              model.Predict(c, impl.algorithm, ClassBytes(k), datatype, fixed_chunk);
+          if (!p.valid) continue;
+          // Ties go to the earlier entry (the simpler algorithm).
+          if (best.build == nullptr || p.us < best.predicted_us * (1 - 1e-6)) {
+            best.build = impl.build;
+            best.algorithm = impl.algorithm;
+            best.inter = p.inter;
+            best.chunk_bytes = static_cast<uint32_t>(p.chunk_bytes);
+            best.predicted_us = static_cast<float>(p.us);
+          }
+        }
+        table_[Index(c, datatype, k)] = best;
+      }
     }
   }
-  // Nothing allowed: let the filter explain, naming what exists.
-  std::vector<Algorithm> names;
-  for (const AlgorithmImpl& impl : candidates) names.push_back(impl.algorithm);
-  Algorithm unused;
-  Status st = filter.Choose(c, names, &unused);
-  return st.ok() ? InternalError("algorithm selection is inconsistent") : st;
+}
+
+Status SelectionTable::NothingAllowed(Collective c) const {
+  return InvalidUsage(nothing_allowed_[static_cast<int>(c)]);
+}
+
+std::vector<std::string> SelectionTable::Describe(const CostModel& model) const {
+  std::vector<std::string> lines;
+  char buf[160];
+  for (int ci = 0; ci < kNumCollectives; ++ci) {
+    const auto c = static_cast<Collective>(ci);
+    for (int k = SizeClass(8); k <= SizeClass(size_t{1} << 30); ++k) {
+      const size_t bytes = ClassBytes(k);
+      const Choice& choice = table_[Index(c, batonFloat32, k)];
+      std::string line = std::string(CollectiveName(c)) + " " + std::to_string(bytes) + " B:";
+      bool first = true;
+      for (const AlgorithmImpl& impl : ImplementationsOf(c)) {
+        const Prediction p = model.Predict(c, impl.algorithm, bytes, batonFloat32, fixed_chunk_);
+        if (!p.valid) continue;
+        snprintf(buf, sizeof(buf), "%s %s %.4g us", first ? "" : ",", AlgorithmName(impl.algorithm),
+                 p.us);
+        line += buf;
+        first = false;
+      }
+      line += " -> " + (choice.build ? ChoiceText(choice, bytes) : std::string("none (BATON_ALGO)"));
+      for (int dt = 0; dt < batonNumTypes && Reduces(c); ++dt) {
+        const Choice& other = table_[Index(c, static_cast<batonDataType_t>(dt), k)];
+        if (other.build != choice.build || other.chunk_bytes != choice.chunk_bytes ||
+            other.inter != choice.inter)
+          line += std::string("; ") + DatatypeName(static_cast<batonDataType_t>(dt)) + ": " +
+                  ChoiceText(other, bytes);
+      }
+      lines.push_back(line);
+    }
+  }
+  return lines;
+}
+
+std::string SelectionTable::Json(const CostModel& model) const {
+  std::string out = "[";
+  char buf[96];
+  for (int ci = 0; ci < kNumCollectives; ++ci) {
+    const auto c = static_cast<Collective>(ci);
+    for (int k = SizeClass(8); k <= SizeClass(size_t{1} << 30); ++k) {
+      const size_t bytes = ClassBytes(k);
+      const Choice& choice = table_[Index(c, batonFloat32, k)];
+      if (out.size() > 1) out += ",";
+      out += "\n  {\"collective\": \"" + std::string(CollectiveName(c)) +
+             "\", \"datatype\": \"float32\", \"bytes\": " + std::to_string(bytes) +
+             ", \"algorithm\": ";
+      out += Quoted(choice.build ? AlgorithmName(choice.algorithm) : nullptr);
+      out += ", \"chunk\": " + std::to_string(choice.chunk_bytes);
+      out += ", \"inter\": ";
+      out += Quoted(choice.build && choice.algorithm == Algorithm::kHierarchical
+                        ? AlgorithmName(choice.inter)
+                        : nullptr);
+      snprintf(buf, sizeof(buf), ", \"predicted_us\": %.6g, \"candidates\": {",
+               static_cast<double>(choice.predicted_us));
+      out += buf;
+      bool first = true;
+      for (const AlgorithmImpl& impl : ImplementationsOf(c)) {
+        const Prediction p = model.Predict(c, impl.algorithm, bytes, batonFloat32, fixed_chunk_);
+        if (!p.valid) continue;
+        snprintf(buf, sizeof(buf), "%s\"%s\": %.6g", first ? "" : ", ",
+                 AlgorithmName(impl.algorithm), p.us);
+        out += buf;
+        first = false;
+      }
+      out += "}}";
+    }
+  }
+  return out + "\n]";
 }
 
 }  // namespace baton

@@ -1,15 +1,23 @@
-// Which algorithm runs a call: BATON_ALGO's filter first, then a default
-// preference by message size and rank count. The thresholds stand in for
-// the calibrated cost model of a later issue, which will plug in here.
+// The selection table: which algorithm (and chunk size, and inter-host
+// stage) runs each call, computed once per communicator from the cost model
+// for every (collective, datatype, size class) and looked up in O(1) on
+// every call, without allocating. BATON_ALGO restricts what the model may
+// choose from; BATON_CHUNKSIZE fixes the chunk size.
 #pragma once
 
+#include <baton.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "algorithms/collective.h"
 #include "algorithms/schedule.h"
 #include "base/status.h"
 #include "tuning/algorithm_filter.h"
+#include "tuning/cost_model.h"
 
 namespace baton {
 
@@ -22,13 +30,69 @@ struct AlgorithmImpl {
   BuildFn build;
 };
 
-// Every algorithm that implements `c`, in default preference order for a
-// call moving `bytes` (the whole vector for allreduce/broadcast/reduce, one
-// rank's block times nranks for the others) on `nranks` ranks.
-std::span<const AlgorithmImpl> CandidateAlgorithms(Collective c, size_t bytes, int nranks);
+// Every algorithm that implements `c`, with its builder (collective.h's
+// Implements table, in enum order).
+std::span<const AlgorithmImpl> ImplementationsOf(Collective c);
 
-// The first candidate BATON_ALGO allows, or batonInvalidUsage.
-Status SelectAlgorithm(const AlgorithmFilter& filter, Collective c, size_t bytes, int nranks,
-                       AlgorithmImpl* out);
+// What runs one call.
+struct Choice {
+  BuildFn build = nullptr;  // null: BATON_ALGO left nothing (error in `error`)
+  Algorithm algorithm = Algorithm::kRing;
+  Algorithm inter = Algorithm::kRing;  // hierarchical: the inter-host stage
+  uint32_t chunk_bytes = 0;            // 0: the algorithm does not pipeline
+  float predicted_us = 0;
+};
+
+class SelectionTable {
+ public:
+  // Size classes: 0 bytes, then [2^k, 2^(k+1)) for k = 0 .. kMaxLog2 - 1,
+  // and everything from 2^kMaxLog2 up. A class is decided at its lower end.
+  static constexpr int kMaxLog2 = 40;
+  static constexpr int kSizeClasses = kMaxLog2 + 2;
+
+  // Fills the table from `model`, among the algorithms `filter` allows;
+  // `fixed_chunk` > 0 is used instead of the model's chunk choice.
+  void Build(const CostModel& model, const AlgorithmFilter& filter, size_t fixed_chunk);
+
+  // The choice for a call moving `bytes` (CountIsPerRank collectives: all
+  // nranks blocks).
+  const Choice& Lookup(Collective c, batonDataType_t datatype, size_t bytes) const {
+    return table_[Index(c, datatype, SizeClass(bytes))];
+  }
+  // batonInvalidUsage naming what BATON_ALGO asked for, when Lookup gave no
+  // builder for `c`.
+  Status NothingAllowed(Collective c) const;
+
+  // The TUNING log: one line per collective and size from 8 B to 1 GiB
+  // (float), the predicted time of every candidate and the choice; other
+  // datatypes only where their choice differs.
+  std::vector<std::string> Describe(const CostModel& model) const;
+  // The same as a JSON array of {"collective", "datatype", "bytes",
+  // "algorithm", "chunk", "inter", "predicted_us", "candidates": {...}}.
+  std::string Json(const CostModel& model) const;
+
+  static int SizeClass(size_t bytes) {
+    if (bytes == 0) return 0;
+    const int log2 = 63 - __builtin_clzll(bytes);
+    return 1 + (log2 < kMaxLog2 ? log2 : kMaxLog2);
+  }
+  // The size a class is decided at.
+  static size_t ClassBytes(int size_class) {
+    return size_class == 0 ? 0 : size_t{1} << (size_class - 1);
+  }
+
+ private:
+  static int Index(Collective c, batonDataType_t datatype, int size_class) {
+    const int dt = static_cast<int>(datatype);
+    return (static_cast<int>(c) * batonNumTypes + (dt >= 0 && dt < batonNumTypes ? dt : 0)) *
+               kSizeClasses +
+           size_class;
+  }
+
+  std::vector<Choice> table_ =
+      std::vector<Choice>(static_cast<size_t>(kNumCollectives) * batonNumTypes * kSizeClasses);
+  std::string nothing_allowed_[kNumCollectives];
+  size_t fixed_chunk_ = 0;
+};
 
 }  // namespace baton

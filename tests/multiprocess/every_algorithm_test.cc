@@ -1,8 +1,10 @@
 // Every (collective, algorithm) pair in real processes: 1 to 9 and 16 ranks,
-// over shared memory and TCP. Each algorithm gets its own communicator made
-// with BATON_ALGO naming it; a collective the algorithm does not implement
-// must fail with batonInvalidUsage (and leave the communicator usable),
-// never hang. Results are compared bitwise with a plain loop over all ranks'
+// over shared memory and TCP, and on simulated hosts (BATON_HOSTID: rank r
+// on host r mod K, so hosts hold interleaved ranks, the same number each or
+// not). Each algorithm gets its own communicator made with BATON_ALGO naming
+// it; a collective the algorithm does not implement (or hier on hosts of
+// different sizes) must fail with batonInvalidUsage (and leave the
+// communicator usable), never hang. Results are compared bitwise with a plain loop over all ranks'
 // inputs, which are small integers so that every reduction order is exact.
 #include <gtest/gtest.h>
 
@@ -78,10 +80,11 @@ std::string Describe(const std::string& coll, const std::string& algo, const Sha
 }
 
 // Runs one collective with one algorithm over the grid; false to stop.
+// `uniform_hosts`: every host holds as many ranks (hier needs it).
 void CheckCollective(RankContext& ctx, batonComm_t comm, const std::string& coll,
-                     const std::string& algo) {
+                     const std::string& algo, bool uniform_hosts) {
   const int rank = ctx.rank(), n = ctx.nranks();
-  if (!Implements(coll, algo)) {
+  if (!Implements(coll, algo) || (algo == "hier" && !uniform_hosts)) {
     // An impossible request is a clear error, and the communicator lives on.
     std::vector<float> x(4, 1.0f), y(4 * n);
     batonResult_t r = batonInvalidUsage;
@@ -188,11 +191,18 @@ TEST_P(AlgorithmsTest, EveryCollectiveWithEveryAlgorithm) {
   options.init_comm = false;
   options.unique_id = false;
   options.extra_ids = static_cast<int>(std::size(kAlgorithmNames));
-  options.env = {{"BATON_TRANSPORT", transport}};
+  // "hostsK": rank r on simulated host r mod K, connected over TCP.
+  const int hosts = transport.rfind("hosts", 0) == 0 ? std::stoi(transport.substr(5)) : 1;
+  options.env = {{"BATON_TRANSPORT", hosts > 1 ? "auto" : transport}};
   options.deadline = std::chrono::seconds(400);
+  const bool uniform = n % hosts == 0;
   RunRanks(
       n,
       [&](RankContext& ctx) {
+        if (hosts > 1) {
+          const std::string host = "simulated-host-" + std::to_string(ctx.rank() % hosts);
+          setenv("BATON_HOSTID", host.c_str(), 1);
+        }
         for (size_t a = 0; a < std::size(kAlgorithmNames); ++a) {
           const std::string algo = kAlgorithmNames[a];
           setenv("BATON_ALGO", algo.c_str(), 1);
@@ -201,7 +211,7 @@ TEST_P(AlgorithmsTest, EveryCollectiveWithEveryAlgorithm) {
                                               ctx.extra_id(static_cast<int>(a)), ctx.rank()));
           for (const char* coll :
                {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"})
-            CheckCollective(ctx, comm, coll, algo);
+            CheckCollective(ctx, comm, coll, algo, uniform);
           MP_EXPECT_OK(ctx, batonCommDestroy(comm));
           if (ctx.failed()) return;
         }
@@ -209,12 +219,20 @@ TEST_P(AlgorithmsTest, EveryCollectiveWithEveryAlgorithm) {
       options);
 }
 
+std::string TestName(const ::testing::TestParamInfo<std::tuple<int, const char*>>& info) {
+  return std::string(std::get<1>(info.param)) + "_" + std::to_string(std::get<0>(info.param)) +
+         "ranks";
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, AlgorithmsTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9, 16),
                                             ::testing::Values("shm", "tcp")),
-                         [](const ::testing::TestParamInfo<std::tuple<int, const char*>>& info) {
-                           return std::string(std::get<1>(info.param)) + "_" +
-                                  std::to_string(std::get<0>(info.param)) + "ranks";
-                         });
+                         TestName);
+// Hosts of 2, 3 and 4 ranks, one rank per host, and hosts of 3 and 2 ranks.
+INSTANTIATE_TEST_SUITE_P(SimulatedHosts, AlgorithmsTest,
+                         ::testing::Values(std::make_tuple(4, "hosts2"), std::make_tuple(9, "hosts3"),
+                                           std::make_tuple(8, "hosts2"), std::make_tuple(3, "hosts3"),
+                                           std::make_tuple(5, "hosts2")),
+                         TestName);
 
 }  // namespace

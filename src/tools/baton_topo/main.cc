@@ -1,13 +1,17 @@
-// baton-topo: what Baton sees of a machine, and how it would bind and order
-// ranks on it.
+// baton-topo: what Baton sees of a machine, how it would bind and order
+// ranks on it, and which algorithm its cost model would pick.
 //
-//   baton-topo [--json] [--xml FILE] [--ranks N] [--bind-to POLICY]
+//   baton-topo [--json] [--xml FILE] [--ranks N] [--hosts H] [--nic-mbps M]
+//              [--bind-to POLICY]
 //
 // Prints the machine (packages, NUMA nodes, cores, hardware threads, GPUs and
 // NICs with their nearest NUMA node) that hwloc reports for this host, or
 // for the hwloc XML export FILE (BATON_TOPO_FILE works too), then the
-// binding batonrun would give N ranks on it, and the ring order and link
-// classes those ranks would get. --json prints one JSON object instead.
+// binding batonrun would give N ranks on it, the ring order and link
+// classes those ranks would get, and, for H such hosts (N ranks each) on a
+// network of M Mbit/s, the algorithm and chunk size the cost model chooses
+// for every collective from 8 B to 1 GiB (float32; BATON_ALGO and
+// BATON_CHUNKSIZE apply). --json prints one JSON object instead.
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #include <algorithm>
@@ -18,9 +22,13 @@
 #include <vector>
 
 #include "base/settings.h"
+#include "base/socket.h"
 #include "topology/binding.h"
 #include "topology/comm_topology.h"
 #include "topology/machine.h"
+#include "tuning/cost_model.h"
+#include "tuning/report.h"
+#include "tuning/select.h"
 
 namespace {
 
@@ -28,15 +36,20 @@ using baton::Device;
 using baton::Machine;
 
 constexpr char kUsage[] =
-    "Usage: baton-topo [--json] [--xml FILE] [--ranks N] [--bind-to POLICY]\n"
+    "Usage: baton-topo [--json] [--xml FILE] [--ranks N] [--hosts H] [--nic-mbps M]\n"
+    "                  [--bind-to POLICY]\n"
     "Prints the machine Baton sees (hwloc), the binding of N ranks (default: one per core,\n"
-    "at most 8) under POLICY (auto, core, numa, none; default auto), and their ring order.\n"
+    "at most 8) under POLICY (auto, core, numa, none; default auto), their ring order, and\n"
+    "the algorithm table of the cost model for H such hosts (default 1) on an M Mbit/s\n"
+    "network (default: this host's fastest NIC, else 10000).\n"
     "--xml FILE (or BATON_TOPO_FILE) reads an hwloc XML export instead of this machine.\n";
 
 struct Options {
   bool json = false;
   std::string xml;
   int ranks = 0;
+  int hosts = 1;
+  int nic_mbps = 0;
   std::string bind_to = "auto";
 };
 
@@ -54,6 +67,10 @@ bool ParseOptions(int argc, char** argv, Options* o) {
       const char* v = value();
       if (v == nullptr || atoi(v) < 1) return false;
       o->ranks = atoi(v);
+    } else if (arg == "--hosts" || arg == "--nic-mbps") {
+      const char* v = value();
+      if (v == nullptr || atoi(v) < 1) return false;
+      (arg == "--hosts" ? o->hosts : o->nic_mbps) = atoi(v);
     } else if (arg == "--bind-to") {
       const char* v = value();
       baton::BindPolicy unused;
@@ -93,6 +110,43 @@ std::string DevicesJson(const std::vector<Device>& devices) {
   return out + "]";
 }
 
+void PrintAlgorithms(const baton::CostModel& model, const baton::SelectionTable& table,
+                     int hosts, int per_host) {
+  using baton::Collective;
+  printf("cost figures: %s\n", baton::DescribeCostParams(model.params()).c_str());
+  printf("algorithms for %d host%s x %d rank%s (float32; predicted time):\n", hosts,
+         hosts == 1 ? "" : "s", per_host, per_host == 1 ? "" : "s");
+  printf("  %-10s", "bytes");
+  for (const char* name : baton::kCollectiveNames) printf(" %-24s", name);
+  printf("\n");
+  for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 4) {
+    char size[16];
+    snprintf(size, sizeof(size), bytes >= (1 << 20) ? "%zuM" : bytes >= 1024 ? "%zuK" : "%zu",
+             bytes >= (1 << 20) ? bytes >> 20 : bytes >= 1024 ? bytes >> 10 : bytes);
+    printf("  %-10s", size);
+    for (int c = 0; c < baton::kNumCollectives; ++c) {
+      const auto coll = static_cast<Collective>(c);
+      const baton::Choice& ch = table.Lookup(coll, batonFloat32, bytes);
+      char cell[64];
+      if (ch.build == nullptr) {
+        snprintf(cell, sizeof(cell), "-");
+      } else {
+        // The chunk size only matters for messages larger than it.
+        char chunk[16] = "";
+        if (ch.chunk_bytes != 0 && ch.chunk_bytes < bytes)
+          snprintf(chunk, sizeof(chunk), ",%uK", ch.chunk_bytes >> 10);
+        snprintf(cell, sizeof(cell), "%s%s%s%s %.3gus", baton::AlgorithmName(ch.algorithm),
+                 ch.algorithm == baton::Algorithm::kHierarchical ? "/" : "",
+                 ch.algorithm == baton::Algorithm::kHierarchical ? baton::AlgorithmName(ch.inter)
+                                                                 : "",
+                 chunk, ch.predicted_us);
+      }
+      printf(" %-24s", cell);
+    }
+    printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -112,13 +166,29 @@ int main(int argc, char** argv) {
   baton::BindPolicy policy = baton::BindPolicy::kAuto;
   baton::ParseBindPolicy(opt.bind_to, &policy);
   const std::vector<std::vector<int>> plan = baton::PlanBinding(m, ranks, policy, {});
-  std::vector<baton::RankPlace> places(ranks);
-  for (int r = 0; r < ranks; ++r) {
-    const baton::Placement where = baton::PlacementOf(m, plan[r]);
-    places[r] = {1, where.package, where.numa, m.packages, m.numa_nodes, false};
+  // The fastest NIC with a known speed stands for the network.
+  int nic_mbps = opt.nic_mbps;
+  for (const Device& n : m.nics)
+    if (opt.nic_mbps == 0 && !n.netdev.empty())
+      nic_mbps = std::max(nic_mbps, baton::InterfaceSpeedMbps(n.netdev));
+  const int total = ranks * opt.hosts;
+  std::vector<baton::RankPlace> places(total);
+  for (int r = 0; r < total; ++r) {
+    const baton::Placement where = baton::PlacementOf(m, plan[r % ranks]);
+    places[r] = {static_cast<uint64_t>(r / ranks + 1), where.package, where.numa, m.packages,
+                 m.numa_nodes, false, m.core_count(), nic_mbps};
   }
   const baton::CommTopology topology(places);
   const std::vector<int> ring = topology.RingOrder();
+  const baton::CostModel model(topology, ring, std::vector<int>(opt.hosts, m.core_count()),
+                               baton::DefaultCostParams(nic_mbps));
+  baton::AlgorithmFilter filter;
+  if (baton::Status st = baton::AlgorithmFilter::Parse(settings.algo, &filter); !st.ok()) {
+    fprintf(stderr, "baton-topo: %s\n", st.message().c_str());
+    return 1;
+  }
+  baton::SelectionTable table;
+  table.Build(model, filter, settings.chunksize);
 
   if (opt.json) {
     printf("{\"source\": %s, \"packages\": %d, \"numa_nodes\": %d, \"cores\": %d, \"pus\": %d,\n",
@@ -130,7 +200,9 @@ int main(int argc, char** argv) {
       printf("%s%s", r ? ", " : "", JsonString(baton::PuListString(plan[r])).c_str());
     printf("]},\n \"ring\": [");
     for (int r = 0; r < ranks; ++r) printf("%s%d", r ? ", " : "", ring[r]);
-    printf("]}\n");
+    printf("],\n \"hosts\": %d, \"ranks\": %d, \"cost\": %s,\n \"algorithms\": %s}\n",
+           opt.hosts, total, baton::CostParamsJson(model.params()).c_str(),
+           table.Json(model).c_str());
     return 0;
   }
   printf("machine: %s\n", m.source.c_str());
@@ -157,5 +229,6 @@ int main(int argc, char** argv) {
   for (int i = 0; i < ranks; ++i)
     printf(" %s", baton::LinkClassName(topology.Link(ring[i], ring[(i + 1) % ranks])));
   printf("\n");
+  PrintAlgorithms(model, table, opt.hosts, ranks);
   return 0;
 }

@@ -1,0 +1,291 @@
+#!/usr/bin/env python3
+"""Baton's automatic algorithm choice against every algorithm forced, side by side.
+
+  perf/tune.py [--build DIR] [--configs shm2,shm4,net4x2-1g,net8-1g,net4-10g]
+               [--collective all_reduce] [--sizes 8,...,64M] [--reps 3] [--out DIR]
+
+Runs build/perf/<collective>_perf -S null once with the automatic choice and once with each
+algorithm the collective has forced (-A), taking turns (the order rotated on each repetition) so
+that drift of a shared machine spreads over all of them; each figure is the median of --reps
+repetitions. The model's predictions come from a run with BATON_DEBUG_SUBSYS=TUNING, which makes
+rank 0 log the table the communicator computed.
+
+Configurations (--configs, comma separated):
+  shmN          N ranks on this host (batonrun binds them).
+  netHxR-RATE   H simulated hosts with R ranks each (scripts/netns.sh: network namespaces on a
+  netH-RATE     bridge, eth0 shaped by tbf at RATE, e.g. 1g, 10g); one batonrun per namespace,
+                --bind-to none (all "hosts" share this machine's cores). Needs root.
+
+Writes --out (default perf-results/tune): tune.md (one table per configuration: size, the
+median time of each forced algorithm and of the automatic choice, the best forced one, auto/best,
+and the predicted time of each algorithm), tune.json, raw/ (every run). Exit status 0 when every
+run succeeded with correct results.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare import human_size, parse_rate, parse_size, size_groups  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+NETNS = os.path.join(ROOT, "scripts", "netns.sh")
+DEFAULT_CONFIGS = "shm2,shm4,net4x2-1g,net8-1g,net4-10g"
+DEFAULT_SIZES = ",".join(str(1 << k) for k in range(3, 27, 2))  # 8 B .. 64 MiB, x4
+# The BATON_ALGO names of each collective's algorithms (algorithms/collective.h).
+ALGORITHMS = {
+    "all_reduce": ["ring", "rhd", "tree", "hier"],
+    "broadcast": ["ring", "tree", "binomial", "hier"],
+    "reduce": ["ring", "tree", "binomial", "hier"],
+    "all_gather": ["ring", "rhd"],
+    "reduce_scatter": ["ring", "rhd"],
+}
+TABLE_NAME = {"all_reduce": "allreduce", "broadcast": "broadcast", "reduce": "reduce",
+              "all_gather": "allgather", "reduce_scatter": "reducescatter"}
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def parse_config(name):
+    m = re.fullmatch(r"shm(\d+)", name)
+    if m and int(m.group(1)) >= 2:
+        return {"name": name, "kind": "shm", "hosts": 1, "per_host": int(m.group(1))}
+    m = re.fullmatch(r"net(\d+)(?:x(\d+))?-(\S+)", name)
+    if m and 2 <= int(m.group(1)) <= 64:
+        rate, gbps = parse_rate(m.group(3))
+        return {"name": name, "kind": "net", "hosts": int(m.group(1)),
+                "per_host": int(m.group(2) or 1), "rate": rate, "rate_GBps": gbps}
+    raise ValueError(f"invalid configuration '{name}': expected shmN or netH[xR]-RATE")
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.out = os.path.abspath(args.out)
+        self.raw = os.path.join(self.out, "raw")
+        os.makedirs(self.raw, exist_ok=True)
+        self.batonrun = os.path.join(self.build, "src", "batonrun")
+        self.binary = os.path.join(self.build, "perf", args.collective + "_perf")
+        self.tag = None
+        self.hosts = 0
+        self.port = 20000 + os.getpid() % 20000
+        self.failures = []
+
+    def next_port(self):
+        self.port = 20000 if self.port >= 60000 else self.port + 1
+        return self.port
+
+    def netns_up(self, hosts, rate):
+        self.tag = f"tune{os.getpid() % 100000}"
+        self.hosts = hosts
+        subprocess.run([NETNS, "up", self.tag, str(hosts), rate], check=True)
+
+    def netns_down(self):
+        if self.tag:
+            subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)
+            self.tag = None
+
+    def commands(self, config, flags, env):
+        """[(argv, env)] of the processes of one run."""
+        args = [self.binary, "-S", "null"] + flags
+        if config["kind"] == "shm":
+            return [([self.batonrun, "-n", str(config["per_host"])] + args, env)]
+        port = self.next_port()
+        n, r = config["hosts"] * config["per_host"], config["per_host"]
+        return [(["ip", "netns", "exec", f"{self.tag}-h{h}", self.batonrun, "-n", str(r),
+                  "--bind-to", "none", "--world-size", str(n), "--rank-offset", str(h * r),
+                  "--root", f"10.77.0.1:{port}"] + args, dict(env, BATON_SOCKET_IFNAME="eth0"))
+                for h in range(config["hosts"])]
+
+    def run(self, config, flags, name, env_extra=None):
+        """Runs one sweep; returns (JSON records, the log's text) or (None, text)."""
+        json_path = os.path.join(self.raw, name + ".jsonl")
+        log_path = os.path.join(self.raw, name + ".log")
+        if os.path.exists(json_path):
+            os.remove(json_path)
+        env = dict(os.environ, BATON_TIMEOUT="120", **(env_extra or {}))
+        procs = []
+        start = time.monotonic()
+        with open(log_path, "w", encoding="utf-8") as logf:
+            for argv, e in self.commands(config, flags + ["-J", json_path], env):
+                logf.write("$ " + shlex.join(argv) + "\n")
+                logf.flush()
+                procs.append(subprocess.Popen(argv, env=e, stdout=logf, stderr=subprocess.STDOUT,
+                                              start_new_session=True))
+            codes = []
+            for p in procs:
+                try:
+                    codes.append(p.wait(timeout=max(1.0, self.args.timeout -
+                                                    (time.monotonic() - start))))
+                except subprocess.TimeoutExpired:
+                    codes.append("timeout")
+                    for q in procs:
+                        if q.poll() is None:
+                            os.killpg(q.pid, signal.SIGKILL)
+                            q.wait()
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        records = []
+        if os.path.exists(json_path):
+            with open(json_path, encoding="utf-8") as f:
+                records = [json.loads(line) for line in f if line.strip()]
+        if any(c != 0 for c in codes) or not records:
+            self.failures.append(f"{name}: exit {codes} (see {log_path})")
+            log(f"  FAILED {name}: exit {codes} (log: {log_path})")
+            return None, text
+        return records, text
+
+    def iterations(self, config, sizes):
+        if config["kind"] == "shm":
+            latency, bandwidth = 5e-6, 2e9
+        else:
+            latency, bandwidth = 100e-6, config["rate_GBps"] * 1e9
+        per_call = max(latency + 2 * s / bandwidth for s in sizes)
+        return max(3, min(200, int(self.args.budget / per_call)))
+
+
+def predictions(text, collective):
+    """{algorithm: {size: predicted us}} from rank 0's TUNING log lines."""
+    table = {}
+    pattern = re.compile(r"TUNING " + re.escape(TABLE_NAME[collective]) +
+                         r" (\d+) B: (.*?) -> (\S+)")
+    for m in pattern.finditer(text):
+        size = int(m.group(1))
+        for item in m.group(2).split(","):
+            item = item.strip()
+            mm = re.fullmatch(r"(\S+) (\S+) us", item)
+            if mm:
+                table.setdefault(mm.group(1), {})[size] = float(mm.group(2))
+    return table
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default=os.environ.get("BATON_BUILD", "build"))
+    parser.add_argument("--configs", default=DEFAULT_CONFIGS)
+    parser.add_argument("--collective", default="all_reduce", choices=sorted(ALGORITHMS))
+    parser.add_argument("--algorithms", default="",
+                        help="comma separated: the forced algorithms to run (default: all the "
+                             "collective has)")
+    parser.add_argument("--sizes", default=DEFAULT_SIZES)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--budget", type=float, default=0.2,
+                        help="seconds of timed calls per size and run (default 0.2)")
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--out", default=os.path.join("perf-results", "tune"))
+    args = parser.parse_args(argv)
+    configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+    sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
+    runner = Runner(args)
+    if args.algorithms:
+        ALGORITHMS[args.collective] = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    variants = ["auto"] + ALGORITHMS[args.collective]
+    report = {"meta": {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "host": socket.gethostname(), "cpus": os.cpu_count(),
+                       "command": shlex.join([sys.argv[0]] + argv), "reps": args.reps},
+              "configs": []}
+    md = [f"# Automatic choice against forced algorithms: {args.collective} (float, sum)\n",
+          f"`{report['meta']['command']}` on {report['meta']['host']} ({os.cpu_count()} CPUs), "
+          f"{report['meta']['date']}. Time per call (us, out of place), median of {args.reps} "
+          f"interleaved repetitions; `pred` is the model's prediction.\n"]
+
+    def on_signal(signum, _frame):
+        runner.netns_down()
+        raise SystemExit(f"interrupted by signal {signum}")
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        for config in configs:
+            if config["kind"] == "net":
+                if os.geteuid() != 0:
+                    log(f"skipping {config['name']}: network namespaces need root")
+                    continue
+                runner.netns_up(config["hosts"], config["rate"])
+            log(f"== {config['name']}")
+            times = {v: {} for v in variants}
+            predicted = {}
+            try:
+                groups = size_groups(sizes)
+                order = list(variants)
+                for rep in range(args.reps):
+                    for g, (b, e, f, group) in enumerate(groups):
+                        flags = ["-b", str(b), "-e", str(e), "-f", str(f), "-n",
+                                 str(runner.iterations(config, group)), "-w", "2", "-c", "1",
+                                 "-d", "float", "-o", "sum"]
+                        for v in order:
+                            extra = [] if v == "auto" else ["-A", v]
+                            env = ({"BATON_DEBUG": "INFO", "BATON_DEBUG_SUBSYS": "TUNING"}
+                                   if v == "auto" and rep == 0 and g == 0 else None)
+                            records, text = runner.run(config, flags + extra,
+                                                       f"{config['name']}-{v}-g{g}-r{rep}", env)
+                            if env is not None:
+                                predicted = predictions(text, args.collective)
+                            for rec in records or []:
+                                if any(int(rec[k]["nwrong"] or 0)
+                                       for k in ("out_of_place", "in_place")):
+                                    runner.failures.append(f"{config['name']} {v} "
+                                                           f"{rec['size']}: wrong results")
+                                times[v].setdefault(rec["size"], []).append(
+                                    float(rec["out_of_place"]["time"]))
+                        order = order[1:] + order[:1]
+                    log(f"  repetition {rep + 1} done")
+            finally:
+                if config["kind"] == "net":
+                    runner.netns_down()
+            med = {v: {s: statistics.median(t) for s, t in by.items()} for v, by in times.items()}
+            rows = []
+            head = (["size"] + [f"{v} (us)" for v in variants] + ["best forced", "auto/best"] +
+                    [f"pred {a}" for a in ALGORITHMS[args.collective]])
+            table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            for s in sizes:
+                forced = {a: med[a].get(s) for a in ALGORITHMS[args.collective]
+                          if med[a].get(s) is not None}
+                best = min(forced, key=forced.get) if forced else None
+                auto = med["auto"].get(s)
+                ratio = auto / forced[best] if auto and best else None
+                rows.append({"size": s, "times": {v: med[v].get(s) for v in variants},
+                             "best": best, "auto_over_best": ratio,
+                             "predicted": {a: predicted.get(a, {}).get(s)
+                                           for a in ALGORITHMS[args.collective]}})
+
+                def f(x):
+                    return "–" if x is None else f"{x:.3g}"
+                table.append("| " + " | ".join(
+                    [human_size(s)] + [f(med[v].get(s)) for v in variants] +
+                    [best or "–", f(ratio)] +
+                    [f(predicted.get(a, {}).get(s)) for a in ALGORITHMS[args.collective]]) + " |")
+            report["configs"].append({"config": config, "rows": rows})
+            md.append(f"## {config['name']}\n")
+            md.append("\n".join(table) + "\n")
+            with open(os.path.join(runner.out, "tune.md"), "w", encoding="utf-8") as out:
+                out.write("\n".join(md))
+            with open(os.path.join(runner.out, "tune.json"), "w", encoding="utf-8") as out:
+                json.dump(report, out, indent=1)
+    finally:
+        runner.netns_down()
+    if runner.failures:
+        md.append("## Failures\n")
+        md += [f"- {x}" for x in runner.failures]
+    with open(os.path.join(runner.out, "tune.md"), "w", encoding="utf-8") as out:
+        out.write("\n".join(md) + "\n")
+    log(f"wrote {runner.out}/tune.md")
+    return 1 if runner.failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,231 @@
+// The hierarchical algorithms; see hierarchical.h. Each stage is built by an
+// existing builder for a subgroup (sub-ranks 0..n-1, ring order = identity)
+// and appended with its peers mapped back to communicator ranks.
+#include "algorithms/hierarchical.h"
+
+#include <numeric>
+#include <vector>
+
+#include "algorithms/chain.h"
+#include "algorithms/ops.h"
+#include "algorithms/rhd.h"
+#include "algorithms/ring.h"
+#include "algorithms/tree.h"
+#include "base/datatype.h"
+#include "base/partition.h"
+
+namespace baton {
+namespace {
+
+// This rank's host and local index, and the subgroups it belongs to.
+struct Place {
+  int host = 0, local = 0;
+  const HostLayout* layout = nullptr;
+
+  // Where `rank` (default: this rank) sits.
+  explicit Place(const CollArgs& a, int rank = -1) : layout(a.hosts) {
+    const int slot = layout->slot_of[rank < 0 ? a.rank : rank];
+    host = slot / layout->per_host;
+    local = slot % layout->per_host;
+  }
+  // Communicator rank of local rank i of host h.
+  int RankAt(int h, int i) const { return layout->ranks[h * layout->per_host + i]; }
+};
+
+// Arguments for a stage run by `n` ranks of which this one is `sub_rank`.
+CollArgs SubArgs(const CollArgs& a, const std::vector<int>& identity, int n, int sub_rank) {
+  CollArgs s = a;
+  s.nranks = n;
+  s.rank = sub_rank;
+  s.ring = &identity;
+  s.hosts = nullptr;
+  return s;
+}
+
+// Sets the avg divisor of the stage's ops: `divisor` where the stage
+// divides (its last reduction), or 0 to leave the division to a later one.
+void SetAvgDivisor(Schedule* stage, uint32_t divisor) {
+  for (Op& op : stage->ops)
+    if (op.post_divisor != 0) op.post_divisor = divisor;
+}
+
+// Appends `stage` (its peers are sub-ranks, `member` maps them to
+// communicator ranks) so that none of its ops starts before op `after` of
+// `out` (-1: no such wait). Returns an op that completes once all of the
+// stage's ops have (a chain of empty copies over its last ops), or `after`
+// when the stage is empty.
+template <typename Member>
+int AppendStage(Schedule* out, Schedule&& stage, Member member, int after) {
+  const int base = static_cast<int>(out->ops.size());
+  const int n = static_cast<int>(stage.ops.size());
+  if (n == 0) return after;
+  std::vector<char> needed(n, 0);  // some later op of the stage waits for it
+  for (Op op : stage.ops) {
+    for (int& d : op.deps)
+      if (d >= 0) needed[d] = 1, d += base;
+    if (op.kind != Op::Kind::kCopy) op.peer = member(op.peer);
+    // An op with a free slot waits for the previous stage; the others wait
+    // for ops of this stage that do (dependencies point backwards).
+    if (after >= 0) {
+      if (op.deps[0] < 0)
+        op.deps[0] = after;
+      else if (op.deps[1] < 0)
+        op.deps[1] = after;
+    }
+    out->ops.push_back(op);
+  }
+  for (size_t i = 0; i < stage.scratch_used; ++i) {
+    if (out->scratch_used == out->scratch.size()) out->scratch.emplace_back();
+    out->scratch[out->scratch_used++].swap(stage.scratch[i]);
+  }
+  int join = -1;
+  for (int i = 0; i < n; ++i) {
+    if (needed[i]) continue;
+    Op op;
+    op.kind = Op::Kind::kCopy;
+    op.deps[0] = base + i;
+    op.deps[1] = join;
+    join = out->Add(op);
+  }
+  return join;
+}
+
+}  // namespace
+
+void BuildHierarchicalAllReduce(const CollArgs& a, Schedule* out) {
+  const size_t es = DatatypeSize(a.datatype);
+  if (a.count == 0) return;
+  if (a.nranks == 1 || a.hosts == nullptr) {
+    BuildRingAllReduce(a, out);
+    return;
+  }
+  const Place me(a);
+  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
+  std::vector<int> local_ids(per_host), host_ids(hosts);
+  std::iota(local_ids.begin(), local_ids.end(), 0);
+  std::iota(host_ids.begin(), host_ids.end(), 0);
+  auto local_member = [&](int i) { return me.RankAt(me.host, i); };
+  auto host_member = [&](int h) { return me.RankAt(h, me.local); };
+  const auto divisor = static_cast<uint32_t>(a.op == batonAvg ? a.nranks : 0);
+
+  // Stage 1: reduce-scatter within the host.
+  CollArgs intra = SubArgs(a, local_ids, per_host, me.local);
+  int done = -1;
+  size_t begin = 0, end = a.count;
+  if (per_host > 1) {
+    Schedule stage;
+    BuildRingAllReduceHalves(intra, true, false, &stage);
+    SetAvgDivisor(&stage, hosts > 1 ? 0 : divisor);
+    done = AppendStage(out, std::move(stage), local_member, -1);
+    Partition(a.count, per_host, RingAllReduceOwnedSegment(intra), &begin, &end);
+  }
+  // Stage 2: allreduce of this rank's slice among the hosts.
+  if (hosts > 1 && end > begin) {
+    CollArgs inter = SubArgs(a, host_ids, hosts, me.host);
+    inter.count = end - begin;
+    inter.send = per_host > 1 ? static_cast<const uint8_t*>(a.recv) + begin * es
+                              : static_cast<const uint8_t*>(a.send);
+    inter.recv = static_cast<uint8_t*>(a.recv) + begin * es;
+    Schedule stage;
+    if (a.inter_host == Algorithm::kRecursiveHalvingDoubling)
+      BuildRhdAllReduce(inter, &stage);
+    else
+      BuildRingAllReduce(inter, &stage);
+    SetAvgDivisor(&stage, divisor);
+    done = AppendStage(out, std::move(stage), host_member, done);
+  }
+  // Stage 3: allgather within the host.
+  if (per_host > 1) {
+    Schedule stage;
+    BuildRingAllReduceHalves(intra, false, true, &stage);
+    AppendStage(out, std::move(stage), local_member, done);
+  }
+}
+
+void BuildHierarchicalBroadcast(const CollArgs& a, Schedule* out) {
+  if (a.count == 0) return;
+  if (a.nranks == 1 || a.hosts == nullptr) {
+    BuildChainBroadcast(a, out);
+    return;
+  }
+  const Place me(a);
+  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
+  const Place root(a, a.root);
+  std::vector<int> local_ids(per_host), host_ids(hosts);
+  std::iota(local_ids.begin(), local_ids.end(), 0);
+  std::iota(host_ids.begin(), host_ids.end(), 0);
+  int done = -1;
+  // Stage 1: the root's local index on every host gets the data.
+  if (hosts > 1 && me.local == root.local) {
+    CollArgs inter = SubArgs(a, host_ids, hosts, me.host);
+    inter.root = root.host;
+    Schedule stage;
+    if (a.inter_host == Algorithm::kBinomial)
+      BuildBinomialBroadcast(inter, &stage);
+    else
+      BuildChainBroadcast(inter, &stage);
+    done = AppendStage(out, std::move(stage), [&](int h) { return me.RankAt(h, me.local); }, -1);
+  }
+  // Stage 2: it broadcasts within its host.
+  CollArgs intra = SubArgs(a, local_ids, per_host, me.local);
+  intra.root = root.local;
+  if (hosts > 1) intra.send = a.recv;  // where stage 1 delivered (the root: its own copy)
+  Schedule stage;
+  if (a.inter_host == Algorithm::kBinomial)
+    BuildBinomialBroadcast(intra, &stage);
+  else
+    BuildChainBroadcast(intra, &stage);
+  AppendStage(out, std::move(stage), [&](int i) { return me.RankAt(me.host, i); }, done);
+}
+
+void BuildHierarchicalReduce(const CollArgs& a, Schedule* out) {
+  const size_t es = DatatypeSize(a.datatype);
+  if (a.count == 0) return;
+  if (a.nranks == 1 || a.hosts == nullptr) {
+    BuildChainReduce(a, out);
+    return;
+  }
+  const Place me(a);
+  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
+  const Place root(a, a.root);
+  std::vector<int> local_ids(per_host), host_ids(hosts);
+  std::iota(local_ids.begin(), local_ids.end(), 0);
+  std::iota(host_ids.begin(), host_ids.end(), 0);
+  const auto divisor = static_cast<uint32_t>(a.op == batonAvg ? a.nranks : 0);
+  const bool leader = me.local == root.local;
+  // Stage 1: each host reduces into its rank with the root's local index
+  // (scratch on other hosts, whose recv may be null).
+  const uint8_t* partial = static_cast<const uint8_t*>(a.send);
+  int done = -1;
+  if (per_host > 1) {
+    uint8_t* into = static_cast<uint8_t*>(a.recv);
+    if (leader && me.host != root.host) into = out->AllocScratch(a.count * es);
+    CollArgs intra = SubArgs(a, local_ids, per_host, me.local);
+    intra.root = root.local;
+    intra.recv = leader ? into : nullptr;
+    Schedule stage;
+    if (a.inter_host == Algorithm::kBinomial)
+      BuildBinomialReduce(intra, &stage);
+    else
+      BuildChainReduce(intra, &stage);
+    SetAvgDivisor(&stage, hosts > 1 ? 0 : divisor);
+    done = AppendStage(out, std::move(stage), [&](int i) { return me.RankAt(me.host, i); }, -1);
+    partial = into;
+  }
+  // Stage 2: those ranks reduce to the root.
+  if (hosts > 1 && leader) {
+    CollArgs inter = SubArgs(a, host_ids, hosts, me.host);
+    inter.root = root.host;
+    inter.send = partial;
+    inter.recv = me.host == root.host ? a.recv : nullptr;
+    Schedule stage2;
+    if (a.inter_host == Algorithm::kBinomial)
+      BuildBinomialReduce(inter, &stage2);
+    else
+      BuildChainReduce(inter, &stage2);
+    SetAvgDivisor(&stage2, divisor);
+    AppendStage(out, std::move(stage2), [&](int h) { return me.RankAt(h, me.local); }, done);
+  }
+}
+
+}  // namespace baton

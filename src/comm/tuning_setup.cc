@@ -1,0 +1,57 @@
+// Communicator::SetUpTuning: the host layout, the cost figures (defaults or
+// calibrated), the cost model and the algorithm table of a communicator.
+#include <algorithm>
+#include <cstdio>
+
+#include "base/log.h"
+#include "comm/calibrate.h"
+#include "comm/comm.h"
+#include "tuning/report.h"
+
+namespace baton {
+
+Status Communicator::SetUpTuning() {
+  const auto& hosts = topology_.host_ranks();
+  const int per_host = static_cast<int>(hosts[0].size());
+  bool uniform = true;
+  for (const auto& members : hosts) uniform = uniform && static_cast<int>(members.size()) == per_host;
+  if (uniform) {
+    host_layout_.hosts = static_cast<int>(hosts.size());
+    host_layout_.per_host = per_host;
+    host_layout_.ranks.clear();
+    for (const auto& members : hosts)
+      host_layout_.ranks.insert(host_layout_.ranks.end(), members.begin(), members.end());
+    host_layout_.slot_of.assign(nranks_, 0);
+    for (int i = 0; i < nranks_; ++i) host_layout_.slot_of[host_layout_.ranks[i]] = i;
+  }
+
+  // The slowest NIC any rank reported sets the default network figures.
+  int nic_mbps = 0;
+  for (const PeerInfo& p : peers_)
+    if (p.nic_mbps > 0) nic_mbps = nic_mbps == 0 ? p.nic_mbps : std::min(nic_mbps, p.nic_mbps);
+  CostParams params = DefaultCostParams(nic_mbps);
+  if (config_.calibrate) BATON_RETURN_IF_ERROR(Calibrate(this, &params));
+
+  std::vector<int> cores(hosts.size(), 0);
+  for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;
+  cost_model_ = std::make_unique<CostModel>(topology_, ring_, cores, params);
+  selection_.Build(*cost_model_, config_.algorithms, config_.chunk_bytes);
+
+  if (rank_ == 0 && LogEnabled(LogLevel::kInfo, kLogTuning)) {
+    BATON_INFO(kLogTuning, "TUNING cost figures (%s)", DescribeCostParams(params).c_str());
+    for (const std::string& line : selection_.Describe(*cost_model_))
+      BATON_INFO(kLogTuning, "TUNING %s", line.c_str());
+  }
+  if (rank_ == 0 && !config_.topo_dump_file.empty()) {
+    const std::string json = TuningReportJson(topology_, *cost_model_, selection_);
+    FILE* f = fopen(config_.topo_dump_file.c_str(), "w");
+    if (f == nullptr || fwrite(json.data(), 1, json.size(), f) != json.size()) {
+      BATON_WARN(kLogInit, "BATON_TOPO_DUMP_FILE=%s: cannot write it",
+                 config_.topo_dump_file.c_str());
+    }
+    if (f != nullptr) fclose(f);
+  }
+  return Status::Ok();
+}
+
+}  // namespace baton

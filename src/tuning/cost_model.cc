@@ -1,0 +1,291 @@
+// The cost model's formulas; docs/tuning.md derives them. Two shapes recur:
+//
+// - Serial: every step of the algorithm uses the same links (a ring: each
+//   link carries all steps, k chunks each). The time is the larger of the
+//   dependency chain (a chunk's hops through all steps, then the other
+//   chunks streaming behind it) and the busiest link (all steps x k chunks
+//   back to back).
+// - Staged: a chunk travels through distinct links (a chain, a tree's
+//   levels): the first chunk pays its slowest path from the root, the
+//   others follow one per the busiest node's per-chunk work.
+//
+// Over shared memory a transfer is the CPUs' own copying, so a rank's sends,
+// receives and reductions add up; over a network the NIC moves the bytes
+// while the CPU reduces, so they overlap (StepCost::cpu_bound).
+#include "tuning/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+#include "algorithms/rhd.h"
+#include "base/datatype.h"
+
+namespace baton {
+namespace {
+
+int FloorPow2(int n) {
+  int b = 1;
+  while (b * 2 <= n) b *= 2;
+  return b;
+}
+
+size_t ChunkCount(size_t block, size_t chunk) {
+  if (block == 0) return 1;
+  return std::max<size_t>(1, (block + chunk - 1) / std::max<size_t>(chunk, 1));
+}
+
+}  // namespace
+
+CostParams DefaultCostParams(int nic_mbps) {
+  CostParams p;
+  // Shared memory: one small message through a control cell, and a copy in
+  // and out per byte (docs/tuning.md: measured on the 2-core VM, shm2).
+  p.link[static_cast<int>(LinkClass::kSameNuma)] = {0.25, 0.08, 1.0 / 12000};
+  p.link[static_cast<int>(LinkClass::kSamePackage)] = {0.4, 0.1, 1.0 / 9000};
+  p.link[static_cast<int>(LinkClass::kCrossPackage)] = {0.7, 0.15, 1.0 / 7000};
+  // TCP through the kernel: ~20 us for a small message with a wake-up,
+  // ~4 us per further message; the wire's rate, but no faster than one
+  // stream's copies through the kernel (~3 GB/s).
+  const double mbps = nic_mbps > 0 ? nic_mbps : 10000;
+  p.link[static_cast<int>(LinkClass::kNetwork)] = {20.0, 4.0,
+                                                   std::max(8.0 / (0.94 * mbps), 1.0 / 3000)};
+  for (int t = 0; t < batonNumTypes; ++t) p.reduce_us_per_byte[t] = 1.0 / 12000;
+  // Half-precision types convert through float.
+  p.reduce_us_per_byte[batonFloat16] = p.reduce_us_per_byte[batonBfloat16] = 1.0 / 6000;
+  return p;
+}
+
+double CostModel::Gamma(batonDataType_t datatype) const {
+  const int t = static_cast<int>(datatype);
+  const double g = t >= 0 && t < batonNumTypes ? params_.reduce_us_per_byte[t] : 0;
+  return g * *std::max_element(oversubscription_.begin(), oversubscription_.end());
+}
+
+double CostModel::Slowest(const Paths& paths, double cb, double gamma) {
+  double most = 0;
+  for (const Path& path : paths)
+    most = std::max(most, path.alpha + cb * path.beta + path.hops * cb * gamma);
+  return most;
+}
+
+// `steps` ring steps over the same links, the first `reducing` of them
+// reducing, each moving `block` bytes per rank in chunks; `chain` holds
+// the routes of a chunk through all the steps.
+double CostModel::Serial(int steps, int reducing, size_t block, double gamma, size_t chunk,
+                         const StepCost& s, const Paths& chain) const {
+  if (steps <= 0 || block == 0) return 0;
+  const double k = static_cast<double>(ChunkCount(block, chunk));
+  const double cb = static_cast<double>(block) / k;
+  // A chunk's cost on the busiest resource: over shared memory the same
+  // CPU copies and reduces; over a network the NIC and the CPU overlap.
+  auto per_chunk = [&](double g) {
+    return s.overhead + (s.cpu_bound ? cb * (s.beta + g) : cb * std::max(s.beta, g));
+  };
+  const double first = Slowest(chain, cb, gamma * reducing / steps);
+  const double chained = first + (k - 1) * per_chunk(reducing > 0 ? gamma : 0);
+  const double busy = k * (reducing * per_chunk(gamma) + (steps - reducing) * per_chunk(0)) +
+                      (s.alpha - s.overhead);
+  return std::max(chained, busy);
+}
+
+// A chunk pipeline through distinct links: the first chunk takes the
+// slowest of `paths`, then one chunk leaves per the busiest node's work
+// (`sends_per_chunk` messages and `reduces_per_chunk` reductions).
+double CostModel::Staged(size_t bytes, double gamma, size_t chunk, const StepCost& s,
+                         double sends_per_chunk, double reduces_per_chunk,
+                         const Paths& paths) const {
+  if (bytes == 0) return 0;
+  const double k = static_cast<double>(ChunkCount(bytes, chunk));
+  const double cb = static_cast<double>(bytes) / k;
+  const double send = sends_per_chunk * (s.overhead + cb * s.beta);
+  const double reduce = reduces_per_chunk * cb * gamma;
+  const double per_chunk = s.cpu_bound ? send + reduce : std::max(send, reduce);
+  return Slowest(paths, cb, gamma) + (k - 1) * per_chunk;
+}
+
+double CostModel::Rhd(Collective c, size_t n, double gamma, size_t count, int p,
+                      const std::vector<StepCost>& steps, const StepCost& fold) const {
+  const int p2 = FloorPow2(p);
+  const bool folded = p2 < p;
+  const double nb = static_cast<double>(n);
+  double t = 0;
+  auto step = [](const StepCost& s, double bytes, double g) {
+    return s.alpha + bytes * (s.beta + g);
+  };
+  // A fold delays the absorbing rank's first message and the folded-out
+  // rank's result. The other ranks' first step overlaps with the first, so
+  // of the second only the bytes count.
+  switch (c) {
+    case Collective::kAllReduce:
+      if (folded) t += step(fold, nb, gamma) + nb * fold.beta;
+      if (n < kRhdSmallMessageBytes || count < static_cast<size_t>(p)) {
+        for (const StepCost& s : steps) t += step(s, nb, gamma);  // recursive doubling
+      } else {
+        for (size_t k = 0; k < steps.size(); ++k) {  // Rabenseifner
+          const double part = nb / static_cast<double>(2 << k);
+          t += step(steps[k], part, gamma) + step(steps[k], part, 0);
+        }
+      }
+      return t;
+    case Collective::kReduceScatter:
+      if (folded) t += step(fold, nb, gamma) + nb / p * fold.beta;
+      for (size_t k = 0; k < steps.size(); ++k)  // distance 2^k moves n 2^k / p'
+        t += step(steps[k], nb * static_cast<double>(1 << k) / p2, gamma);
+      return t;
+    case Collective::kAllGather:
+      if (folded) t += step(fold, nb / p, 0) + nb * fold.beta;
+      for (size_t k = 0; k < steps.size(); ++k)
+        t += step(steps[k], nb * static_cast<double>(1 << k) / p2, 0);
+      return t;
+    default:
+      return 0;
+  }
+}
+
+double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const {
+  // Each of the two trees carries half of the data.
+  const size_t half = (n + 1) / 2;
+  switch (c) {
+    case Collective::kAllReduce: {
+      // Up with reductions, then down; per chunk index a node inner in one
+      // tree and a leaf in the other sends four messages and reduces two.
+      const double k = static_cast<double>(ChunkCount(half, chunk));
+      const double cb = static_cast<double>(half) / k;
+      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) +
+             Slowest(tree_paths_, cb, 0);
+    }
+    // A node sends (or receives) two chunks per chunk index, one per tree;
+    // replays of the schedules (tests/unit/cost_model_test.cc) show the two
+    // trees' interleaving keeps about 2/3 of that rate, hence 3.
+    case Collective::kBroadcast:
+      return Staged(half, 0, chunk, rooted_tree_, 3, 0, rooted_paths_);
+    case Collective::kReduce:
+      return Staged(half, gamma, chunk, rooted_tree_, 3, 2, rooted_paths_);
+    default:
+      return 0;
+  }
+}
+
+double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chunk,
+                               Algorithm* inter) const {
+  const int l = per_host_, hosts = p_ / std::max(1, per_host_);
+  *inter = Algorithm::kRing;
+  if (c == Collective::kBroadcast || c == Collective::kReduce) {
+    // Among the hosts, then within each (the reverse for reduce): both
+    // stages as chains or both as binomial trees.
+    const double g = c == Collective::kReduce ? gamma : 0;
+    const double r = g > 0 ? 1 : 0;
+    const double chain = (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_)
+                                    : 0) +
+                         (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
+    const double binomial =
+        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_,
+                            inter_binomial_)
+                   : 0) +
+        (l > 1 ? Staged(n, g, chunk, intra_, intra_fanout_, r * intra_fanout_, intra_binomial_)
+               : 0);
+    if (binomial < chain) *inter = Algorithm::kBinomial;
+    return std::min(chain, binomial);
+  }
+  const size_t slice = (n + l - 1) / l;
+  // Intra-host reduce-scatter and allgather along each host's ring.
+  double t = Serial(l - 1, l - 1, slice, gamma, chunk, intra_, intra_half_) +
+             Serial(l - 1, 0, slice, 0, chunk, intra_, intra_half_);
+  if (hosts <= 1) return t;
+  // Each local rank allreduces its slice with its counterparts on the
+  // other hosts; the better of a ring and recursive halving/doubling.
+  const size_t block = (slice + hosts - 1) / hosts;
+  const Paths full = {Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2,
+                           inter_half_[0].hops * 2}};
+  const double ring = Serial(2 * (hosts - 1), hosts - 1, block, gamma, chunk, inter_ring_, full);
+  // (The element count only matters below `hosts` elements, where bytes
+  // stand in for it harmlessly.)
+  const double rhd =
+      Rhd(Collective::kAllReduce, slice, gamma, slice, hosts, inter_rhd_, inter_fold_);
+  if (rhd < ring) *inter = Algorithm::kRecursiveHalvingDoubling;
+  return t + std::min(ring, rhd);
+}
+
+// Every rank sends p - 1 blocks, all posted at once: one latency, an
+// overhead per message, and the bytes through the busiest resource: a
+// rank's own link, or the NIC of the host sending the most blocks off-host.
+double CostModel::Alltoall(size_t block) const {
+  const double b = static_cast<double>(block);
+  const double own = (p_ - 1) * b * all_pairs_.beta;
+  const double nic = alltoall_host_blocks_ * b * network_beta_;
+  return all_pairs_.alpha + (p_ - 2) * all_pairs_.overhead + std::max(own, nic);
+}
+
+Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonDataType_t datatype,
+                              size_t chunk_bytes) const {
+  Prediction best;
+  if (!Implements(c, a)) return best;
+  if (a == Algorithm::kHierarchical && !uniform_hosts_) return best;
+  const size_t es = std::max<size_t>(1, DatatypeSize(datatype));
+  const double gamma = Gamma(datatype);
+  const size_t count = bytes / es;
+  const size_t block = (bytes + p_ - 1) / p_;  // a ring segment or one rank's block
+  Algorithm inter = Algorithm::kRing;
+  auto evaluate = [&](size_t chunk) -> double {
+    if (p_ <= 1) return 0;
+    switch (a) {
+      case Algorithm::kRing:
+        switch (c) {
+          case Collective::kAllReduce:
+            return Serial(2 * (p_ - 1), p_ - 1, block, gamma, chunk, ring_, ring_full_);
+          case Collective::kReduceScatter:
+            return Serial(p_ - 1, p_ - 1, block, gamma, chunk, ring_, ring_half_);
+          case Collective::kAllGather:
+            return Serial(p_ - 1, 0, block, 0, chunk, ring_, ring_half_);
+          case Collective::kBroadcast:
+            return Staged(bytes, 0, chunk, chain_, 1, 0, chain_paths_);
+          case Collective::kReduce:
+            return Staged(bytes, gamma, chunk, chain_, 1, 1, chain_paths_);
+          default:
+            return 0;
+        }
+      case Algorithm::kRecursiveHalvingDoubling:
+        return Rhd(c, bytes, gamma, count, p_, rhd_, fold_);
+      case Algorithm::kTree:
+        return Tree(c, bytes, gamma, chunk);
+      case Algorithm::kBinomial:
+        return c == Collective::kReduce
+                   ? Staged(bytes, gamma, chunk, binomial_, binomial_fanout_, binomial_fanout_,
+                            binomial_paths_)
+                   : Staged(bytes, 0, chunk, binomial_, binomial_fanout_, 0, binomial_paths_);
+      case Algorithm::kPairwise:
+        return Alltoall(block);
+      case Algorithm::kHierarchical:
+        return Hierarchical(c, bytes, gamma, chunk, &inter);
+    }
+    return 0;
+  };
+  const bool chunked = a != Algorithm::kRecursiveHalvingDoubling && a != Algorithm::kPairwise;
+  best.valid = true;
+  if (!chunked) {
+    best.us = evaluate(0);
+    return best;
+  }
+  if (chunk_bytes != 0) {
+    best.us = evaluate(chunk_bytes);
+    best.chunk_bytes = chunk_bytes;
+    best.inter = inter;
+    return best;
+  }
+  best.us = -1;
+  // Largest first: ties (a message smaller than several candidates) keep
+  // the largest, which pipelines least.
+  for (int i = static_cast<int>(std::size(kChunkCandidates)) - 1; i >= 0; --i) {
+    const size_t chunk = kChunkCandidates[i];
+    const double t = evaluate(chunk);
+    if (best.us < 0 || t < best.us * (1 - 1e-9)) {
+      best.us = t;
+      best.chunk_bytes = chunk;
+      best.inter = inter;
+    }
+  }
+  return best;
+}
+
+}  // namespace baton

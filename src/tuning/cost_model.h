@@ -1,0 +1,178 @@
+// The cost model: how long each algorithm takes for one call on one
+// communicator, in microseconds, from the steps and bytes of its schedule
+// and the link classes those steps cross (docs/tuning.md has the formulas
+// and where the default figures come from).
+//
+// Each link class has an alpha (one small message: send to completed
+// receive, including waking the receiver), an overhead (each further
+// message of a stream to the same peer, which pipelines behind the first)
+// and a beta (microseconds per byte); each datatype a gamma (microseconds
+// per byte to reduce an incoming buffer into a local one). A step whose
+// partners are on several hosts pays the slowest link it crosses, and a
+// host whose ranks all talk across the network in one step shares its NIC
+// among them (beta times the number of streams). When a host has more ranks
+// than cores, its links' alpha, overhead and beta and its gamma grow by that
+// ratio (ranks take turns on the cores) and each message's alpha pays a
+// context switch.
+//
+// Every rank builds the same CostModel from the same CommTopology and
+// parameters, so every rank picks the same algorithm without talking.
+#pragma once
+
+#include <baton.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "topology/comm_topology.h"
+
+namespace baton {
+
+struct LinkCost {
+  double alpha_us = 0;     // a small message, alone
+  double overhead_us = 0;  // each further message streamed to the same peer
+  double us_per_byte = 0;  // beta
+};
+
+struct CostParams {
+  LinkCost link[kNumLinkClasses];
+  double reduce_us_per_byte[batonNumTypes] = {};  // gamma, per datatype
+  // Added to every message's alpha on a host with more ranks than cores:
+  // the receiver must be scheduled onto a core first.
+  double switch_us = 1.5;
+  // "defaults" or what calibrated them; for logs and baton-topo.
+  std::string source = "defaults";
+};
+
+// The defaults: shared-memory classes from fixed figures, the network from
+// the NIC's speed in Mbit/s (0: unknown, taken as 10 Gbit/s) with a
+// TCP-over-kernel latency.
+CostParams DefaultCostParams(int nic_mbps);
+
+// A prediction: the time and the chunk size (0 when the algorithm does not
+// pipeline) that gives it.
+struct Prediction {
+  double us = 0;
+  size_t chunk_bytes = 0;
+  // Hierarchical: the algorithm of the inter-host stage (allreduce: ring or
+  // rhd; broadcast and reduce: ring (a chain) or binomial, both stages).
+  Algorithm inter = Algorithm::kRing;
+  bool valid = false;  // false: the algorithm cannot run this layout
+};
+
+class CostModel {
+ public:
+  // `ring` is the communicator's ring order; `cores_per_host[h]` the cores
+  // of host h of `topology` (to scale for oversubscription).
+  CostModel(const CommTopology& topology, const std::vector<int>& ring,
+            const std::vector<int>& cores_per_host, const CostParams& params);
+
+  // Predicted time of `algorithm` running `collective` on `bytes` (the whole
+  // vector for allreduce, broadcast and reduce; nranks blocks for the
+  // others) of `datatype`. `chunk_bytes` 0: the best of the candidates
+  // (kChunkCandidates), else that one.
+  Prediction Predict(Collective collective, Algorithm algorithm, size_t bytes,
+                     batonDataType_t datatype, size_t chunk_bytes = 0) const;
+
+  // Whether the hosts hold equal numbers of ranks (hierarchical algorithms
+  // need it).
+  bool uniform_hosts() const { return uniform_hosts_; }
+
+  const CostParams& params() const { return params_; }
+
+  // The chunk sizes the model chooses among.
+  static constexpr size_t kChunkCandidates[] = {16 << 10,  64 << 10, 256 << 10,
+                                                512 << 10, 1 << 20,  4 << 20};
+
+ private:
+  // A set of links used by one step, or by all steps of a pipeline: the
+  // largest alpha, overhead and beta (NIC sharing included) among them.
+  struct StepCost {
+    double alpha = 0, overhead = 0, beta = 0;
+    bool cpu_bound = true;  // shared memory: the CPUs copy (no overlap with reducing)
+  };
+  // A chain of hops a chunk travels (a ring segment's route, a path from a
+  // tree's root to a leaf): the latencies and per-byte costs of its hops
+  // summed, and how many hops reduce on arrival. Hops that wait behind a
+  // node's earlier sends count those in `alpha` (overheads) and `beta`.
+  struct Path {
+    double alpha = 0, beta = 0;
+    int hops = 0;
+    bool operator<(const Path& o) const {
+      return alpha != o.alpha ? alpha < o.alpha : beta != o.beta ? beta < o.beta : hops < o.hops;
+    }
+  };
+  // The paths that can be the slowest (the others are dominated).
+  using Paths = std::vector<Path>;
+
+  // Summaries of the topology (cost_model_paths.cc), built once.
+  StepCost PairCost(int a, int b) const;
+  // `simultaneous`: the pairs talk at once (one step of an algorithm), so a
+  // host's streams share its NIC; else each pair's link stands alone.
+  StepCost WorstOf(const std::vector<std::pair<int, int>>& pairs, bool simultaneous = true) const;
+  // The windows of `length` consecutive edges of a cycle of `edges` (or, for
+  // a chain, the edges themselves) as paths.
+  Paths RingWindows(const std::vector<std::pair<int, int>>& edges, int length) const;
+  // Root-to-node paths of a tree given by each rank's parent and its index
+  // among the parent's sends (0: first).
+  Paths TreePaths(const std::vector<int>& parent, const std::vector<int>& send_index) const;
+  // The node of a tree that sends the most per chunk, as `fanout` sends of
+  // the returned average cost.
+  StepCost BusiestParent(const std::vector<int>& parent, int* fanout) const;
+  void SummarizeFlat(const std::vector<int>& ring);
+  void SummarizeHierarchical(const std::vector<int>& ring);
+
+  // The formulas (cost_model.cc).
+  double Gamma(batonDataType_t datatype) const;
+  // The slowest of `paths` for one chunk of `cb` bytes, `gamma` per hop.
+  static double Slowest(const Paths& paths, double cb, double gamma);
+  double Serial(int steps, int reducing, size_t block, double gamma, size_t chunk,
+                const StepCost& s, const Paths& chain) const;
+  double Staged(size_t bytes, double gamma, size_t chunk, const StepCost& s,
+                double sends_per_chunk, double reduces_per_chunk, const Paths& paths) const;
+  double Alltoall(size_t block) const;
+  // Recursive halving/doubling over p ranks with these steps and fold.
+  double Rhd(Collective c, size_t n, double gamma, size_t count, int p,
+             const std::vector<StepCost>& steps, const StepCost& fold) const;
+  double Tree(Collective c, size_t n, double gamma, size_t chunk) const;
+  double Hierarchical(Collective c, size_t n, double gamma, size_t chunk, Algorithm* inter) const;
+
+  int p_ = 1;
+  CostParams params_;
+  std::vector<double> oversubscription_;  // per rank: max(1, ranks on its host / cores)
+  const CommTopology* topology_ = nullptr;  // during construction only
+  bool uniform_hosts_ = false;
+  int per_host_ = 1;
+
+  StepCost ring_;  // every ring edge
+  Paths ring_half_, ring_full_;  // p - 1 and 2 (p - 1) consecutive ring hops
+  StepCost chain_;               // the ring from rank 0, without its closing edge
+  Paths chain_paths_;
+  std::vector<StepCost> rhd_;  // per step of the power-of-two group
+  StepCost fold_;              // the folded pairs
+  StepCost tree_;              // double binary tree edges
+  Paths tree_paths_;           // root to node, both trees
+  StepCost rooted_tree_;       // rooted at rank 0
+  Paths rooted_paths_;
+  StepCost binomial_;  // binomial tree from rank 0
+  Paths binomial_paths_;
+  int binomial_fanout_ = 0;  // the root's children
+  StepCost all_pairs_;       // pairwise alltoall: the worst link
+  double alltoall_host_blocks_ = 0;  // blocks leaving the busiest host
+  double network_beta_ = 0;
+  // Hierarchical: within each host along its ring; among the hosts.
+  StepCost intra_;
+  Paths intra_half_, intra_chain_, intra_binomial_;
+  int intra_fanout_ = 0;
+  StepCost inter_ring_;  // all local ranks at once
+  Paths inter_half_;
+  std::vector<StepCost> inter_rhd_;
+  StepCost inter_fold_;
+  StepCost inter_chain_;  // the hosts' local rank 0 only
+  Paths inter_chain_paths_, inter_binomial_;
+  int inter_fanout_ = 0;
+};
+
+}  // namespace baton
