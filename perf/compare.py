@@ -167,7 +167,10 @@ class Runner:
 
     def available_libraries(self):
         libs = []
-        for key in LIBRARIES:
+        wanted = [x.strip() for x in self.args.libs.split(",")] if self.args.libs else LIBRARIES
+        for key in wanted:
+            if key not in LIBRARIES:
+                raise SystemExit(f"error: unknown library '{key}' (known: {', '.join(LIBRARIES)})")
             if os.access(self.binary(key), os.X_OK):
                 libs.append(key)
             else:
@@ -265,6 +268,8 @@ class Runner:
     def write_mpi_agent(self):
         """The rsh agent and hostfile that let mpirun in host 0 start orted in the others."""
         agent = os.path.join(self.tmp, "netns-agent.sh")
+        # --pin: the orted (and so the rank) of host i runs on core i mod cores.
+        pin = f'pin="taskset -c $(( i % {os.cpu_count() or 1} ))"' if self.args.pin else 'pin=""'
         with open(agent, "w", encoding="utf-8") as f:
             f.write(f"""#!/bin/sh
 # Open MPI plm_rsh_agent: "agent [options] HOST COMMAND..." runs COMMAND in the namespace of
@@ -272,7 +277,8 @@ class Runner:
 while [ "${{1#-}}" != "$1" ]; do shift; done
 host=$1; shift
 i=$(( ${{host##*.}} - 1 ))
-exec ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i && $*"
+{pin}
+exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i && $*"
 """)
         os.chmod(agent, 0o755)
         hostfile = os.path.join(self.tmp, "hostfile")
@@ -297,10 +303,14 @@ exec ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i && $*"
                 return [(mpi_common + ["--mca", "btl", "self,vader", "-np", str(n)] + bin_args,
                          env)]
             return [([self.batonrun, "-n", str(n)] + bin_args, env)]
-        # Simulated hosts.
+        # Simulated hosts. With --pin every library's rank i runs on core i mod cores: the
+        # hosts share this machine's cores, where real hosts would each have their own.
+        cores = os.cpu_count() or 1
+        pin = (lambda i: ["taskset", "-c", str(i % cores)]) if self.args.pin else (lambda i: [])
         if lib == "mpi":
             agent, hostfile = config["mpi_agent"]
-            argv = (["ip", "netns", "exec", f"{self.tag}-h0"] + mpi_common +
+            binding = ["--bind-to", "none"] if self.args.pin else []
+            argv = (["ip", "netns", "exec", f"{self.tag}-h0"] + pin(0) + mpi_common + binding +
                     ["--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
                      "--mca", "plm_rsh_no_tree_spawn", "1", "--mca", "btl", "tcp,self",
                      "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include",
@@ -311,15 +321,18 @@ exec ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i && $*"
             port = self.next_port()
             for i in range(n):
                 e = dict(env, BATON_SOCKET_IFNAME="eth0")
-                procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}", self.batonrun, "-n",
-                               "1", "--world-size", str(n), "--rank-offset", str(i), "--root",
+                # The simulated hosts share this machine's cores: each batonrun would bind
+                # its one rank to the same first core.
+                procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + pin(i) +
+                              [self.batonrun, "-n", "1", "--bind-to", "none", "--world-size",
+                               str(n), "--rank-offset", str(i), "--root",
                                f"10.77.0.1:{port}"] + bin_args, e))
             return procs
         store = tempfile.mkdtemp(prefix="gloo-store-", dir=self.tmp)
         for i in range(n):
             e = dict(env, BATON_RANK=str(i), BATON_WORLD_SIZE=str(n), GLOO_SOCKET_IFNAME="eth0",
                      GLOO_PERF_STORE=store)
-            procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + bin_args, e))
+            procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + pin(i) + bin_args, e))
         return procs
 
     def run_once(self, lib, config, flags, name, timeout):
@@ -417,9 +430,26 @@ def summarize(results, label_of):
                 "busbw": statistics.median(busbw), "busbw_min": min(busbw),
                 "busbw_max": max(busbw), "time_us": statistics.median(times),
                 "time_min": min(times), "time_max": max(times),
+                "times_us": times,  # per repetition, in the order they ran
                 "inplace_busbw": statistics.median(ip_busbw), "reps": len(records),
                 "nwrong": wrong, "label": label_of[lib]}
     return summary
+
+
+def back_to_back(summary):
+    """Per size: Baton's and Open MPI's time in each repetition (they ran next to each other),
+    and in how many Baton was no slower."""
+    lines = ["Repetition by repetition (time per call, us, Baton / Open MPI):\n"]
+    for size in sorted(summary["baton"]):
+        b = summary["baton"][size].get("times_us", [])
+        m = summary.get("mpi", {}).get(size, {}).get("times_us", [])
+        pairs = list(zip(b, m))
+        if not pairs:
+            continue
+        wins = sum(1 for x, y in pairs if x <= y)
+        lines.append(f"- {human_size(size)}: " + ", ".join(f"{x:.3g}/{y:.3g}" for x, y in pairs) +
+                     f"; Baton no slower in {wins} of {len(pairs)}")
+    return "\n".join(lines)
 
 
 def fmt(value, digits=3):
@@ -474,6 +504,13 @@ def main(argv):
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds of timed calls per size and run (default 0.3)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    parser.add_argument("--libs", default=None,
+                        help="comma separated subset of baton,mpi,gloo_rc,gloo_hd (default: all "
+                             "that are built)")
+    parser.add_argument("--pin", action="store_true",
+                        help="simulated hosts: run every library's rank i on core i mod cores "
+                             "(taskset; Open MPI with --bind-to none), as real hosts would each "
+                             "have their own cores; default: unbound")
     parser.add_argument("--quick", action="store_true",
                         help="tiny run for tests: sizes 8,64K,1M, 1 repetition, shm2")
     parser.add_argument("--out", default="perf-results", help="output directory")
@@ -574,6 +611,8 @@ def main(argv):
                 extra = f"; one TCP stream measured at {fmt(roof.get('tcp_stream_GBps'))} GB/s"
             md.append(f"Roofline: {roof['label']} = {fmt(roof['GBps'])} GB/s{extra}.\n")
             md.append(markdown_table(config, summary, libs, sizes, roof["GBps"]) + "\n")
+            if "mpi" in summary:
+                md.append(back_to_back(summary) + "\n")
             md.append(f"![{name}]({name}.png)\n")
             # Written after each configuration, so that a long run shows its progress.
             with open(os.path.join(runner.out, "results.md"), "w", encoding="utf-8") as f:

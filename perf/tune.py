@@ -14,7 +14,8 @@ Configurations (--configs, comma separated):
   shmN          N ranks on this host (batonrun binds them).
   netHxR-RATE   H simulated hosts with R ranks each (scripts/netns.sh: network namespaces on a
   netH-RATE     bridge, eth0 shaped by tbf at RATE, e.g. 1g, 10g); one batonrun per namespace,
-                --bind-to none (all "hosts" share this machine's cores). Needs root.
+                --bind-to none with BATON_BIND=core: the "hosts" share this machine's cores, so
+                the library binds each rank by its index among the machine's ranks. Needs root.
 
 Writes --out (default perf-results/tune): tune.md (one table per configuration: size, the
 median time of each forced algorithm and of the automatic choice, the best forced one, auto/best,
@@ -27,6 +28,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import socket
 import statistics
@@ -105,9 +107,13 @@ class Runner:
             return [([self.batonrun, "-n", str(config["per_host"])] + args, env)]
         port = self.next_port()
         n, r = config["hosts"] * config["per_host"], config["per_host"]
+        # The namespaces share this machine's cores: each batonrun would bind its ranks to the
+        # same first cores, so the library binds every rank by its index among the machine's
+        # ranks instead (BATON_BIND=core with hosts sharing a machine).
         return [(["ip", "netns", "exec", f"{self.tag}-h{h}", self.batonrun, "-n", str(r),
                   "--bind-to", "none", "--world-size", str(n), "--rank-offset", str(h * r),
-                  "--root", f"10.77.0.1:{port}"] + args, dict(env, BATON_SOCKET_IFNAME="eth0"))
+                  "--root", f"10.77.0.1:{port}"] + args,
+                 dict(env, BATON_SOCKET_IFNAME="eth0", BATON_BIND="core"))
                 for h in range(config["hosts"])]
 
     def run(self, config, flags, name, env_extra=None):
@@ -158,18 +164,21 @@ class Runner:
 
 
 def predictions(text, collective):
-    """{algorithm: {size: predicted us}} from rank 0's TUNING log lines."""
-    table = {}
+    """({algorithm: {size: predicted us}}, {size: chosen algorithm}, cost line) from rank 0's
+    TUNING log lines (float32, the sizes the table prints: powers of two)."""
+    table, choice = {}, {}
     pattern = re.compile(r"TUNING " + re.escape(TABLE_NAME[collective]) +
                          r" (\d+) B: (.*?) -> (\S+)")
     for m in pattern.finditer(text):
         size = int(m.group(1))
+        choice[size] = m.group(3).split("/")[0].rstrip(";")
         for item in m.group(2).split(","):
             item = item.strip()
             mm = re.fullmatch(r"(\S+) (\S+) us", item)
             if mm:
                 table.setdefault(mm.group(1), {})[size] = float(mm.group(2))
-    return table
+    cost = re.search(r"TUNING cost figures \((.*)\)", text)
+    return table, choice, cost.group(1) if cost else ""
 
 
 def main(argv):
@@ -186,6 +195,9 @@ def main(argv):
     parser.add_argument("--budget", type=float, default=0.2,
                         help="seconds of timed calls per size and run (default 0.2)")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--calibrate", action="store_true",
+                        help="run every variant with BATON_CALIBRATE=1 (a fresh cache per "
+                             "configuration, filled by a first untimed run)")
     parser.add_argument("--out", default=os.path.join("perf-results", "tune"))
     args = parser.parse_args(argv)
     configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
@@ -218,7 +230,15 @@ def main(argv):
                 runner.netns_up(config["hosts"], config["rate"])
             log(f"== {config['name']}")
             times = {v: {} for v in variants}
-            predicted = {}
+            predicted, chosen, cost = {}, {}, ""
+            base_env = {}
+            if args.calibrate:
+                cache = os.path.join(runner.out, "calibration", config["name"])
+                shutil.rmtree(cache, ignore_errors=True)
+                os.makedirs(cache)
+                base_env = {"BATON_CALIBRATE": "1", "BATON_CALIBRATION_CACHE": cache}
+                runner.run(config, ["-b", "8", "-e", "8", "-n", "2", "-w", "0"],
+                           f"{config['name']}-calibration", base_env)
             try:
                 groups = size_groups(sizes)
                 order = list(variants)
@@ -229,12 +249,14 @@ def main(argv):
                                  "-d", "float", "-o", "sum"]
                         for v in order:
                             extra = [] if v == "auto" else ["-A", v]
-                            env = ({"BATON_DEBUG": "INFO", "BATON_DEBUG_SUBSYS": "TUNING"}
-                                   if v == "auto" and rep == 0 and g == 0 else None)
+                            logged = v == "auto" and rep == 0 and g == 0
+                            env = dict(base_env)
+                            if logged:
+                                env.update({"BATON_DEBUG": "INFO", "BATON_DEBUG_SUBSYS": "TUNING"})
                             records, text = runner.run(config, flags + extra,
                                                        f"{config['name']}-{v}-g{g}-r{rep}", env)
-                            if env is not None:
-                                predicted = predictions(text, args.collective)
+                            if logged:
+                                predicted, chosen, cost = predictions(text, args.collective)
                             for rec in records or []:
                                 if any(int(rec[k]["nwrong"] or 0)
                                        for k in ("out_of_place", "in_place")):
@@ -249,7 +271,8 @@ def main(argv):
                     runner.netns_down()
             med = {v: {s: statistics.median(t) for s, t in by.items()} for v, by in times.items()}
             rows = []
-            head = (["size"] + [f"{v} (us)" for v in variants] + ["best forced", "auto/best"] +
+            head = (["size"] + [f"{v} (us)" for v in variants] +
+                    ["best forced", "auto chose", "auto/best", "chosen/best"] +
                     [f"pred {a}" for a in ALGORITHMS[args.collective]])
             table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for s in sizes:
@@ -258,8 +281,15 @@ def main(argv):
                 best = min(forced, key=forced.get) if forced else None
                 auto = med["auto"].get(s)
                 ratio = auto / forced[best] if auto and best else None
+                # The forced run of the algorithm the model chose, over the best: how good
+                # the choice is, free of the run-to-run noise between the auto run and the
+                # forced ones.
+                pick = chosen.get(s)
+                choice_ratio = (forced[pick] / forced[best]
+                                if best and pick in forced else None)
                 rows.append({"size": s, "times": {v: med[v].get(s) for v in variants},
-                             "best": best, "auto_over_best": ratio,
+                             "best": best, "auto_over_best": ratio, "chosen": pick,
+                             "chosen_over_best": choice_ratio,
                              "predicted": {a: predicted.get(a, {}).get(s)
                                            for a in ALGORITHMS[args.collective]}})
 
@@ -267,10 +297,12 @@ def main(argv):
                     return "–" if x is None else f"{x:.3g}"
                 table.append("| " + " | ".join(
                     [human_size(s)] + [f(med[v].get(s)) for v in variants] +
-                    [best or "–", f(ratio)] +
+                    [best or "–", pick or "–", f(ratio), f(choice_ratio)] +
                     [f(predicted.get(a, {}).get(s)) for a in ALGORITHMS[args.collective]]) + " |")
-            report["configs"].append({"config": config, "rows": rows})
+            report["configs"].append({"config": config, "rows": rows, "cost": cost})
             md.append(f"## {config['name']}\n")
+            if cost:
+                md.append(f"Cost figures: {cost}\n")
             md.append("\n".join(table) + "\n")
             with open(os.path.join(runner.out, "tune.md"), "w", encoding="utf-8") as out:
                 out.write("\n".join(md))

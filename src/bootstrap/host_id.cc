@@ -29,6 +29,17 @@ std::string HostIdentity(const std::string& override_id) {
   return std::string("host=") + host + " boot=" + boot_id + " netns=" + std::to_string(netns);
 }
 
+uint64_t MachineHash() {
+  std::string boot_id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+  if (boot_id.empty()) {  // no /proc: the hostname is the best guess
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    boot_id = host;
+  }
+  return Fnv1a64(boot_id.data(), boot_id.size());
+}
+
 uint64_t HostHash(const std::string& override_id) {
   std::string id = HostIdentity(override_id);
   return Fnv1a64(id.data(), id.size());

@@ -12,6 +12,11 @@ namespace baton {
 // machine. `override_id` (BATON_HOSTID), when not empty, replaces all three.
 uint64_t HostHash(const std::string& override_id);
 
+// The machine (kernel instance: its boot id) a rank runs on, whatever its
+// network namespace or BATON_HOSTID: ranks of simulated hosts on one
+// machine share its cores, which matters for waiting and tuning.
+uint64_t MachineHash();
+
 // A short description of what went into HostHash, for logs.
 std::string HostIdentity(const std::string& override_id);
 

@@ -25,6 +25,7 @@ struct PeerInfo {
   int16_t numa_nodes;
   int32_t cores;
   int32_t nic_mbps;  // speed of the interface it listens on (0: unknown)
+  uint64_t machine_hash;  // MachineHash: ranks with equal ones share cores
 };
 
 }  // namespace baton

@@ -22,7 +22,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kCacheVersion = 1;
-constexpr size_t kLargeBytes = 1 << 20;  // the beta ping-pong
+// The beta ping-pong and the reduce probe: large enough to leave the
+// caches, as the large messages whose cost beta and gamma decide do (over a
+// network, 4 MiB is already far beyond what a burst of the NIC carries).
+constexpr size_t kLargeShmBytes = 32 << 20;
+constexpr size_t kLargeNetBytes = 4 << 20;
+constexpr int kPairsPerClass = 3;  // measured pairs per link class; the fastest counts
 constexpr int kStream = 16;              // messages in the overhead stream
 
 // What one rank measured, exchanged as plain bytes.
@@ -78,30 +83,31 @@ Status TimeExchanges(Communicator* comm, int peer, bool initiator, size_t bytes,
 // The link figures between this rank and `peer` (the initiator's are the
 // ones used).
 Status MeasureLink(Communicator* comm, int peer, bool initiator, bool network, LinkCost* out) {
-  std::vector<uint8_t> buf(kLargeBytes);
-  const int small_reps = network ? 30 : 300, large_reps = network ? 3 : 10;
+  const size_t large_bytes = network ? kLargeNetBytes : kLargeShmBytes;
+  std::vector<uint8_t> buf(large_bytes);
+  const int small_reps = network ? 30 : 300, large_reps = 2;
   double round_trip, stream, large;
   BATON_RETURN_IF_ERROR(TimeExchanges(comm, peer, initiator, 8, 1, small_reps, &buf, &round_trip));
   BATON_RETURN_IF_ERROR(
       TimeExchanges(comm, peer, initiator, 8, kStream, small_reps, &buf, &stream));
   BATON_RETURN_IF_ERROR(
-      TimeExchanges(comm, peer, initiator, kLargeBytes, 1, large_reps, &buf, &large));
+      TimeExchanges(comm, peer, initiator, large_bytes, 1, large_reps, &buf, &large));
   out->alpha_us = round_trip / 2 * 1e6;
   // A stream costs the first message, kStream - 1 overheads and the reply.
   out->overhead_us = std::max(out->alpha_us * 0.05, (stream - round_trip) / (kStream - 1) * 1e6);
-  out->us_per_byte = std::max(1e-7, (large / 2 * 1e6 - out->alpha_us) / kLargeBytes);
+  out->us_per_byte = std::max(1e-7, (large / 2 * 1e6 - out->alpha_us) / large_bytes);
   return Status::Ok();
 }
 
 // Microseconds per byte to reduce one incoming buffer into a local one.
 void MeasureReduce(double out[batonNumTypes]) {
-  constexpr size_t kBytes = 1 << 20;
+  constexpr size_t kBytes = kLargeShmBytes;
   std::vector<uint8_t> a(kBytes, 1), b(kBytes, 1), dst(kBytes);
   for (int t = 0; t < batonNumTypes; ++t) {
     const auto dt = static_cast<batonDataType_t>(t);
     const size_t count = kBytes / DatatypeSize(dt);
     double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
+    for (int rep = 0; rep < 2; ++rep) {
       const auto start = Clock::now();
       ReduceInto(dst.data(), a.data(), b.data(), count, dt, batonSum);
       best = std::min(best, Seconds(start, Clock::now()));
@@ -165,16 +171,21 @@ void WriteCache(const std::string& dir, const std::string& path, const Figures& 
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) remove(tmp.c_str());
 }
 
-// Classes present in the communicator, each with one pair of ranks
-// (the first in rank order), identical on every rank.
-std::vector<std::pair<int, int>> RepresentativePairs(const CommTopology& topology) {
-  std::vector<std::pair<int, int>> pairs(kNumLinkClasses, {-1, -1});
+// Per link class present in the communicator, up to kPairsPerClass pairs of
+// ranks with no rank in common (the first in rank order), identical on
+// every rank. Several pairs, because one pair may be unlucky: two ranks of
+// simulated hosts that share a core measure the scheduler, not the link.
+std::vector<std::vector<std::pair<int, int>>> RepresentativePairs(const CommTopology& topology) {
+  std::vector<std::vector<std::pair<int, int>>> pairs(kNumLinkClasses);
   const int p = topology.nranks();
+  std::vector<std::vector<char>> used(kNumLinkClasses, std::vector<char>(p, 0));
   long budget = 1 << 20;  // pairs examined at most
   for (int a = 0; a < p && budget > 0; ++a)
     for (int b = a + 1; b < p && budget > 0; ++b, --budget) {
-      auto& slot = pairs[static_cast<int>(topology.Link(a, b))];
-      if (slot.first < 0) slot = {a, b};
+      const int c = static_cast<int>(topology.Link(a, b));
+      if (pairs[c].size() >= kPairsPerClass || used[c][a] || used[c][b]) continue;
+      pairs[c].push_back({a, b});
+      used[c][a] = used[c][b] = 1;
     }
   return pairs;
 }
@@ -202,7 +213,7 @@ Status Calibrate(Communicator* comm, CostParams* params) {
   Figures mine{};
   bool cached = !path.empty() && ReadCache(path, &mine) && mine.reduce_measured;
   for (int c = 1; c < kNumLinkClasses && cached; ++c)
-    cached = pairs[c].first < 0 || mine.link_measured[c];
+    cached = pairs[c].empty() || mine.link_measured[c];
   std::vector<uint8_t> flags(p);
   const uint8_t flag = cached ? 1 : 0;
   BATON_RETURN_IF_ERROR(comm->AllGatherBytes(&flag, 1, flags.data()));
@@ -211,11 +222,11 @@ Status Calibrate(Communicator* comm, CostParams* params) {
   if (!use_cache) {
     mine = Figures{};
     for (int c = 1; c < kNumLinkClasses; ++c) {
-      const auto [a, b] = pairs[c];
-      if (a < 0) continue;
-      // The others wait in a barrier rather than competing for the cores.
-      BATON_RETURN_IF_ERROR(comm->Barrier());
-      if (me == a || me == b) {
+      for (const auto& [a, b] : pairs[c]) {
+        // One pair at a time; the others wait in a barrier rather than
+        // competing for the cores.
+        BATON_RETURN_IF_ERROR(comm->Barrier());
+        if (me != a && me != b) continue;
         LinkCost measured;
         BATON_RETURN_IF_ERROR(MeasureLink(comm, me == a ? b : a, me == a,
                                           static_cast<LinkClass>(c) == LinkClass::kNetwork,
@@ -234,15 +245,18 @@ Status Calibrate(Communicator* comm, CostParams* params) {
   std::vector<Figures> all(p);
   BATON_RETURN_IF_ERROR(comm->AllGatherBytes(&mine, sizeof(Figures), all.data()));
 
-  // Every rank merges the same figures the same way: the slowest wins.
+  // Every rank merges the same figures the same way. A link is what its
+  // fastest pair measured (the model adds contention for cores itself); a
+  // reduction, the slowest host.
   Figures merged{};
   for (const Figures& f : all) {
     for (int c = 1; c < kNumLinkClasses; ++c) {
       if (!f.link_measured[c]) continue;
       LinkCost& m = merged.link[c];
-      m.alpha_us = std::max(m.alpha_us, f.link[c].alpha_us);
-      m.overhead_us = std::max(m.overhead_us, f.link[c].overhead_us);
-      m.us_per_byte = std::max(m.us_per_byte, f.link[c].us_per_byte);
+      if (!merged.link_measured[c]) m = f.link[c];
+      m.alpha_us = std::min(m.alpha_us, f.link[c].alpha_us);
+      m.overhead_us = std::min(m.overhead_us, f.link[c].overhead_us);
+      m.us_per_byte = std::min(m.us_per_byte, f.link[c].us_per_byte);
       merged.link_measured[c] = 1;
     }
     if (!f.reduce_measured) continue;

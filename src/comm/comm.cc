@@ -13,6 +13,7 @@
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
 #include "bootstrap/rendezvous.h"
+#include "topology/binding.h"
 #include "topology/machine.h"
 
 namespace baton {
@@ -28,6 +29,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   info.wants_tcp = config.transport.force_tcp ? 1 : 0;
   info.tcp_sockets = static_cast<uint8_t>(config.transport.tcp_sockets);
   info.nic_mbps = InterfaceSpeedMbps(ifname);
+  info.machine_hash = MachineHash();
   // Where this rank runs. Without a machine model (hwloc failed) it reports
   // an unbound rank on a one-package host, which costs only tuning.
   info.package = info.numa = -1;
@@ -50,12 +52,53 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   return info;
 }
 
+bool HostsShareMachines(const std::vector<PeerInfo>& peers) {
+  std::map<uint64_t, uint64_t> host_of_machine;
+  for (const PeerInfo& p : peers) {
+    auto [it, fresh] = host_of_machine.try_emplace(p.machine_hash, p.host_hash);
+    if (!fresh && it->second != p.host_hash) return true;
+  }
+  return false;
+}
+
+Status Communicator::BindAmongMachine() {
+  int index = 0, count = 0;
+  for (const PeerInfo& p : peers_) {
+    if (p.machine_hash != peers_[rank_].machine_hash) continue;
+    if (p.rank < rank_) ++index;
+    ++count;
+  }
+  bool bound = false;
+  BATON_RETURN_IF_ERROR(
+      BindAmongMachineRanks(config_.bind, config_.topo_file, index, count, &bound));
+  if (bound)
+    BATON_INFO(kLogInit, "bound as rank %d of the %d on this machine (BATON_BIND=%s)", index,
+               count, config_.bind.c_str());
+  return Status::Ok();
+}
+
+Status Communicator::ExchangePlaces() {
+  // Where this rank runs now, as LocalPeerInfo reports it.
+  const PeerInfo now = LocalPeerInfo(rank_, SockAddr{}, "", config_);
+  struct Place {
+    int16_t package, numa;
+  };
+  const Place mine{now.package, now.numa};
+  std::vector<Place> all(nranks_);
+  BATON_RETURN_IF_ERROR(AllGatherBytes(&mine, sizeof(Place), all.data()));
+  for (int r = 0; r < nranks_; ++r) {
+    peers_[r].package = all[r].package;
+    peers_[r].numa = all[r].numa;
+  }
+  return Status::Ok();
+}
+
 std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
   std::vector<RankPlace> places(peers.size());
   for (size_t r = 0; r < peers.size(); ++r) {
     const PeerInfo& p = peers[r];
     places[r] = {p.host_hash, p.package,    p.numa,  p.packages, p.numa_nodes, p.wants_tcp != 0,
-                 p.cores,     p.nic_mbps};
+                 p.cores,     p.nic_mbps, p.machine_hash};
   }
   return places;
 }
@@ -84,28 +127,38 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
       ConnectMesh(id, rank, listener.get(), comm->peers_, sockets_per_peer, deadline, &mesh));
   listener.reset();
 
+  // Several hosts on one machine (containers, network namespaces): their
+  // launchers bound ranks without seeing each other, so BATON_BIND binds
+  // them again by their index among the machine's ranks.
+  const bool shared_machine = HostsShareMachines(comm->peers_);
+  if (shared_machine) BATON_RETURN_IF_ERROR(comm->BindAmongMachine());
+
   ChannelSetup setup{&id, rank, nranks, &comm->peers_, &mesh, comm->config_.transport, deadline};
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
 
-  comm->topology_ = CommTopology(PlacesOf(comm->peers_));
-  comm->ring_ = comm->topology_.RingOrder();
-  BATON_INFO(kLogInit, "topology: %s", comm->topology_.Describe().c_str());
-
   // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
-  // "Waiting"): yield on every poll when this host has more ranks than cores,
-  // since the peer we wait for may then be waiting for our core.
+  // "Waiting"): yield on every poll when this machine has more ranks than
+  // cores (counting simulated hosts on it), since the peer we wait for may
+  // then be waiting for our core.
   ExecutorConfig exec;
   exec.timeout_s = comm->config_.timeout_s;
   const int cores = std::max(1u, std::thread::hardware_concurrency());
-  int same_host = 0;
-  for (const auto& p : comm->peers_) same_host += p.host_hash == mine.host_hash;
-  const bool oversubscribed = same_host > cores;
+  int same_machine = 0;
+  for (const auto& p : comm->peers_) same_machine += p.machine_hash == mine.machine_hash;
+  const bool oversubscribed = same_machine > cores;
   const CommConfig& config = comm->config_;
   exec.spin = std::chrono::microseconds(config.spin_us);
   exec.yield_interval = std::chrono::nanoseconds(
       config.spin_yield_ns >= 0 ? config.spin_yield_ns : (oversubscribed ? 0 : 1000));
   exec.yield = config.spin_yield;
   comm->executor_ = std::make_unique<Executor>(comm->channels_.get(), exec);
+
+  comm->ring_.resize(nranks);  // rank order until the topology gives one
+  for (int r = 0; r < nranks; ++r) comm->ring_[r] = r;
+  if (shared_machine) BATON_RETURN_IF_ERROR(comm->ExchangePlaces());
+  comm->topology_ = CommTopology(PlacesOf(comm->peers_));
+  comm->ring_ = comm->topology_.RingOrder();
+  BATON_INFO(kLogInit, "topology: %s", comm->topology_.Describe().c_str());
   BATON_RETURN_IF_ERROR(comm->SetUpTuning());
 
   BATON_INFO(kLogInit, "rank %d of %d ready (%d local ranks, host %s, pid %d)", rank, nranks,

@@ -109,6 +109,10 @@ class Communicator {
   // The layout, cost model and algorithm table (after the channels are up:
   // calibration runs over them).
   Status SetUpTuning();
+  // Hosts sharing a machine: BATON_BIND applied over the machine's ranks,
+  // then every rank's new place exchanged.
+  Status BindAmongMachine();
+  Status ExchangePlaces();
 
   mutable std::mutex error_mu_;
   std::string last_error_;
@@ -122,6 +126,8 @@ class Communicator {
 // interface it listens on.
 PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string& ifname,
                        const CommConfig& config);
+// Whether ranks of different hosts run on one machine (MachineHash).
+bool HostsShareMachines(const std::vector<PeerInfo>& peers);
 // The places the ranks reported, for CommTopology.
 std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers);
 

@@ -25,6 +25,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.socket_ifname = s.socket_ifname;
   c.hostid = s.hostid;
   c.topo_file = s.topo_file;
+  c.bind = s.bind;
   c.calibrate = s.calibrate;
   c.calibration_cache = s.calibration_cache;
   c.topo_dump_file = s.topo_dump_file;

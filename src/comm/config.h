@@ -24,6 +24,7 @@ struct CommConfig {
   std::string socket_ifname;       // BATON_SOCKET_IFNAME
   std::string hostid;              // BATON_HOSTID
   std::string topo_file;           // BATON_TOPO_FILE
+  std::string bind;                // BATON_BIND
   int64_t spin_us = 200;           // BATON_SPIN_US
   bool spin_yield = true;          // BATON_SPIN_YIELD
   int64_t spin_yield_ns = -1;      // BATON_SPIN_YIELD_NS (-1: decided by oversubscription)

@@ -1,6 +1,7 @@
 // Communicator::SetUpTuning: the host layout, the cost figures (defaults or
 // calibrated), the cost model and the algorithm table of a communicator.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "base/log.h"
@@ -34,11 +35,16 @@ Status Communicator::SetUpTuning() {
 
   std::vector<int> cores(hosts.size(), 0);
   for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;
+  const auto start = std::chrono::steady_clock::now();
   cost_model_ = std::make_unique<CostModel>(topology_, ring_, cores, params);
   selection_.Build(*cost_model_, config_.algorithms, config_.chunk_bytes);
+  const double build_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 
   if (rank_ == 0 && LogEnabled(LogLevel::kInfo, kLogTuning)) {
     BATON_INFO(kLogTuning, "TUNING cost figures (%s)", DescribeCostParams(params).c_str());
+    BATON_INFO(kLogTuning, "TUNING table of %d ranks on %d hosts built in %.0f us", nranks_,
+               topology_.hosts(), build_us);
     for (const std::string& line : selection_.Describe(*cost_model_))
       BATON_INFO(kLogTuning, "TUNING %s", line.c_str());
   }

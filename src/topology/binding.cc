@@ -152,6 +152,24 @@ Status BindThisRank(const std::string& policy_text, const std::string& topo_file
   return Status::Ok();
 }
 
+Status BindAmongMachineRanks(const std::string& policy_text, const std::string& topo_file,
+                             int index, int count, bool* bound) {
+  *bound = false;
+  if (policy_text.empty()) return Status::Ok();
+  BindPolicy policy;
+  if (!ParseBindPolicy(policy_text, &policy))
+    return InvalidArgument("BATON_BIND=" + policy_text + ": expected core, numa, none or auto");
+  if (policy == BindPolicy::kNone || index < 0 || index >= count) return Status::Ok();
+  const Machine* machine = nullptr;
+  BATON_RETURN_IF_ERROR(CachedMachine(topo_file, &machine));
+  std::vector<int> all;
+  for (const Core& core : machine->cores) all.insert(all.end(), core.pus.begin(), core.pus.end());
+  const std::vector<std::vector<int>> plan = PlanBinding(*machine, count, policy, all);
+  BATON_RETURN_IF_ERROR(BindTo(plan[index]));
+  *bound = !plan[index].empty();
+  return Status::Ok();
+}
+
 Status BindTo(const std::vector<int>& pus) {
   if (pus.empty()) return Status::Ok();
   cpu_set_t set;

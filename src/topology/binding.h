@@ -44,6 +44,14 @@ std::vector<std::vector<int>> PlanBinding(const Machine& machine, int local_rank
 Status BindThisRank(const std::string& policy_text, const std::string& topo_file, int local_rank,
                     int local_size, bool* bound);
 
+// Binds this rank as rank `index` of the `count` ranks that share this
+// machine under `policy_text`, whatever binding it has: several hosts on one
+// machine (containers, network namespaces) each had a launcher that saw only
+// its own ranks. No-op for an empty or "none" policy. *bound says whether it
+// bound.
+Status BindAmongMachineRanks(const std::string& policy_text, const std::string& topo_file,
+                             int index, int count, bool* bound);
+
 // Restricts this process to `pus` (no-op for an empty list).
 Status BindTo(const std::vector<int>& pus);
 

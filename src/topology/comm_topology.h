@@ -34,6 +34,7 @@ struct RankPlace {
   bool tcp = false;    // it asked for TCP even on its host
   int cores = 0;       // cores of its host (0: unknown)
   int nic_mbps = 0;    // speed of its network interface in Mbit/s (0: unknown)
+  uint64_t machine = 0;  // the machine whose cores it shares (0: its host's)
 };
 
 class CommTopology {

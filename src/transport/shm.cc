@@ -55,7 +55,10 @@ Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr
     close(fd);
     return ErrnoError("ftruncate(" + name + ")", e);
   }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: the owner (the receiving rank, already bound) faults every
+  // page in now, so the kernel's first-touch policy puts its rings on the
+  // owner's NUMA node rather than on whichever sender writes a slot first.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int e = errno;
   close(fd);
   if (p == MAP_FAILED) return ErrnoError("mmap(" + name + ")", e);

@@ -65,7 +65,8 @@ struct Prediction {
 class CostModel {
  public:
   // `ring` is the communicator's ring order; `cores_per_host[h]` the cores
-  // of host h of `topology` (to scale for oversubscription).
+  // of host h of `topology` (to scale for oversubscription: the ranks of
+  // every host on the same machine, RankPlace::machine, share them).
   CostModel(const CommTopology& topology, const std::vector<int>& ring,
             const std::vector<int>& cores_per_host, const CostParams& params);
 

@@ -3,6 +3,7 @@
 // travels through them (see cost_model.h).
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "algorithms/tree.h"
 #include "tuning/cost_model.h"
@@ -44,12 +45,20 @@ void BinomialTree(int n, std::vector<int>* parent, std::vector<int>* index) {
 CostModel::CostModel(const CommTopology& topology, const std::vector<int>& ring,
                      const std::vector<int>& cores_per_host, const CostParams& params)
     : p_(topology.nranks()), params_(params), topology_(&topology) {
+  // Ranks per core of the machine each rank runs on: simulated hosts on one
+  // machine (RankPlace::machine) share its cores.
   oversubscription_.assign(p_, 1.0);
+  std::map<uint64_t, int> ranks_on;
+  auto machine_of = [&](int r) {
+    const RankPlace& place = topology.place(r);
+    return place.machine != 0 ? place.machine : place.host;
+  };
+  for (int r = 0; r < p_; ++r) ++ranks_on[machine_of(r)];
   for (int h = 0; h < topology.hosts(); ++h) {
     const int cores = h < static_cast<int>(cores_per_host.size()) ? cores_per_host[h] : 0;
-    const double ratio =
-        cores > 0 ? static_cast<double>(topology.host_ranks()[h].size()) / cores : 1.0;
-    for (int r : topology.host_ranks()[h]) oversubscription_[r] = std::max(1.0, ratio);
+    for (int r : topology.host_ranks()[h])
+      if (cores > 0)
+        oversubscription_[r] = std::max(1.0, static_cast<double>(ranks_on[machine_of(r)]) / cores);
   }
   per_host_ = static_cast<int>(topology.host_ranks()[0].size());
   uniform_hosts_ = true;
