@@ -49,7 +49,7 @@ ALGORITHMS = {
     "all_reduce": ["ring", "rhd", "tree", "hier"],
     "broadcast": ["ring", "tree", "binomial", "hier"],
     "reduce": ["ring", "tree", "binomial", "hier"],
-    "all_gather": ["ring", "rhd"],
+    "all_gather": ["ring", "rhd", "hier"],
     "reduce_scatter": ["ring", "rhd"],
 }
 TABLE_NAME = {"all_reduce": "allreduce", "broadcast": "broadcast", "reduce": "reduce",

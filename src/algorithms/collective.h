@@ -71,6 +71,8 @@ inline constexpr bool Implements(Collective c, Algorithm a) {
       return a == Algorithm::kRing || a == Algorithm::kTree || a == Algorithm::kBinomial ||
              a == Algorithm::kHierarchical;
     case Collective::kAllGather:
+      return a == Algorithm::kRing || a == Algorithm::kRecursiveHalvingDoubling ||
+             a == Algorithm::kHierarchical;
     case Collective::kReduceScatter:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveHalvingDoubling;
     case Collective::kAlltoAll:

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "algorithms/chain.h"
+#include "algorithms/collective.h"
 #include "algorithms/ops.h"
 #include "algorithms/rhd.h"
 #include "algorithms/ring.h"
@@ -225,6 +226,82 @@ void BuildHierarchicalReduce(const CollArgs& a, Schedule* out) {
       BuildChainReduce(inter, &stage2);
     SetAvgDivisor(&stage2, divisor);
     AppendStage(out, std::move(stage2), [&](int h) { return me.RankAt(h, me.local); }, done);
+  }
+}
+
+namespace {
+
+// Ring allgather within `group` (communicator ranks; this rank is
+// group[q]) where member m holds the blocks of the ranks in blocks[m], each
+// at recv + rank * block bytes. In step s every member forwards the blocks
+// it received in step s - 1, so after group.size() - 1 steps all members
+// hold all of them. The first sends wait for op `after` (-1: none).
+void AddRingBlockAllGather(const CollArgs& a, const std::vector<int>& group, int q,
+                           const std::vector<std::vector<int>>& blocks, int after,
+                           Schedule* out) {
+  const int n = static_cast<int>(group.size());
+  if (n <= 1) return;
+  const size_t blk = a.count * DatatypeSize(a.datatype);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const int next = group[Mod(q + 1, n)], prev = group[Mod(q - 1, n)];
+  std::vector<int> last(blocks[q].size(), after);  // per block of the set in flight
+  for (int s = 0; s < n - 1; ++s) {
+    const std::vector<int>& outgoing = blocks[Mod(q - s, n)];
+    const std::vector<int>& incoming = blocks[Mod(q - s - 1, n)];
+    for (size_t b = 0; b < outgoing.size(); ++b)
+      out->Add(SendOp(next, recv + outgoing[b] * blk, blk, last[b]));
+    last.assign(incoming.size(), -1);
+    for (size_t b = 0; b < incoming.size(); ++b)
+      last[b] = out->Add(RecvOp(a, prev, recv + incoming[b] * blk, blk, nullptr, 0));
+  }
+}
+
+}  // namespace
+
+void BuildHierarchicalAllGather(const CollArgs& a, Schedule* out) {
+  const size_t blk = a.count * DatatypeSize(a.datatype);
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (blk == 0) return;
+  if (a.nranks == 1 || a.hosts == nullptr) {
+    BuildRingAllGather(a, out);
+    return;
+  }
+  const Place me(a);
+  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
+  int done = -1;
+  if (send != recv + a.rank * blk) done = out->Add(CopyOp(a, send, recv + a.rank * blk, blk));
+  // Stage 1: among the hosts, the ranks with this local index gather their
+  // blocks.
+  if (hosts > 1) {
+    std::vector<int> group(hosts);
+    std::vector<std::vector<int>> blocks(hosts);
+    for (int h = 0; h < hosts; ++h) {
+      group[h] = me.RankAt(h, me.local);
+      blocks[h] = {group[h]};
+    }
+    const size_t first = out->ops.size();
+    AddRingBlockAllGather(a, group, me.host, blocks, done, out);
+    // The next stage forwards what arrived: chain after this stage's ops.
+    const size_t end = out->ops.size();
+    for (size_t i = first; i < end; ++i) {
+      Op join;
+      join.kind = Op::Kind::kCopy;
+      join.deps[0] = static_cast<int>(i);
+      join.deps[1] = done;
+      done = out->Add(join);
+    }
+  }
+  // Stage 2: within the host, each local rank passes on the blocks of its
+  // local index from every host.
+  if (per_host > 1) {
+    std::vector<int> group(per_host);
+    std::vector<std::vector<int>> blocks(per_host);
+    for (int i = 0; i < per_host; ++i) {
+      group[i] = me.RankAt(me.host, i);
+      for (int h = 0; h < hosts; ++h) blocks[i].push_back(me.RankAt(h, i));
+    }
+    AddRingBlockAllGather(a, group, me.local, blocks, done, out);
   }
 }
 

@@ -30,4 +30,11 @@ void BuildHierarchicalBroadcast(const CollArgs& args, Schedule* out);
 // index, then those ranks reduce to the root.
 void BuildHierarchicalReduce(const CollArgs& args, Schedule* out);
 
+// Allgather: the ranks with the same local index on every host gather their
+// blocks along a ring of hosts (each local rank its own share, all at once),
+// then each host's ranks pass those on along the host's ring, so every byte
+// crosses the network once and a network message is never more than one
+// block.
+void BuildHierarchicalAllGather(const CollArgs& args, Schedule* out);
+
 }  // namespace baton

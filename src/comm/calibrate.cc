@@ -237,7 +237,12 @@ Status Calibrate(Communicator* comm, CostParams* params) {
         }
       }
     }
-    if (host_leader) {
+    // One host at a time: simulated hosts share a machine's cores, and a
+    // probe competing with another measures the contention.
+    const auto& hosts = topology.host_ranks();
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      BATON_RETURN_IF_ERROR(comm->Barrier());
+      if (hosts[h][0] != me) continue;
       MeasureReduce(mine.reduce);
       mine.reduce_measured = 1;
     }

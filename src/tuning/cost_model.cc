@@ -188,6 +188,13 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
     if (binomial < chain) *inter = Algorithm::kBinomial;
     return std::min(chain, binomial);
   }
+  if (c == Collective::kAllGather) {
+    // Blocks travel whole: one message per block, one block per step among
+    // the hosts, a block from every host per step within a host.
+    const size_t blk = n / std::max(1, p_);
+    return Serial(hosts - 1, 0, blk, 0, blk, inter_ring_, inter_half_) +
+           Serial(l - 1, 0, blk * hosts, 0, blk, intra_, intra_half_);
+  }
   const size_t slice = (n + l - 1) / l;
   // Intra-host reduce-scatter and allgather along each host's ring.
   double t = Serial(l - 1, l - 1, slice, gamma, chunk, intra_, intra_half_) +

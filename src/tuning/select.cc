@@ -29,7 +29,8 @@ constexpr AlgorithmImpl kReduce[] = {{Algorithm::kRing, BuildChainReduce},
                                      {Algorithm::kHierarchical, BuildHierarchicalReduce}};
 constexpr AlgorithmImpl kAllGather[] = {
     {Algorithm::kRing, BuildRingAllGather},
-    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather}};
+    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGather},
+    {Algorithm::kHierarchical, BuildHierarchicalAllGather}};
 constexpr AlgorithmImpl kReduceScatter[] = {
     {Algorithm::kRing, BuildRingReduceScatter},
     {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter}};

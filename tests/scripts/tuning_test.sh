@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The tuning layer from the outside: baton-topo's JSON (machine facts and the
+# algorithm table), the TUNING log, BATON_TOPO_DUMP_FILE and BATON_CALIBRATE's
+# cache.
+# Usage: tests/scripts/tuning_test.sh BATONRUN BATON_TOPO ALL_REDUCE_PERF TOPOLOGY_XML
+set -u
+batonrun=$1
+topo=$2
+perf=$3
+xml=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# baton-topo --json on an XML export, 2 hosts of 4 ranks: the machine's facts
+# and a table with every collective at every size from 8 B to 1 GiB.
+if "$topo" --json --xml "$xml" --ranks 4 --hosts 2 --nic-mbps 1000 > "$tmp/topo.json"; then
+  python3 - "$tmp/topo.json" <<'PY' || fail "baton-topo --json content"
+import json, sys
+t = json.load(open(sys.argv[1]))
+for key in ("packages", "numa_nodes", "cores", "pus", "gpus", "nics", "algorithms", "cost"):
+    assert key in t, key
+assert t["packages"] == 2 and t["numa_nodes"] == 2 and t["cores"] == 16, t
+for nic in t["nics"]:
+    assert set(("name", "pci", "numa")) <= set(nic), nic
+table = t["algorithms"]
+colls = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"}
+assert {e["collective"] for e in table} == colls
+sizes = sorted({e["bytes"] for e in table})
+assert sizes[0] == 8 and sizes[-1] == 1 << 30 and len(sizes) == 28, sizes
+for e in table:
+    assert e["algorithm"] is not None and e["predicted_us"] > 0, e
+    assert e["algorithm"] in e["candidates"], e
+    assert min(e["candidates"].values()) == e["candidates"][e["algorithm"]] or \
+        abs(min(e["candidates"].values()) / e["candidates"][e["algorithm"]] - 1) < 1e-3, e
+small = [e for e in table if e["collective"] == "allreduce" and e["bytes"] == 8][0]
+assert small["algorithm"] != "ring", small
+PY
+else
+  fail "baton-topo --json exited $?"
+fi
+BATON_ALGO=bogus "$topo" --ranks 2 > /dev/null 2>&1 && fail "baton-topo accepted BATON_ALGO=bogus"
+
+# The TUNING table on rank 0 (BATON_DEBUG_SUBSYS alone implies INFO), and the
+# dump file.
+BATON_DEBUG_SUBSYS=TUNING BATON_TOPO_DUMP_FILE="$tmp/dump.json" \
+  "$batonrun" -n 2 "$perf" -S null -b 8 -e 8 -n 2 -w 1 > "$tmp/tuning.log" 2>&1 ||
+  fail "run with BATON_DEBUG_SUBSYS=TUNING"
+grep -q "TUNING allreduce 8 B: ring .* us, rhd .* us, tree .* us, hier .* us -> " "$tmp/tuning.log" ||
+  fail "no TUNING allreduce line: $(head -5 "$tmp/tuning.log")"
+grep -q "TUNING cost figures (defaults" "$tmp/tuning.log" || fail "no cost figures line"
+python3 - "$tmp/dump.json" <<'PY' || fail "BATON_TOPO_DUMP_FILE content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["nranks"] == 2 and len(d["hosts"]) == 1 and len(d["hosts"][0]["ranks"]) == 2, d
+assert d["cost"]["source"] == "defaults" and len(d["algorithms"]) == 6 * 28
+PY
+
+# BATON_CALIBRATE: measured once, then read from the cache.
+for run in 1 2; do
+  BATON_CALIBRATE=1 BATON_CALIBRATION_CACHE="$tmp/cache" BATON_DEBUG=INFO \
+    BATON_DEBUG_SUBSYS=TUNING "$batonrun" -n 2 "$perf" -S null -b 8 -e 64K -n 2 -w 1 \
+    > "$tmp/cal$run.log" 2>&1 || fail "calibrated run $run"
+  grep -q " 0 *$" "$tmp/cal$run.log" || true
+done
+grep -q "calibration: calibrated" "$tmp/cal1.log" || fail "first run did not calibrate"
+grep -q "calibration: calibration cache" "$tmp/cal2.log" || fail "second run did not use the cache"
+ls "$tmp/cache"/calibration-*.txt > /dev/null 2>&1 || fail "no cache file"
+grep -q "TUNING cost figures (calibrat" "$tmp/cal2.log" || fail "cost figures not calibrated"
+grep -E "^ +[0-9]+ +[0-9]+ +float" "$tmp/cal2.log" | awk '$9 != 0 || $13 != 0 {bad=1} END {exit bad}' ||
+  fail "wrong results in the calibrated run"
+
+if [[ $failures -gt 0 ]]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "tuning: all checks passed"
