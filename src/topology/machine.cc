@@ -64,11 +64,84 @@ int NearestNuma(hwloc_topology_t t, hwloc_obj_t io) {
   return static_cast<int>(nodes[0]->logical_index);
 }
 
-std::string PciBusId(hwloc_obj_t pci) {
+std::string BusId(const hwloc_obj_attr_u::hwloc_pcidev_attr_s& a) {
   char id[32];
-  snprintf(id, sizeof(id), "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain, pci->attr->pcidev.bus,
-           pci->attr->pcidev.dev, pci->attr->pcidev.func);
+  snprintf(id, sizeof(id), "%04x:%02x:%02x.%01x", a.domain, a.bus, a.dev, a.func);
   return id;
+}
+
+std::string PciBusId(hwloc_obj_t pci) {
+  return BusId(pci->attr->pcidev);
+}
+
+// The bridges above a PCI device: its host bridge (by the bus range below
+// it) and the PCI-to-PCI bridges between, outermost first.
+void ReadPciPath(hwloc_obj_t pci, Device* d) {
+  d->pci_bridges.clear();
+  for (hwloc_obj_t b = pci->parent; b != nullptr && b->type == HWLOC_OBJ_BRIDGE; b = b->parent) {
+    const hwloc_obj_attr_u::hwloc_bridge_attr_s& attr = b->attr->bridge;
+    if (attr.upstream_type == HWLOC_OBJ_BRIDGE_HOST) {
+      char range[48];
+      snprintf(range, sizeof(range), "%04x:[%02x-%02x]", attr.downstream.pci.domain,
+               attr.downstream.pci.secondary_bus, attr.downstream.pci.subordinate_bus);
+      d->host_bridge = range;
+      break;
+    }
+    d->pci_bridges.insert(d->pci_bridges.begin(), BusId(attr.upstream.pci));
+  }
+}
+
+// The GPU (index into m->gpus) an object of a distance matrix stands for:
+// one of its OS devices or its PCI function; -1 for anything else.
+int GpuIndexOf(const Machine& m, hwloc_obj_t o) {
+  hwloc_obj_t pci = o;
+  while (pci != nullptr && pci->type != HWLOC_OBJ_PCI_DEVICE) pci = pci->parent;
+  if (pci == nullptr) return -1;
+  const std::string bus = PciBusId(pci);
+  for (size_t g = 0; g < m.gpus.size(); ++g)
+    if (m.gpus[g].pci == bus) return static_cast<int>(g);
+  return -1;
+}
+
+bool IsNvSwitch(hwloc_obj_t o) {
+  return o->type == HWLOC_OBJ_PCI_DEVICE && o->subtype != nullptr &&
+         strcmp(o->subtype, "NVSwitch") == 0;
+}
+
+// NVLink bandwidths from hwloc's NVLinkBandwidth matrix (the NVML backend,
+// or an XML export of a machine that had it). GPUs on NVSwitches reach every
+// other GPU on them at the smaller of their two totals to the switches.
+void ReadNvLinks(hwloc_topology_t t, Machine* m) {
+  unsigned nr = 1;
+  hwloc_distances_s* dist = nullptr;
+  if (hwloc_distances_get_by_name(t, "NVLinkBandwidth", &nr, &dist, 0) != 0 || nr == 0) return;
+  const size_t gpus = m->gpus.size();
+  std::vector<int> direct(gpus * gpus, 0);
+  std::vector<uint64_t> to_switches(gpus, 0);
+  bool any = false;
+  const unsigned n = dist->nbobjs;
+  for (unsigned i = 0; i < n; ++i) {
+    const int a = GpuIndexOf(*m, dist->objs[i]);
+    if (a < 0) continue;
+    for (unsigned j = 0; j < n; ++j) {
+      const uint64_t v = dist->values[i * n + j];
+      if (i == j || v == 0) continue;
+      any = true;
+      if (IsNvSwitch(dist->objs[j])) {
+        to_switches[a] += v;
+      } else if (const int b = GpuIndexOf(*m, dist->objs[j]); b >= 0 && b != a) {
+        direct[a * gpus + b] = static_cast<int>(std::min<uint64_t>(v, INT32_MAX));
+      }
+    }
+  }
+  hwloc_distances_release(t, dist);
+  if (!any) return;
+  for (size_t a = 0; a < gpus; ++a)
+    for (size_t b = 0; b < gpus; ++b)
+      if (a != b && direct[a * gpus + b] == 0 && to_switches[a] > 0 && to_switches[b] > 0)
+        direct[a * gpus + b] = static_cast<int>(
+            std::min<uint64_t>(std::min(to_switches[a], to_switches[b]), INT32_MAX));
+  m->nvlink_mbytes = std::move(direct);
 }
 
 bool StartsWith(const char* s, const char* prefix) {
@@ -105,6 +178,7 @@ void ReadDevices(hwloc_topology_t t, Machine* m) {
     auto& table = IsGpuOsdev(o) ? gpus : nics;
     Device& d = table[bus];
     d.pci = bus;
+    ReadPciPath(pci, &d);
     d.numa = NearestNuma(t, pci);
     hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, pci);
     d.package = anc != nullptr ? PackageOf(t, anc) : -1;
@@ -124,9 +198,51 @@ void ReadDevices(hwloc_topology_t t, Machine* m) {
   }
   for (auto& [bus, d] : gpus) m->gpus.push_back(d);
   for (auto& [bus, d] : nics) m->nics.push_back(d);
+  ReadNvLinks(t, m);
 }
 
 }  // namespace
+
+const char* GpuPathName(GpuPath p) {
+  switch (p) {
+    case GpuPath::kSelf:
+      return "self";
+    case GpuPath::kNvLink:
+      return "nvlink";
+    case GpuPath::kPciSwitch:
+      return "pcie-switch";
+    case GpuPath::kHostBridge:
+      return "host-bridge";
+    case GpuPath::kSameNuma:
+      return "numa";
+    case GpuPath::kSystem:
+      return "system";
+  }
+  return "?";
+}
+
+GpuPath PciPath(const Device& a, const Device& b) {
+  if (a.pci == b.pci) return GpuPath::kSelf;
+  if (!a.host_bridge.empty() && a.host_bridge == b.host_bridge) {
+    if (!a.pci_bridges.empty() && !b.pci_bridges.empty() &&
+        a.pci_bridges.front() == b.pci_bridges.front())
+      return GpuPath::kPciSwitch;
+    return GpuPath::kHostBridge;
+  }
+  if (a.numa >= 0 && a.numa == b.numa) return GpuPath::kSameNuma;
+  return GpuPath::kSystem;
+}
+
+int Machine::NvLinkMBytes(int gpu_a, int gpu_b) const {
+  if (nvlink_mbytes.empty()) return 0;
+  return nvlink_mbytes[static_cast<size_t>(gpu_a) * gpus.size() + gpu_b];
+}
+
+GpuPath Machine::GpuLink(int gpu_a, int gpu_b) const {
+  if (gpu_a == gpu_b) return GpuPath::kSelf;
+  if (NvLinkMBytes(gpu_a, gpu_b) > 0) return GpuPath::kNvLink;
+  return PciPath(gpus[gpu_a], gpus[gpu_b]);
+}
 
 int Machine::CoreOfPu(int pu) const {
   for (int c = 0; c < core_count(); ++c)

@@ -9,6 +9,7 @@
 // takes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,35 @@ struct Device {
   int package = -1;    // the package it hangs off; -1 when above the packages
   std::string netdev;  // NICs: the network interface ("ib0"), empty if none
   bool rdma = false;   // NICs: it has an OpenFabrics (verbs) device
+  // Its PCIe path: the host bridge it hangs off ("0000:[2b-3b]", its bus
+  // range) and the bus ids of the PCI-to-PCI bridges (root ports, switch
+  // ports) between that and the device, outermost first. Two devices with a
+  // bridge in common talk through PCIe switches without crossing the CPU.
+  std::string host_bridge;
+  std::vector<std::string> pci_bridges;
+  // The outermost bridge, which names the PCIe tree it sits in; "" when the
+  // device sits right under its host bridge.
+  const std::string& pci_switch() const {
+    static const std::string kNone;
+    return pci_bridges.empty() ? kNone : pci_bridges.front();
+  }
 };
+
+// How data goes between two GPUs (or a GPU and a NIC), fastest first; NCCL
+// calls these NVL, PIX/PXB, PHB, NODE and SYS.
+enum class GpuPath : uint8_t {
+  kSelf,
+  kNvLink,      // NVLink, directly or through NVSwitches
+  kPciSwitch,   // PCIe switches only: they share a PCI-to-PCI bridge
+  kHostBridge,  // through the PCIe host bridge of one CPU
+  kSameNuma,    // across host bridges of one NUMA node
+  kSystem,      // across NUMA nodes or packages (the CPUs' interconnect)
+};
+// "self", "nvlink", "pcie-switch", "host-bridge", "numa", "system".
+const char* GpuPathName(GpuPath p);
+
+// The PCIe part of that: what lies between two PCI devices.
+GpuPath PciPath(const Device& a, const Device& b);
 
 struct Machine {
   std::string source;  // "this machine", or the XML file it came from
@@ -41,8 +70,16 @@ struct Machine {
   std::vector<Core> cores;  // in hwloc's logical order
   std::vector<Device> gpus;
   std::vector<Device> nics;
+  // NVLink bandwidth between GPUs i and j in MB/s at [i * gpus.size() + j],
+  // as hwloc's NVLinkBandwidth matrix gives it (through NVSwitches: the
+  // smaller of the two GPUs' links to the switches); 0: no NVLink. Empty
+  // when hwloc knows of no NVLink.
+  std::vector<int> nvlink_mbytes;
 
   int core_count() const { return static_cast<int>(cores.size()); }
+  int NvLinkMBytes(int gpu_a, int gpu_b) const;
+  // The path between GPUs `gpu_a` and `gpu_b` (indices into gpus).
+  GpuPath GpuLink(int gpu_a, int gpu_b) const;
   // The core holding OS PU `pu`, or -1.
   int CoreOfPu(int pu) const;
 };

@@ -25,8 +25,12 @@ t = json.load(open(sys.argv[1]))
 for key in ("packages", "numa_nodes", "cores", "pus", "gpus", "nics", "algorithms", "cost"):
     assert key in t, key
 assert t["packages"] == 2 and t["numa_nodes"] == 2 and t["cores"] == 16, t
-for nic in t["nics"]:
-    assert set(("name", "pci", "numa")) <= set(nic), nic
+for dev in t["nics"] + t["gpus"]:
+    assert set(("name", "pci", "numa", "pci_switch", "host_bridge")) <= set(dev), dev
+# One GPU, its paths to itself and to each NIC (the mlx5 shares its root port).
+links = t["gpu_links"]
+assert links["paths"] == [["self"]] and links["nvlink_mbytes"] == [[0]], links
+assert len(links["to_nics"][0]) == len(t["nics"]) and links["to_nics"][0][0] == "pcie-switch", links
 table = t["algorithms"]
 colls = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"}
 assert {e["collective"] for e in table} == colls

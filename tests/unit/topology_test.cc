@@ -112,6 +112,16 @@ TEST(MachineTest, TwoSocketBoxWithGpuAndMlx5) {
   for (const Device& d : m.nics) EXPECT_EQ(d.numa, 1) << d.name;
   EXPECT_EQ(m.nics[1].name, "eth0");
   EXPECT_FALSE(m.nics[1].rdma);
+  // The GPU and the mlx5 sit below one root port of the host bridge
+  // [80-84]; the Ethernet ports below another.
+  EXPECT_EQ(m.gpus[0].host_bridge, "0000:[80-84]");
+  EXPECT_EQ(m.gpus[0].pci_switch(), "0000:80:03.0");
+  EXPECT_EQ(m.nics[0].pci_switch(), "0000:80:03.0");
+  EXPECT_EQ(m.nics[1].pci_switch(), "0000:80:01.0");
+  EXPECT_EQ(PciPath(m.gpus[0], m.nics[0]), GpuPath::kPciSwitch);
+  EXPECT_EQ(PciPath(m.gpus[0], m.nics[1]), GpuPath::kHostBridge);
+  EXPECT_TRUE(m.nvlink_mbytes.empty());
+  EXPECT_EQ(m.GpuLink(0, 0), GpuPath::kSelf);
 }
 
 TEST(MachineTest, Dgx2) {
@@ -128,6 +138,40 @@ TEST(MachineTest, Dgx2) {
   EXPECT_TRUE(m.nics.empty());
 }
 
+// The DGX-2's 16 V100s: four PCIe trees (a root port, then PLX switches) of
+// four GPUs, two trees a socket, and every GPU on the 12 NVSwitches by six
+// NVLinks of 25 GB/s.
+TEST(MachineTest, Dgx2GpuPaths) {
+  const Machine m = Load("nvidiaDGX2.xml");
+  ASSERT_EQ(m.gpus.size(), 16u);
+  const char* kRootPorts[] = {"0000:2b:00.0", "0000:4e:00.0", "0000:ae:00.0", "0000:d7:00.0"};
+  const char* kHostBridges[] = {"0000:[2b-3b]", "0000:[4e-67]", "0000:[ae-c7]", "0000:[d7-e7]"};
+  for (int g = 0; g < 16; ++g) {
+    EXPECT_EQ(m.gpus[g].pci_switch(), kRootPorts[g / 4]) << g;
+    EXPECT_EQ(m.gpus[g].host_bridge, kHostBridges[g / 4]) << g;
+    EXPECT_GE(m.gpus[g].pci_bridges.size(), 3u) << g;  // root port, switch up and down ports
+  }
+  ASSERT_EQ(m.nvlink_mbytes.size(), 256u);
+  for (int a = 0; a < 16; ++a) {
+    for (int b = 0; b < 16; ++b) {
+      if (a == b) {
+        EXPECT_EQ(m.GpuLink(a, b), GpuPath::kSelf);
+        continue;
+      }
+      EXPECT_EQ(m.GpuLink(a, b), GpuPath::kNvLink) << a << " " << b;
+      EXPECT_EQ(m.NvLinkMBytes(a, b), 6 * 25000) << a << " " << b;
+      // Under the NVLinks, the PCIe path they would take without them.
+      const GpuPath pci = PciPath(m.gpus[a], m.gpus[b]);
+      if (a / 4 == b / 4)
+        EXPECT_EQ(pci, GpuPath::kPciSwitch) << a << " " << b;
+      else if (a / 8 == b / 8)
+        EXPECT_EQ(pci, GpuPath::kSameNuma) << a << " " << b;
+      else
+        EXPECT_EQ(pci, GpuPath::kSystem) << a << " " << b;
+    }
+  }
+}
+
 TEST(MachineTest, Power8WithFourGpus) {
   const Machine m = Load("power8gpudistances.xml");
   EXPECT_EQ(m.packages, 2);
@@ -140,6 +184,16 @@ TEST(MachineTest, Power8WithFourGpus) {
     EXPECT_EQ(m.gpus[g].numa, g < 2 ? 0 : 1);
   }
   EXPECT_TRUE(m.nics.empty());
+  // NVLink pairs the GPUs of a socket at 40 GB/s (and each to its CPU);
+  // between sockets data crosses the CPUs.
+  EXPECT_EQ(m.GpuLink(0, 1), GpuPath::kNvLink);
+  EXPECT_EQ(m.NvLinkMBytes(0, 1), 40000);
+  EXPECT_EQ(m.NvLinkMBytes(1, 0), 40000);
+  EXPECT_EQ(m.GpuLink(2, 3), GpuPath::kNvLink);
+  EXPECT_EQ(m.NvLinkMBytes(0, 2), 0);
+  EXPECT_EQ(m.GpuLink(0, 2), GpuPath::kSystem);
+  EXPECT_EQ(m.GpuLink(1, 3), GpuPath::kSystem);
+  EXPECT_STREQ(GpuPathName(GpuPath::kNvLink), "nvlink");
 }
 
 TEST(MachineTest, ThisMachine) {

@@ -105,13 +105,67 @@ std::string DevicesJson(const std::vector<Device>& devices) {
            ", \"numa\": " + JsonNuma(d.numa);
     if (!d.netdev.empty()) out += ", \"netdev\": " + JsonString(d.netdev);
     if (d.rdma) out += ", \"rdma\": true";
+    out += ", \"pci_switch\": " + (d.pci_switch().empty() ? "null" : JsonString(d.pci_switch()));
+    out += ", \"host_bridge\": " + (d.host_bridge.empty() ? "null" : JsonString(d.host_bridge));
     out += "}";
   }
   return out + "]";
 }
 
-void PrintAlgorithms(const baton::CostModel& model, const baton::SelectionTable& table,
-                     int hosts, int per_host) {
+// The path between every two GPUs, and from each GPU to each NIC (what
+// GPUDirect would cross), as a JSON object of matrices.
+std::string GpuLinksJson(const Machine& m) {
+  const int gpus = static_cast<int>(m.gpus.size());
+  std::string paths = "[", nvlink = "[", nics = "[";
+  for (int a = 0; a < gpus; ++a) {
+    paths += a ? ", [" : "[";
+    nvlink += a ? ", [" : "[";
+    for (int b = 0; b < gpus; ++b) {
+      if (b > 0) {
+        paths += ", ";
+        nvlink += ", ";
+      }
+      paths += JsonString(baton::GpuPathName(m.GpuLink(a, b)));
+      nvlink += std::to_string(m.NvLinkMBytes(a, b));
+    }
+    paths += "]";
+    nvlink += "]";
+    nics += a ? ", [" : "[";
+    for (size_t n = 0; n < m.nics.size(); ++n) {
+      if (n > 0) nics += ", ";
+      nics += JsonString(baton::GpuPathName(baton::PciPath(m.gpus[a], m.nics[n])));
+    }
+    nics += "]";
+  }
+  return "{\"paths\": " + paths + "], \"nvlink_mbytes\": " + nvlink + "], \"to_nics\": " + nics +
+         "]}";
+}
+
+// Like `nvidia-smi topo -m`: one row a GPU, one column each GPU and NIC.
+void PrintGpuLinks(const Machine& m) {
+  if (m.gpus.empty()) return;
+  printf("GPU paths (NVLink MB/s where there is NVLink):\n  %-8s", "");
+  for (const Device& g : m.gpus) printf(" %-12s", g.name.c_str());
+  for (const Device& n : m.nics) printf(" %-12s", n.name.c_str());
+  printf("\n");
+  for (int a = 0; a < static_cast<int>(m.gpus.size()); ++a) {
+    printf("  %-8s", m.gpus[a].name.c_str());
+    for (int b = 0; b < static_cast<int>(m.gpus.size()); ++b) {
+      char cell[32];
+      if (m.GpuLink(a, b) == baton::GpuPath::kNvLink)
+        snprintf(cell, sizeof(cell), "nvlink:%d", m.NvLinkMBytes(a, b));
+      else
+        snprintf(cell, sizeof(cell), "%s", baton::GpuPathName(m.GpuLink(a, b)));
+      printf(" %-12s", cell);
+    }
+    for (const Device& n : m.nics)
+      printf(" %-12s", baton::GpuPathName(baton::PciPath(m.gpus[a], n)));
+    printf("\n");
+  }
+}
+
+void PrintAlgorithms(const baton::CostModel& model, const baton::SelectionTable& table, int hosts,
+                     int per_host) {
   using baton::Collective;
   printf("cost figures: %s\n", baton::DescribeCostParams(model.params()).c_str());
   printf("algorithms for %d host%s x %d rank%s (float32; predicted time):\n", hosts,
@@ -121,8 +175,13 @@ void PrintAlgorithms(const baton::CostModel& model, const baton::SelectionTable&
   printf("\n");
   for (size_t bytes = 8; bytes <= (size_t{1} << 30); bytes *= 4) {
     char size[16];
-    snprintf(size, sizeof(size), bytes >= (1 << 20) ? "%zuM" : bytes >= 1024 ? "%zuK" : "%zu",
-             bytes >= (1 << 20) ? bytes >> 20 : bytes >= 1024 ? bytes >> 10 : bytes);
+    snprintf(size, sizeof(size),
+             bytes >= (1 << 20) ? "%zuM"
+             : bytes >= 1024    ? "%zuK"
+                                : "%zu",
+             bytes >= (1 << 20) ? bytes >> 20
+             : bytes >= 1024    ? bytes >> 10
+                                : bytes);
     printf("  %-10s", size);
     for (int c = 0; c < baton::kNumCollectives; ++c) {
       const auto coll = static_cast<Collective>(c);
@@ -135,11 +194,11 @@ void PrintAlgorithms(const baton::CostModel& model, const baton::SelectionTable&
         char chunk[16] = "";
         if (ch.chunk_bytes != 0 && ch.chunk_bytes < bytes)
           snprintf(chunk, sizeof(chunk), ",%uK", ch.chunk_bytes >> 10);
-        snprintf(cell, sizeof(cell), "%s%s%s%s %.3gus", baton::AlgorithmName(ch.algorithm),
-                 ch.algorithm == baton::Algorithm::kHierarchical ? "/" : "",
-                 ch.algorithm == baton::Algorithm::kHierarchical ? baton::AlgorithmName(ch.inter)
-                                                                 : "",
-                 chunk, ch.predicted_us);
+        snprintf(
+            cell, sizeof(cell), "%s%s%s%s %.3gus", baton::AlgorithmName(ch.algorithm),
+            ch.algorithm == baton::Algorithm::kHierarchical ? "/" : "",
+            ch.algorithm == baton::Algorithm::kHierarchical ? baton::AlgorithmName(ch.inter) : "",
+            chunk, ch.predicted_us);
       }
       printf(" %-24s", cell);
     }
@@ -175,8 +234,14 @@ int main(int argc, char** argv) {
   std::vector<baton::RankPlace> places(total);
   for (int r = 0; r < total; ++r) {
     const baton::Placement where = baton::PlacementOf(m, plan[r % ranks]);
-    places[r] = {static_cast<uint64_t>(r / ranks + 1), where.package, where.numa, m.packages,
-                 m.numa_nodes, false, m.core_count(), nic_mbps};
+    places[r] = {static_cast<uint64_t>(r / ranks + 1),
+                 where.package,
+                 where.numa,
+                 m.packages,
+                 m.numa_nodes,
+                 false,
+                 m.core_count(),
+                 nic_mbps};
   }
   const baton::CommTopology topology(places);
   const std::vector<int> ring = topology.RingOrder();
@@ -193,16 +258,15 @@ int main(int argc, char** argv) {
   if (opt.json) {
     printf("{\"source\": %s, \"packages\": %d, \"numa_nodes\": %d, \"cores\": %d, \"pus\": %d,\n",
            JsonString(m.source).c_str(), m.packages, m.numa_nodes, m.core_count(), m.pus);
-    printf(" \"gpus\": %s,\n \"nics\": %s,\n", DevicesJson(m.gpus).c_str(),
-           DevicesJson(m.nics).c_str());
+    printf(" \"gpus\": %s,\n \"nics\": %s,\n \"gpu_links\": %s,\n", DevicesJson(m.gpus).c_str(),
+           DevicesJson(m.nics).c_str(), GpuLinksJson(m).c_str());
     printf(" \"binding\": {\"policy\": %s, \"ranks\": [", JsonString(opt.bind_to).c_str());
     for (int r = 0; r < ranks; ++r)
       printf("%s%s", r ? ", " : "", JsonString(baton::PuListString(plan[r])).c_str());
     printf("]},\n \"ring\": [");
     for (int r = 0; r < ranks; ++r) printf("%s%d", r ? ", " : "", ring[r]);
-    printf("],\n \"hosts\": %d, \"ranks\": %d, \"cost\": %s,\n \"algorithms\": %s}\n",
-           opt.hosts, total, baton::CostParamsJson(model.params()).c_str(),
-           table.Json(model).c_str());
+    printf("],\n \"hosts\": %d, \"ranks\": %d, \"cost\": %s,\n \"algorithms\": %s}\n", opt.hosts,
+           total, baton::CostParamsJson(model.params()).c_str(), table.Json(model).c_str());
     return 0;
   }
   printf("machine: %s\n", m.source.c_str());
@@ -216,6 +280,7 @@ int main(int argc, char** argv) {
            JsonNuma(n.numa).c_str(),
            n.netdev.empty() || n.netdev == n.name ? "" : ("  " + n.netdev).c_str(),
            n.rdma ? "  (RDMA)" : "");
+  PrintGpuLinks(m);
   printf("binding of %d ranks (--bind-to %s):\n", ranks, opt.bind_to.c_str());
   for (int r = 0; r < ranks; ++r) {
     const baton::Placement where = baton::PlacementOf(m, plan[r]);
