@@ -49,8 +49,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-NETNS = os.path.join(ROOT, "scripts", "netns.sh")
+sys.path.insert(0, HERE)
+from sweep_util import (SimulatedHosts, human_size, log, parse_rate, parse_size,  # noqa: E402
+                        python_with, size_groups)
+
 
 DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
 DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
@@ -68,42 +70,6 @@ LIBRARIES = {
 PEERS = ["mpi", "gloo_rc", "gloo_hd"]
 
 
-def python_with(module):
-    """A Python interpreter that can import `module` (pyenv's may lack Debian's packages)."""
-    for candidate in (sys.executable, "/usr/bin/python3"):
-        if candidate and subprocess.run([candidate, "-c", f"import {module}"],
-                                        capture_output=True).returncode == 0:
-            return candidate
-    return sys.executable
-
-
-def log(message):
-    print(message, flush=True)
-
-
-def parse_size(text):
-    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
-    if not m:
-        raise argparse.ArgumentTypeError(f"invalid size '{text}' (e.g. 8, 64K, 16M)")
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2).upper()]
-
-
-def human_size(size):
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return str(size)
-
-
-def parse_rate(text):
-    """'1g' -> ('1gbit', 0.125 GB/s)."""
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])(?:bit)?", text.lower())
-    if not m:
-        raise ValueError(f"invalid rate '{text}' (e.g. 1g, 10g, 500m)")
-    bits = float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
-    return f"{m.group(1)}{m.group(2)}bit", bits / 8 / 1e9
-
-
 def parse_config(name):
     m = re.fullmatch(r"shm(\d+)", name)
     if m and int(m.group(1)) >= 2:
@@ -117,47 +83,18 @@ def parse_config(name):
                      "(2 <= N <= 64, RATE like 1g, 10g, 500m)")
 
 
-def geometric_runs(sizes):
-    """Splits sorted sizes into runs that one -b/-e/-f sweep covers: [(b, e, f, [sizes])]."""
-    runs = []
-    i = 0
-    while i < len(sizes):
-        j = i + 1
-        factor = sizes[i + 1] // sizes[i] if i + 1 < len(sizes) else 2
-        if i + 1 < len(sizes) and sizes[i + 1] == sizes[i] * factor and factor >= 2:
-            while j < len(sizes) and sizes[j] == sizes[j - 1] * factor:
-                j += 1
-        else:
-            factor = 2
-        runs.append((sizes[i], sizes[j - 1], factor, sizes[i:j]))
-        i = j
-    return runs
-
-
-def size_groups(sizes, limits=(64 << 10, 4 << 20)):
-    """Sizes grouped by magnitude (each group gets its own iteration count), then into sweeps."""
-    groups = []
-    bounds = [0] + list(limits) + [1 << 62]
-    for lo, hi in zip(bounds, bounds[1:]):
-        chunk = [s for s in sizes if lo < s <= hi]
-        groups.extend(geometric_runs(chunk))
-    return groups
-
-
-class Runner:
+class Runner(SimulatedHosts):
     """Runs the libraries on the configurations and collects their JSON records."""
 
     def __init__(self, args):
+        super().__init__("cmp")
         self.args = args
         self.build = os.path.abspath(args.build)
         self.out = os.path.abspath(args.out)
         self.raw = os.path.join(self.out, "raw")
         os.makedirs(self.raw, exist_ok=True)
         self.batonrun = os.path.join(self.build, "src", "batonrun")
-        self.tag = None
-        self.hosts = 0
         self.failures = []
-        self.port = 20000 + os.getpid() % 20000
         self.tmp = tempfile.mkdtemp(prefix="baton-compare-")
 
     # ---- set-up -------------------------------------------------------------------------------
@@ -248,22 +185,6 @@ class Runner:
             if rx.poll() is None:
                 rx.kill()
                 rx.wait()
-
-    def next_port(self):
-        self.port += 1
-        if self.port > 60000:
-            self.port = 20000
-        return self.port
-
-    def netns_up(self, hosts, rate):
-        self.tag = f"cmp{os.getpid() % 100000}"
-        self.hosts = hosts
-        subprocess.run([NETNS, "up", self.tag, str(hosts), rate], check=True)
-
-    def netns_down(self):
-        if self.tag:
-            subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)
-            self.tag = None
 
     def write_mpi_agent(self):
         """The rsh agent and hostfile that let mpirun in host 0 start orted in the others."""

@@ -38,10 +38,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from compare import human_size, parse_rate, parse_size, size_groups  # noqa: E402
+from sweep_util import (SimulatedHosts, human_size, log, parse_rate, parse_size,  # noqa: E402
+                        size_groups)
 
-ROOT = os.path.dirname(HERE)
-NETNS = os.path.join(ROOT, "scripts", "netns.sh")
 DEFAULT_CONFIGS = "shm2,shm4,net4x2-1g,net8-1g,net4-10g"
 DEFAULT_SIZES = ",".join(str(1 << k) for k in range(3, 27, 2))  # 8 B .. 64 MiB, x4
 # The BATON_ALGO names of each collective's algorithms (algorithms/collective.h).
@@ -56,10 +55,6 @@ TABLE_NAME = {"all_reduce": "allreduce", "broadcast": "broadcast", "reduce": "re
               "all_gather": "allgather", "reduce_scatter": "reducescatter"}
 
 
-def log(message):
-    print(message, flush=True)
-
-
 def parse_config(name):
     m = re.fullmatch(r"shm(\d+)", name)
     if m and int(m.group(1)) >= 2:
@@ -72,8 +67,9 @@ def parse_config(name):
     raise ValueError(f"invalid configuration '{name}': expected shmN or netH[xR]-RATE")
 
 
-class Runner:
+class Runner(SimulatedHosts):
     def __init__(self, args):
+        super().__init__("tune")
         self.args = args
         self.build = os.path.abspath(args.build)
         self.out = os.path.abspath(args.out)
@@ -81,24 +77,7 @@ class Runner:
         os.makedirs(self.raw, exist_ok=True)
         self.batonrun = os.path.join(self.build, "src", "batonrun")
         self.binary = os.path.join(self.build, "perf", args.collective + "_perf")
-        self.tag = None
-        self.hosts = 0
-        self.port = 20000 + os.getpid() % 20000
         self.failures = []
-
-    def next_port(self):
-        self.port = 20000 if self.port >= 60000 else self.port + 1
-        return self.port
-
-    def netns_up(self, hosts, rate):
-        self.tag = f"tune{os.getpid() % 100000}"
-        self.hosts = hosts
-        subprocess.run([NETNS, "up", self.tag, str(hosts), rate], check=True)
-
-    def netns_down(self):
-        if self.tag:
-            subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)
-            self.tag = None
 
     def commands(self, config, flags, env):
         """[(argv, env)] of the processes of one run."""

@@ -43,6 +43,51 @@ CollArgs SubArgs(const CollArgs& a, const std::vector<int>& identity, int n, int
   return s;
 }
 
+// The two kinds of subgroup a stage runs in, seen from this rank: the ranks
+// of its host (sub-rank = local index), and the ranks with its local index,
+// one a host (sub-rank = host index); each in identity order. The stage
+// arguments are rooted where the communicator's root sits.
+struct Subgroups {
+  const CollArgs& a;
+  const Place me, root;
+  const int hosts, per_host;
+  std::vector<int> local_ids, host_ids;
+
+  explicit Subgroups(const CollArgs& args)
+      : a(args),
+        me(args),
+        root(args, args.root),
+        hosts(args.hosts->hosts),
+        per_host(args.hosts->per_host),
+        local_ids(per_host),
+        host_ids(hosts) {
+    std::iota(local_ids.begin(), local_ids.end(), 0);
+    std::iota(host_ids.begin(), host_ids.end(), 0);
+  }
+  CollArgs Intra() const {
+    CollArgs s = SubArgs(a, local_ids, per_host, me.local);
+    s.root = root.local;
+    return s;
+  }
+  CollArgs Inter() const {
+    CollArgs s = SubArgs(a, host_ids, hosts, me.host);
+    s.root = root.host;
+    return s;
+  }
+  // Communicator ranks of the sub-ranks of each kind.
+  int LocalMember(int i) const { return me.RankAt(me.host, i); }
+  int HostMember(int h) const { return me.RankAt(h, me.local); }
+};
+
+// The rooted builder the stages of a hierarchical broadcast or reduce use.
+using RootedBuilder = void (*)(const CollArgs&, Schedule*);
+RootedBuilder BroadcastStage(const CollArgs& a) {
+  return a.inter_host == Algorithm::kBinomial ? BuildBinomialBroadcast : BuildChainBroadcast;
+}
+RootedBuilder ReduceStage(const CollArgs& a) {
+  return a.inter_host == Algorithm::kBinomial ? BuildBinomialReduce : BuildChainReduce;
+}
+
 // Sets the avg divisor of the stage's ops: `divisor` where the stage
 // divides (its last reduction), or 0 to leave the division to a later one.
 void SetAvgDivisor(Schedule* stage, uint32_t divisor) {
@@ -100,17 +145,14 @@ void BuildHierarchicalAllReduce(const CollArgs& a, Schedule* out) {
     BuildRingAllReduce(a, out);
     return;
   }
-  const Place me(a);
-  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
-  std::vector<int> local_ids(per_host), host_ids(hosts);
-  std::iota(local_ids.begin(), local_ids.end(), 0);
-  std::iota(host_ids.begin(), host_ids.end(), 0);
-  auto local_member = [&](int i) { return me.RankAt(me.host, i); };
-  auto host_member = [&](int h) { return me.RankAt(h, me.local); };
+  const Subgroups g(a);
+  const int hosts = g.hosts, per_host = g.per_host;
+  auto local_member = [&](int i) { return g.LocalMember(i); };
+  auto host_member = [&](int h) { return g.HostMember(h); };
   const auto divisor = static_cast<uint32_t>(a.op == batonAvg ? a.nranks : 0);
 
   // Stage 1: reduce-scatter within the host.
-  CollArgs intra = SubArgs(a, local_ids, per_host, me.local);
+  const CollArgs intra = g.Intra();
   int done = -1;
   size_t begin = 0, end = a.count;
   if (per_host > 1) {
@@ -122,7 +164,7 @@ void BuildHierarchicalAllReduce(const CollArgs& a, Schedule* out) {
   }
   // Stage 2: allreduce of this rank's slice among the hosts.
   if (hosts > 1 && end > begin) {
-    CollArgs inter = SubArgs(a, host_ids, hosts, me.host);
+    CollArgs inter = g.Inter();
     inter.count = end - begin;
     inter.send = per_host > 1 ? static_cast<const uint8_t*>(a.recv) + begin * es
                               : static_cast<const uint8_t*>(a.send);
@@ -149,34 +191,23 @@ void BuildHierarchicalBroadcast(const CollArgs& a, Schedule* out) {
     BuildChainBroadcast(a, out);
     return;
   }
-  const Place me(a);
-  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
-  const Place root(a, a.root);
-  std::vector<int> local_ids(per_host), host_ids(hosts);
-  std::iota(local_ids.begin(), local_ids.end(), 0);
-  std::iota(host_ids.begin(), host_ids.end(), 0);
+  const Subgroups g(a);
+  const RootedBuilder build = BroadcastStage(a);
   int done = -1;
   // Stage 1: the root's local index on every host gets the data.
-  if (hosts > 1 && me.local == root.local) {
-    CollArgs inter = SubArgs(a, host_ids, hosts, me.host);
-    inter.root = root.host;
+  if (g.hosts > 1 && g.me.local == g.root.local) {
     Schedule stage;
-    if (a.inter_host == Algorithm::kBinomial)
-      BuildBinomialBroadcast(inter, &stage);
-    else
-      BuildChainBroadcast(inter, &stage);
-    done = AppendStage(out, std::move(stage), [&](int h) { return me.RankAt(h, me.local); }, -1);
+    build(g.Inter(), &stage);
+    done = AppendStage(
+        out, std::move(stage), [&](int h) { return g.HostMember(h); }, -1);
   }
   // Stage 2: it broadcasts within its host.
-  CollArgs intra = SubArgs(a, local_ids, per_host, me.local);
-  intra.root = root.local;
-  if (hosts > 1) intra.send = a.recv;  // where stage 1 delivered (the root: its own copy)
+  CollArgs intra = g.Intra();
+  if (g.hosts > 1) intra.send = a.recv;  // where stage 1 delivered (the root: its own copy)
   Schedule stage;
-  if (a.inter_host == Algorithm::kBinomial)
-    BuildBinomialBroadcast(intra, &stage);
-  else
-    BuildChainBroadcast(intra, &stage);
-  AppendStage(out, std::move(stage), [&](int i) { return me.RankAt(me.host, i); }, done);
+  build(intra, &stage);
+  AppendStage(
+      out, std::move(stage), [&](int i) { return g.LocalMember(i); }, done);
 }
 
 void BuildHierarchicalReduce(const CollArgs& a, Schedule* out) {
@@ -186,46 +217,38 @@ void BuildHierarchicalReduce(const CollArgs& a, Schedule* out) {
     BuildChainReduce(a, out);
     return;
   }
-  const Place me(a);
-  const int hosts = a.hosts->hosts, per_host = a.hosts->per_host;
-  const Place root(a, a.root);
-  std::vector<int> local_ids(per_host), host_ids(hosts);
-  std::iota(local_ids.begin(), local_ids.end(), 0);
-  std::iota(host_ids.begin(), host_ids.end(), 0);
+  const Subgroups g(a);
+  const Place& me = g.me;
+  const int hosts = g.hosts;
+  const RootedBuilder build = ReduceStage(a);
   const auto divisor = static_cast<uint32_t>(a.op == batonAvg ? a.nranks : 0);
-  const bool leader = me.local == root.local;
+  const bool leader = me.local == g.root.local;
   // Stage 1: each host reduces into its rank with the root's local index
   // (scratch on other hosts, whose recv may be null).
   const uint8_t* partial = static_cast<const uint8_t*>(a.send);
   int done = -1;
-  if (per_host > 1) {
+  if (g.per_host > 1) {
     uint8_t* into = static_cast<uint8_t*>(a.recv);
-    if (leader && me.host != root.host) into = out->AllocScratch(a.count * es);
-    CollArgs intra = SubArgs(a, local_ids, per_host, me.local);
-    intra.root = root.local;
+    if (leader && me.host != g.root.host) into = out->AllocScratch(a.count * es);
+    CollArgs intra = g.Intra();
     intra.recv = leader ? into : nullptr;
     Schedule stage;
-    if (a.inter_host == Algorithm::kBinomial)
-      BuildBinomialReduce(intra, &stage);
-    else
-      BuildChainReduce(intra, &stage);
+    build(intra, &stage);
     SetAvgDivisor(&stage, hosts > 1 ? 0 : divisor);
-    done = AppendStage(out, std::move(stage), [&](int i) { return me.RankAt(me.host, i); }, -1);
+    done = AppendStage(
+        out, std::move(stage), [&](int i) { return g.LocalMember(i); }, -1);
     partial = into;
   }
   // Stage 2: those ranks reduce to the root.
   if (hosts > 1 && leader) {
-    CollArgs inter = SubArgs(a, host_ids, hosts, me.host);
-    inter.root = root.host;
+    CollArgs inter = g.Inter();
     inter.send = partial;
-    inter.recv = me.host == root.host ? a.recv : nullptr;
+    inter.recv = me.host == g.root.host ? a.recv : nullptr;
     Schedule stage2;
-    if (a.inter_host == Algorithm::kBinomial)
-      BuildBinomialReduce(inter, &stage2);
-    else
-      BuildChainReduce(inter, &stage2);
+    build(inter, &stage2);
     SetAvgDivisor(&stage2, divisor);
-    AppendStage(out, std::move(stage2), [&](int h) { return me.RankAt(h, me.local); }, done);
+    AppendStage(
+        out, std::move(stage2), [&](int h) { return g.HostMember(h); }, done);
   }
 }
 
@@ -237,8 +260,7 @@ namespace {
 // it received in step s - 1, so after group.size() - 1 steps all members
 // hold all of them. The first sends wait for op `after` (-1: none).
 void AddRingBlockAllGather(const CollArgs& a, const std::vector<int>& group, int q,
-                           const std::vector<std::vector<int>>& blocks, int after,
-                           Schedule* out) {
+                           const std::vector<std::vector<int>>& blocks, int after, Schedule* out) {
   const int n = static_cast<int>(group.size());
   if (n <= 1) return;
   const size_t blk = a.count * DatatypeSize(a.datatype);

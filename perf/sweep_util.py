@@ -1,0 +1,100 @@
+"""What perf/compare.py and perf/tune.py share: sizes and rates as the command line gives them,
+the grouping of sizes into sweeps, and simulated hosts (scripts/netns.sh) with ports for their
+rendezvous."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+NETNS = os.path.join(ROOT, "scripts", "netns.sh")
+
+
+def python_with(module):
+    """A Python interpreter that can import `module` (pyenv's may lack Debian's packages)."""
+    for candidate in (sys.executable, "/usr/bin/python3"):
+        if candidate and subprocess.run([candidate, "-c", f"import {module}"],
+                                        capture_output=True).returncode == 0:
+            return candidate
+    return sys.executable
+
+
+def log(message):
+    print(message, flush=True)
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        raise argparse.ArgumentTypeError(f"invalid size '{text}' (e.g. 8, 64K, 16M)")
+    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2).upper()]
+
+
+def human_size(size):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return str(size)
+
+
+def parse_rate(text):
+    """'1g' -> ('1gbit', 0.125 GB/s)."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg])(?:bit)?", text.lower())
+    if not m:
+        raise ValueError(f"invalid rate '{text}' (e.g. 1g, 10g, 500m)")
+    bits = float(m.group(1)) * {"k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
+    return f"{m.group(1)}{m.group(2)}bit", bits / 8 / 1e9
+
+
+def geometric_runs(sizes):
+    """Splits sorted sizes into runs that one -b/-e/-f sweep covers: [(b, e, f, [sizes])]."""
+    runs = []
+    i = 0
+    while i < len(sizes):
+        j = i + 1
+        factor = sizes[i + 1] // sizes[i] if i + 1 < len(sizes) else 2
+        if i + 1 < len(sizes) and sizes[i + 1] == sizes[i] * factor and factor >= 2:
+            while j < len(sizes) and sizes[j] == sizes[j - 1] * factor:
+                j += 1
+        else:
+            factor = 2
+        runs.append((sizes[i], sizes[j - 1], factor, sizes[i:j]))
+        i = j
+    return runs
+
+
+def size_groups(sizes, limits=(64 << 10, 4 << 20)):
+    """Sizes grouped by magnitude (each group gets its own iteration count), then into sweeps."""
+    groups = []
+    bounds = [0] + list(limits) + [1 << 62]
+    for lo, hi in zip(bounds, bounds[1:]):
+        chunk = [s for s in sizes if lo < s <= hi]
+        groups.extend(geometric_runs(chunk))
+    return groups
+
+
+class SimulatedHosts:
+    """Network namespaces 10.77.0.0/24 made by scripts/netns.sh (TAG-h0 .. TAG-hN-1), torn down
+    by netns_down(), and a port counter for the rendezvous of successive runs."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.tag = None
+        self.hosts = 0
+        self.port = 20000 + os.getpid() % 20000
+
+    def next_port(self):
+        self.port = 20000 if self.port >= 60000 else self.port + 1
+        return self.port
+
+    def netns_up(self, hosts, rate):
+        self.tag = f"{self.prefix}{os.getpid() % 100000}"
+        self.hosts = hosts
+        subprocess.run([NETNS, "up", self.tag, str(hosts), rate], check=True)
+
+    def netns_down(self):
+        if self.tag:
+            subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)
+            self.tag = None
