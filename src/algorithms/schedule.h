@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algorithms/collective.h"
+#include "base/call_descriptor.h"
 
 namespace baton {
 
@@ -31,6 +32,9 @@ struct Op {
   // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
   // bitwise identical results on every rank.
   bool incoming_first = false;
+  // kSend/kRecv: the call it belongs to (index into Schedule::calls). The
+  // first message of each call on a connection carries its descriptor.
+  uint16_t call = 0;
   int32_t deps[2] = {-1, -1};  // ops of this schedule to finish first
 };
 
@@ -39,6 +43,9 @@ struct Op {
 // schedules of two peers must list their messages to each other alike.
 struct Schedule {
   std::vector<Op> ops;
+  // The calls the ops belong to: one, or several merged by a group. Empty
+  // for Baton's internal schedules (the communicator describes those).
+  std::vector<CallDescriptor> calls;
   // Memory the schedule owns (partial sums, barrier tokens): blocks
   // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
   // as more is added. Blocks past scratch_used are kept from earlier calls so
@@ -67,12 +74,13 @@ struct Schedule {
   // blocks for the next call.
   void Clear() {
     ops.clear();
+    calls.clear();
     for (auto& block : scratch)
       if (block.capacity() > kRetainedScratchBytes) std::vector<uint8_t>().swap(block);
     scratch_used = 0;
   }
   // Appends all of `other`'s ops after ours (group calls), keeping their
-  // dependencies pointing at the same ops.
+  // dependencies pointing at the same ops and their calls.
   void Append(Schedule&& other);
 };
 

@@ -32,6 +32,9 @@ namespace baton {
     "algorithms the model may choose, NCCL syntax over ring, rhd, tree, binomial, pairwise, hier " \
     "(empty: all)")                                                                                \
   X(timeout, "BATON_TIMEOUT", Int, 300, "seconds any wait may last without progress (0: forever)") \
+  X(check, "BATON_CHECK", Bool, false,                                                             \
+    "before each collective, check that every rank called the same one (an extra small "          \
+    "allgather)")                                                                                  \
   X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \

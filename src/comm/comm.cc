@@ -8,11 +8,13 @@
 #include <thread>
 
 #include "algorithms/barrier.h"
+#include "algorithms/rhd.h"
 #include "algorithms/ring.h"
 #include "base/log.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
 #include "bootstrap/rendezvous.h"
+#include "exec/call_check.h"
 #include "topology/binding.h"
 #include "topology/machine.h"
 
@@ -72,8 +74,8 @@ Status Communicator::BindAmongMachine() {
   BATON_RETURN_IF_ERROR(
       BindAmongMachineRanks(config_.bind, config_.topo_file, index, count, &bound));
   if (bound)
-    BATON_INFO(kLogInit, "bound as rank %d of the %d on this machine (BATON_BIND=%s)", index,
-               count, config_.bind.c_str());
+    BATON_INFO(kLogInit, "bound as rank %d of the %d on this machine (BATON_BIND=%s)", index, count,
+               config_.bind.c_str());
   return Status::Ok();
 }
 
@@ -97,8 +99,8 @@ std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
   std::vector<RankPlace> places(peers.size());
   for (size_t r = 0; r < peers.size(); ++r) {
     const PeerInfo& p = peers[r];
-    places[r] = {p.host_hash, p.package,    p.numa,  p.packages, p.numa_nodes, p.wants_tcp != 0,
-                 p.cores,     p.nic_mbps, p.machine_hash};
+    places[r] = {p.host_hash,      p.package, p.numa,     p.packages,    p.numa_nodes,
+                 p.wants_tcp != 0, p.cores,   p.nic_mbps, p.machine_hash};
   }
   return places;
 }
@@ -151,6 +153,16 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   exec.yield_interval = std::chrono::nanoseconds(
       config.spin_yield_ns >= 0 ? config.spin_yield_ns : (oversubscribed ? 0 : 1000));
   exec.yield = config.spin_yield;
+  // Ask stalled peers where they are after a second, or sooner when the
+  // timeout is short, so that a verdict is in before it.
+  exec.probe = std::chrono::milliseconds(
+      static_cast<int64_t>(std::clamp(config.timeout_s * 1000.0 / 4, 50.0, 1000.0)));
+  for (int r = 0; r < nranks; ++r) {
+    const PeerInfo& p = comm->peers_[r];
+    exec.peer_labels.push_back(
+        "rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + " on " +
+        std::string(p.hostname, strnlen(p.hostname, sizeof(p.hostname))) + ")");
+  }
   comm->executor_ = std::make_unique<Executor>(comm->channels_.get(), exec);
 
   comm->ring_.resize(nranks);  // rank order until the topology gives one
@@ -208,23 +220,119 @@ Status Communicator::Run(const std::function<void(Schedule*)>& build) {
   return RunLocked(reusable_);
 }
 
+void Communicator::NumberCalls(const Schedule& schedule) {
+  const size_t n = std::max<size_t>(1, schedule.calls.size());
+  if (numbered_.size() != n) numbered_.resize(n);
+  if (sends_to_.size() != static_cast<size_t>(nranks_)) {
+    sends_to_.assign(nranks_, 0);
+    recvs_from_.assign(nranks_, 0);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    // Numbered in registers, as the descriptor's three words, each loaded
+    // and stored as one: building it field by field, or copying it with
+    // wider moves, stalls on store forwarding, and this is on every call's
+    // latency path.
+    CallDescriptor internal;
+    internal.kind = kCallKindInternal;
+    const auto* src =
+        reinterpret_cast<const uint8_t*>(schedule.calls.empty() ? &internal : &schedule.calls[i]);
+    uint64_t w0, w1, w2;
+    memcpy(&w0, src, 8);
+    memcpy(&w1, src + 8, 8);
+    memcpy(&w2, src + 16, 8);
+    const auto kind = static_cast<uint8_t>(w2);  // byte 16
+    if (kind == kCallKindPointToPoint) {
+      const auto peer = static_cast<int32_t>(w0 >> 32);
+      const bool is_send = (w2 & kCallIsSendMask) != 0;
+      w0 = peer >= 0 && peer < nranks_ ? ++(is_send ? sends_to_ : recvs_from_)[peer] : 0;
+      w2 &= ~kCallIsSendMask;
+    } else {
+      w0 = (w0 & ~uint64_t{0xffffffff}) | ++collective_calls_;
+    }
+    auto* dst = reinterpret_cast<uint8_t*>(&numbered_[i]);
+    memcpy(dst, &w0, 8);
+    memcpy(dst + 8, &w1, 8);
+    memcpy(dst + 16, &w2, 8);
+    if (i == 0 && nranks_ > 1) channels_->PublishWords(w0, w1, w2, true);
+  }
+}
+
+Status Communicator::CheckAgreementLocked() {
+  // What a rank is about to do: its first collective and how many it runs
+  // (a group may hold several). Point-to-point calls concern two ranks only.
+  struct Record {
+    CallDescriptor call;
+    uint32_t collectives = 0;
+    uint32_t reserved = 0;
+  };
+  Record mine;
+  for (const CallDescriptor& c : numbered_)
+    if (c.kind != kCallKindPointToPoint && mine.collectives++ == 0) mine.call = c;
+  if (mine.collectives == 0) return Status::Ok();
+  std::vector<Record> all(nranks_);
+  const CollArgs a = MakeArgs(&mine, all.data(), sizeof(Record), batonUint8);
+  check_schedule_.Clear();
+  BuildRecursiveDoublingAllGather(a, &check_schedule_);
+  // Numbered 0, so the exchange itself matches whatever the ranks called.
+  CallDescriptor check;
+  check.kind = kCallKindInternal;
+  BATON_RETURN_IF_ERROR(executor_->Run(check_schedule_, {check}, rank_));
+  for (int r = 0; r < nranks_; ++r) {
+    if (all[r].call == mine.call && all[r].collectives == mine.collectives) continue;
+    CallMismatch found;
+    found.kind = CallMismatch::Kind::kOtherCall;
+    found.theirs = all[r].call;
+    Status st = CallMismatchError(rank_, r, mine.call, found, 0);
+    if (all[r].collectives != mine.collectives)
+      return InvalidUsage(st.message() + "; in this group rank " + std::to_string(r) + " calls " +
+                          std::to_string(all[r].collectives) + " collectives, rank " +
+                          std::to_string(rank_) + " " + std::to_string(mine.collectives));
+    return st;
+  }
+  return Status::Ok();
+}
+
 Status Communicator::RunLocked(const Schedule& schedule) {
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
     return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
   if (channels_->aborted()) return RemoteError("communicator was aborted");
-  Status st = nranks_ == 1 ? (RunLocalOps(schedule), Status::Ok()) : executor_->Run(schedule);
-  if (!st.ok()) {
-    sticky_message_ = st.message();
-    async_error_.store(st.code());
-    BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
-    // Tell the peers now rather than letting them wait for BATON_TIMEOUT.
-    channels_->Abort();
+  NumberCalls(schedule);
+  if (nranks_ == 1) {
+    RunLocalOps(schedule);
+    return Status::Ok();
   }
+  if (config_.check && !schedule.calls.empty()) {
+    Status st = CheckAgreementLocked();
+    if (!st.ok()) return Fail(std::move(st));
+  }
+  Status st = executor_->Run(schedule, numbered_, rank_);
+  if (numbered_.size() == 1)
+    channels_->PublishDone();
+  else
+    channels_->PublishCall(numbered_.back(), /*in_call=*/false);
+  if (!st.ok()) return Fail(std::move(st));
   return st;
 }
 
-void Communicator::Abort() {
-  if (channels_) channels_->Abort();
+Status Communicator::Fail(Status st) {
+  sticky_message_ = st.message();
+  async_error_.store(st.code());
+  BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
+  // Tell the peers now, and why, rather than letting them wait for
+  // BATON_TIMEOUT; a failure that came from a peer's note passes it on.
+  FailureNote note{st.code(), rank_, st.message()};
+  if (channels_->note_arrived()) note = channels_->note();
+  channels_->Abort(&note);
+  return st;
+}
+
+void Communicator::Abort(const std::string& why) {
+  if (channels_) {
+    const FailureNote note{
+        batonRemoteError, rank_,
+        why.empty() ? "rank " + std::to_string(rank_) + " aborted its communicator" : why};
+    channels_->Abort(&note);
+  }
   batonResult_t expected = batonSuccess;
   async_error_.compare_exchange_strong(expected, batonRemoteError);
 }

@@ -72,8 +72,9 @@ class Communicator {
   // allocation per call once warm) and runs it.
   Status Run(const std::function<void(Schedule*)>& build);
 
-  // Stops all traffic now; blocked and later calls fail.
-  void Abort();
+  // Stops all traffic now; blocked and later calls fail. The peers are told
+  // `why` (empty: that this rank aborted its communicator).
+  void Abort(const std::string& why = "");
 
   // First asynchronous (or communication) error, batonSuccess if none.
   batonResult_t async_error() const { return async_error_.load(); }
@@ -106,6 +107,18 @@ class Communicator {
   std::string sticky_message_;
 
   Status RunLocked(const Schedule& schedule);
+  // A run failed: the error sticks, and the peers are told why. Returns it.
+  [[gnu::cold, gnu::noinline]] Status Fail(Status st);
+  // Numbers the calls of `schedule` into numbered_ (see CallDescriptor).
+  void NumberCalls(const Schedule& schedule);
+  // BATON_CHECK: gathers every rank's numbered calls and compares them with
+  // this rank's, before any of their data moves.
+  Status CheckAgreementLocked();
+  Schedule check_schedule_;  // guarded by run_mu_
+  // Guarded by run_mu_: the calls so far, and their numbered descriptors.
+  uint32_t collective_calls_ = 0;
+  std::vector<uint32_t> sends_to_, recvs_from_;
+  std::vector<CallDescriptor> numbered_;
   // The layout, cost model and algorithm table (after the channels are up:
   // calibration runs over them).
   Status SetUpTuning();

@@ -9,6 +9,7 @@ namespace baton {
 Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   CommConfig c;
   c.timeout_s = TimeoutSeconds(s);
+  c.check = s.check;
   const std::string& t = s.transport;
   if (t == "tcp" || t == "TCP" || t == "net") {
     c.transport.force_tcp = true;

@@ -15,6 +15,7 @@ namespace baton {
 
 struct CommConfig {
   double timeout_s = 300;          // BATON_TIMEOUT (0 there: kForeverSeconds here)
+  bool check = false;              // BATON_CHECK
   TransportConfig transport;       // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
   size_t chunk_bytes = 0;          // BATON_CHUNKSIZE (0: the cost model chooses)
   bool calibrate = false;          // BATON_CALIBRATE

@@ -100,7 +100,7 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
     } else {
       // This rank cannot take part: stop the communicator so the peers get
       // an error instead of waiting for it until their own timeout.
-      comm->Abort();
+      comm->Abort(result.message());
     }
     if (!result.ok()) comm->set_last_error("device call (cudaStream_t): " + result.message());
     slot->host_done.store(true, std::memory_order_release);
@@ -193,7 +193,7 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
         Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
         cudaEventDestroy(input_ready);
         if (!result.ok()) {
-          comm->Abort();  // see RunOnStream
+          comm->Abort(result.message());  // see RunOnStream
         } else {
           CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
           result = channel->ipc().Run(comm, ipc_call, timeout_s, &outcome);
@@ -223,7 +223,7 @@ Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart p
   Status st = WaitCudaEvent(input_ready, timeout_s, "device input");
   cudaEventDestroy(input_ready);
   if (!st.ok()) {
-    comm->Abort();
+    comm->Abort(st.message());
     return st;
   }
   CudaIpcOutcome outcome = CudaIpcOutcome::kDone;

@@ -259,7 +259,7 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
   // 4. Map, then run the plan phase by phase. From here on a failure leaves
   // peers in a barrier: abort so they fail now.
   auto fail = [&](Status st) {
-    comm->Abort();
+    comm->Abort(st.message());
     return st;
   };
   std::vector<uint8_t*> send_base(n, nullptr), recv_base(n, nullptr);

@@ -7,6 +7,7 @@
 #include "base/datatype.h"
 #include "base/deadline.h"
 #include "base/log.h"
+#include "exec/call_check.h"
 #include "kernels/cpu_reduce.h"
 
 namespace baton {
@@ -44,7 +45,15 @@ void RunLocalOps(const Schedule& schedule) {
     if (op.kind == Op::Kind::kCopy) RunCopyOp(op);
 }
 
-Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues) const {
+std::string Executor::Label(int rank) const {
+  if (rank >= 0 && static_cast<size_t>(rank) < config_.peer_labels.size())
+    return config_.peer_labels[rank];
+  return "rank " + std::to_string(rank);
+}
+
+Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues,
+                               const std::vector<CallDescriptor>& calls, int rank,
+                               Clock::time_point asked_at, const std::string& behind) const {
   std::string waiting;
   for (const Queue& q : queues) {
     if (q.cursor >= q.ops.size()) continue;
@@ -56,13 +65,46 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
   }
   char secs[32];
   snprintf(secs, sizeof(secs), "%g", config_.timeout_s);
-  return TimeoutError(std::string("no progress for ") + secs + " s (BATON_TIMEOUT) while " +
-                      waiting);
+  std::string message = std::string("no progress for ") + secs + " s (BATON_TIMEOUT)";
+  if (!calls.empty()) message += " in " + DescribeCall(calls.front());
+  message += " while " + waiting;
+  // The verdict: who never came, and who does not answer at all.
+  std::string silent;
+  int nsilent = 0;
+  if (asked_at != Clock::time_point{}) {
+    for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
+      CallState state;
+      if (p == rank || channels_->PeerState(p, asked_at, &state)) continue;
+      silent += (nsilent++ ? ", " : "") + Label(p);
+    }
+  }
+  if (nsilent > 0)
+    message += "; " + silent + (nsilent == 1 ? " does" : " do") +
+               " not answer (stopped, or its process hangs)";
+  message += behind;
+  if (nsilent == 0 && behind.empty() && asked_at != Clock::time_point{})
+    message += "; every rank answered and is in this call (a stalled network?)";
+  return TimeoutError(message);
 }
 
-Status Executor::Run(const Schedule& schedule) {
+Status Executor::ExplainFailure(Status st, const Queue& q, const Op& op, const CallDescriptor& call,
+                                int rank) {
+  if (st.code() == batonInvalidUsage && q.channel->mismatch().kind != CallMismatch::Kind::kNone)
+    return CallMismatchError(rank, q.peer, call, q.channel->mismatch(), op.bytes);
+  // A peer that failed says why before it leaves.
+  FailureNote note;
+  if (channels_->NoteFrom(q.peer, &note)) return note.AsStatus();
+  return st;
+}
+
+Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank) {
   const auto& ops = schedule.ops;
   if (ops.empty()) return Status::Ok();
+  if (calls.empty()) return InternalError("a schedule without call descriptors");
+  const size_t ncalls = calls.size();
+  auto call_of = [&](const Op& op) -> const CallDescriptor& {
+    return calls[op.call < ncalls ? op.call : 0];
+  };
   std::vector<uint8_t>& complete = complete_;
   complete.assign(ops.size(), 0);
   auto ready = [&](const Op& op) {
@@ -101,6 +143,7 @@ Status Executor::Run(const Schedule& schedule) {
       q.ops.clear();
       q.cursor = 0;
       q.done = 0;
+      q.open_call = -1;
     }
     queues[index[op.peer]].ops.push_back(i);
   }
@@ -114,9 +157,12 @@ Status Executor::Run(const Schedule& schedule) {
   auto spin_start = last_progress;
   auto last_yield = last_progress;
   bool spinning = false;
+  Clock::time_point asked_at{};  // when the peers were last asked where they are
+  uint32_t seen_answers = channels_->answers();
+  std::string behind;  // peers that have not reached this call, by their answers
 
   // One pass over everything; returns whether anything moved.
-  auto pass = [&](bool* moved) -> Status {
+  auto pass = [&](bool* moved) __attribute__((always_inline))->Status {
     *moved = false;
     while (copy_cursor < copies.size() && ready(ops[copies[copy_cursor]])) {
       RunCopyOp(ops[copies[copy_cursor]]);
@@ -131,12 +177,21 @@ Status Executor::Run(const Schedule& schedule) {
         const Op& op = ops[idx];
         if (!ready(op)) break;
         const size_t before = q.done;
+        // The first message of a call on this connection carries (or, in
+        // the receiver, is checked against) the call's descriptor.
+        const bool opens = q.done == 0 && op.call != q.open_call;
         if (q.is_send) {
-          BATON_RETURN_IF_ERROR(q.channel->ProgressSend(op.src, op.bytes, &q.done));
+          Status st =
+              q.channel->ProgressSend(op.src, op.bytes, opens ? &call_of(op) : nullptr, &q.done);
+          if (!st.ok()) return ExplainFailure(std::move(st), q, op, call_of(op), rank);
         } else {
-          BATON_RETURN_IF_ERROR(q.channel->ProgressRecv(RecvTargetOf(op), op.bytes, &q.done));
+          RecvTarget target = RecvTargetOf(op);
+          if (opens) target.opens = &call_of(op);
+          Status st = q.channel->ProgressRecv(target, op.bytes, &q.done);
+          if (!st.ok()) return ExplainFailure(std::move(st), q, op, call_of(op), rank);
         }
         if (q.done != before) *moved = true;
+        if (q.done > 0) q.open_call = op.call;
         if (q.done < op.bytes) break;
         complete[idx] = 1;
         ++q.cursor;
@@ -153,6 +208,7 @@ Status Executor::Run(const Schedule& schedule) {
     BATON_RETURN_IF_ERROR(pass(&moved));
     if (moved || remaining == 0) {
       spinning = false;
+      if (!behind.empty()) behind.clear();
       continue;
     }
     auto now = Clock::now();
@@ -174,8 +230,25 @@ Status Executor::Run(const Schedule& schedule) {
       }
       continue;
     }
+    // A peer gave up (and said why): fail once nothing more arrives, so a
+    // call whose data came before the failure still completes.
+    if (channels_->note_arrived()) return channels_->note().AsStatus();
     if (now - last_progress > std::chrono::duration<double>(config_.timeout_s))
-      return DescribeStall(schedule, queues);
+      return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
+    // A long stall: ask the peers where they are, and weigh their answers.
+    if (now - last_progress >= config_.probe && now - asked_at >= config_.probe) {
+      channels_->QueryPeers();
+      asked_at = now;
+    }
+    if (const uint32_t answers = channels_->answers(); answers != seen_answers) {
+      seen_answers = answers;
+      behind.clear();
+      for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
+        CallState state;
+        if (p == rank || !channels_->PeerState(p, asked_at, &state)) continue;
+        BATON_RETURN_IF_ERROR(CheckPeerState(rank, p, Label(p), calls, state, &behind));
+      }
+    }
 
     // Collect what the stalled queue heads wait for.
     ws.Clear();
@@ -189,7 +262,7 @@ Status Executor::Run(const Schedule& schedule) {
     }
     const auto left = std::chrono::duration<double>(config_.timeout_s) - (now - last_progress);
     int timeout_ms = static_cast<int>(std::chrono::duration<double, std::milli>(left).count()) + 1;
-    timeout_ms = std::min(timeout_ms, 1000);
+    timeout_ms = std::min<int>(timeout_ms, std::max<int>(10, config_.probe.count() / 2));
     uint32_t seq = 0;
     if (ws.any_shm) {
       seq = channels_->PrepareSleep();

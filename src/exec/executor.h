@@ -2,8 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "algorithms/schedule.h"
+#include "base/deadline.h"
 #include "base/status.h"
 #include "transport/channel_set.h"
 
@@ -20,6 +23,12 @@ struct ExecutorConfig {
   std::chrono::nanoseconds spin{200000};  // poll this long before sleeping (BATON_SPIN_US)
   std::chrono::nanoseconds yield_interval{1000};  // sched_yield this often while polling
   bool yield = true;                              // BATON_SPIN_YIELD
+  // After this long without progress, ask every peer where it is (and again
+  // as often): a peer in another call is then an error at once, and the
+  // timeout's message names the ranks that never came.
+  std::chrono::milliseconds probe{1000};
+  // How errors name each rank: "rank 3 (pid 4242 on h3)".
+  std::vector<std::string> peer_labels;
 };
 
 // Runs schedules. Sends and receives to every peer progress together in one
@@ -31,7 +40,10 @@ class Executor {
  public:
   Executor(ChannelSet* channels, ExecutorConfig config) : channels_(channels), config_(config) {}
 
-  Status Run(const Schedule& schedule);
+  // Runs `schedule` as rank `rank`; `calls` are its calls' descriptors,
+  // numbered (schedule.calls with sequence numbers, or the one internal
+  // call that stands for a schedule without calls).
+  Status Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank);
 
  private:
   // Ops to or from one peer in one direction, in schedule order.
@@ -41,10 +53,19 @@ class Executor {
     bool is_send = false;
     std::vector<int> ops;
     size_t cursor = 0;
-    size_t done = 0;  // bytes of the head op moved so far
+    size_t done = 0;     // bytes of the head op moved so far
+    int open_call = -1;  // the call whose messages this queue is moving
   };
 
-  Status DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues) const;
+  Status DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues,
+                       const std::vector<CallDescriptor>& calls, int rank,
+                       Clock::time_point asked_at, const std::string& behind) const;
+  std::string Label(int rank) const;
+  // The error to report for a failed ProgressSend/Recv on queue `q`: a
+  // mismatch in words, or the note of the peer that left. Out of line: the
+  // loop that calls it is the latency path.
+  [[gnu::cold, gnu::noinline]] Status ExplainFailure(Status st, const Queue& q, const Op& op,
+                                                     const CallDescriptor& call, int rank);
 
   ChannelSet* channels_;
   ExecutorConfig config_;

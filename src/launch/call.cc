@@ -19,8 +19,11 @@ struct Builder {
   BuildFn build = nullptr;
   int peer = -1;
   bool is_send = false;
+  CallDescriptor call;  // what the call's first message on each connection carries
 
   void operator()(const CollArgs& a, Schedule* s) const {
+    const size_t first = s->ops.size();
+    const auto index = static_cast<uint16_t>(s->calls.size());
     if (build != nullptr) {
       build(a, s);
     } else if (is_send) {
@@ -28,6 +31,10 @@ struct Builder {
     } else {
       BuildRecv(a, peer, s);
     }
+    if (index > 0)  // ops start with call 0
+      for (size_t i = first; i < s->ops.size(); ++i) s->ops[i].call = index;
+    s->calls.emplace_back();
+    CopyCallDescriptor(&s->calls.back(), call);
   }
 };
 
@@ -103,6 +110,10 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   Call call;
   call.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
   call.builder.build = choice.build;
+  MakeCallDescriptor(&call.builder.call,
+                     static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c.collective)),
+                     c.count, static_cast<uint8_t>(c.datatype), static_cast<uint8_t>(c.op), c.root,
+                     static_cast<uint8_t>(choice.algorithm), false);
   if (choice.chunk_bytes != 0) call.args.chunk_bytes = choice.chunk_bytes;
   call.args.inter_host = choice.inter;
   call.buffers = CudaBuffersFor(c.collective, c.send, c.recv, c.count, elem, comm.nranks(),
@@ -119,6 +130,8 @@ Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbu
   call.args = comm.MakeArgs(sendbuff, recvbuff, count, datatype);
   call.builder.peer = peer;
   call.builder.is_send = is_send;
+  MakeCallDescriptor(&call.builder.call, kCallKindPointToPoint, count,
+                     static_cast<uint8_t>(datatype), 0, peer, 0, is_send);
   const size_t bytes = count * DatatypeSize(datatype);
   if (is_send) {
     call.buffers.send = sendbuff;
@@ -135,6 +148,7 @@ Status LaunchBarrier(const CallSite& site) {
   Call call;
   call.args = site.comm->MakeArgs();
   call.builder.build = BuildDisseminationBarrier;
+  MakeCallDescriptor(&call.builder.call, kCallKindBarrier, 0, batonUint8, 0, 0, 0, false);
   return Route(site, call);
 }
 

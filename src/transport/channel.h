@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/call_descriptor.h"
 #include "base/status.h"
 
 namespace baton {
@@ -26,6 +27,25 @@ struct RecvTarget {
   uint32_t post_divisor = 0;
   uint32_t elem_size = 1;
   bool incoming_first = false;  // dst = incoming op reduce_with
+  // This message opens this rank's call `*opens` on the connection: it must
+  // start with the peer's descriptor of the same call. Null: the message
+  // continues the call, and must not start another.
+  const CallDescriptor* opens = nullptr;
+};
+
+// What a receiver found at the start of a message that does not belong to
+// the call it is in (the channel then fails with batonInvalidUsage).
+struct CallMismatch {
+  enum class Kind : uint8_t {
+    kNone,
+    kOtherCall,      // the peer's descriptor differs from this rank's
+    kNoDescriptor,   // this rank opens a call; the peer sent data of another step
+    kNewCall,        // this rank continues a call; the peer opened another
+    kSize,           // the message is larger (TCP: or smaller) than this rank's
+  };
+  Kind kind = Kind::kNone;
+  CallDescriptor theirs;     // kOtherCall, kNewCall
+  uint64_t their_bytes = 0;  // kSize: the peer's message size (0: unknown)
 };
 
 // Applies `len` incoming bytes that belong at byte `offset` of the target.
@@ -34,17 +54,46 @@ void Deliver(const RecvTarget& target, size_t offset, const uint8_t* data, size_
 
 // One full-duplex connection to a peer. Both calls are non-blocking: they
 // move what they can and advance *done. A message is a run of `bytes` on each
-// side; the schedules guarantee both sides agree on the sizes and the order.
+// side; matching schedules agree on the sizes and the order, and the
+// descriptors catch schedules that do not match (different calls).
 class Channel {
  public:
   enum class Kind { kShm, kTcp };
   virtual ~Channel() = default;
   virtual Kind kind() const = 0;
-  virtual Status ProgressSend(const uint8_t* src, size_t bytes, size_t* done) = 0;
+  // `tag`, when the message opens a call on this connection: the call's
+  // descriptor, which travels with the message's first bytes.
+  virtual Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                              size_t* done) = 0;
   virtual Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) = 0;
+  // After ProgressRecv failed with batonInvalidUsage: what arrived instead.
+  const CallMismatch& mismatch() const { return mismatch_; }
   // Adds the sockets the current send (or receive) waits on; nothing for
   // shared memory, which waits on the doorbell.
   virtual void AddWaitFds(bool /*sending*/, int /*peer*/, struct WaitSet* /*ws*/) const {}
+
+ protected:
+  // Records a mismatch and returns the error for it.
+  Status Mismatch(CallMismatch::Kind kind, const CallDescriptor* theirs, uint64_t their_bytes) {
+    mismatch_.kind = kind;
+    if (theirs != nullptr) mismatch_.theirs = *theirs;
+    mismatch_.their_bytes = their_bytes;
+    return InvalidUsage("the ranks called different collectives");
+  }
+  // At the start of a message: checks the descriptor it came with (null:
+  // none) against what `target` expects.
+  Status CheckOpening(const RecvTarget& target, const CallDescriptor* theirs) {
+    if (target.opens != nullptr && theirs == nullptr)
+      return Mismatch(CallMismatch::Kind::kNoDescriptor, nullptr, 0);
+    if (target.opens == nullptr && theirs != nullptr)
+      return Mismatch(CallMismatch::Kind::kNewCall, theirs, 0);
+    if (theirs != nullptr && *theirs != *target.opens)
+      return Mismatch(CallMismatch::Kind::kOtherCall, theirs, 0);
+    return Status::Ok();
+  }
+
+ private:
+  CallMismatch mismatch_;
 };
 
 // The watchdog's epoll key of socket `index` to `peer`.

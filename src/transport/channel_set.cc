@@ -1,9 +1,11 @@
 #include "transport/channel_set.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +22,8 @@ namespace baton {
 namespace {
 constexpr uint64_t kWakeKey = ~0ull;
 constexpr uint32_t kBaseEvents = EPOLLRDHUP | EPOLLONESHOT;
+// Control sockets carry nothing but a failure note before the peer leaves.
+constexpr uint32_t kControlEvents = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT;
 }  // namespace
 
 Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>* out) {
@@ -27,9 +31,14 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   const auto& peers = *setup.peers;
   const int n = setup.nranks, me = setup.rank;
   set->rank_ = me;
+  set->nranks_ = n;
   set->channels_.resize(n);
-  set->shm_sockets_.resize(n);
+  set->control_.resize(n);
   set->peer_fds_.resize(n);
+  set->control_in_.resize(n);
+  set->control_done_.assign(n, 0);
+  set->peer_state_.resize(n);
+  set->peer_state_at_.resize(n);
   set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
   for (int p = 0; p < n; ++p) set->peer_closed_[p].store(false);
 
@@ -41,11 +50,13 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
 
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
-    if (set->channels_[p]) {
-      set->shm_sockets_[p] = std::move((*setup.mesh)[p][0]);
-      set->peer_fds_[p] = {set->shm_sockets_[p].get()};
-    } else {
-      auto ch = std::make_unique<TcpChannel>(std::move((*setup.mesh)[p]), setup.config.buffsize, p);
+    std::vector<Fd>& sockets = (*setup.mesh)[p];
+    if (sockets.empty()) return InternalError("no socket to rank " + std::to_string(p));
+    set->control_[p] = std::move(sockets.back());
+    sockets.pop_back();
+    if (!set->channels_[p]) {
+      if (sockets.empty()) return InternalError("no data socket to rank " + std::to_string(p));
+      auto ch = std::make_unique<TcpChannel>(std::move(sockets), setup.config.buffsize, p);
       set->peer_fds_[p] = ch->fds();
       set->channels_[p] = std::move(ch);
     }
@@ -69,6 +80,11 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
       if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->peer_fds_[p][i], &ev) != 0)
         return ErrnoError("epoll_ctl", errno);
     }
+    if (!set->control_[p].valid()) continue;
+    ev.events = kControlEvents;
+    ev.data.u64 = WatchKey(p, kControlSocketIndex);
+    if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->control_[p].get(), &ev) != 0)
+      return ErrnoError("epoll_ctl", errno);
   }
   ChannelSet* raw = set.get();
   set->watchdog_ = std::thread([raw] { raw->WatchdogLoop(); });
@@ -188,6 +204,25 @@ void ChannelSet::WatchdogLoop() {
         continue;
       }
       const int peer = static_cast<int>(key / 256), index = static_cast<int>(key % 256);
+      if (index == kControlSocketIndex) {
+        // A note (read before the close that follows it), or the peer left.
+        bool open;
+        {
+          std::lock_guard<std::mutex> lock(control_mu_);
+          open = ReadControlLocked(peer);
+        }
+        if (open && !(events[i].events & (EPOLLHUP | EPOLLERR))) {
+          epoll_event ev{};
+          ev.events = kControlEvents;
+          ev.data.u64 = key;
+          epoll_ctl(watch_epoll_.get(), EPOLL_CTL_MOD, control_[peer].get(), &ev);
+        } else {
+          peer_closed_[peer].store(true, std::memory_order_release);
+          BATON_INFO(kLogNet, "rank %d closed its connection", peer);
+          Notify();
+        }
+        continue;
+      }
       if (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         // One-shot: the peer stays marked closed and is not re-armed.
         peer_closed_[peer].store(true, std::memory_order_release);
@@ -243,10 +278,19 @@ void ChannelSet::Wait(const WaitSet& ws, uint32_t seq, int timeout_ms) {
   CancelSleep();
 }
 
-void ChannelSet::Abort() {
+void ChannelSet::Abort(const FailureNote* note) {
   aborted_.store(true, std::memory_order_release);
+  if (note != nullptr) {
+    // Best effort and never blocking: a note is far smaller than a socket
+    // buffer, and a peer that stopped reading has left anyway.
+    const std::vector<uint8_t> frame = EncodeNote(*note);
+    for (int p = 0; p < nranks_; ++p)
+      if (p != note->origin) SendControl(p, frame);
+  }
   for (const auto& fds : peer_fds_)
     for (int fd : fds) shutdown(fd, SHUT_RDWR);
+  for (const Fd& fd : control_)
+    if (fd.valid()) shutdown(fd.get(), SHUT_RDWR);
   uint64_t one = 1;
   if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
   }

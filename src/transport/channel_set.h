@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -16,6 +18,7 @@
 #include "bootstrap/peer_info.h"
 #include "bootstrap/unique_id.h"
 #include "transport/channel.h"
+#include "transport/control.h"
 #include "transport/doorbell.h"
 
 namespace baton {
@@ -26,12 +29,15 @@ class ShmSegment;
 inline bool SharesMemory(const PeerInfo& a, const PeerInfo& b) {
   return a.host_hash == b.host_hash && !a.wants_tcp && !b.wants_tcp;
 }
-// Sockets between two ranks: one for shared-memory pairs (set-up and
-// death detection), the smaller of the two wishes for TCP pairs.
+// Sockets between two ranks: for shared-memory pairs one, the control
+// socket (set-up, death detection, failure notes); for TCP pairs the smaller
+// of the two wishes for data, then the control socket.
 inline int SocketsBetween(const PeerInfo& a, const PeerInfo& b) {
   if (SharesMemory(a, b)) return 1;
-  return std::clamp<int>(std::min(a.tcp_sockets, b.tcp_sockets), 1, kMaxSocketsPerPeer);
+  return std::clamp<int>(std::min(a.tcp_sockets, b.tcp_sockets), 1, kMaxSocketsPerPeer) + 1;
 }
+// The watchdog's key index of a pair's control socket.
+inline constexpr int kControlSocketIndex = 255;
 
 // Settings read from the environment at communicator creation.
 struct TransportConfig {
@@ -78,8 +84,46 @@ class ChannelSet {
   void Wait(const WaitSet& ws, uint32_t seq, int timeout_ms);
 
   // Stops all traffic: wakes any waiter and shuts every socket down so that
-  // peers see this rank leave at once instead of timing out.
-  void Abort();
+  // peers see this rank leave at once instead of timing out. With a note,
+  // first tells every peer why.
+  void Abort(const FailureNote* note = nullptr);
+
+  // Whether a peer has sent a failure note; the first one.
+  bool note_arrived() const { return note_arrived_.load(std::memory_order_acquire); }
+  FailureNote note() const;
+  // After an error on the connection to `peer` (it left): the note it sent
+  // before leaving, waiting briefly for one in flight. False if none came.
+  bool NoteFrom(int peer, FailureNote* out);
+
+  // This rank's call, as peers that ask are told: the communicator sets it
+  // before each run, and marks it done after. Cheap (plain stores on x86, a
+  // seqlock for the rare reader): it is on every call's latency path.
+  void PublishCall(const CallDescriptor& call, bool in_call = true) {
+    uint64_t words[3];
+    memcpy(words, &call, sizeof(call));
+    PublishWords(words[0], words[1], words[2], in_call);
+  }
+  // The same from the descriptor's three words.
+  void PublishWords(uint64_t w0, uint64_t w1, uint64_t w2, bool in_call) {
+    const uint32_t v = published_version_.load(std::memory_order_relaxed);
+    published_version_.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    published_words_[0].store(w0, std::memory_order_relaxed);
+    published_words_[1].store(w1, std::memory_order_relaxed);
+    published_words_[2].store(w2, std::memory_order_relaxed);
+    published_in_call_.store(in_call ? 1 : 0, std::memory_order_relaxed);
+    published_version_.store(v + 2, std::memory_order_release);
+  }
+  // The published call is done: one store (a reader that sees it with the
+  // call's words reads "finished that call", which is true).
+  void PublishDone() { published_in_call_.store(0, std::memory_order_release); }
+  CallState published() const;
+  // Asks every peer where it is; the answers arrive in the background, and
+  // each one bumps answers() and wakes a waiting executor.
+  void QueryPeers();
+  uint32_t answers() const { return answers_.load(std::memory_order_acquire); }
+  // The last answer of `peer` and when it came; false if none since `since`.
+  bool PeerState(int peer, Clock::time_point since, CallState* out) const;
 
   // Prepares a doorbell sleep: returns the sequence number to sleep on.
   // Between this and wait(), the executor re-checks its channels.
@@ -88,15 +132,39 @@ class ChannelSet {
 
  private:
   void WatchdogLoop();
+  // Reads what the control socket of `peer` has and handles the frames:
+  // records notes and answers, answers questions. Returns false once the
+  // socket is closed, broken, or done (a note came). Under control_mu_.
+  bool ReadControlLocked(int peer);
+  void SendControl(int peer, const std::vector<uint8_t>& frame);
+  void Notify();
   Status SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
 
   int rank_ = 0;
   int local_ranks_ = 1;
   std::vector<std::unique_ptr<Channel>> channels_;
-  std::vector<Fd> shm_sockets_;             // of shm peers (for death detection)
-  std::vector<std::vector<int>> peer_fds_;  // every socket to each peer
+  int nranks_ = 1;
+  std::vector<Fd> control_;                 // each pair's control socket
+  std::vector<std::vector<int>> peer_fds_;  // the data sockets to each TCP peer
   std::unique_ptr<std::atomic<bool>[]> peer_closed_;
   std::atomic<bool> aborted_{false};
+
+  // Failure notes: bytes read from each control socket so far, and the
+  // first note that arrived.
+  mutable std::mutex control_mu_;
+  std::vector<std::vector<uint8_t>> control_in_;
+  std::vector<uint8_t> control_done_;  // closed, or not a note: read no more
+  std::vector<int> notes_from_;        // peers whose note arrived
+  FailureNote first_note_;
+  std::atomic<bool> note_arrived_{false};
+  std::vector<CallState> peer_state_;             // their last answers
+  std::vector<Clock::time_point> peer_state_at_;  // when they came
+  std::atomic<uint32_t> answers_{0};
+  std::mutex control_send_mu_;
+  // PublishCall's seqlock: odd while a write is under way.
+  std::atomic<uint32_t> published_version_{0};
+  std::atomic<uint64_t> published_words_[3] = {};
+  std::atomic<uint32_t> published_in_call_{0};
 
   // Own doorbell: inside this rank's shm segment when it has local peers.
   Doorbell private_bell_;

@@ -146,7 +146,8 @@ void ShmChannel::EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold)
   cma_threshold_ = threshold;
 }
 
-Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, size_t* done) {
+Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                                 size_t* done) {
   const uint32_t nslots = peer_->header()->nslots;
   if (!desc_pending_) {
     if (send_head_ - send_tail_seen_ >= nslots) {
@@ -156,8 +157,13 @@ Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, size_t* done)
     }
     CmaDescriptor desc{reinterpret_cast<uint64_t>(src), bytes};
     memcpy(peer_->slot(send_index_, send_head_), &desc, sizeof(desc));
-    send_ring_->cells[send_head_ % nslots].word.store(SlotWord(send_head_, kCmaDescriptorBit),
-                                                      std::memory_order_release);
+    ShmSlotCell& cell = send_ring_->cells[send_head_ % nslots];
+    if (tag != nullptr) {
+      CopyCallDescriptor(&cell.tag, *tag);
+      cell.tag_fingerprint = tag->Fingerprint();
+    }
+    cell.word.store(SlotWord(send_head_, kCmaDescriptorBit | (tag != nullptr ? kCallTagBit : 0)),
+                    std::memory_order_release);
     desc_slot_ = send_head_++;
     desc_pending_ = true;
     RingDoorbell(peer_bell_);
@@ -176,10 +182,7 @@ Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, size_t* done)
 
 Status ShmChannel::RecvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
                                  size_t* done) {
-  if (desc.bytes != bytes)
-    return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) + " (" +
-                         std::to_string(desc.bytes) + " sent, " + std::to_string(bytes) +
-                         " expected): the ranks called different collectives or counts");
+  if (desc.bytes != bytes) return Mismatch(CallMismatch::Kind::kSize, nullptr, desc.bytes);
   // Bounded work per call keeps the other queues of the executor moving.
   constexpr size_t kCopyStep = 4 << 20;
   constexpr size_t kReduceStep = 128 << 10;  // fits in L2 with its operand
@@ -216,8 +219,9 @@ Status ShmChannel::RecvByAddress(const RecvTarget& target, const CmaDescriptor& 
   return Status::Ok();
 }
 
-Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, size_t* done) {
-  if (send_by_address_ && bytes >= cma_threshold_) return SendByAddress(src, bytes, done);
+Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                                size_t* done) {
+  if (send_by_address_ && bytes >= cma_threshold_) return SendByAddress(src, bytes, tag, done);
   const ShmSegmentHeader* h = peer_->header();
   const uint32_t nslots = h->nslots, slot_bytes = h->slot_bytes;
   bool published = false;
@@ -233,7 +237,13 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, size_t* done) 
     ShmSlotCell& cell = send_ring_->cells[send_head_ % nslots];
     memcpy(piece <= kShmInlineBytes ? cell.inline_data : peer_->slot(send_index_, send_head_),
            src + *done, piece);
-    cell.word.store(SlotWord(send_head_, static_cast<uint32_t>(piece)), std::memory_order_release);
+    uint32_t size = static_cast<uint32_t>(piece);
+    if (*done == 0 && tag != nullptr) {
+      CopyCallDescriptor(&cell.tag, *tag);
+      cell.tag_fingerprint = tag->Fingerprint();
+      size |= kCallTagBit;
+    }
+    cell.word.store(SlotWord(send_head_, size), std::memory_order_release);
     ++send_head_;
     *done += piece;
     published = true;
@@ -255,7 +265,15 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       word = cell.word.load(std::memory_order_acquire);
       if (!SlotPublished(word, recv_tail_)) return PeerGone();
     }
-    const uint32_t piece = static_cast<uint32_t>(word);
+    uint32_t piece = static_cast<uint32_t>(word);
+    if (*done == 0) {
+      // Matching fingerprints settle the common case in the polled line.
+      const bool tagged = piece & kCallTagBit;
+      if (!(tagged && target.opens != nullptr &&
+            cell.tag_fingerprint == target.opens->Fingerprint()))
+        BATON_RETURN_IF_ERROR(CheckOpening(target, tagged ? &cell.tag : nullptr));
+    }
+    piece &= ~kCallTagBit;
     if (piece & kCmaDescriptorBit) {
       // (A partly read descriptor stays at the tail until the last byte:
       // this call continues it.)
@@ -263,9 +281,7 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       memcpy(&desc, own_->slot(recv_index_, recv_tail_), sizeof(desc));
       return RecvByAddress(target, desc, bytes, done);
     }
-    if (piece > bytes - *done)
-      return InternalError("message size mismatch with rank " + std::to_string(peer_rank_) +
-                           ": the ranks called different collectives or counts");
+    if (piece > bytes - *done) return Mismatch(CallMismatch::Kind::kSize, nullptr, 0);
     Deliver(target, *done,
             piece <= kShmInlineBytes ? cell.inline_data : own_->slot(recv_index_, recv_tail_),
             piece);

@@ -16,7 +16,7 @@ namespace baton {
 constexpr uint32_t kShmMaxSlots = 256;
 
 // Pieces of at most this many bytes travel inside their slot's cell.
-constexpr uint32_t kShmInlineBytes = 504;
+constexpr uint32_t kShmInlineBytes = 472;
 
 // The control word of one slot and, for small pieces, the data itself: a
 // consumer polling for the next message finds the data in the same and the
@@ -29,7 +29,13 @@ struct alignas(64) ShmSlotCell {
   // stored last with release: the consumer of slot n waits for tag n + 1,
   // which also tells a fresh piece from the one a lap earlier.
   std::atomic<uint64_t> word;
+  // When the piece opens a call on this ring (kCallTagBit): the call's
+  // descriptor's fingerprint, in the polled line (a match costs no extra
+  // line transfer and one more store there), and the descriptor itself in
+  // the cell's last line, read only when the fingerprints differ.
+  uint64_t tag_fingerprint;
   uint8_t inline_data[kShmInlineBytes];
+  CallDescriptor tag;
 };
 static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight cache lines");
 
@@ -65,6 +71,9 @@ struct ShmSegmentHeader {
 // data: the consumer reads the message straight out of the producer's
 // memory and frees the slot when done, which is the producer's ack.
 constexpr uint32_t kCmaDescriptorBit = 0x80000000u;
+// A slot whose size has this bit set opens a call: its cell's tag holds the
+// call's descriptor.
+constexpr uint32_t kCallTagBit = 0x40000000u;
 struct CmaDescriptor {
   uint64_t addr;
   uint64_t bytes;
@@ -118,12 +127,13 @@ class ShmChannel : public Channel {
   void EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold);
   const ShmSegment* peer_segment() const { return peer_; }
   Kind kind() const override { return Kind::kShm; }
-  Status ProgressSend(const uint8_t* src, size_t bytes, size_t* done) override;
+  Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                      size_t* done) override;
   Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
 
  private:
   Status PeerGone() const;
-  Status SendByAddress(const uint8_t* src, size_t bytes, size_t* done);
+  Status SendByAddress(const uint8_t* src, size_t bytes, const CallDescriptor* tag, size_t* done);
   Status RecvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
                        size_t* done);
 

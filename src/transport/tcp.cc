@@ -3,7 +3,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -56,15 +58,51 @@ Status TcpChannel::SocketError(const char* what, int err) const {
   return ErrnoError(std::string(what) + " to/from rank " + std::to_string(peer_rank_), err);
 }
 
-Status TcpChannel::ProgressSend(const uint8_t* src, size_t bytes, size_t* done) {
+Status TcpChannel::SendHeader(const uint8_t* src, Part* part0, bool* blocked) {
+  *blocked = false;
+  while (send_header_done_ < sizeof(send_header_)) {
+    iovec iov[2] = {
+        {reinterpret_cast<uint8_t*>(&send_header_) + send_header_done_,
+         sizeof(send_header_) - send_header_done_},
+        {const_cast<uint8_t*>(src) + part0->offset + part0->moved, part0->length - part0->moved}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = iov[1].iov_len > 0 ? 2 : 1;
+    const ssize_t n = ::sendmsg(sockets_[0].get(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      *blocked = true;
+      return Status::Ok();
+    }
+    if (n < 0) return SocketError("send", errno);
+    const size_t header = std::min<size_t>(n, iov[0].iov_len);
+    send_header_done_ += header;
+    part0->moved += n - header;
+  }
+  return Status::Ok();
+}
+
+Status TcpChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                                size_t* done) {
+  if (bytes == 0) return Status::Ok();  // nothing on the wire, not even a header
   if (!send_active_) {
     Plan(bytes, &send_parts_);
     send_active_ = true;
+    send_header_ = TcpMessageHeader{};
+    send_header_.magic = kTcpHeaderMagic;
+    send_header_.bytes = bytes;
+    if (tag != nullptr) {
+      send_header_.flags = kTcpHeaderTagged;
+      send_header_.tag = *tag;
+    }
+    send_header_done_ = 0;
   }
+  bool blocked = false;
+  BATON_RETURN_IF_ERROR(SendHeader(src, &send_parts_[0], &blocked));
   size_t total = 0;
   for (size_t i = 0; i < sockets_.size(); ++i) {
     Part& part = send_parts_[i];
-    while (part.moved < part.length) {
+    while (!(i == 0 && blocked) && part.moved < part.length) {
       ssize_t n = ::send(sockets_[i].get(), src + part.offset + part.moved,
                          part.length - part.moved, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
@@ -82,9 +120,85 @@ Status TcpChannel::ProgressSend(const uint8_t* src, size_t bytes, size_t* done) 
   return Status::Ok();
 }
 
+Status TcpChannel::RecvHeader(const RecvTarget& target, bool* complete) {
+  *complete = false;
+  Part& part0 = recv_parts_[0];
+  const bool reduce = target.reduce_with != nullptr;
+  while (recv_header_done_ < sizeof(recv_header_)) {
+    // The header and, behind it, what of part 0 is there: one read for a
+    // small message, as before headers.
+    uint8_t* land;
+    size_t room;
+    if (reduce) {
+      land = staging_[0].data() + staged_[0];
+      room = std::min(staging_[0].size() - staged_[0], part0.length - part0.moved - staged_[0]);
+    } else {
+      land = target.dst + part0.offset + part0.moved;
+      room = part0.length - part0.moved;
+    }
+    iovec iov[2] = {{reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
+                     sizeof(recv_header_) - recv_header_done_},
+                    {land, room}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = room > 0 ? 2 : 1;
+    const ssize_t n = ::recvmsg(sockets_[0].get(), &msg, MSG_DONTWAIT);
+    if (n > 0) {
+      const size_t header = std::min<size_t>(n, iov[0].iov_len);
+      recv_header_done_ += header;
+      (reduce ? staged_[0] : part0.moved) += n - header;
+      continue;
+    }
+    if (n == 0) return SocketError("recv", 0);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+    return SocketError("recv", errno);
+  }
+  *complete = true;
+  // As after every read that brought data (see ProgressRecv).
+  int one = 1;
+  setsockopt(sockets_[0].get(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+  return Status::Ok();
+}
+
+void TcpChannel::DeliverStaged(const RecvTarget& target, size_t socket) {
+  Part& part = recv_parts_[socket];
+  std::vector<uint8_t>& staging = staging_[socket];
+  size_t& staged = staged_[socket];
+  const size_t whole = staged / target.elem_size * target.elem_size;
+  if (whole == 0) return;
+  Deliver(target, part.offset + part.moved, staging.data(), whole);
+  part.moved += whole;
+  staged -= whole;
+  if (staged > 0) memmove(staging.data(), staging.data() + whole, staged);
+}
+
+Status TcpChannel::CheckHeader(const RecvTarget& target, size_t bytes) {
+  const TcpMessageHeader& h = recv_header_;
+  if (h.magic != kTcpHeaderMagic)
+    return InvalidUsage("rank " + std::to_string(peer_rank_) +
+                        " sent a message without Baton's header (another version of Baton, "
+                        "or its stream is out of step with this rank's)");
+  BATON_RETURN_IF_ERROR(CheckOpening(target, h.flags & kTcpHeaderTagged ? &h.tag : nullptr));
+  if (h.bytes != bytes) return Mismatch(CallMismatch::Kind::kSize, nullptr, h.bytes);
+  return Status::Ok();
+}
+
 Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
+  if (bytes == 0) return Status::Ok();
   if (!recv_active_) {
-    Plan(bytes, &recv_parts_);
+    if (!recv_planned_) {
+      Plan(bytes, &recv_parts_);
+      recv_planned_ = true;
+      recv_header_done_ = 0;
+    }
+    bool complete = false;
+    BATON_RETURN_IF_ERROR(RecvHeader(target, &complete));
+    if (!complete) return Status::Ok();
+    recv_planned_ = false;
+    recv_header_done_ = 0;
+    BATON_RETURN_IF_ERROR(CheckHeader(target, bytes));
+    if (target.reduce_with != nullptr) DeliverStaged(target, 0);
     recv_active_ = true;
   }
   size_t total = 0;
@@ -105,13 +219,7 @@ Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
         n = ::recv(fd, staging.data() + staged, want, MSG_DONTWAIT);
         if (n > 0) {
           staged += n;
-          size_t whole = staged / target.elem_size * target.elem_size;
-          if (whole > 0) {
-            Deliver(target, part.offset + part.moved, staging.data(), whole);
-            part.moved += whole;
-            staged -= whole;
-            if (staged > 0) memmove(staging.data(), staging.data() + whole, staged);
-          }
+          DeliverStaged(target, i);
         }
       }
       if (n > 0) {

@@ -1,6 +1,7 @@
 // TCP transport between hosts (or between any ranks with BATON_TRANSPORT=tcp).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "base/fd.h"
@@ -16,6 +17,22 @@ namespace baton {
 // per socket (BATON_BUFFSIZE in all) and are reduced as they arrive, a
 // partial trailing element waiting for the next read. Every send and recv
 // passes MSG_DONTWAIT, so the sockets' own blocking mode does not matter.
+//
+// Every non-empty message starts, on the first socket, with a header: a
+// magic number with the format's version, its size, and the descriptor of
+// the call it opens, if it does. A receiver checks both before taking any
+// of the message, so a peer in another call is an error naming both calls,
+// never bytes landing where they do not belong.
+struct TcpMessageHeader {
+  uint32_t magic = 0;
+  uint32_t flags = 0;  // kTcpHeaderTagged: `tag` is set
+  uint64_t bytes = 0;
+  CallDescriptor tag;
+};
+static_assert(sizeof(TcpMessageHeader) == 40, "the wire format is 40 bytes");
+inline constexpr uint32_t kTcpHeaderMagic = 0x42544e01;  // "BTN", version 1
+inline constexpr uint32_t kTcpHeaderTagged = 1;
+
 class TcpChannel : public Channel {
  public:
   // Messages of at least this many bytes are striped over all sockets.
@@ -23,7 +40,8 @@ class TcpChannel : public Channel {
 
   TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_rank);
   Kind kind() const override { return Kind::kTcp; }
-  Status ProgressSend(const uint8_t* src, size_t bytes, size_t* done) override;
+  Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                      size_t* done) override;
   Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
   void AddWaitFds(bool sending, int peer, WaitSet* ws) const override;
   std::vector<int> fds() const;
@@ -35,10 +53,22 @@ class TcpChannel : public Channel {
   };
   void Plan(size_t bytes, std::vector<Part>* parts) const;
   Status SocketError(const char* what, int err) const;
+  // Sends the rest of the header and what of part 0 fits behind it.
+  Status SendHeader(const uint8_t* src, Part* part0, bool* blocked);
+  // Reads the rest of the header (and what follows of part 0 of the
+  // message planned for the size this rank expects); *complete once all of
+  // the header is in.
+  Status RecvHeader(const RecvTarget& target, bool* complete);
+  // Delivers the whole elements staged for `socket` (reducing receives).
+  void DeliverStaged(const RecvTarget& target, size_t socket);
+  Status CheckHeader(const RecvTarget& target, size_t bytes);
 
   std::vector<Fd> sockets_;
   std::vector<Part> send_parts_, recv_parts_;
   bool send_active_ = false, recv_active_ = false;
+  bool recv_planned_ = false;  // the parts of the next message are planned; its header is coming
+  TcpMessageHeader send_header_, recv_header_;
+  size_t send_header_done_ = 0, recv_header_done_ = 0;
   std::vector<std::vector<uint8_t>> staging_;  // per socket
   std::vector<size_t> staged_;                 // bytes of a partial element, per socket
   int peer_rank_;

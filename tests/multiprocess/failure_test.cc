@@ -167,8 +167,8 @@ class StoppedRankTest : public ::testing::TestWithParam<const char*> {};
 
 // A rank that hangs (SIGSTOP) keeps its sockets and shared memory open, so only
 // BATON_TIMEOUT can detect it: the survivors must fail within the timeout
-// (3 s here) plus slack. Then rank 0 SIGKILLs the stopped rank (its pid comes
-// through harness memory).
+// (3 s here) plus slack, and name it (it does not answer their questions). Then rank 0 SIGKILLs the
+// stopped rank (its pid comes through harness memory).
 constexpr int kShortTimeout = 3;  // BATON_TIMEOUT for StoppedRankTest
 
 TEST_P(StoppedRankTest, SurvivorsTimeOut) {
@@ -201,6 +201,13 @@ TEST_P(StoppedRankTest, SurvivorsTimeOut) {
             << " s: " << ctx.LastError();
         MP_EXPECT_LT(ctx, elapsed, kShortTimeout + 12.0)
             << " s with BATON_TIMEOUT=" << kShortTimeout;
+        // The verdict names the stopped rank, here or in the note of the
+        // survivor that timed out first.
+        const std::string message = ctx.LastError();
+        MP_EXPECT_NE(ctx, message.find("rank 2 (pid " + std::to_string(stopped_pid->load())),
+                     std::string::npos)
+            << message;
+        MP_EXPECT_NE(ctx, message.find("not answer"), std::string::npos) << message;
         if (ctx.rank() == 0) {
           ctx.Log(ResultName(r) + " after " + std::to_string(elapsed) + " s: " + ctx.LastError());
         }
@@ -249,6 +256,51 @@ TEST_P(AbortTest, AbortStopsQueuedWorkAndPeersSeeIt) {
                                                  batonSum, ctx.comm(), nullptr);
           MP_EXPECT_NE(ctx, r, batonSuccess) << " allreduce with an aborted peer";
           MP_EXPECT_LT(ctx, SecondsSince(start), kMaxDetectSeconds);
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        }
+      },
+      FailureOptions(GetParam()));
+}
+
+// batonCommAbort from another thread unblocks a synchronous call in flight
+// within a second, and the peers learn why their calls fail.
+TEST_P(AbortTest, AbortFromAnotherThreadUnblocksACallInFlight) {
+  RunRanks(
+      2,
+      [](RankContext& ctx) {
+        auto* done = static_cast<std::atomic<int>*>(ctx.shared());
+        std::vector<float> buf(4096, 1.0f);
+        if (ctx.rank() == 0) {
+          batonComm_t comm = ctx.TakeComm();
+          std::atomic<double> aborted_at{0};
+          const auto start = std::chrono::steady_clock::now();
+          std::thread aborter([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            aborted_at = SecondsSince(start);
+            MP_EXPECT_OK(ctx, batonCommAbort(comm));
+          });
+          ctx.SetStep("allreduce that rank 1 never joins, aborted from another thread");
+          const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat,
+                                                 batonSum, comm, nullptr);
+          const double returned_at = SecondsSince(start);
+          aborter.join();
+          MP_EXPECT_NE(ctx, r, batonSuccess) << " the aborted allreduce succeeded";
+          MP_EXPECT_LT(ctx, returned_at - aborted_at.load(), 1.0)
+              << " s from batonCommAbort to the call's return (BATON_TIMEOUT=" << kTimeoutSeconds
+              << ")";
+          ctx.Log("returned " + std::to_string(returned_at - aborted_at.load()) +
+                  " s after the abort: " + ResultName(r));
+          done->store(1);
+        } else {
+          while (done->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          const auto start = std::chrono::steady_clock::now();
+          const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat,
+                                                 batonSum, ctx.comm(), nullptr);
+          MP_EXPECT_EQ(ctx, r, batonRemoteError) << ctx.LastError();
+          MP_EXPECT_NE(ctx, std::string(ctx.LastError()).find("rank 0 aborted its communicator"),
+                       std::string::npos)
+              << ctx.LastError();
+          MP_EXPECT_LT(ctx, SecondsSince(start), 5.0);
           MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
         }
       },

@@ -1,6 +1,7 @@
 // The shared-memory ring and the TCP channel, exercised in one process: a
 // message much larger than the ring, reductions straight out of the slots,
-// partial elements across TCP reads.
+// partial elements across TCP reads, call descriptors on the first message
+// of a call (and every way a message can fail to match), control frames.
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 
 #include "base/socket.h"
 #include "kernels/cpu_reduce.h"
+#include "transport/control.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 
@@ -25,7 +27,7 @@ void Pump(Channel* tx, Channel* rx, const uint8_t* src, size_t bytes, const Recv
   while (sent < bytes || received < bytes) {
     size_t s0 = sent, r0 = received;
     if (sent < bytes) {
-      ASSERT_TRUE(tx->ProgressSend(src, bytes, &sent).ok());
+      ASSERT_TRUE(tx->ProgressSend(src, bytes, nullptr, &sent).ok());
     }
     if (received < bytes) {
       ASSERT_TRUE(rx->ProgressRecv(t, bytes, &received).ok());
@@ -177,6 +179,196 @@ TEST(TcpChannelTest, ClosedPeerIsRemoteError) {
   t.dst = dst.data();
   size_t done = 0;
   EXPECT_EQ(rx.ProgressRecv(t, dst.size(), &done).code(), batonRemoteError);
+}
+
+// A message sent with descriptor `sent_tag` (null: none) and received by a
+// rank that expects `expect` (null: a continuing message); returns the
+// receive's status once it fails or all of `bytes` arrived.
+Status SendTagged(Channel* tx, Channel* rx, size_t sent_bytes, const CallDescriptor* sent_tag,
+                  size_t bytes, const CallDescriptor* expect) {
+  std::vector<uint8_t> src(sent_bytes, 7), dst(std::max(bytes, sent_bytes));
+  RecvTarget t;
+  t.dst = dst.data();
+  t.opens = expect;
+  size_t sent = 0, received = 0;
+  for (int i = 0; i < 1000000 && received < bytes; ++i) {
+    if (sent < sent_bytes) {
+      Status st = tx->ProgressSend(src.data(), sent_bytes, sent_tag, &sent);
+      if (!st.ok()) return st;
+    }
+    Status st = rx->ProgressRecv(t, bytes, &received);
+    if (!st.ok()) return st;
+  }
+  return received == bytes ? Status::Ok() : InternalError("no progress");
+}
+
+CallDescriptor AllReduceCall(uint32_t seq, uint64_t count, uint8_t op) {
+  CallDescriptor d;
+  d.kind = kCallKindCollectiveBase;
+  d.seq = seq;
+  d.count = count;
+  d.datatype = batonFloat32;
+  d.op = op;
+  return d;
+}
+
+// Every way the start of a message can disagree with the receiver's call,
+// on one channel pair (a fresh pair per case: a failed stream is not reused).
+template <typename MakePair>
+void CheckDescriptors(MakePair make_pair) {
+  const CallDescriptor mine = AllReduceCall(7, 100, batonSum);
+  const CallDescriptor other_op = AllReduceCall(7, 100, batonMax);
+  {
+    auto [tx, rx] = make_pair();
+    ASSERT_TRUE(SendTagged(tx.get(), rx.get(), 400, &mine, 400, &mine).ok());
+    // Then a continuing message, without a descriptor on either side.
+    ASSERT_TRUE(SendTagged(tx.get(), rx.get(), 40, nullptr, 40, nullptr).ok());
+  }
+  {
+    auto [tx, rx] = make_pair();
+    Status st = SendTagged(tx.get(), rx.get(), 400, &other_op, 400, &mine);
+    EXPECT_EQ(st.code(), batonInvalidUsage);
+    EXPECT_EQ(rx->mismatch().kind, CallMismatch::Kind::kOtherCall);
+    EXPECT_EQ(rx->mismatch().theirs, other_op);
+  }
+  {
+    auto [tx, rx] = make_pair();
+    EXPECT_EQ(SendTagged(tx.get(), rx.get(), 400, nullptr, 400, &mine).code(), batonInvalidUsage);
+    EXPECT_EQ(rx->mismatch().kind, CallMismatch::Kind::kNoDescriptor);
+  }
+  {
+    auto [tx, rx] = make_pair();
+    EXPECT_EQ(SendTagged(tx.get(), rx.get(), 400, &mine, 400, nullptr).code(), batonInvalidUsage);
+    EXPECT_EQ(rx->mismatch().kind, CallMismatch::Kind::kNewCall);
+    EXPECT_EQ(rx->mismatch().theirs, mine);
+  }
+  {
+    // Same call, more bytes than the receiver expects.
+    auto [tx, rx] = make_pair();
+    EXPECT_EQ(SendTagged(tx.get(), rx.get(), 800, &mine, 400, &mine).code(), batonInvalidUsage);
+    EXPECT_EQ(rx->mismatch().kind, CallMismatch::Kind::kSize);
+  }
+}
+
+TEST(DescriptorTest, SharedMemory) {
+  const std::string base = "/baton-test-desc-" + std::to_string(getpid());
+  std::vector<std::unique_ptr<ShmSegment>> segments;
+  std::atomic<bool> closed{false};
+  int n = 0;
+  CheckDescriptors([&] {
+    std::unique_ptr<ShmSegment> a, b;
+    EXPECT_TRUE(
+        ShmSegment::Create(base + "-a" + std::to_string(n), ShmSegmentBytes(1, 4, 4096), &a).ok());
+    EXPECT_TRUE(
+        ShmSegment::Create(base + "-b" + std::to_string(n++), ShmSegmentBytes(1, 4, 4096), &b)
+            .ok());
+    InitShmSegment(a.get(), 1, 4, 4096);
+    InitShmSegment(b.get(), 1, 4, 4096);
+    a->Unlink();
+    b->Unlink();
+    auto pair = std::make_pair(std::make_unique<ShmChannel>(a.get(), 0, b.get(), 0, &closed, 1),
+                               std::make_unique<ShmChannel>(b.get(), 0, a.get(), 0, &closed, 0));
+    segments.push_back(std::move(a));
+    segments.push_back(std::move(b));
+    return pair;
+  });
+}
+
+TEST(DescriptorTest, Tcp) {
+  CheckDescriptors([] {
+    std::vector<Fd> ends[2];
+    SocketPairs(1, ends);
+    return std::make_pair(std::make_unique<TcpChannel>(std::move(ends[0]), 4096, 1),
+                          std::make_unique<TcpChannel>(std::move(ends[1]), 4096, 0));
+  });
+  // TCP knows the peer's size from the header, also when it is smaller.
+  std::vector<Fd> ends[2];
+  SocketPairs(1, ends);
+  TcpChannel tx(std::move(ends[0]), 4096, 1), rx(std::move(ends[1]), 4096, 0);
+  const CallDescriptor call = AllReduceCall(1, 10, batonSum);
+  EXPECT_EQ(SendTagged(&tx, &rx, 200, &call, 400, &call).code(), batonInvalidUsage);
+  EXPECT_EQ(rx.mismatch().kind, CallMismatch::Kind::kSize);
+  EXPECT_EQ(rx.mismatch().their_bytes, 200u);
+}
+
+TEST(TcpChannelTest, BytesWithoutTheHeaderAreRefused) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::vector<Fd> one;
+  one.emplace_back(sv[1]);
+  TcpChannel rx(std::move(one), 4096, 0);
+  std::vector<uint8_t> junk(sizeof(TcpMessageHeader), 0xab);
+  ASSERT_EQ(write(sv[0], junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  std::vector<uint8_t> dst(10);
+  RecvTarget t;
+  t.dst = dst.data();
+  size_t done = 0;
+  Status st = rx.ProgressRecv(t, dst.size(), &done);
+  EXPECT_EQ(st.code(), batonInvalidUsage);
+  EXPECT_NE(st.message().find("header"), std::string::npos) << st.message();
+  EXPECT_EQ(done, 0u);
+  close(sv[0]);
+}
+
+TEST(ControlFrameTest, RoundTripsAndRefusesGarbage) {
+  FailureNote note{batonInvalidUsage, 3, "collective mismatch between rank 3 and rank 1"};
+  std::vector<uint8_t> bytes = EncodeNote(note);
+  CallState state;
+  state.call = AllReduceCall(12, 5, batonSum);
+  state.in_call = true;
+  const std::vector<uint8_t> s = EncodeState(state), q = EncodeQuery();
+  bytes.insert(bytes.end(), q.begin(), q.end());
+  bytes.insert(bytes.end(), s.begin(), s.end());
+  // Three frames back to back; every prefix is incomplete, never invalid.
+  size_t offset = 0;
+  std::vector<FrameType> types;
+  while (offset < bytes.size()) {
+    ControlFrame frame;
+    size_t used = 0;
+    for (size_t cut = offset; cut < bytes.size(); ++cut) {
+      FrameParse p = DecodeFrame(bytes.data() + offset, cut - offset, 8, &frame, &used);
+      if (p == FrameParse::kComplete) break;
+      ASSERT_EQ(p, FrameParse::kIncomplete) << cut;
+    }
+    ASSERT_EQ(DecodeFrame(bytes.data() + offset, bytes.size() - offset, 8, &frame, &used),
+              FrameParse::kComplete);
+    types.push_back(frame.type);
+    if (frame.type == FrameType::kNote) {
+      EXPECT_EQ(frame.note.code, batonInvalidUsage);
+      EXPECT_EQ(frame.note.origin, 3);
+      EXPECT_EQ(frame.note.text, note.text);
+    }
+    if (frame.type == FrameType::kState) {
+      EXPECT_EQ(frame.state.call, state.call);
+      EXPECT_TRUE(frame.state.in_call);
+    }
+    offset += used;
+  }
+  EXPECT_EQ(types,
+            (std::vector<FrameType>{FrameType::kNote, FrameType::kQuery, FrameType::kState}));
+  // A note from a rank outside the communicator, a huge length, another
+  // magic, an unknown type, success as a failure's code: all refused.
+  ControlFrame frame;
+  size_t used = 0;
+  std::vector<uint8_t> bad = EncodeNote(note);
+  EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 3, &frame, &used), FrameParse::kInvalid);
+  bad = EncodeNote(FailureNote{batonSuccess, 0, "x"});
+  EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 8, &frame, &used), FrameParse::kInvalid);
+  bad = q;
+  bad[12] = 0xff, bad[13] = 0xff, bad[14] = 0xff, bad[15] = 0x7f;  // length
+  EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 8, &frame, &used), FrameParse::kInvalid);
+  bad = q;
+  bad[0] ^= 1;  // magic
+  EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 8, &frame, &used), FrameParse::kInvalid);
+  bad = q;
+  bad[4] = 99;  // type
+  EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 8, &frame, &used), FrameParse::kInvalid);
+  // Long texts are cut to the bound.
+  const std::vector<uint8_t> long_note =
+      EncodeNote(FailureNote{batonRemoteError, 0, std::string(10 * kMaxNoteText, 'x')});
+  ASSERT_EQ(DecodeFrame(long_note.data(), long_note.size(), 8, &frame, &used),
+            FrameParse::kComplete);
+  EXPECT_EQ(frame.note.text.size(), kMaxNoteText);
 }
 
 TEST(SocketTest, ParseHostPort) {

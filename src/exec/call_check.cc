@@ -1,0 +1,131 @@
+#include "exec/call_check.h"
+
+#include <baton.h>
+
+#include "algorithms/collective.h"
+#include "base/datatype.h"
+
+namespace baton {
+namespace {
+
+const char* KindName(uint8_t kind) {
+  switch (kind) {
+    case kCallKindBarrier:
+      return "barrier";
+    case kCallKindInternal:
+      return "Baton's internal exchange";
+    case kCallKindPointToPoint:
+      return "send/recv";
+    default:
+      break;
+  }
+  const int c = kind - kCallKindCollectiveBase;
+  return c >= 0 && c < kNumCollectives ? CollectiveName(static_cast<Collective>(c)) : "?";
+}
+
+bool HasOp(uint8_t kind) {
+  const int c = kind - kCallKindCollectiveBase;
+  return c == static_cast<int>(Collective::kAllReduce) ||
+         c == static_cast<int>(Collective::kReduce) ||
+         c == static_cast<int>(Collective::kReduceScatter);
+}
+
+bool HasRoot(uint8_t kind) {
+  const int c = kind - kCallKindCollectiveBase;
+  return c == static_cast<int>(Collective::kBroadcast) ||
+         c == static_cast<int>(Collective::kReduce);
+}
+
+bool IsCollective(uint8_t kind) {
+  const int c = kind - kCallKindCollectiveBase;
+  return c >= 0 && c < kNumCollectives;
+}
+
+}  // namespace
+
+std::string DescribeCall(const CallDescriptor& call) {
+  std::string out = std::string(KindName(call.kind)) + " #" + std::to_string(call.seq);
+  if (call.kind == kCallKindBarrier || call.kind == kCallKindInternal) return out;
+  out += " (" + std::to_string(call.count) + " x " +
+         DatatypeName(static_cast<batonDataType_t>(call.datatype));
+  if (HasOp(call.kind)) out += std::string(", ") + RedOpName(static_cast<batonRedOp_t>(call.op));
+  if (HasRoot(call.kind)) out += ", root " + std::to_string(call.root);
+  return out + ")";
+}
+
+Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const CallMismatch& found,
+                         uint64_t expected_bytes) {
+  const std::string us = "rank " + std::to_string(me), them = "rank " + std::to_string(peer);
+  const std::string head = "collective mismatch between " + them + " and " + us + ": ";
+  switch (found.kind) {
+    case CallMismatch::Kind::kOtherCall: {
+      CallDescriptor theirs = found.theirs;
+      // Only the algorithm differs: same call, different choices.
+      theirs.algorithm = mine.algorithm;
+      if (theirs == mine && IsCollective(mine.kind))
+        return InvalidUsage(head + "both called " + DescribeCall(mine) + " but " + them + " ran " +
+                            AlgorithmName(static_cast<Algorithm>(found.theirs.algorithm)) +
+                            " and " + us + " " +
+                            AlgorithmName(static_cast<Algorithm>(mine.algorithm)) +
+                            " (BATON_ALGO, BATON_CHUNKSIZE and the tuning settings must be the "
+                            "same on every rank)");
+      return InvalidUsage(head + them + " called " + DescribeCall(found.theirs) + ", " + us + " " +
+                          DescribeCall(mine));
+    }
+    case CallMismatch::Kind::kNewCall:
+      return InvalidUsage(head + them + " started " + DescribeCall(found.theirs) + " while " + us +
+                          " expected more of " + DescribeCall(mine) +
+                          " (the ranks called different collectives or counts)");
+    case CallMismatch::Kind::kNoDescriptor:
+      return InvalidUsage(head + us + " started " + DescribeCall(mine) + " and " + them +
+                          " sent data of another step or call (the ranks called different "
+                          "collectives or counts, or chose different algorithms)");
+    case CallMismatch::Kind::kSize:
+    case CallMismatch::Kind::kNone:
+      break;
+  }
+  std::string sizes = found.their_bytes != 0
+                          ? them + " sent " + std::to_string(found.their_bytes) + " bytes where " +
+                                us + " expected " + std::to_string(expected_bytes)
+                          : them + " sent more than the " + std::to_string(expected_bytes) +
+                                " bytes " + us + " expected";
+  return InvalidUsage(head + "in " + DescribeCall(mine) + ", " + sizes +
+                      " (the ranks chose different algorithms or chunk sizes: BATON_ALGO, "
+                      "BATON_CHUNKSIZE and the tuning settings must be the same on every rank)");
+}
+
+Status CheckPeerState(int me, int peer, const std::string& peer_label,
+                      const std::vector<CallDescriptor>& mine, const CallState& theirs,
+                      std::string* behind) {
+  // Point-to-point calls are numbered per pair: nothing to compare.
+  const CallDescriptor* first = nullptr;
+  for (const CallDescriptor& c : mine)
+    if (c.kind != kCallKindPointToPoint) {
+      first = &c;
+      break;
+    }
+  if (first == nullptr || theirs.call.kind == kCallKindPointToPoint) return Status::Ok();
+  const std::string us = "rank " + std::to_string(me), them = "rank " + std::to_string(peer);
+  if (theirs.call.seq == 0) {
+    *behind += "; " + peer_label + " has not called anything on this communicator yet";
+    return Status::Ok();
+  }
+  for (const CallDescriptor& m : mine) {
+    if (m.kind == kCallKindPointToPoint || m.seq != theirs.call.seq) continue;
+    if (theirs.call == m) return Status::Ok();  // in the same call, or done with its part
+    CallMismatch found;
+    found.kind = CallMismatch::Kind::kOtherCall;
+    found.theirs = theirs.call;
+    Status st = CallMismatchError(me, peer, m, found, 0);
+    if (!theirs.in_call)
+      return InvalidUsage(st.message() + " (" + them + " has finished its call)");
+    return st;
+  }
+  if (theirs.call.seq < first->seq)
+    *behind += "; " + peer_label + " has not entered " + DescribeCall(*first) +
+               ": its last call is " + DescribeCall(theirs.call) +
+               (theirs.in_call ? ", still running" : ", finished");
+  return Status::Ok();
+}
+
+}  // namespace baton

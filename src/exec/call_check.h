@@ -1,0 +1,36 @@
+// Words for calls and for calls that do not match: what a rank reports when
+// a peer's descriptor differs from its own (see base/call_descriptor.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/call_descriptor.h"
+#include "base/status.h"
+#include "transport/channel.h"
+#include "transport/control.h"
+
+namespace baton {
+
+// "allreduce #17 (4096 x float32, sum)", "broadcast #3 (10 x int8, root 2)",
+// "send/recv #4 (16 x float64)".
+std::string DescribeCall(const CallDescriptor& call);
+
+// The error for a mismatch that rank `me`, in call `mine` and expecting
+// `expected_bytes`, found on its connection from rank `peer`. Its message
+// names both ranks and both calls, so that it reads the same on every rank
+// it reaches.
+Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const CallMismatch& found,
+                         uint64_t expected_bytes);
+
+// Compares where `peer` says it is with the calls of this rank's stalled
+// run (`mine`, numbered). A peer in another call with the same number, or
+// done with one, is a mismatch: the error. A peer that has not reached
+// these calls yet adds a line to *behind (for the timeout's verdict).
+// `peer_label` names it ("rank 3 (pid 4242 on h3)").
+Status CheckPeerState(int me, int peer, const std::string& peer_label,
+                      const std::vector<CallDescriptor>& mine, const CallState& theirs,
+                      std::string* behind);
+
+}  // namespace baton

@@ -1,0 +1,151 @@
+// ChannelSet's control sockets: failure notes, questions about where a peer
+// is, and their answers (see transport/control.h).
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+#include "transport/channel_set.h"
+
+namespace baton {
+
+void ChannelSet::Notify() {
+  uint64_t one = 1;
+  if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
+  }
+  ForceRingDoorbell(bell_);
+}
+
+void ChannelSet::SendControl(int peer, const std::vector<uint8_t>& frame) {
+  if (peer < 0 || peer >= nranks_ || !control_[peer].valid()) return;
+  // Frames are far smaller than a socket buffer: one non-blocking send
+  // takes all of it or (the peer stopped reading, or left) nothing that
+  // matters. The lock keeps frames of several threads whole.
+  std::lock_guard<std::mutex> lock(control_send_mu_);
+  if (send(control_[peer].get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+  }
+}
+
+bool ChannelSet::ReadControlLocked(int peer) {
+  if (control_done_[peer]) return false;
+  std::vector<uint8_t>& in = control_in_[peer];
+  uint8_t buf[1024];
+  bool closed = false;
+  for (;;) {
+    const ssize_t n = recv(control_[peer].get(), buf, sizeof(buf), MSG_DONTWAIT);
+    if (n > 0) {
+      in.insert(in.end(), buf, buf + n);
+      if (in.size() > 4 * kMaxFrameBytes) break;  // a flood: parse what we have
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    closed = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    break;
+  }
+  size_t offset = 0;
+  bool answered = false;
+  while (!control_done_[peer]) {
+    ControlFrame frame;
+    size_t used = 0;
+    const FrameParse parse =
+        DecodeFrame(in.data() + offset, in.size() - offset, nranks_, &frame, &used);
+    if (parse == FrameParse::kIncomplete) break;
+    if (parse == FrameParse::kInvalid) {
+      BATON_WARN(kLogNet, "rank %d sent something that is not a control frame", peer);
+      control_done_[peer] = 1;
+      break;
+    }
+    offset += used;
+    switch (frame.type) {
+      case FrameType::kNote:
+        if (std::find(notes_from_.begin(), notes_from_.end(), peer) == notes_from_.end())
+          notes_from_.push_back(peer);
+        if (!note_arrived()) {
+          first_note_ = std::move(frame.note);
+          note_arrived_.store(true, std::memory_order_release);
+          BATON_INFO(kLogNet, "rank %d failed: %s", peer, first_note_.text.c_str());
+        }
+        control_done_[peer] = 1;  // it leaves now
+        Notify();
+        break;
+      case FrameType::kQuery:
+        SendControl(peer, EncodeState(published()));
+        break;
+      case FrameType::kState:
+        peer_state_[peer] = frame.state;
+        peer_state_at_[peer] = Clock::now();
+        answers_.fetch_add(1, std::memory_order_acq_rel);
+        answered = true;
+        break;
+    }
+  }
+  in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(offset));
+  if (answered) Notify();
+  if (closed) control_done_[peer] = 1;
+  return !control_done_[peer];
+}
+
+FailureNote ChannelSet::note() const {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  return first_note_;
+}
+
+bool ChannelSet::NoteFrom(int peer, FailureNote* out) {
+  if (peer < 0 || peer >= nranks_ || !control_[peer].valid()) return false;
+  // The peer writes its note before it shuts its sockets, but the note
+  // travels on another connection than the one that failed: give it a
+  // moment to arrive.
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(control_mu_);
+      ReadControlLocked(peer);
+      if (std::find(notes_from_.begin(), notes_from_.end(), peer) != notes_from_.end()) {
+        *out = first_note_;
+        return true;
+      }
+      if (control_done_[peer]) return false;
+    }
+    if (Clock::now() >= until) return false;
+    pollfd pfd{control_[peer].get(), POLLIN, 0};
+    poll(&pfd, 1, 20);
+  }
+}
+
+CallState ChannelSet::published() const {
+  uint64_t words[3];
+  uint32_t in_call;
+  for (;;) {
+    const uint32_t v = published_version_.load(std::memory_order_acquire);
+    if (v & 1) continue;
+    for (int i = 0; i < 3; ++i) words[i] = published_words_[i].load(std::memory_order_relaxed);
+    in_call = published_in_call_.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (published_version_.load(std::memory_order_relaxed) == v) break;
+  }
+  CallState state;
+  memcpy(&state.call, words, sizeof(state.call));
+  state.in_call = in_call != 0;
+  return state;
+}
+
+void ChannelSet::QueryPeers() {
+  const std::vector<uint8_t> query = EncodeQuery();
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_) SendControl(p, query);
+}
+
+bool ChannelSet::PeerState(int peer, Clock::time_point since, CallState* out) const {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  if (peer < 0 || peer >= nranks_ || peer_state_at_[peer] < since ||
+      peer_state_at_[peer] == Clock::time_point{})
+    return false;
+  *out = peer_state_[peer];
+  return true;
+}
+
+}  // namespace baton

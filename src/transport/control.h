@@ -1,0 +1,64 @@
+// The control socket of each pair of ranks carries small frames beside the
+// data: why a rank gave up (a failure note, sent just before it leaves, so
+// that the survivors report the cause rather than only that a peer left),
+// and, while a rank waits without progress, a question to its peers about
+// the call they are in and their answers (so a rank can tell a peer in
+// another call from a slow one, and name the rank everyone waits for).
+//
+// Frames: a 16-byte header (magic with the format's version, type, a value,
+// payload length), then the payload; lengths are bounded, and anything
+// else is not a frame.
+#pragma once
+
+#include <baton.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/call_descriptor.h"
+#include "base/status.h"
+
+namespace baton {
+
+// Why a rank gave up. A rank that fails because of a note passes the same
+// note on, with the rank it came from.
+struct FailureNote {
+  batonResult_t code = batonRemoteError;
+  int origin = -1;   // the rank whose failure it describes
+  std::string text;  // its message there
+
+  // The status a rank other than the origin reports.
+  Status AsStatus() const;
+};
+
+// Where a rank is: in a call, or between calls after one.
+struct CallState {
+  CallDescriptor call;   // the call it is in, or the last it finished
+  bool in_call = false;  // false: it finished `call` (seq 0: no call yet)
+};
+
+enum class FrameType : uint16_t { kNote = 1, kQuery = 2, kState = 3 };
+
+inline constexpr uint32_t kControlMagic = 0x42544e46;  // "BTNF", version 1
+inline constexpr size_t kMaxNoteText = 2000;
+inline constexpr size_t kMaxFrameBytes = 16 + 4 + kMaxNoteText;
+
+std::vector<uint8_t> EncodeNote(const FailureNote& note);
+std::vector<uint8_t> EncodeQuery();
+std::vector<uint8_t> EncodeState(const CallState& state);
+
+// One frame parsed from the front of what a control socket delivered.
+struct ControlFrame {
+  FrameType type = FrameType::kQuery;
+  FailureNote note;  // kNote
+  CallState state;   // kState
+};
+enum class FrameParse { kComplete, kIncomplete, kInvalid };
+// Parses the frame at the front of data[0, len); on kComplete, *used is its
+// size. kInvalid: not a frame (another version of Baton, or garbage).
+FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame* out,
+                       size_t* used);
+
+}  // namespace baton
