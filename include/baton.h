@@ -105,6 +105,23 @@ batonResult_t batonCommInitFromEnv(batonComm_t* comm);
  * yields *newcomm == NULL. */
 batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm);
 
+/* Configuration of a new communicator. Declared for the calls that take one
+ * (NCCL's argument order); until its fields land, pass NULL. */
+typedef struct batonConfig batonConfig_t;
+
+/* batonCommShrink's flags. DEFAULT: the communicator is healthy and nothing
+ * is in flight on it. ABORT: stop what is in flight first (after a failure);
+ * the parent is then failed and only good for batonCommAbort/Destroy. */
+#define BATON_SHRINK_DEFAULT 0
+#define BATON_SHRINK_ABORT 1
+
+/* Called by every rank of comm that is not in excludeRanksList (distinct
+ * ranks of comm; dead ones, typically): they form a new communicator without
+ * the excluded ranks, numbered in their order in comm. config must be NULL
+ * for now. As ncclCommShrink (NCCL 2.27). */
+batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              batonComm_t* newcomm, batonConfig_t* config, int shrinkFlags);
+
 /* Waits for queued work, then frees the communicator. */
 batonResult_t batonCommDestroy(batonComm_t comm);
 /* Stops outstanding work at once (peers see an error), then frees. */

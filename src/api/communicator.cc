@@ -3,6 +3,7 @@
 #include <baton.h>
 
 #include <string>
+#include <vector>
 
 #include "api/checks.h"
 #include "api/handles.h"
@@ -10,6 +11,7 @@
 #include "base/settings.h"
 #include "bootstrap/launcher_env.h"
 #include "bootstrap/rendezvous.h"
+#include "comm/shrink.h"
 #include "comm/split.h"
 #include "launch/group.h"
 #include "topology/binding.h"
@@ -165,6 +167,42 @@ batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* 
   std::shared_ptr<Communicator> child;
   BATON_API_CHECK(fn, SplitCommunicator(*c, ReadSettings(), color, key, &child), c);
   if (child) *newcomm = RegisterComm(std::move(child));
+  return batonSuccess;
+}
+
+batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              batonComm_t* newcomm, batonConfig_t* config, int shrinkFlags) {
+  const char* fn = "batonCommShrink";
+  // A failed communicator is what a shrink is for: look it up without
+  // failing on its sticky error.
+  std::shared_ptr<Communicator> c = LookupComm(comm);
+  if (!c) return Fail(fn, InvalidArgument("comm is NULL or not live"));
+  if (newcomm == nullptr) return Fail(fn, InvalidArgument("newcomm is NULL"), c.get());
+  *newcomm = nullptr;
+  if (excludeRanksCount < 0)
+    return Fail(fn,
+                InvalidArgument("excludeRanksCount " + std::to_string(excludeRanksCount) + " < 0"),
+                c.get());
+  if (excludeRanksCount > 0 && excludeRanksList == nullptr)
+    return Fail(fn,
+                InvalidArgument("excludeRanksList is NULL with excludeRanksCount " +
+                                std::to_string(excludeRanksCount)),
+                c.get());
+  if (config != nullptr)
+    return Fail(fn, InvalidArgument("config must be NULL (no configuration fields yet)"), c.get());
+  if (shrinkFlags != BATON_SHRINK_DEFAULT && shrinkFlags != BATON_SHRINK_ABORT)
+    return Fail(fn,
+                InvalidArgument("shrinkFlags " + std::to_string(shrinkFlags) +
+                                ": expected BATON_SHRINK_DEFAULT or BATON_SHRINK_ABORT"),
+                c.get());
+  if (InGroup()) return Fail(fn, InvalidUsage("batonCommShrink inside a group"), c.get());
+  const std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
+  std::shared_ptr<Communicator> child;
+  BATON_API_CHECK(
+      fn,
+      ShrinkCommunicator(*c, ReadSettings(), excluded, shrinkFlags == BATON_SHRINK_ABORT, &child),
+      c.get());
+  *newcomm = RegisterComm(std::move(child));
   return batonSuccess;
 }
 

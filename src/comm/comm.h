@@ -72,6 +72,10 @@ class Communicator {
   // allocation per call once warm) and runs it.
   Status Run(const std::function<void(Schedule*)>& build);
 
+  // The connections, for Baton's own coordination beside the calls (a
+  // shrink's offers go over the control sockets). Null with one rank.
+  ChannelSet* channels() { return channels_.get(); }
+
   // Stops all traffic now; blocked and later calls fail. The peers are told
   // `why` (empty: that this rank aborted its communicator).
   void Abort(const std::string& why = "");

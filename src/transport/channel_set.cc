@@ -38,6 +38,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->control_in_.resize(n);
   set->control_done_.assign(n, 0);
   set->peer_state_.resize(n);
+  set->shrink_offers_.resize(n);
   set->peer_state_at_.resize(n);
   set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
   for (int p = 0; p < n; ++p) set->peer_closed_[p].store(false);
@@ -289,8 +290,6 @@ void ChannelSet::Abort(const FailureNote* note) {
   }
   for (const auto& fds : peer_fds_)
     for (int fd : fds) shutdown(fd, SHUT_RDWR);
-  for (const Fd& fd : control_)
-    if (fd.valid()) shutdown(fd.get(), SHUT_RDWR);
   uint64_t one = 1;
   if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -83,9 +84,10 @@ class ChannelSet {
   // re-checked its channels, so that no doorbell ring is lost.
   void Wait(const WaitSet& ws, uint32_t seq, int timeout_ms);
 
-  // Stops all traffic: wakes any waiter and shuts every socket down so that
-  // peers see this rank leave at once instead of timing out. With a note,
-  // first tells every peer why.
+  // Stops all traffic: wakes any waiter and shuts every data socket down so
+  // that peers see this rank leave at once instead of timing out. With a
+  // note, first tells every peer why. The control sockets stay open (a
+  // shrink among the survivors goes over them) until the set is destroyed.
   void Abort(const FailureNote* note = nullptr);
 
   // Whether a peer has sent a failure note; the first one.
@@ -118,6 +120,12 @@ class ChannelSet {
   // call's words reads "finished that call", which is true).
   void PublishDone() { published_in_call_.store(0, std::memory_order_release); }
   CallState published() const;
+  // Shrinking: the lowest surviving rank sends each other survivor the new
+  // communicator's id; they wait for it (false: not before `deadline`, or
+  // the leader's control socket closed).
+  void SendShrinkOffer(int peer, const ShrinkOffer& offer);
+  bool WaitShrinkOffer(int leader, Deadline deadline, ShrinkOffer* out);
+
   // Asks every peer where it is; the answers arrive in the background, and
   // each one bumps answers() and wakes a waiting executor.
   void QueryPeers();
@@ -158,6 +166,8 @@ class ChannelSet {
   FailureNote first_note_;
   std::atomic<bool> note_arrived_{false};
   std::vector<CallState> peer_state_;             // their last answers
+  std::vector<ShrinkOffer> shrink_offers_;        // from each peer (survivors != 0: arrived)
+  std::condition_variable control_cv_;            // a shrink offer came, or a socket closed
   std::vector<Clock::time_point> peer_state_at_;  // when they came
   std::atomic<uint32_t> answers_{0};
   std::mutex control_send_mu_;

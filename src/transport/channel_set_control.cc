@@ -69,8 +69,14 @@ bool ChannelSet::ReadControlLocked(int peer) {
           note_arrived_.store(true, std::memory_order_release);
           BATON_INFO(kLogNet, "rank %d failed: %s", peer, first_note_.text.c_str());
         }
-        control_done_[peer] = 1;  // it leaves now
+        // No more data comes from it; its control socket may stay open
+        // (for a shrink).
+        peer_closed_[peer].store(true, std::memory_order_release);
         Notify();
+        break;
+      case FrameType::kShrink:
+        shrink_offers_[peer] = frame.shrink;
+        control_cv_.notify_all();
         break;
       case FrameType::kQuery:
         SendControl(peer, EncodeState(published()));
@@ -86,6 +92,7 @@ bool ChannelSet::ReadControlLocked(int peer) {
   in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(offset));
   if (answered) Notify();
   if (closed) control_done_[peer] = 1;
+  if (control_done_[peer]) control_cv_.notify_all();
   return !control_done_[peer];
 }
 
@@ -131,6 +138,24 @@ CallState ChannelSet::published() const {
   memcpy(&state.call, words, sizeof(state.call));
   state.in_call = in_call != 0;
   return state;
+}
+
+void ChannelSet::SendShrinkOffer(int peer, const ShrinkOffer& offer) {
+  SendControl(peer, EncodeShrink(offer));
+}
+
+bool ChannelSet::WaitShrinkOffer(int leader, Deadline deadline, ShrinkOffer* out) {
+  if (leader < 0 || leader >= nranks_ || !control_[leader].valid()) return false;
+  std::unique_lock<std::mutex> lock(control_mu_);
+  for (;;) {
+    if (shrink_offers_[leader].survivors != 0) {
+      *out = shrink_offers_[leader];
+      shrink_offers_[leader] = ShrinkOffer{};
+      return true;
+    }
+    if (control_done_[leader] || Clock::now() >= deadline) return false;
+    control_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+  }
 }
 
 void ChannelSet::QueryPeers() {

@@ -55,6 +55,10 @@ std::vector<uint8_t> EncodeState(const CallState& state) {
   return Frame(FrameType::kState, 0, &p, sizeof(p));
 }
 
+std::vector<uint8_t> EncodeShrink(const ShrinkOffer& offer) {
+  return Frame(FrameType::kShrink, 0, &offer, sizeof(offer));
+}
+
 FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame* out,
                        size_t* used) {
   if (len < sizeof(FrameHeader)) return FrameParse::kIncomplete;
@@ -74,6 +78,9 @@ FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame
     case FrameType::kState:
       if (h.length != sizeof(StatePayload)) return FrameParse::kInvalid;
       break;
+    case FrameType::kShrink:
+      if (h.length != sizeof(ShrinkOffer)) return FrameParse::kInvalid;
+      break;
     default:
       return FrameParse::kInvalid;
   }
@@ -87,6 +94,8 @@ FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame
     out->note.code = static_cast<batonResult_t>(h.value);
     out->note.origin = origin;
     out->note.text.assign(reinterpret_cast<const char*>(payload) + 4, h.length - 4);
+  } else if (type == FrameType::kShrink) {
+    memcpy(&out->shrink, payload, sizeof(out->shrink));
   } else if (type == FrameType::kState) {
     StatePayload p;
     memcpy(&p, payload, sizeof(p));

@@ -39,7 +39,18 @@ struct CallState {
   bool in_call = false;  // false: it finished `call` (seq 0: no call yet)
 };
 
-enum class FrameType : uint16_t { kNote = 1, kQuery = 2, kState = 3 };
+// What the lowest surviving rank tells the others when a communicator
+// shrinks: the unique id of the new communicator, and a fingerprint of the
+// ranks it leaves out (the others check theirs against it).
+struct ShrinkOffer {
+  uint8_t unique_id[128] = {};
+  uint64_t excluded_fingerprint = 0;
+  uint32_t survivors = 0;
+  uint32_t reserved = 0;
+};
+static_assert(sizeof(ShrinkOffer) == 144, "the wire format is 144 bytes");
+
+enum class FrameType : uint16_t { kNote = 1, kQuery = 2, kState = 3, kShrink = 4 };
 
 inline constexpr uint32_t kControlMagic = 0x42544e46;  // "BTNF", version 1
 inline constexpr size_t kMaxNoteText = 2000;
@@ -48,12 +59,14 @@ inline constexpr size_t kMaxFrameBytes = 16 + 4 + kMaxNoteText;
 std::vector<uint8_t> EncodeNote(const FailureNote& note);
 std::vector<uint8_t> EncodeQuery();
 std::vector<uint8_t> EncodeState(const CallState& state);
+std::vector<uint8_t> EncodeShrink(const ShrinkOffer& offer);
 
 // One frame parsed from the front of what a control socket delivered.
 struct ControlFrame {
   FrameType type = FrameType::kQuery;
-  FailureNote note;  // kNote
-  CallState state;   // kState
+  FailureNote note;    // kNote
+  CallState state;     // kState
+  ShrinkOffer shrink;  // kShrink
 };
 enum class FrameParse { kComplete, kIncomplete, kInvalid };
 // Parses the frame at the front of data[0, len); on kComplete, *used is its
