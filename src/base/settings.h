@@ -35,6 +35,8 @@ namespace baton {
   X(check, "BATON_CHECK", Bool, false,                                                             \
     "before each collective, check that every rank called the same one (an extra small "          \
     "allgather)")                                                                                  \
+  X(flight_recorder, "BATON_FLIGHT_RECORDER", Int, 64,                                            \
+    "calls each communicator keeps in its flight recorder file in /dev/shm (0: no file)")          \
   X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \

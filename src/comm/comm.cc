@@ -135,7 +135,17 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   const bool shared_machine = HostsShareMachines(comm->peers_);
   if (shared_machine) BATON_RETURN_IF_ERROR(comm->BindAmongMachine());
 
-  ChannelSetup setup{&id, rank, nranks, &comm->peers_, &mesh, comm->config_.transport, deadline};
+  comm->recorder_ = FlightRecorder::Create(
+      static_cast<uint32_t>(std::clamp<int64_t>(comm->config_.flight_recorder, 1, 1 << 16)),
+      comm->config_.flight_recorder > 0, rank, nranks, id.comm_id,
+      std::string(mine.hostname, strnlen(mine.hostname, sizeof(mine.hostname))));
+  if (comm->recorder_ == nullptr) return ErrnoError("mmap (flight recorder)", errno);
+
+  FlightRecorder* recorder = comm->recorder_.get();
+  ChannelSetup setup{&id,      rank,
+                     nranks,   &comm->peers_,
+                     &mesh,    comm->config_.transport,
+                     deadline, [recorder] { return recorder->Latest(); }};
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
 
   // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
@@ -253,8 +263,13 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     memcpy(dst, &w0, 8);
     memcpy(dst + 8, &w1, 8);
     memcpy(dst + 16, &w2, 8);
-    if (i == 0 && nranks_ > 1) channels_->PublishWords(w0, w1, w2, true);
+    const uint64_t record = recorder_->Begin(w0, w1, w2);
+    if (i == 0) first_record_ = record;
   }
+}
+
+void Communicator::EndCalls(batonResult_t result) {
+  for (size_t i = 0; i < numbered_.size(); ++i) recorder_->End(first_record_ + i, result);
 }
 
 Status Communicator::CheckAgreementLocked() {
@@ -299,17 +314,18 @@ Status Communicator::RunLocked(const Schedule& schedule) {
   NumberCalls(schedule);
   if (nranks_ == 1) {
     RunLocalOps(schedule);
+    EndCalls(batonSuccess);
     return Status::Ok();
   }
   if (config_.check && !schedule.calls.empty()) {
     Status st = CheckAgreementLocked();
-    if (!st.ok()) return Fail(std::move(st));
+    if (!st.ok()) {
+      EndCalls(st.code());
+      return Fail(std::move(st));
+    }
   }
   Status st = executor_->Run(schedule, numbered_, rank_);
-  if (numbered_.size() == 1)
-    channels_->PublishDone();
-  else
-    channels_->PublishCall(numbered_.back(), /*in_call=*/false);
+  EndCalls(st.code());
   if (!st.ok()) return Fail(std::move(st));
   return st;
 }

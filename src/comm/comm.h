@@ -18,6 +18,7 @@
 #include "bootstrap/peer_info.h"
 #include "bootstrap/unique_id.h"
 #include "comm/config.h"
+#include "comm/flight_recorder.h"
 #include "exec/executor.h"
 #include "topology/comm_topology.h"
 #include "transport/channel_set.h"
@@ -102,6 +103,9 @@ class Communicator {
   HostLayout host_layout_{0, 0, {}, {}};
   std::unique_ptr<CostModel> cost_model_;
   SelectionTable selection_;
+  // Before channels_: the watchdog (in channels_) reads it until it stops.
+  std::unique_ptr<FlightRecorder> recorder_;
+  uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]
   std::unique_ptr<ChannelSet> channels_;
   std::unique_ptr<Executor> executor_;
 
@@ -113,8 +117,10 @@ class Communicator {
   Status RunLocked(const Schedule& schedule);
   // A run failed: the error sticks, and the peers are told why. Returns it.
   [[gnu::cold, gnu::noinline]] Status Fail(Status st);
-  // Numbers the calls of `schedule` into numbered_ (see CallDescriptor).
+  // Numbers the calls of `schedule` into numbered_ (see CallDescriptor) and
+  // records them as running; EndCalls records how they ended.
   void NumberCalls(const Schedule& schedule);
+  void EndCalls(batonResult_t result);
   // BATON_CHECK: gathers every rank's numbered calls and compares them with
   // this rank's, before any of their data moves.
   Status CheckAgreementLocked();

@@ -10,6 +10,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   CommConfig c;
   c.timeout_s = TimeoutSeconds(s);
   c.check = s.check;
+  c.flight_recorder = s.flight_recorder;
   const std::string& t = s.transport;
   if (t == "tcp" || t == "TCP" || t == "net") {
     c.transport.force_tcp = true;

@@ -16,6 +16,7 @@ namespace baton {
 struct CommConfig {
   double timeout_s = 300;          // BATON_TIMEOUT (0 there: kForeverSeconds here)
   bool check = false;              // BATON_CHECK
+  int64_t flight_recorder = 64;    // BATON_FLIGHT_RECORDER (0: no file)
   TransportConfig transport;       // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
   size_t chunk_bytes = 0;          // BATON_CHUNKSIZE (0: the cost model chooses)
   bool calibrate = false;          // BATON_CALIBRATE

@@ -2,57 +2,11 @@
 
 #include <baton.h>
 
+#include "algorithms/call_description.h"
 #include "algorithms/collective.h"
 #include "base/datatype.h"
 
 namespace baton {
-namespace {
-
-const char* KindName(uint8_t kind) {
-  switch (kind) {
-    case kCallKindBarrier:
-      return "barrier";
-    case kCallKindInternal:
-      return "Baton's internal exchange";
-    case kCallKindPointToPoint:
-      return "send/recv";
-    default:
-      break;
-  }
-  const int c = kind - kCallKindCollectiveBase;
-  return c >= 0 && c < kNumCollectives ? CollectiveName(static_cast<Collective>(c)) : "?";
-}
-
-bool HasOp(uint8_t kind) {
-  const int c = kind - kCallKindCollectiveBase;
-  return c == static_cast<int>(Collective::kAllReduce) ||
-         c == static_cast<int>(Collective::kReduce) ||
-         c == static_cast<int>(Collective::kReduceScatter);
-}
-
-bool HasRoot(uint8_t kind) {
-  const int c = kind - kCallKindCollectiveBase;
-  return c == static_cast<int>(Collective::kBroadcast) ||
-         c == static_cast<int>(Collective::kReduce);
-}
-
-bool IsCollective(uint8_t kind) {
-  const int c = kind - kCallKindCollectiveBase;
-  return c >= 0 && c < kNumCollectives;
-}
-
-}  // namespace
-
-std::string DescribeCall(const CallDescriptor& call) {
-  std::string out = std::string(KindName(call.kind)) + " #" + std::to_string(call.seq);
-  if (call.kind == kCallKindBarrier || call.kind == kCallKindInternal) return out;
-  out += " (" + std::to_string(call.count) + " x " +
-         DatatypeName(static_cast<batonDataType_t>(call.datatype));
-  if (HasOp(call.kind)) out += std::string(", ") + RedOpName(static_cast<batonRedOp_t>(call.op));
-  if (HasRoot(call.kind)) out += ", root " + std::to_string(call.root);
-  return out + ")";
-}
-
 Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const CallMismatch& found,
                          uint64_t expected_bytes) {
   const std::string us = "rank " + std::to_string(me), them = "rank " + std::to_string(peer);
@@ -62,7 +16,7 @@ Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const Cal
       CallDescriptor theirs = found.theirs;
       // Only the algorithm differs: same call, different choices.
       theirs.algorithm = mine.algorithm;
-      if (theirs == mine && IsCollective(mine.kind))
+      if (theirs == mine && IsCollectiveCall(mine.kind))
         return InvalidUsage(head + "both called " + DescribeCall(mine) + " but " + them + " ran " +
                             AlgorithmName(static_cast<Algorithm>(found.theirs.algorithm)) +
                             " and " + us + " " +

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "algorithms/call_description.h"
 #include "base/call_descriptor.h"
 #include "base/status.h"
 #include "transport/channel.h"

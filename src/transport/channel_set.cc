@@ -32,6 +32,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   const int n = setup.nranks, me = setup.rank;
   set->rank_ = me;
   set->nranks_ = n;
+  set->state_source_ = setup.call_state;
   set->channels_.resize(n);
   set->control_.resize(n);
   set->peer_fds_.resize(n);

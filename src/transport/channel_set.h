@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -59,6 +60,8 @@ struct ChannelSetup {
   std::vector<std::vector<Fd>>* mesh;  // sockets per peer; channels take theirs over
   TransportConfig config;
   Deadline deadline;
+  // Where this rank is, as peers that ask are told (see published()).
+  std::function<CallState()> call_state;
 };
 
 // The channels of one communicator plus the machinery shared by all of them:
@@ -97,29 +100,10 @@ class ChannelSet {
   // before leaving, waiting briefly for one in flight. False if none came.
   bool NoteFrom(int peer, FailureNote* out);
 
-  // This rank's call, as peers that ask are told: the communicator sets it
-  // before each run, and marks it done after. Cheap (plain stores on x86, a
-  // seqlock for the rare reader): it is on every call's latency path.
-  void PublishCall(const CallDescriptor& call, bool in_call = true) {
-    uint64_t words[3];
-    memcpy(words, &call, sizeof(call));
-    PublishWords(words[0], words[1], words[2], in_call);
-  }
-  // The same from the descriptor's three words.
-  void PublishWords(uint64_t w0, uint64_t w1, uint64_t w2, bool in_call) {
-    const uint32_t v = published_version_.load(std::memory_order_relaxed);
-    published_version_.store(v + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    published_words_[0].store(w0, std::memory_order_relaxed);
-    published_words_[1].store(w1, std::memory_order_relaxed);
-    published_words_[2].store(w2, std::memory_order_relaxed);
-    published_in_call_.store(in_call ? 1 : 0, std::memory_order_relaxed);
-    published_version_.store(v + 2, std::memory_order_release);
-  }
-  // The published call is done: one store (a reader that sees it with the
-  // call's words reads "finished that call", which is true).
-  void PublishDone() { published_in_call_.store(0, std::memory_order_release); }
-  CallState published() const;
+  // Where this rank is, as peers that ask are told (ChannelSetup::call_state:
+  // the communicator's flight recorder knows).
+  CallState published() const { return state_source_ ? state_source_() : CallState{}; }
+
   // Shrinking: the lowest surviving rank sends each other survivor the new
   // communicator's id; they wait for it (false: not before `deadline`, or
   // the leader's control socket closed).
@@ -171,10 +155,7 @@ class ChannelSet {
   std::vector<Clock::time_point> peer_state_at_;  // when they came
   std::atomic<uint32_t> answers_{0};
   std::mutex control_send_mu_;
-  // PublishCall's seqlock: odd while a write is under way.
-  std::atomic<uint32_t> published_version_{0};
-  std::atomic<uint64_t> published_words_[3] = {};
-  std::atomic<uint32_t> published_in_call_{0};
+  std::function<CallState()> state_source_;
 
   // Own doorbell: inside this rank's shm segment when it has local peers.
   Doorbell private_bell_;

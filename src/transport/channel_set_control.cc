@@ -123,23 +123,6 @@ bool ChannelSet::NoteFrom(int peer, FailureNote* out) {
   }
 }
 
-CallState ChannelSet::published() const {
-  uint64_t words[3];
-  uint32_t in_call;
-  for (;;) {
-    const uint32_t v = published_version_.load(std::memory_order_acquire);
-    if (v & 1) continue;
-    for (int i = 0; i < 3; ++i) words[i] = published_words_[i].load(std::memory_order_relaxed);
-    in_call = published_in_call_.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (published_version_.load(std::memory_order_relaxed) == v) break;
-  }
-  CallState state;
-  memcpy(&state.call, words, sizeof(state.call));
-  state.in_call = in_call != 0;
-  return state;
-}
-
 void ChannelSet::SendShrinkOffer(int peer, const ShrinkOffer& offer) {
   SendControl(peer, EncodeShrink(offer));
 }

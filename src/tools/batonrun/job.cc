@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "base/settings.h"
+#include "tools/batonrun/flight_table.h"
 
 extern char** environ;
 
@@ -59,6 +60,11 @@ int Job::Run() {
   for (Rank& rank : ranks_) {
     for (LineRelay& relay : rank.relays) relay.Finish();
   }
+  // Ranks that died (or were killed) left their flight recorders behind.
+  std::vector<pid_t> pids;
+  for (const Rank& rank : ranks_)
+    if (rank.pid > 0) pids.push_back(rank.pid);
+  RemoveFlightFiles(pids);
   if (timed_out_) return kExitTimeout;
   if (failure_status_) return *failure_status_;
   return launch_failed_ ? kExitLauncherError : 0;
@@ -263,6 +269,7 @@ void Job::OnRankExit(Rank& rank, int status) {
                         std::to_string(rank.pid) + ") " + DescribeStatus(status);
   if (running_count_ > 0) message += "; stopping the other ranks";
   stderr_sink_.Write(message + "\n");
+  PrintFlightTable();
   Stop("");
 }
 
@@ -273,12 +280,24 @@ void Job::CheckDeadlines() {
     char message[128];
     snprintf(message, sizeof(message), "batonrun: job timed out after %g s; stopping all ranks\n",
              options_.timeout_s);
-    Stop(message);
+    stderr_sink_.Write(message);
+    PrintFlightTable();
+    Stop("");
   }
   if (stopping_ && !killed_ && now >= kill_deadline_) {
     killed_ = true;
     SignalAll(SIGKILL);
   }
+}
+
+void Job::PrintFlightTable() {
+  if (flight_table_printed_) return;
+  flight_table_printed_ = true;
+  std::vector<pid_t> pids;
+  for (const Rank& rank : ranks_)
+    if (rank.pid > 0) pids.push_back(rank.pid);
+  const std::string table = FlightTable(pids, 4);
+  if (!table.empty()) stderr_sink_.Write(table);
 }
 
 void Job::Stop(const std::string& message) {

@@ -74,6 +74,10 @@ class Job {
   void ReapChildren();
 
   void OnRankExit(Rank& rank, int status);
+  // Prints the ranks' flight recorders (once per job): why a job failed or
+  // timed out, before its ranks are stopped.
+  void PrintFlightTable();
+  bool flight_table_printed_ = false;
 
   void CheckDeadlines();
 

@@ -29,6 +29,7 @@
 #include "baton.h"
 #include "bootstrap/unique_id.h"
 #include "tools/batonrun/binding_plan.h"
+#include "tools/batonrun/flight_table.h"
 #include "tools/batonrun/job.h"
 #include "tools/batonrun/options.h"
 #include "tools/batonrun/signals.h"
@@ -46,6 +47,16 @@ int main(int argc, char** argv) {
     case ParseOutcome::kVersion:
       printf("batonrun (Baton) %d.%d.%d\n", BATON_MAJOR, BATON_MINOR, BATON_PATCH);
       return 0;
+    case ParseOutcome::kDump: {
+      const std::string table = FlightTable(DumpTargets(options.dump_pid), 8);
+      if (table.empty()) {
+        fprintf(stderr, "batonrun: no flight recorder of process %d or of its children\n",
+                options.dump_pid);
+        return kExitLauncherError;
+      }
+      fputs(table.c_str(), stdout);
+      return 0;
+    }
     case ParseOutcome::kUsageError:
       fprintf(stderr, "batonrun: %s\nTry 'batonrun --help' for more information.\n", error.c_str());
       return kExitUsage;

@@ -32,6 +32,8 @@ const char kUsage[] =
     "                         each rank to a core of its own, spread over NUMA nodes, when\n"
     "                         there are enough cores, else to a NUMA node\n"
     "  --report-bindings      print each rank's CPUs to stderr\n"
+    "  --dump PID             print the flight recorders (last calls, and where the ranks\n"
+    "                         diverge) of the ranks of batonrun PID, or of rank PID, and exit\n"
     "  -h, --help             show this help and exit\n"
     "  --version              show the version and exit\n"
     "\n"
@@ -131,6 +133,16 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
       continue;
     }
 
+    if (name == "--dump") {
+      std::optional<std::string> value = take_value();
+      if (!value) return ParseOutcome::kUsageError;
+      char* end = nullptr;
+      const long pid = strtol(value->c_str(), &end, 10);
+      if (value->empty() || *end != '\0' || pid <= 0 || pid > INT32_MAX)
+        return bad_value(*value, "a process id");
+      options->dump_pid = static_cast<int>(pid);
+      return ParseOutcome::kDump;
+    }
     if (name == "-n" || name == "--np" || name == "-np") {
       std::optional<std::string> value = take_value();
       if (!value) return ParseOutcome::kUsageError;

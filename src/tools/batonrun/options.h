@@ -20,12 +20,13 @@ struct Options {
   std::vector<std::string> command;  // The program and its arguments.
   std::string bind_to;               // --bind-to; empty: BATON_BIND, else auto.
   bool report_bindings = false;      // --report-bindings
+  int dump_pid = 0;                  // --dump PID: print its ranks' flight recorders and exit
 
   int WorldSize() const { return world_size.value_or(num_ranks); }
   int RankOffset() const { return rank_offset.value_or(0); }
 };
 
-enum class ParseOutcome { kRun, kHelp, kVersion, kUsageError };
+enum class ParseOutcome { kRun, kHelp, kVersion, kDump, kUsageError };
 
 // The text of --help.
 extern const char kUsage[];

@@ -1,0 +1,109 @@
+#include "comm/flight_recorder.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace baton {
+namespace {
+
+// Files of processes that are gone (SIGKILL, a crash): nothing else removes
+// them. Only this host's pids are comparable, and /dev/shm is this host's.
+void RemoveStaleFiles() {
+  DIR* dir = opendir(kFlightDir);
+  if (dir == nullptr) return;
+  const size_t prefix = strlen(kFlightPrefix);
+  while (dirent* e = readdir(dir)) {
+    if (strncmp(e->d_name, kFlightPrefix, prefix) != 0) continue;
+    const int pid = atoi(e->d_name + prefix);
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
+      unlink((std::string(kFlightDir) + "/" + e->d_name).c_str());
+  }
+  closedir(dir);
+}
+
+}  // namespace
+
+int64_t FlightRecorder::CoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+std::unique_ptr<FlightRecorder> FlightRecorder::Create(uint32_t capacity, bool to_file, int rank,
+                                                       int nranks, uint64_t comm_id,
+                                                       const std::string& host) {
+  std::unique_ptr<FlightRecorder> r(new FlightRecorder());
+  r->capacity_ = std::max<uint32_t>(capacity, 1);
+  r->bytes_ = FlightFileBytes(r->capacity_);
+  if (to_file) {
+    RemoveStaleFiles();
+    const std::string path = FlightFilePath(getpid(), comm_id);
+    const int fd = open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(r->bytes_)) == 0) {
+      void* map = mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        r->map_ = map;
+        r->path_ = path;
+      }
+    }
+    if (fd >= 0) close(fd);
+    if (r->map_ == nullptr) {
+      BATON_WARN(kLogInit, "flight recorder: cannot use %s (%s); keeping it in memory",
+                 path.c_str(), strerror(errno));
+      unlink(path.c_str());
+    }
+  }
+  if (r->map_ == nullptr) {
+    void* map =
+        mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) return nullptr;
+    r->map_ = map;
+  }
+  r->header_ = static_cast<FlightHeader*>(r->map_);
+  r->entries_ =
+      reinterpret_cast<FlightEntry*>(static_cast<uint8_t*>(r->map_) + sizeof(FlightHeader));
+  FlightHeader& h = *r->header_;
+  h.pid = getpid();
+  h.rank = rank;
+  h.nranks = nranks;
+  h.capacity = r->capacity_;
+  h.comm_id = comm_id;
+  snprintf(h.host, sizeof(h.host), "%s", host.c_str());
+  h.calls.store(0, std::memory_order_relaxed);
+  h.version = kFlightVersion;
+  // Last: a reader that sees the magic sees the rest.
+  std::atomic_thread_fence(std::memory_order_release);
+  h.magic = kFlightMagic;
+  return r;
+}
+
+FlightRecorder::~FlightRecorder() {
+  if (!path_.empty()) unlink(path_.c_str());
+  if (map_ != nullptr) munmap(map_, bytes_);
+}
+
+CallState FlightRecorder::Latest() const {
+  CallState state;
+  const uint64_t calls = header_->calls.load(std::memory_order_acquire);
+  if (calls == 0) return state;
+  const FlightEntry& e = entries_[(calls - 1) % capacity_];
+  for (;;) {
+    const uint32_t lock = e.lock.load(std::memory_order_acquire);
+    if (lock & 1) continue;
+    uint64_t w[3];
+    for (int k = 0; k < 3; ++k) w[k] = e.words[k].load(std::memory_order_relaxed);
+    const auto s = static_cast<FlightState>(e.state.load(std::memory_order_relaxed));
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (e.lock.load(std::memory_order_relaxed) != lock) continue;
+    memcpy(&state.call, w, sizeof(w));
+    state.in_call = s == FlightState::kRunning;
+    return state;
+  }
+}
+
+}  // namespace baton
