@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and test tools; then the peers perf/compare.py runs against (Open MPI,
-# Gloo), the trainer's BLAS, zlib and data set, and matplotlib for perf/plot.
+# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot, and
+# clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh).
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
-          dataset-fashion-mnist python3-matplotlib)
+          dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

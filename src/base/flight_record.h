@@ -52,7 +52,7 @@ struct FlightEntry {
   std::atomic<uint32_t> state;     // FlightState
   std::atomic<uint64_t> words[3];  // the CallDescriptor, numbered
   std::atomic<int64_t> start_ns;   // CLOCK_REALTIME_COARSE (a few ms of resolution)
-  std::atomic<int64_t> end_ns;
+  std::atomic<int64_t> end_ns;     // not written yet (reserved)
   std::atomic<int32_t> result;  // batonResult_t once done
   uint8_t reserved[64 - 52];
 };

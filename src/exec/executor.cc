@@ -153,9 +153,8 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
   size_t remaining = ops.size();
   size_t copy_cursor = 0;  // copies run in order (they rarely depend on anything)
   WaitSet& ws = wait_set_;
-  auto last_progress = Clock::now();
-  auto spin_start = last_progress;
-  auto last_yield = last_progress;
+  // Set when the first wait starts: a call that never waits reads no clock.
+  Clock::time_point last_progress{}, spin_start{}, last_yield{};
   bool spinning = false;
   Clock::time_point asked_at{};  // when the peers were last asked where they are
   uint32_t seen_answers = channels_->answers();
@@ -216,6 +215,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       spinning = true;
       spin_start = now;
       last_progress = now;
+      last_yield = now;
     }
     if (now - spin_start < config_.spin) {
       // Poll with pause, but hand the core over every yield_interval: a

@@ -17,13 +17,17 @@
 #include "kernels/reduce_copy.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace baton {
 
 bool CpuSupportsAvx2() {
-  // __builtin_cpu_supports also checks that the OS saves the YMM state.
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // __builtin_cpu_supports also checks that the OS saves the YMM state; F16C
+  // from CPUID directly (clang's builtin does not know it).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
 }
 
 }  // namespace baton

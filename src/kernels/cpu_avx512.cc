@@ -21,7 +21,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12 reports its own _mm512_undefined_*() (a deliberate self-initialized
 // value inside the intrinsics) as maybe-uninitialized once inlined here.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 namespace baton {

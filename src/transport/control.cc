@@ -68,8 +68,8 @@ FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame
   const auto type = static_cast<FrameType>(h.type);
   switch (type) {
     case FrameType::kNote:
-      if (h.length < 4 || h.value <= batonSuccess || h.value >= batonNumResults ||
-          h.value == batonInProgress)
+      if (h.length < 4 || h.length > 4 + kMaxNoteText || h.value <= batonSuccess ||
+          h.value >= batonNumResults || h.value == batonInProgress)
         return FrameParse::kInvalid;
       break;
     case FrameType::kQuery:

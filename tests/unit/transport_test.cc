@@ -363,6 +363,13 @@ TEST(ControlFrameTest, RoundTripsAndRefusesGarbage) {
   bad = q;
   bad[4] = 99;  // type
   EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 8, &frame, &used), FrameParse::kInvalid);
+  // A note whose text is longer than any sender writes (found by the fuzz
+  // target): refused.
+  bad = EncodeNote(FailureNote{batonRemoteError, 0, std::string(kMaxNoteText, 'x')});
+  bad.push_back('x');
+  const uint32_t too_long = 4 + kMaxNoteText + 1;
+  memcpy(bad.data() + 12, &too_long, 4);
+  EXPECT_EQ(DecodeFrame(bad.data(), bad.size(), 8, &frame, &used), FrameParse::kInvalid);
   // Long texts are cut to the bound.
   const std::vector<uint8_t> long_note =
       EncodeNote(FailureNote{batonRemoteError, 0, std::string(10 * kMaxNoteText, 'x')});

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) and
+# runs each for a bounded time. Every parser of what a peer, a launcher or a
+# user hands to Baton has one: control frames, the TCP stream (headers, call
+# descriptors, data), unique ids, BATON_* values, flight recorder files.
+#
+#   scripts/fuzz.sh [SECONDS_PER_TARGET] [BUILD_DIR]
+#
+# SECONDS_PER_TARGET defaults to 20 (FUZZ_SECONDS); BUILD_DIR to build-fuzz.
+# Needs clang-16 and its runtimes (Debian: clang-16 libclang-rt-16-dev);
+# exits 77 (meson's "skipped") without them. Crashes leave their input in
+# BUILD_DIR/crashes/ and make the script exit 1. Prints one line a target:
+# its executions and coverage.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-${FUZZ_SECONDS:-20}}
+out=${2:-build-fuzz}
+cxx=${CXX_FUZZ:-clang++-16}
+if ! command -v "$cxx" > /dev/null; then
+  echo "fuzz: $cxx not found (apt-get install clang-16 libclang-rt-16-dev); skipped"
+  exit 77
+fi
+mkdir -p "$out/obj" "$out/crashes" "$out/corpus"
+
+# baton_config.h comes from a meson build; any will do (it holds versions).
+config_dir=""
+for d in build build-nocuda "$out"; do
+  [[ -f $d/src/baton_config.h ]] && config_dir=$d/src && break
+done
+if [[ -z $config_dir ]]; then
+  mkdir -p "$out/src"
+  printf '#pragma once\n#define BATON_MAJOR 0\n#define BATON_MINOR 1\n#define BATON_PATCH 0\n' \
+    > "$out/src/baton_config.h"
+  config_dir=$out/src
+fi
+
+flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc -Iinclude "-I$config_dir"
+       -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+# The library files the targets exercise; the SIMD kernels get their ISA on
+# the command line (clang ignores GCC's target pragmas). Run-time dispatch
+# still picks only what the CPU has.
+sources=(base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
+         bootstrap/unique_id.cc transport/channel.cc transport/control.cc transport/tcp.cc
+         tuning/algorithm_filter.cc kernels/cpu_reduce.cc kernels/cpu_avx2.cc
+         kernels/cpu_avx512.cc)
+objects=()
+for src in "${sources[@]}"; do
+  obj=$out/obj/$(echo "$src" | tr / _).o
+  extra=()
+  case $src in
+    kernels/cpu_avx2.cc) extra=(-mavx2 -mf16c) ;;
+    kernels/cpu_avx512.cc) extra=(-mavx512f -mavx512bw -mavx512dq -mavx2 -mf16c) ;;
+  esac
+  if [[ ! -f $obj || src/$src -nt $obj ]]; then
+    "$cxx" "${flags[@]}" "${extra[@]}" -fsanitize=fuzzer-no-link -c "src/$src" -o "$obj" ||
+      { echo "fuzz: cannot compile $src"; exit 1; }
+  fi
+  objects+=("$obj")
+done
+
+failures=0
+for target in tests/fuzz/*.cc; do
+  name=$(basename "$target" .cc)
+  bin=$out/$name
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer "$target" "${objects[@]}" -lpthread -o "$bin" ||
+    { echo "fuzz: cannot build $name"; failures=$((failures + 1)); continue; }
+  mkdir -p "$out/corpus/$name"
+  log=$out/$name.log
+  # tests/fuzz/corpus/NAME: inputs that once failed, run first as regressions.
+  seeds=()
+  [[ -d tests/fuzz/corpus/$name ]] && seeds=("tests/fuzz/corpus/$name")
+  "$bin" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix="$out/crashes/$name-" "$out/corpus/$name" "${seeds[@]}" > "$log" 2>&1
+  status=$?
+  stats=$(grep -E "^#[0-9]+.*(DONE|pulse)" "$log" | tail -1)
+  if [[ $status -ne 0 ]]; then
+    echo "fuzz: $name FAILED (exit $status); the input is in $out/crashes/, the log in $log"
+    grep -E "ERROR|SUMMARY|runtime error" "$log" | head -5
+    failures=$((failures + 1))
+  else
+    echo "fuzz: $name ok for ${seconds} s: ${stats:-$(tail -1 "$log")}"
+  fi
+done
+exit $((failures > 0))
