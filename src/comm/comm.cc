@@ -337,7 +337,7 @@ Status Communicator::Fail(Status st) {
   // Tell the peers now, and why, rather than letting them wait for
   // BATON_TIMEOUT; a failure that came from a peer's note passes it on.
   FailureNote note{st.code(), rank_, st.message()};
-  if (channels_->note_arrived()) note = channels_->note();
+  if (channels_->note_arrived()) note = channels_->FirstNote();
   channels_->Abort(&note);
   return st;
 }

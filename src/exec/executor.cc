@@ -232,7 +232,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     }
     // A peer gave up (and said why): fail once nothing more arrives, so a
     // call whose data came before the failure still completes.
-    if (channels_->note_arrived()) return channels_->note().AsStatus();
+    if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();
     if (now - last_progress > std::chrono::duration<double>(config_.timeout_s))
       return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
     // A long stall: ask the peers where they are, and weigh their answers.

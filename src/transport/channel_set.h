@@ -60,7 +60,7 @@ struct ChannelSetup {
   std::vector<std::vector<Fd>>* mesh;  // sockets per peer; channels take theirs over
   TransportConfig config;
   Deadline deadline;
-  // Where this rank is, as peers that ask are told (see published()).
+  // Where this rank is, as peers that ask are told (see CurrentCallState()).
   std::function<CallState()> call_state;
 };
 
@@ -95,14 +95,14 @@ class ChannelSet {
 
   // Whether a peer has sent a failure note; the first one.
   bool note_arrived() const { return note_arrived_.load(std::memory_order_acquire); }
-  FailureNote note() const;
+  FailureNote FirstNote() const;
   // After an error on the connection to `peer` (it left): the note it sent
   // before leaving, waiting briefly for one in flight. False if none came.
   bool NoteFrom(int peer, FailureNote* out);
 
   // Where this rank is, as peers that ask are told (ChannelSetup::call_state:
   // the communicator's flight recorder knows).
-  CallState published() const { return state_source_ ? state_source_() : CallState{}; }
+  CallState CurrentCallState() const { return state_source_ ? state_source_() : CallState{}; }
 
   // Shrinking: the lowest surviving rank sends each other survivor the new
   // communicator's id; they wait for it (false: not before `deadline`, or

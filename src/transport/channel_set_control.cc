@@ -79,7 +79,7 @@ bool ChannelSet::ReadControlLocked(int peer) {
         control_cv_.notify_all();
         break;
       case FrameType::kQuery:
-        SendControl(peer, EncodeState(published()));
+        SendControl(peer, EncodeState(CurrentCallState()));
         break;
       case FrameType::kState:
         peer_state_[peer] = frame.state;
@@ -96,7 +96,7 @@ bool ChannelSet::ReadControlLocked(int peer) {
   return !control_done_[peer];
 }
 
-FailureNote ChannelSet::note() const {
+FailureNote ChannelSet::FirstNote() const {
   std::lock_guard<std::mutex> lock(control_mu_);
   return first_note_;
 }
