@@ -21,69 +21,21 @@
 #include <gtest/gtest.h>
 
 #include "common/mp_harness.h"
+#include "multiprocess/failure_common.h"
 
 namespace {
 
+using baton_test::AllReduceUntilError;
+using baton_test::ExpectFailedThenAbort;
+using baton_test::FailureOptions;
+using baton_test::kLargeCount;
+using baton_test::kMaxDetectSeconds;
+using baton_test::kTimeoutSeconds;
 using baton_test::Options;
 using baton_test::RankContext;
 using baton_test::ResultName;
 using baton_test::RunRanks;
 using baton_test::SecondsSince;
-
-constexpr int kTimeoutSeconds = 20;  // BATON_TIMEOUT for these tests
-// Survivors must give up within the timeout; the slack covers the work done
-// before the death and a loaded 2-core machine.
-constexpr double kMaxDetectSeconds = kTimeoutSeconds + 15;
-constexpr size_t kLargeCount = size_t{16} << 20;  // 64 MiB of floats
-
-Options FailureOptions(const char* transport) {
-  Options options;
-  options.env = {{"BATON_TRANSPORT", transport},
-                 {"BATON_TIMEOUT", std::to_string(kTimeoutSeconds)}};
-  options.deadline = std::chrono::seconds(60);
-  return options;
-}
-
-// Runs allreduces on comm until one fails (directly, or at
-// batonStreamSynchronize when a stream is given); returns that error, or
-// batonSuccess if none failed within `limit_s`.
-batonResult_t AllReduceUntilError(batonComm_t comm, batonStream_t stream, std::vector<float>& buf,
-                                  double limit_s, int* iterations) {
-  const auto start = std::chrono::steady_clock::now();
-  batonResult_t r = batonSuccess;
-  *iterations = 0;
-  while (r == batonSuccess && SecondsSince(start) < limit_s) {
-    // Max keeps the values finite however many iterations run.
-    r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat, batonMax, comm, stream);
-    if (r == batonSuccess && stream != nullptr) r = batonStreamSynchronize(stream);
-    ++*iterations;
-  }
-  return r;
-}
-
-// After a peer's death: the error reached the caller in time, the communicator
-// reports it, and batonCommAbort returns.
-void ExpectFailedThenAbort(RankContext& ctx, batonResult_t r, double elapsed, int iterations,
-                           bool on_stream) {
-  MP_EXPECT_NE(ctx, r, batonSuccess) << " no error after " << iterations << " allreduces in "
-                                     << elapsed << " s although a peer died";
-  MP_EXPECT_LT(ctx, elapsed, kMaxDetectSeconds)
-      << " s to report " << ResultName(r) << " with BATON_TIMEOUT=" << kTimeoutSeconds;
-  MP_EXPECT_TRUE(ctx, r != batonInvalidArgument && r != batonInvalidUsage)
-      << " a dead peer is not a usage error: " << ResultName(r);
-  MP_EXPECT_NE(ctx, std::string(ctx.LastError()), "") << " no message for " << ResultName(r);
-  if (ctx.rank() == 0) {
-    ctx.Log(ResultName(r) + " after " + std::to_string(iterations) + " allreduces in " +
-            std::to_string(elapsed) + " s: " + ctx.LastError());
-  }
-  batonResult_t async = batonSuccess;
-  MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
-  // A failed stream operation is an asynchronous error and must stick.
-  if (on_stream) MP_EXPECT_NE(ctx, async, batonSuccess);
-  const auto abort_start = std::chrono::steady_clock::now();
-  MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
-  MP_EXPECT_LT(ctx, SecondsSince(abort_start), 10.0) << " s in batonCommAbort";
-}
 
 class RankFailureTest : public ::testing::TestWithParam<std::tuple<const char*, bool>> {};
 
@@ -124,6 +76,90 @@ TEST_P(RankFailureTest, SigkillDuringAllReduce) {
       options);
 }
 
+// Which collective a rank runs in a loop while a peer dies.
+enum class Coll { kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll };
+
+const char* CollName(Coll c) {
+  switch (c) {
+    case Coll::kBroadcast:
+      return "broadcast";
+    case Coll::kReduce:
+      return "reduce";
+    case Coll::kAllGather:
+      return "allgather";
+    case Coll::kReduceScatter:
+      return "reducescatter";
+    case Coll::kAlltoAll:
+      return "alltoall";
+  }
+  return "?";
+}
+
+// Runs `c` (16 MiB per rank's block) until it fails or `limit_s` passes.
+batonResult_t CollectiveUntilError(batonComm_t comm, Coll c, int nranks, std::vector<float>& in,
+                                   std::vector<float>& out, double limit_s) {
+  const size_t block = in.size() / static_cast<size_t>(nranks);
+  const auto start = std::chrono::steady_clock::now();
+  batonResult_t r = batonSuccess;
+  while (r == batonSuccess && SecondsSince(start) < limit_s) {
+    switch (c) {
+      case Coll::kBroadcast:
+        r = batonBroadcast(in.data(), out.data(), in.size(), batonFloat, 0, comm, nullptr);
+        break;
+      case Coll::kReduce:
+        r = batonReduce(in.data(), out.data(), in.size(), batonFloat, batonMax, 1, comm, nullptr);
+        break;
+      case Coll::kAllGather:
+        r = batonAllGather(in.data(), out.data(), block, batonFloat, comm, nullptr);
+        break;
+      case Coll::kReduceScatter:
+        r = batonReduceScatter(in.data(), out.data(), block, batonFloat, batonMax, comm, nullptr);
+        break;
+      case Coll::kAlltoAll:
+        r = batonAlltoAll(in.data(), out.data(), block, batonFloat, comm, nullptr);
+        break;
+    }
+  }
+  return r;
+}
+
+class CollectiveKillTest : public ::testing::TestWithParam<std::tuple<const char*, Coll>> {};
+
+// Rank 2 SIGKILLs itself ~50 ms into a loop of each collective (the
+// allreduce has its own tests above): every survivor gets an error.
+TEST_P(CollectiveKillTest, SigkillDuringTheCollective) {
+  const auto [transport, coll] = GetParam();
+  Options options = FailureOptions(transport);
+  options.expected_signal = {{2, SIGKILL}};
+  RunRanks(
+      4,
+      [coll = coll](RankContext& ctx) {
+        std::vector<float> in(kLargeCount / 4, 1.0f), out(kLargeCount / 4);
+        if (ctx.rank() == 2) {
+          std::thread([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            raise(SIGKILL);
+          }).detach();
+          CollectiveUntilError(ctx.comm(), coll, ctx.nranks(), in, out, 1e9);
+          for (;;) pause();
+        }
+        const auto start = std::chrono::steady_clock::now();
+        const batonResult_t r =
+            CollectiveUntilError(ctx.comm(), coll, ctx.nranks(), in, out, kMaxDetectSeconds);
+        ExpectFailedThenAbort(ctx, r, SecondsSince(start), 0, false);
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, CollectiveKillTest,
+    ::testing::Combine(::testing::Values("shm", "tcp"),
+                       ::testing::Values(Coll::kBroadcast, Coll::kReduce, Coll::kAllGather,
+                                         Coll::kReduceScatter, Coll::kAlltoAll)),
+    [](const auto& info) {
+      return std::string(std::get<0>(info.param)) + "_" + CollName(std::get<1>(info.param));
+    });
+
 // Rank 1 finishes one allreduce, then calls exit(0) without destroying its
 // communicator while the others enter a second allreduce.
 TEST_P(RankFailureTest, ExitWithoutDestroyDuringAllReduce) {
@@ -163,114 +199,6 @@ INSTANTIATE_TEST_SUITE_P(Transports, RankFailureTest,
                            return std::string(std::get<0>(info.param)) +
                                   (std::get<1>(info.param) ? "_host_stream" : "_null_stream");
                          });
-
-class ShrinkTest : public ::testing::TestWithParam<const char*> {};
-
-// Rank 2 dies mid-allreduce; the three survivors see the error, shrink the
-// communicator without it (BATON_SHRINK_ABORT) and go on: a correct
-// allreduce among them, ranks renumbered in their old order.
-TEST_P(ShrinkTest, SurvivorsShrinkAfterAKillAndGoOn) {
-  Options options = FailureOptions(GetParam());
-  options.expected_signal = {{2, SIGKILL}};
-  RunRanks(
-      4,
-      [](RankContext& ctx) {
-        std::vector<float> buf(kLargeCount, 1.0f);
-        if (ctx.rank() == 2) {
-          std::thread([] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            raise(SIGKILL);
-          }).detach();
-        }
-        int iterations = 0;
-        const batonResult_t r = AllReduceUntilError(ctx.comm(), nullptr, buf, 60, &iterations);
-        MP_ASSERT_TRUE(ctx, r != batonSuccess) << " no error although rank 2 died";
-        ctx.SetStep("batonCommShrink without rank 2");
-        const auto start = std::chrono::steady_clock::now();
-        int excluded[] = {2};
-        batonComm_t shrunk = nullptr;
-        MP_ASSERT_OK(
-            ctx, batonCommShrink(ctx.comm(), excluded, 1, &shrunk, nullptr, BATON_SHRINK_ABORT));
-        const double shrink_s = SecondsSince(start);
-        int count = 0, rank = -1;
-        MP_EXPECT_OK(ctx, batonCommCount(shrunk, &count));
-        MP_EXPECT_OK(ctx, batonCommUserRank(shrunk, &rank));
-        MP_EXPECT_EQ(ctx, count, 3);
-        MP_EXPECT_EQ(ctx, rank, ctx.rank() < 2 ? ctx.rank() : ctx.rank() - 1);
-        // The survivors add their old ranks: 0 + 1 + 3, at every size class.
-        for (size_t n : {size_t(1), size_t(4097), size_t(1) << 20}) {
-          std::vector<int32_t> v(n, ctx.rank());
-          MP_ASSERT_OK(
-              ctx, batonAllReduce(v.data(), v.data(), n, batonInt32, batonSum, shrunk, nullptr));
-          MP_EXPECT_EQ(ctx, v[0], 4);
-          MP_EXPECT_EQ(ctx, v[n - 1], 4);
-        }
-        if (ctx.rank() == 0) ctx.Log("shrunk in " + std::to_string(shrink_s) + " s");
-        MP_EXPECT_OK(ctx, batonCommDestroy(shrunk));
-        MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
-      },
-      options);
-}
-
-// A healthy communicator shrinks too (BATON_SHRINK_DEFAULT): rank 3 takes
-// no part; the others go on without it, and the parent stays usable.
-TEST_P(ShrinkTest, HealthyCommunicatorShrinksByChoice) {
-  RunRanks(
-      4,
-      [](RankContext& ctx) {
-        if (ctx.rank() == 3) return;  // the harness destroys its communicator
-        int excluded[] = {3};
-        batonComm_t shrunk = nullptr;
-        MP_ASSERT_OK(
-            ctx, batonCommShrink(ctx.comm(), excluded, 1, &shrunk, nullptr, BATON_SHRINK_DEFAULT));
-        std::vector<float> v(1000, float(ctx.rank()));
-        MP_ASSERT_OK(ctx, batonAllReduce(v.data(), v.data(), v.size(), batonFloat, batonSum, shrunk,
-                                         nullptr));
-        MP_EXPECT_EQ(ctx, v[999], 3.0f);
-        MP_EXPECT_OK(ctx, batonCommDestroy(shrunk));
-      },
-      FailureOptions(GetParam()));
-}
-
-// Bad arguments are errors with a message, and leave the communicator as it was.
-TEST(ShrinkArgumentsTest, BadArgumentsAreRefused) {
-  RunRanks(
-      2,
-      [](RankContext& ctx) {
-        batonComm_t out = nullptr;
-        int other[] = {1 - ctx.rank()};
-        int self[] = {ctx.rank()};
-        int outside[] = {7};
-        int twice[] = {1 - ctx.rank(), 1 - ctx.rank()};
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), other, 1, nullptr, nullptr, 0),
-                         batonInvalidArgument);
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), other, -1, &out, nullptr, 0),
-                         batonInvalidArgument);
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), nullptr, 1, &out, nullptr, 0),
-                         batonInvalidArgument);
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), outside, 1, &out, nullptr, 0),
-                         batonInvalidArgument);
-        MP_EXPECT_NE(ctx, std::string(ctx.LastError()).find("rank 7"), std::string::npos)
-            << ctx.LastError();
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), twice, 2, &out, nullptr, 0),
-                         batonInvalidArgument);
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), self, 1, &out, nullptr, 0),
-                         batonInvalidUsage);
-        MP_EXPECT_RESULT(ctx, batonCommShrink(ctx.comm(), other, 1, &out, nullptr, 5),
-                         batonInvalidArgument);
-        MP_EXPECT_RESULT(ctx, batonCommShrink(nullptr, other, 1, &out, nullptr, 0),
-                         batonInvalidArgument);
-        MP_EXPECT_TRUE(ctx, out == nullptr);
-        std::vector<float> v(10, 1.0f);
-        MP_EXPECT_OK(ctx, batonAllReduce(v.data(), v.data(), v.size(), batonFloat, batonSum,
-                                         ctx.comm(), nullptr));
-        MP_EXPECT_EQ(ctx, v[9], 2.0f);
-      },
-      FailureOptions("shm"));
-}
-
-INSTANTIATE_TEST_SUITE_P(Transports, ShrinkTest, ::testing::Values("shm", "tcp"),
-                         [](const auto& info) { return std::string(info.param); });
 
 class StoppedRankTest : public ::testing::TestWithParam<const char*> {};
 

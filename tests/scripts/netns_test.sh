@@ -54,5 +54,46 @@ for bin in "$@"; do
   [[ -n ${NETNS_VERBOSE:-} ]] && cat "${logs[0]}"
   rm -f "${logs[@]}"
 done
+# A host's link goes down under a running job (UNTIL_ERROR: a program that
+# allreduces until an error). Nothing closes, so only BATON_TIMEOUT (3 s)
+# ends the wait; the ranks of the other hosts must fail by then plus slack,
+# and name the ranks of the cut host as the ones that do not answer.
+if [[ -n ${UNTIL_ERROR:-} && -x ${UNTIL_ERROR:-} ]]; then
+  port=$((port + 1))
+  logs=()
+  pids=()
+  cut=$((HOSTS - 1))
+  for ((i = 0; i < HOSTS; i++)); do
+    log=$(mktemp)
+    logs+=("$log")
+    BATON_SOCKET_IFNAME=eth0 BATON_TIMEOUT=3 ip netns exec "$tag-h$i" timeout 60 \
+      "$batonrun" -n 1 --world-size "$HOSTS" --rank-offset "$i" --root "10.77.0.1:$port" \
+      "$UNTIL_ERROR" 30 >"$log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 2
+  ip -n "$tag-h$cut" link set eth0 down
+  start=$(date +%s)
+  for ((i = 0; i < cut; i++)); do wait "${pids[$i]}"; done
+  elapsed=$(($(date +%s) - start))
+  ok=1
+  for ((i = 0; i < cut; i++)); do
+    grep -q "rank $i: timed out" "${logs[$i]}" || ok=0
+    grep -q "rank $cut (pid [0-9]* on [^)]*) does not answer" "${logs[$i]}" || ok=0
+  done
+  [[ $elapsed -le 20 ]] || ok=0
+  name="link of host $cut down: the others fail in ${elapsed} s, naming rank $cut"
+  if [[ $ok -eq 1 ]]; then
+    echo "ok - $name"
+    passed=$((passed + 1))
+  else
+    echo "not ok - $name"
+    for log in "${logs[@]}"; do tail -5 "$log"; done
+    failed=$((failed + 1))
+  fi
+  kill "${pids[$cut]}" 2>/dev/null
+  wait "${pids[$cut]}" 2>/dev/null
+  rm -f "${logs[@]}"
+fi
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

@@ -1,0 +1,70 @@
+// What the failure tests share: their timeout, the big buffer that keeps a
+// collective in flight when a rank dies, and the checks after a death.
+#pragma once
+
+#include <baton.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/mp_harness.h"
+
+namespace baton_test {
+
+constexpr int kTimeoutSeconds = 20;  // BATON_TIMEOUT for these tests
+// Survivors must give up within the timeout; the slack covers the work done
+// before the death and a loaded 2-core machine.
+constexpr double kMaxDetectSeconds = kTimeoutSeconds + 15;
+constexpr size_t kLargeCount = size_t{16} << 20;  // 64 MiB of floats
+
+inline Options FailureOptions(const char* transport) {
+  Options options;
+  options.env = {{"BATON_TRANSPORT", transport},
+                 {"BATON_TIMEOUT", std::to_string(kTimeoutSeconds)}};
+  options.deadline = std::chrono::seconds(60);
+  return options;
+}
+
+// Runs allreduces on comm until one fails (directly, or at
+// batonStreamSynchronize when a stream is given); returns that error, or
+// batonSuccess if none failed within `limit_s`.
+inline batonResult_t AllReduceUntilError(batonComm_t comm, batonStream_t stream,
+                                         std::vector<float>& buf, double limit_s, int* iterations) {
+  const auto start = std::chrono::steady_clock::now();
+  batonResult_t r = batonSuccess;
+  *iterations = 0;
+  while (r == batonSuccess && SecondsSince(start) < limit_s) {
+    // Max keeps the values finite however many iterations run.
+    r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat, batonMax, comm, stream);
+    if (r == batonSuccess && stream != nullptr) r = batonStreamSynchronize(stream);
+    ++*iterations;
+  }
+  return r;
+}
+
+// After a peer's death: the error reached the caller in time, the communicator
+// reports it, and batonCommAbort returns.
+inline void ExpectFailedThenAbort(RankContext& ctx, batonResult_t r, double elapsed, int iterations,
+                                  bool on_stream) {
+  MP_EXPECT_NE(ctx, r, batonSuccess) << " no error after " << iterations << " allreduces in "
+                                     << elapsed << " s although a peer died";
+  MP_EXPECT_LT(ctx, elapsed, kMaxDetectSeconds)
+      << " s to report " << ResultName(r) << " with BATON_TIMEOUT=" << kTimeoutSeconds;
+  MP_EXPECT_TRUE(ctx, r != batonInvalidArgument && r != batonInvalidUsage)
+      << " a dead peer is not a usage error: " << ResultName(r);
+  MP_EXPECT_NE(ctx, std::string(ctx.LastError()), "") << " no message for " << ResultName(r);
+  if (ctx.rank() == 0) {
+    ctx.Log(ResultName(r) + " after " + std::to_string(iterations) + " allreduces in " +
+            std::to_string(elapsed) + " s: " + ctx.LastError());
+  }
+  batonResult_t async = batonSuccess;
+  MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
+  // A failed stream operation is an asynchronous error and must stick.
+  if (on_stream) MP_EXPECT_NE(ctx, async, batonSuccess);
+  const auto abort_start = std::chrono::steady_clock::now();
+  MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+  MP_EXPECT_LT(ctx, SecondsSince(abort_start), 10.0) << " s in batonCommAbort";
+}
+
+}  // namespace baton_test
