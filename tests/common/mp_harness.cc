@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,8 +19,12 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
+
+extern char** environ;
 
 namespace baton_test {
 namespace {
@@ -185,6 +190,45 @@ void InstallCrashHandlers(int report_fd) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
 }
 
+// Exec mode: each rank is the test binary started afresh for this one test
+// (fork, then exec of /proc/self/exe with a gtest filter), not a copy of the
+// threaded gtest process: ASan hangs in such copies and TSan cannot follow
+// them. The child runs the test until its RunRanks call, which then serves
+// the rank named in kChildVar instead of starting ranks. On by default in
+// sanitizer builds; BATON_TEST_EXEC=1 or 0 forces it.
+constexpr const char* kChildVar = "BATON_TEST_CHILD";  // call,rank,report fd,shared fd,parent
+constexpr const char* kIdsVar = "BATON_TEST_IDS";      // the unique ids, hex, comma separated
+
+bool ExecMode() {
+  if (const char* v = getenv("BATON_TEST_EXEC")) return strcmp(v, "0") != 0;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  return false;
+#endif
+}
+
+// RunRanks calls so far in the current test: a child serves the one it was
+// started for and passes over the others.
+int g_run_ranks_calls = 0;
+
+std::string ToHex(const batonUniqueId& id) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (char c : id.internal) {
+    out += kDigits[(static_cast<unsigned char>(c) >> 4) & 15];
+    out += kDigits[static_cast<unsigned char>(c) & 15];
+  }
+  return out;
+}
+
+bool FromHex(const std::string& hex, batonUniqueId* id) {
+  if (hex.size() != 2 * sizeof(id->internal)) return false;
+  for (size_t i = 0; i < sizeof(id->internal); ++i)
+    id->internal[i] = static_cast<char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return true;
+}
+
 [[noreturn]] void RunChild(int rank, int nranks, const batonUniqueId& id,
                            const std::vector<batonUniqueId>& extra_ids, int report_fd, void* shared,
                            pid_t parent, const std::function<void(RankContext&)>& body,
@@ -313,6 +357,36 @@ std::string ResultName(batonResult_t r) {
 
 void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const Options& options) {
   ASSERT_GE(nranks, 1);
+  // Counted per test: a child runs its test alone.
+  static const ::testing::TestInfo* counted_for = nullptr;
+  if (::testing::UnitTest::GetInstance()->current_test_info() != counted_for) {
+    counted_for = ::testing::UnitTest::GetInstance()->current_test_info();
+    g_run_ranks_calls = 0;
+  }
+  const int call = g_run_ranks_calls++;
+  if (const char* child = getenv(kChildVar)) {
+    // A rank started by exec: serve it (this call's), or pass.
+    int child_call = -1, rank = -1, report_fd = -1, shared_fd = -1;
+    long parent = 0;
+    if (sscanf(child, "%d,%d,%d,%d,%ld", &child_call, &rank, &report_fd, &shared_fd, &parent) != 5)
+      _exit(4);
+    if (child_call != call) return;
+    std::vector<batonUniqueId> ids;
+    std::string list = getenv(kIdsVar) ? getenv(kIdsVar) : "";
+    for (size_t pos = 0; pos <= list.size();) {
+      const size_t comma = std::min(list.find(',', pos), list.size());
+      batonUniqueId id = {};
+      if (comma > pos && FromHex(list.substr(pos, comma - pos), &id)) ids.push_back(id);
+      pos = comma + 1;
+    }
+    if (ids.empty()) ids.push_back(batonUniqueId{});
+    void* shared =
+        mmap(nullptr, RankContext::kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0);
+    if (shared == MAP_FAILED) _exit(5);
+    const std::vector<batonUniqueId> extra(ids.begin() + 1, ids.end());
+    RunChild(rank, nranks, ids[0], extra, report_fd, shared, static_cast<pid_t>(parent), body,
+             options);
+  }
   batonUniqueId id = {};
   if (options.unique_id || options.init_comm) {
     ASSERT_EQ(batonGetUniqueId(&id), batonSuccess) << batonGetLastError(nullptr);
@@ -322,10 +396,44 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
     ASSERT_EQ(batonGetUniqueId(&extra), batonSuccess) << batonGetLastError(nullptr);
   }
 
-  // Anonymous shared mapping: inherited by every child, gone with the last user.
-  void* mapping = mmap(nullptr, RankContext::kSharedBytes, PROT_READ | PROT_WRITE,
-                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  // Shared mapping: inherited by every child (by fork, or by its fd across
+  // exec), gone with the last user.
+  const bool exec_mode = ExecMode();
+  int shared_fd = -1;
+  void* mapping = MAP_FAILED;
+  if (exec_mode) {
+    shared_fd = memfd_create("baton-test-shared", 0);
+    ASSERT_GE(shared_fd, 0) << strerror(errno);
+    ASSERT_EQ(ftruncate(shared_fd, RankContext::kSharedBytes), 0) << strerror(errno);
+    mapping =
+        mmap(nullptr, RankContext::kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED, shared_fd, 0);
+  } else {
+    mapping = mmap(nullptr, RankContext::kSharedBytes, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  }
   ASSERT_NE(mapping, MAP_FAILED) << strerror(errno);
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) close(fd);
+    }
+  } shared_fd_closer{shared_fd};
+  // Exec mode: what the children run (the binary, this test alone) and the
+  // environment that tells them which rank they are.
+  std::vector<std::string> exec_args, exec_env_base;
+  if (exec_mode) {
+    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    ASSERT_NE(info, nullptr);
+    exec_args = {"/proc/self/exe",
+                 std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name()};
+    std::string ids = ToHex(id);
+    for (const batonUniqueId& extra : extra_ids) ids += "," + ToHex(extra);
+    for (char** e = environ; *e != nullptr; ++e)
+      if (strncmp(*e, kChildVar, strlen(kChildVar)) != 0 &&
+          strncmp(*e, kIdsVar, strlen(kIdsVar)) != 0)
+        exec_env_base.push_back(*e);
+    exec_env_base.push_back(std::string(kIdsVar) + "=" + ids);
+  }
   const auto unmap = [](void* p) { munmap(p, RankContext::kSharedBytes); };
   std::unique_ptr<void, decltype(unmap)> shared(mapping, unmap);
 
@@ -336,6 +444,18 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
   for (int rank = 0; rank < nranks; ++rank) {
     int fds[2];
     ASSERT_EQ(pipe(fds), 0) << strerror(errno);
+    // Built before fork: the child of a threaded process may only exec.
+    std::vector<std::string> env = exec_env_base;
+    std::vector<char*> argv, envp;
+    if (exec_mode) {
+      env.push_back(std::string(kChildVar) + "=" + std::to_string(call) + "," +
+                    std::to_string(rank) + "," + std::to_string(fds[1]) + "," +
+                    std::to_string(shared_fd) + "," + std::to_string(getpid()));
+      for (std::string& a : exec_args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      for (std::string& e : env) envp.push_back(e.data());
+      envp.push_back(nullptr);
+    }
     // Buffered output would otherwise be written once per process.
     fflush(stdout);
     fflush(stderr);
@@ -349,6 +469,11 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
       close(fds[0]);
       // Earlier ranks' read ends: a child must not hold them.
       for (int r = 0; r < rank; ++r) close(set.children[static_cast<size_t>(r)].fd);
+      if (exec_mode) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execve(argv[0], argv.data(), envp.data());
+        _exit(127);
+      }
       RunChild(rank, nranks, id, extra_ids, fds[1], shared.get(), parent, body, options);
     }
     close(fds[1]);
