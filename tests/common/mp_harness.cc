@@ -24,6 +24,10 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
+
 extern char** environ;
 
 namespace baton_test {
@@ -269,11 +273,18 @@ bool FromHex(const std::string& hex, batonUniqueId* id) {
           "batonCommDestroy failed: " + ResultName(r) + ": " + batonGetLastError(nullptr));
     }
   }
+  bool leaked = false;
+#if defined(__SANITIZE_ADDRESS__)
+  // _exit skips LeakSanitizer's check at exit: run it here (its report
+  // goes to stderr).
+  leaked = __lsan_do_recoverable_leak_check() != 0;
+  if (leaked) ctx.AddFailure(__FILE__, __LINE__, "LeakSanitizer found leaks in this rank");
+#endif
   fflush(stdout);
   fflush(stderr);
   // _exit: the child is a copy of the gtest process; running its atexit
   // handlers and static destructors here would be wrong.
-  _exit(ctx.failed() ? 1 : 0);
+  _exit(ctx.failed() || leaked ? 1 : 0);
 }
 
 }  // namespace
