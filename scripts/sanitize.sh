@@ -34,11 +34,12 @@ run() {
   shift
   local log=$out/$name.log
   local start=$SECONDS
-  if "$@" > "$log" 2>&1 && ! grep -qE "ERROR: (Address|Leak|Thread)Sanitizer|runtime error:" "$log"; then
+  if "$@" > "$log" 2>&1 &&
+    ! grep -qE "ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:" "$log"; then
     echo "sanitize: $name ok ($((SECONDS - start)) s): $(grep -E '^\[  PASSED' "$log" | tail -1)"
   else
     echo "sanitize: $name FAILED; log: $log"
-    grep -E "ERROR: |runtime error:|^\[  FAILED" "$log" | head -10
+    grep -E "ERROR: |WARNING: ThreadSanitizer|runtime error:|^\[  FAILED" "$log" | head -10 || true
     failures=$((failures + 1))
   fi
 }

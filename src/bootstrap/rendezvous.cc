@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "base/log.h"
@@ -50,37 +51,47 @@ struct ServerState {
   pid_t owner = 0;
 };
 
-std::mutex g_servers_mu;
-std::vector<std::shared_ptr<ServerState>> g_servers;
+// The serving threads are detached and may still run while the process
+// exits, so the registry is never destroyed: a static destructor would race
+// with them (ThreadSanitizer saw it). Built in static storage on first use.
+struct ServerRegistry {
+  std::mutex mu;
+  std::vector<std::shared_ptr<ServerState>> servers;
+};
+ServerRegistry& Registry() {
+  alignas(ServerRegistry) static unsigned char storage[sizeof(ServerRegistry)];
+  static ServerRegistry* registry = ::new (storage) ServerRegistry();
+  return *registry;
+}
 
 void AtForkPrepare() {
-  g_servers_mu.lock();
+  Registry().mu.lock();
 }
 void AtForkParent() {
-  g_servers_mu.unlock();
+  Registry().mu.unlock();
 }
 void AtForkChild() {
   // The serving threads did not survive the fork: close the child's copies
   // of their listeners (the parent keeps serving) and forget them.
   // (Memory is the child's own copy, so releasing it cannot disturb the
   // parent's threads.)
-  for (auto& s : g_servers) s->listener.reset();
-  g_servers.clear();
-  g_servers_mu.unlock();
+  for (auto& s : Registry().servers) s->listener.reset();
+  Registry().servers.clear();
+  Registry().mu.unlock();
 }
 
 void RegisterServer(const std::shared_ptr<ServerState>& s) {
   static std::once_flag once;
   std::call_once(once, [] { pthread_atfork(AtForkPrepare, AtForkParent, AtForkChild); });
-  std::lock_guard<std::mutex> lock(g_servers_mu);
-  g_servers.push_back(s);
+  std::lock_guard<std::mutex> lock(Registry().mu);
+  Registry().servers.push_back(s);
 }
 
 void UnregisterServer(const ServerState* s) {
-  std::lock_guard<std::mutex> lock(g_servers_mu);
-  for (auto it = g_servers.begin(); it != g_servers.end(); ++it) {
+  std::lock_guard<std::mutex> lock(Registry().mu);
+  for (auto it = Registry().servers.begin(); it != Registry().servers.end(); ++it) {
     if (it->get() == s) {
-      g_servers.erase(it);
+      Registry().servers.erase(it);
       return;
     }
   }
