@@ -37,7 +37,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import shlex
 import shutil
 import signal
@@ -50,8 +49,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sweep_util import (SimulatedHosts, human_size, log, parse_rate, parse_size,  # noqa: E402
-                        python_with, size_groups)
+from sweep_util import (SweepRunner, human_size, log, parse_config,  # noqa: E402
+                        parse_size, python_with, size_groups)
 
 
 DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
@@ -70,31 +69,11 @@ LIBRARIES = {
 PEERS = ["mpi", "gloo_rc", "gloo_hd"]
 
 
-def parse_config(name):
-    m = re.fullmatch(r"shm(\d+)", name)
-    if m and int(m.group(1)) >= 2:
-        return {"name": name, "kind": "shm", "ranks": int(m.group(1))}
-    m = re.fullmatch(r"net(\d+)-(\S+)", name)
-    if m and 2 <= int(m.group(1)) <= 64:
-        rate, gbps = parse_rate(m.group(2))
-        return {"name": name, "kind": "net", "ranks": int(m.group(1)), "rate": rate,
-                "rate_GBps": gbps}
-    raise ValueError(f"invalid configuration '{name}': expected shmN (N >= 2) or netN-RATE "
-                     "(2 <= N <= 64, RATE like 1g, 10g, 500m)")
-
-
-class Runner(SimulatedHosts):
+class Runner(SweepRunner):
     """Runs the libraries on the configurations and collects their JSON records."""
 
     def __init__(self, args):
-        super().__init__("cmp")
-        self.args = args
-        self.build = os.path.abspath(args.build)
-        self.out = os.path.abspath(args.out)
-        self.raw = os.path.join(self.out, "raw")
-        os.makedirs(self.raw, exist_ok=True)
-        self.batonrun = os.path.join(self.build, "src", "batonrun")
-        self.failures = []
+        super().__init__("cmp", args)
         self.tmp = tempfile.mkdtemp(prefix="baton-compare-")
 
     # ---- set-up -------------------------------------------------------------------------------
@@ -448,7 +427,8 @@ def main(argv):
     if args.reps < 1 or args.budget <= 0 or args.timeout <= 0:
         parser.error("--reps, --budget and --timeout must be positive")
     try:
-        configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+        configs = [parse_config(c.strip(), ranks_per_host=False)
+                   for c in args.configs.split(",") if c.strip()]
         sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
     except (ValueError, argparse.ArgumentTypeError) as e:
         parser.error(str(e))

@@ -75,6 +75,23 @@ def size_groups(sizes, limits=(64 << 10, 4 << 20)):
     return groups
 
 
+def parse_config(name, ranks_per_host=True):
+    """shmN, or netH[xR]-RATE (H hosts of R ranks, 1 when left out; only with ranks_per_host)."""
+    m = re.fullmatch(r"shm(\d+)", name)
+    if m and int(m.group(1)) >= 2:
+        n = int(m.group(1))
+        return {"name": name, "kind": "shm", "hosts": 1, "per_host": n, "ranks": n}
+    m = re.fullmatch(r"net(\d+)(?:x(\d+))?-(\S+)", name)
+    if m and 2 <= int(m.group(1)) <= 64 and (ranks_per_host or m.group(2) is None):
+        rate, gbps = parse_rate(m.group(3))
+        hosts, per_host = int(m.group(1)), int(m.group(2) or 1)
+        return {"name": name, "kind": "net", "hosts": hosts, "per_host": per_host,
+                "ranks": hosts * per_host, "rate": rate, "rate_GBps": gbps}
+    expected = "netH[xR]-RATE" if ranks_per_host else "netN-RATE"
+    raise ValueError(f"invalid configuration '{name}': expected shmN (N >= 2) or {expected} "
+                     "(2 <= hosts <= 64, RATE like 1g, 10g, 500m)")
+
+
 class SimulatedHosts:
     """Network namespaces 10.77.0.0/24 made by scripts/netns.sh (TAG-h0 .. TAG-hN-1), torn down
     by netns_down(), and a port counter for the rendezvous of successive runs."""
@@ -98,3 +115,17 @@ class SimulatedHosts:
         if self.tag:
             subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)
             self.tag = None
+
+
+class SweepRunner(SimulatedHosts):
+    """What both sweeps' runners hold: the build, the output folders, batonrun, the failures."""
+
+    def __init__(self, prefix, args):
+        super().__init__(prefix)
+        self.args = args
+        self.build = os.path.abspath(args.build)
+        self.out = os.path.abspath(args.out)
+        self.raw = os.path.join(self.out, "raw")
+        os.makedirs(self.raw, exist_ok=True)
+        self.batonrun = os.path.join(self.build, "src", "batonrun")
+        self.failures = []

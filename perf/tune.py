@@ -38,8 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sweep_util import (SimulatedHosts, human_size, log, parse_rate, parse_size,  # noqa: E402
-                        size_groups)
+from sweep_util import (SweepRunner, human_size, log, parse_config,  # noqa: E402
+                        parse_size, size_groups)
 
 DEFAULT_CONFIGS = "shm2,shm4,net4x2-1g,net8-1g,net4-10g"
 DEFAULT_SIZES = ",".join(str(1 << k) for k in range(3, 27, 2))  # 8 B .. 64 MiB, x4
@@ -55,29 +55,10 @@ TABLE_NAME = {"all_reduce": "allreduce", "broadcast": "broadcast", "reduce": "re
               "all_gather": "allgather", "reduce_scatter": "reducescatter"}
 
 
-def parse_config(name):
-    m = re.fullmatch(r"shm(\d+)", name)
-    if m and int(m.group(1)) >= 2:
-        return {"name": name, "kind": "shm", "hosts": 1, "per_host": int(m.group(1))}
-    m = re.fullmatch(r"net(\d+)(?:x(\d+))?-(\S+)", name)
-    if m and 2 <= int(m.group(1)) <= 64:
-        rate, gbps = parse_rate(m.group(3))
-        return {"name": name, "kind": "net", "hosts": int(m.group(1)),
-                "per_host": int(m.group(2) or 1), "rate": rate, "rate_GBps": gbps}
-    raise ValueError(f"invalid configuration '{name}': expected shmN or netH[xR]-RATE")
-
-
-class Runner(SimulatedHosts):
+class Runner(SweepRunner):
     def __init__(self, args):
-        super().__init__("tune")
-        self.args = args
-        self.build = os.path.abspath(args.build)
-        self.out = os.path.abspath(args.out)
-        self.raw = os.path.join(self.out, "raw")
-        os.makedirs(self.raw, exist_ok=True)
-        self.batonrun = os.path.join(self.build, "src", "batonrun")
+        super().__init__("tune", args)
         self.binary = os.path.join(self.build, "perf", args.collective + "_perf")
-        self.failures = []
 
     def commands(self, config, flags, env):
         """[(argv, env)] of the processes of one run."""
@@ -179,8 +160,11 @@ def main(argv):
                              "configuration, filled by a first untimed run)")
     parser.add_argument("--out", default=os.path.join("perf-results", "tune"))
     args = parser.parse_args(argv)
-    configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
-    sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
+    try:
+        configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+        sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
+    except (ValueError, argparse.ArgumentTypeError) as e:
+        parser.error(str(e))
     runner = Runner(args)
     if args.algorithms:
         ALGORITHMS[args.collective] = [a.strip() for a in args.algorithms.split(",") if a.strip()]

@@ -52,9 +52,8 @@ struct FlightEntry {
   std::atomic<uint32_t> state;     // FlightState
   std::atomic<uint64_t> words[3];  // the CallDescriptor, numbered
   std::atomic<int64_t> start_ns;   // CLOCK_REALTIME_COARSE (a few ms of resolution)
-  std::atomic<int64_t> end_ns;     // not written yet (reserved)
-  std::atomic<int32_t> result;  // batonResult_t once done
-  uint8_t reserved[64 - 52];
+  std::atomic<int32_t> result;     // batonResult_t once done
+  uint8_t reserved[64 - 44];
 };
 static_assert(sizeof(FlightEntry) == 64, "an entry is one cache line");
 
@@ -87,7 +86,7 @@ inline std::vector<std::string> FlightFilesOf(int pid) {
 struct FlightCall {
   CallDescriptor call;
   FlightState state = FlightState::kEmpty;
-  int64_t start_ns = 0, end_ns = 0;
+  int64_t start_ns = 0;
   int32_t result = 0;
 };
 
@@ -136,7 +135,6 @@ inline bool ReadFlightFile(const std::string& path, FlightSnapshot* out) {
       memcpy(&c.call, w, sizeof(w));
       c.state = static_cast<FlightState>(e.state.load(std::memory_order_relaxed));
       c.start_ns = e.start_ns.load(std::memory_order_relaxed);
-      c.end_ns = e.end_ns.load(std::memory_order_relaxed);
       c.result = e.result.load(std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_acquire);
       if (e.lock.load(std::memory_order_relaxed) != lock) continue;

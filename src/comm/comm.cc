@@ -242,10 +242,13 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     // and stored as one: building it field by field, or copying it with
     // wider moves, stalls on store forwarding, and this is on every call's
     // latency path.
-    CallDescriptor internal;
-    internal.kind = kCallKindInternal;
+    static const CallDescriptor kInternal = [] {
+      CallDescriptor d;
+      d.kind = kCallKindInternal;
+      return d;
+    }();
     const auto* src =
-        reinterpret_cast<const uint8_t*>(schedule.calls.empty() ? &internal : &schedule.calls[i]);
+        reinterpret_cast<const uint8_t*>(schedule.calls.empty() ? &kInternal : &schedule.calls[i]);
     uint64_t w0, w1, w2;
     memcpy(&w0, src, 8);
     memcpy(&w1, src + 8, 8);

@@ -42,7 +42,6 @@ class FlightRecorder {
     e.words[2].store(w2, std::memory_order_relaxed);
     e.state.store(static_cast<uint32_t>(FlightState::kRunning), std::memory_order_relaxed);
     e.start_ns.store(CoarseNowNs(), std::memory_order_relaxed);
-    e.end_ns.store(0, std::memory_order_relaxed);
     e.result.store(0, std::memory_order_relaxed);
     e.lock.store(lock + 2, std::memory_order_release);
     header_->calls.store(++calls_, std::memory_order_release);

@@ -4,8 +4,11 @@
 
 #include <baton.h>
 
+#include <signal.h>
+
 #include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/mp_harness.h"
@@ -65,6 +68,15 @@ inline void ExpectFailedThenAbort(RankContext& ctx, batonResult_t r, double elap
   const auto abort_start = std::chrono::steady_clock::now();
   MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
   MP_EXPECT_LT(ctx, SecondsSince(abort_start), 10.0) << " s in batonCommAbort";
+}
+
+// Raises `sig` in this process after 50 ms, from a thread of its own, so
+// that it lands in the middle of whatever the rank is doing by then.
+inline void RaiseSoon(int sig) {
+  std::thread([sig] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    raise(sig);
+  }).detach();
 }
 
 }  // namespace baton_test

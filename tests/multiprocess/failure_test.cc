@@ -32,6 +32,7 @@ using baton_test::kLargeCount;
 using baton_test::kMaxDetectSeconds;
 using baton_test::kTimeoutSeconds;
 using baton_test::Options;
+using baton_test::RaiseSoon;
 using baton_test::RankContext;
 using baton_test::ResultName;
 using baton_test::RunRanks;
@@ -52,10 +53,7 @@ TEST_P(RankFailureTest, SigkillDuringAllReduce) {
         batonStream_t stream = nullptr;
         if (on_stream) MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
         if (ctx.rank() == 2) {
-          std::thread([] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            raise(SIGKILL);
-          }).detach();
+          RaiseSoon(SIGKILL);
           // Keep the others busy until the kill lands; if an allreduce fails
           // first, just wait for it (exiting would be a different test).
           int iterations = 0;
@@ -136,10 +134,7 @@ TEST_P(CollectiveKillTest, SigkillDuringTheCollective) {
       [coll = coll](RankContext& ctx) {
         std::vector<float> in(kLargeCount / 4, 1.0f), out(kLargeCount / 4);
         if (ctx.rank() == 2) {
-          std::thread([] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            raise(SIGKILL);
-          }).detach();
+          RaiseSoon(SIGKILL);
           CollectiveUntilError(ctx.comm(), coll, ctx.nranks(), in, out, 1e9);
           for (;;) pause();
         }
@@ -220,10 +215,7 @@ TEST_P(StoppedRankTest, SurvivorsTimeOut) {
         std::vector<float> buf(kLargeCount, 1.0f);
         if (ctx.rank() == 2) {
           stopped_pid->store(getpid());
-          std::thread([] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            raise(SIGSTOP);
-          }).detach();
+          RaiseSoon(SIGSTOP);
           int iterations = 0;
           AllReduceUntilError(ctx.comm(), nullptr, buf, 1e9, &iterations);
           for (;;) pause();

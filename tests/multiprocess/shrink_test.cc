@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -19,6 +18,7 @@ using baton_test::AllReduceUntilError;
 using baton_test::FailureOptions;
 using baton_test::kLargeCount;
 using baton_test::Options;
+using baton_test::RaiseSoon;
 using baton_test::RankContext;
 using baton_test::RunRanks;
 using baton_test::SecondsSince;
@@ -36,10 +36,7 @@ TEST_P(ShrinkTest, SurvivorsShrinkAfterAKillAndGoOn) {
       [](RankContext& ctx) {
         std::vector<float> buf(kLargeCount, 1.0f);
         if (ctx.rank() == 2) {
-          std::thread([] {
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-            raise(SIGKILL);
-          }).detach();
+          RaiseSoon(SIGKILL);
         }
         int iterations = 0;
         const batonResult_t r = AllReduceUntilError(ctx.comm(), nullptr, buf, 60, &iterations);
