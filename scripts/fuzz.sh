@@ -40,7 +40,8 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc -Iinclude "-I$config_dir"
 # the command line (clang ignores GCC's target pragmas). Run-time dispatch
 # still picks only what the CPU has.
 sources=(base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
-         bootstrap/unique_id.cc transport/channel.cc transport/control.cc transport/tcp.cc
+         bootstrap/handshake.cc bootstrap/unique_id.cc transport/channel.cc transport/control.cc
+         transport/doorbell.cc transport/shm.cc transport/tcp.cc
          tuning/algorithm_filter.cc kernels/cpu_reduce.cc kernels/cpu_avx2.cc
          kernels/cpu_avx512.cc)
 objects=()
@@ -62,7 +63,7 @@ failures=0
 for target in tests/fuzz/*.cc; do
   name=$(basename "$target" .cc)
   bin=$out/$name
-  "$cxx" "${flags[@]}" -fsanitize=fuzzer "$target" "${objects[@]}" -lpthread -o "$bin" ||
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer "$target" "${objects[@]}" -lcrypto -lpthread -o "$bin" ||
     { echo "fuzz: cannot build $name"; failures=$((failures + 1)); continue; }
   mkdir -p "$out/corpus/$name"
   log=$out/$name.log

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh).
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
-          openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
+          libssl-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
           dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev)
 missing=()
 for p in "${packages[@]}"; do

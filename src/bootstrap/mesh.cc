@@ -3,26 +3,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "base/log.h"
+#include "bootstrap/handshake.h"
 
 namespace baton {
-namespace {
-
-constexpr uint32_t kPairMagic = 0x52494150;  // "PAIR"
-
-// First message on a mesh socket, proving the secret.
-struct PairHello {
-  uint32_t magic;
-  uint32_t version;
-  uint8_t secret[kSecretBytes];
-  uint64_t comm_id;
-  int32_t from_rank;
-  int32_t to_rank;
-  int32_t index;  // which of the pair's sockets
-};
-
-}  // namespace
 
 Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
                    const std::vector<PeerInfo>& peers, const std::vector<int>& sockets_per_peer,
@@ -37,17 +23,23 @@ Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
   // accept phase after its own connects, so this cannot deadlock.
   for (int peer = 0; peer < rank; ++peer) {
     for (size_t index = 0; index < (*sockets)[peer].size(); ++index) {
+      const std::string who = "rank " + std::to_string(peer);
       Fd fd;
       BATON_RETURN_IF_ERROR(ConnectWithRetry(FromWire(peers[peer].listen_addr), deadline, &fd)
-                                .WithContext("connecting to rank " + std::to_string(peer)));
-      PairHello hello{kPairMagic, kBootstrapVersion,          {}, id.comm_id, rank,
-                      peer,       static_cast<int32_t>(index)};
-      memcpy(hello.secret, id.secret, kSecretBytes);
+                                .WithContext("connecting to " + who));
+      PairHello hello;
+      BATON_RETURN_IF_ERROR(MakePairHello(id, rank, peer, static_cast<int>(index), &hello));
       BATON_RETURN_IF_ERROR(SendAll(fd.get(), &hello, sizeof(hello), deadline));
-      uint8_t ack = 0;
-      BATON_RETURN_IF_ERROR(RecvAll(fd.get(), &ack, 1, deadline)
-                                .WithContext("handshake with rank " + std::to_string(peer)));
-      if (ack != 1) return RemoteError("rank " + std::to_string(peer) + " refused the handshake");
+      PairChallenge challenge;
+      Status st = RecvAll(fd.get(), &challenge, sizeof(challenge), deadline);
+      if (st.code() == batonRemoteError) return RemoteError(who + " refused the handshake");
+      BATON_RETURN_IF_ERROR(st.WithContext("handshake with " + who));
+      if (!PairChallengeValid(id, hello, challenge))
+        return RemoteError("the listener at " + FromWire(peers[peer].listen_addr).ToString() +
+                           " could not prove the job's secret: it is not " + who +
+                           " of this communicator");
+      const PairProof proof = MakePairProof(id, hello, challenge);
+      BATON_RETURN_IF_ERROR(SendAll(fd.get(), &proof, sizeof(proof), deadline));
       (*sockets)[peer][index] = std::move(fd);
     }
   }
@@ -60,23 +52,27 @@ Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
       return TimeoutError("timed out waiting for " + std::to_string(missing) +
                           " connections from higher ranks");
     BATON_RETURN_IF_ERROR(st);
-    PairHello hello{};
     // A short per-connection deadline: a silent foreign client must not
     // stall the real ones.
-    Deadline hello_deadline = std::min(deadline, DeadlineIn(5));
-    bool valid = RecvAll(fd.get(), &hello, sizeof(hello), hello_deadline).ok() &&
-                 hello.magic == kPairMagic && hello.version == kBootstrapVersion &&
-                 SecretsEqual(hello.secret, id.secret, kSecretBytes) &&
-                 hello.comm_id == id.comm_id && hello.to_rank == rank && hello.from_rank > rank &&
-                 hello.from_rank < nranks && hello.index >= 0 &&
-                 hello.index < static_cast<int>((*sockets)[hello.from_rank].size()) &&
-                 !(*sockets)[hello.from_rank][hello.index].valid();
-    if (!valid) {
-      BATON_INFO(kLogBootstrap, "dropped a malformed or foreign connection");
+    const Deadline hello_deadline = std::min(deadline, DeadlineIn(5));
+    PairHello hello;
+    PairChallenge challenge;
+    PairProof proof;
+    st = RecvAll(fd.get(), &hello, sizeof(hello), hello_deadline);
+    if (st.ok()) st = CheckPairHello(id, hello, rank, nranks);
+    if (st.ok() && (hello.index >= static_cast<int>((*sockets)[hello.from_rank].size()) ||
+                    (*sockets)[hello.from_rank][hello.index].valid()))
+      st = InvalidUsage("unexpected socket index " + std::to_string(hello.index));
+    if (st.ok()) st = MakePairChallenge(id, hello, &challenge);
+    if (st.ok()) st = SendAll(fd.get(), &challenge, sizeof(challenge), hello_deadline);
+    if (st.ok()) st = RecvAll(fd.get(), &proof, sizeof(proof), hello_deadline);
+    if (st.ok() && !PairProofValid(id, hello, challenge, proof))
+      st = InvalidUsage("no proof of the job's secret");
+    if (!st.ok()) {
+      BATON_INFO(kLogBootstrap, "dropped a malformed or foreign connection: %s",
+                 st.message().c_str());
       continue;
     }
-    uint8_t ack = 1;
-    BATON_RETURN_IF_ERROR(SendAll(fd.get(), &ack, 1, deadline));
     (*sockets)[hello.from_rank][hello.index] = std::move(fd);
     --missing;
   }

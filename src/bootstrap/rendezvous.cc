@@ -17,30 +17,10 @@
 #include <thread>
 
 #include "base/log.h"
+#include "bootstrap/handshake.h"
 
 namespace baton {
 namespace {
-
-constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
-constexpr int kMaxRanks = 1 << 16;
-
-// First message of a rank to the rendezvous server.
-struct ClientHello {
-  uint32_t magic;
-  uint32_t version;
-  uint8_t secret[kSecretBytes];
-  uint64_t comm_id;
-  int32_t nranks;
-  int32_t rank;
-  PeerInfo info;
-};
-
-// The server's answer; `nranks` PeerInfo records follow when status == 0.
-struct ServerReply {
-  uint32_t magic;
-  int32_t status;
-  char message[120];
-};
 
 // A rendezvous being served in this process. The registry lets a forked
 // child drop servers whose thread exists only in its parent.
@@ -104,14 +84,13 @@ struct PendingClient {
   size_t got = 0;
 };
 
-void SendReply(int fd, int32_t status, const std::string& message, Deadline deadline,
+void SendReply(const PendingClient& client, const UniqueIdData& id, int32_t status,
+               const std::string& message, const Mac& table_digest, Deadline deadline,
                const std::vector<PeerInfo>* table) {
-  ServerReply reply{};
-  reply.magic = kHelloMagic;
-  reply.status = status;
-  snprintf(reply.message, sizeof(reply.message), "%s", message.c_str());
-  Status st = SendAll(fd, &reply, sizeof(reply), deadline);
-  if (st.ok() && table) st = SendAll(fd, table->data(), table->size() * sizeof(PeerInfo), deadline);
+  const ServerReply reply = MakeServerReply(id, client.hello.nonce, status, message, table_digest);
+  Status st = SendAll(client.fd.get(), &reply, sizeof(reply), deadline);
+  if (st.ok() && table)
+    st = SendAll(client.fd.get(), table->data(), table->size() * sizeof(PeerInfo), deadline);
   if (!st.ok()) BATON_WARN(kLogBootstrap, "rendezvous: reply failed: %s", st.message().c_str());
 }
 
@@ -120,7 +99,7 @@ void SendReply(int fd, int32_t status, const std::string& message, Deadline dead
 void ServeRendezvous(std::shared_ptr<ServerState> state) {
   Deadline deadline = DeadlineIn(state->timeout_s);
   std::vector<PendingClient> pending;
-  std::vector<Fd> joined_fds;
+  std::vector<PendingClient> joined_clients;
   std::vector<PeerInfo> table;
   std::vector<bool> have;
   int nranks = -1, joined = 0;
@@ -149,22 +128,20 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
                        sizeof(c.hello) - c.got, MSG_DONTWAIT);
       bool drop = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
       if (r > 0) c.got += r;
-      // Check the magic and secret as soon as they are in, so a foreign
-      // client is dropped without waiting for the rest.
-      constexpr size_t kAuthBytes = offsetof(ClientHello, comm_id);
-      if (!drop && c.got >= kAuthBytes &&
-          (c.hello.magic != kHelloMagic || c.hello.version != kBootstrapVersion ||
-           !SecretsEqual(c.hello.secret, state->id.secret, kSecretBytes)))
-        drop = true;
+      // Check the magic as soon as it is in, so a foreign client is
+      // dropped without waiting for the rest.
+      if (!drop && c.got >= kClientHelloMagicBytes && !ClientHelloStartValid(c.hello)) drop = true;
       if (!drop && c.got == sizeof(c.hello)) {
         const ClientHello& h = c.hello;
-        if (h.comm_id != state->id.comm_id || h.nranks < 1 || h.nranks > kMaxRanks || h.rank < 0 ||
-            h.rank >= h.nranks) {
+        const Status valid = CheckClientHello(state->id, h);
+        if (!valid.ok()) {
+          BATON_INFO(kLogBootstrap, "rendezvous: dropped a connection: %s",
+                     valid.message().c_str());
           drop = true;
         } else if (nranks >= 0 && h.nranks != nranks) {
           failure = "ranks disagree on the communicator size (" + std::to_string(nranks) + " and " +
                     std::to_string(h.nranks) + ")";
-          joined_fds.push_back(std::move(c.fd));
+          joined_clients.push_back(std::move(c));
           pending.erase(pending.begin() + i);
           continue;
         } else {
@@ -181,7 +158,7 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
             table[h.rank].rank = h.rank;
             ++joined;
           }
-          joined_fds.push_back(std::move(c.fd));
+          joined_clients.push_back(std::move(c));
           pending.erase(pending.begin() + i);
           continue;
         }
@@ -202,12 +179,13 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
       }
     }
   }
-  Deadline reply_deadline = DeadlineIn(std::min(state->timeout_s, 30.0));
-  for (auto& fd : joined_fds) {
+  const Deadline reply_deadline = DeadlineIn(std::min(state->timeout_s, 30.0));
+  const Mac digest = TableDigest(failure.empty() ? table : std::vector<PeerInfo>{});
+  for (const auto& client : joined_clients) {
     if (failure.empty()) {
-      SendReply(fd.get(), 0, "", reply_deadline, &table);
+      SendReply(client, state->id, 0, "", digest, reply_deadline, &table);
     } else {
-      SendReply(fd.get(), batonRemoteError, failure, reply_deadline, nullptr);
+      SendReply(client, state->id, batonRemoteError, failure, digest, reply_deadline, nullptr);
     }
   }
   if (!failure.empty()) BATON_WARN(kLogBootstrap, "rendezvous failed: %s", failure.c_str());
@@ -254,30 +232,21 @@ Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& 
   SockAddr root = FromWire(id.root);
   Fd fd;
   BATON_RETURN_IF_ERROR(ConnectWithRetry(root, deadline, &fd).WithContext("rendezvous"));
-  ClientHello hello{};
-  hello.magic = kHelloMagic;
-  hello.version = kBootstrapVersion;
-  memcpy(hello.secret, id.secret, kSecretBytes);
-  hello.comm_id = id.comm_id;
-  hello.nranks = nranks;
-  hello.rank = rank;
-  hello.info = mine;
+  ClientHello hello;
+  BATON_RETURN_IF_ERROR(MakeClientHello(id, nranks, rank, mine, &hello));
   BATON_RETURN_IF_ERROR(
       SendAll(fd.get(), &hello, sizeof(hello), deadline).WithContext("rendezvous"));
-  ServerReply reply{};
+  ServerReply reply;
   Status st = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
   if (st.code() == batonTimeout)
     return TimeoutError("rendezvous at " + root.ToString() +
                         " timed out waiting for all ranks to join (BATON_TIMEOUT)");
   BATON_RETURN_IF_ERROR(st.WithContext("rendezvous at " + root.ToString()));
-  if (reply.magic != kHelloMagic) return RemoteError("rendezvous: malformed reply");
-  if (reply.status != 0) {
-    reply.message[sizeof(reply.message) - 1] = '\0';
-    return RemoteError(std::string("rendezvous failed: ") + reply.message);
-  }
+  if (reply.status != 0) return CheckServerReply(id, hello, reply, nullptr);
   all->resize(nranks);
-  return RecvAll(fd.get(), all->data(), nranks * sizeof(PeerInfo), deadline)
-      .WithContext("rendezvous");
+  BATON_RETURN_IF_ERROR(RecvAll(fd.get(), all->data(), nranks * sizeof(PeerInfo), deadline)
+                            .WithContext("rendezvous"));
+  return CheckServerReply(id, hello, reply, all);
 }
 
 }  // namespace baton

@@ -107,7 +107,7 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
   };
   uint32_t nslots = std::clamp<uint32_t>(setup.config.shm_slots, 2, kShmMaxSlots);
   uint64_t slot_bytes = std::max<uint64_t>(setup.config.buffsize / nslots / 4096 * 4096, 4096);
-  slot_bytes = std::min<uint64_t>(slot_bytes, 1ull << 30);
+  slot_bytes = std::min<uint64_t>(slot_bytes, kShmMaxSlotBytes);
   uint32_t nrings = static_cast<uint32_t>(local_peers.size());
   size_t bytes = ShmSegmentBytes(nrings, nslots, static_cast<uint32_t>(slot_bytes));
 
@@ -143,7 +143,7 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
     // Our ring in p's segment: our index among p's local peers (the group
     // without p, in rank order).
     uint32_t send_index = static_cast<uint32_t>(my_pos - (my_pos > p_pos ? 1 : 0));
-    if (send_index >= peer_seg->header()->nrings)
+    if (send_index >= peer_seg->layout().nrings)
       return InternalError("shared memory layout disagrees with rank " + std::to_string(p));
     channels_[p] = std::make_unique<ShmChannel>(own_seg, static_cast<uint32_t>(i), peer_seg.get(),
                                                 send_index, &peer_closed_[p], p);

@@ -42,6 +42,7 @@ void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t 
   h->slot_bytes = slot_bytes;
   h->data_offset = RoundUp(sizeof(ShmRing), 4096);
   h->ring_stride = h->data_offset + size_t(nslots) * slot_bytes;
+  seg->layout_ = {nrings, nslots, slot_bytes, h->ring_stride, h->data_offset};
 }
 
 Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr<ShmSegment>* out) {
@@ -84,10 +85,22 @@ Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* ou
   seg->name_ = name;
   seg->base_ = static_cast<uint8_t*>(p);
   seg->size_ = st.st_size;
-  ShmSegmentHeader* h = seg->header();
-  if (h->magic != kSegmentMagic || h->nslots == 0 || h->nslots > kShmMaxSlots ||
-      ShmSegmentBytes(h->nrings, h->nslots, h->slot_bytes) > seg->size_)
+  // Read each field once (the owner may still be writing them only if it
+  // is not Baton) and derive the offsets ourselves rather than trust them.
+  const ShmSegmentHeader* h = seg->header();
+  ShmSegment::Layout layout;
+  layout.nrings = h->nrings;
+  layout.nslots = h->nslots;
+  layout.slot_bytes = h->slot_bytes;
+  layout.data_offset = RoundUp(sizeof(ShmRing), 4096);
+  layout.ring_stride = layout.data_offset + size_t(layout.nslots) * layout.slot_bytes;
+  if (h->magic != kSegmentMagic || layout.nslots == 0 || layout.nslots > kShmMaxSlots ||
+      layout.nrings == 0 || layout.nrings > kShmMaxRings || layout.slot_bytes < kShmInlineBytes ||
+      layout.slot_bytes > kShmMaxSlotBytes || h->data_offset != layout.data_offset ||
+      h->ring_stride != layout.ring_stride ||
+      ShmSegmentBytes(layout.nrings, layout.nslots, layout.slot_bytes) > seg->size_)
     return SystemError("shared memory segment " + name + " has a bad header");
+  seg->layout_ = layout;
   *out = std::move(seg);
   return Status::Ok();
 }
@@ -148,7 +161,7 @@ void ShmChannel::EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold)
 
 Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                                  size_t* done) {
-  const uint32_t nslots = peer_->header()->nslots;
+  const uint32_t nslots = peer_->layout().nslots;
   if (!desc_pending_) {
     if (send_head_ - send_tail_seen_ >= nslots) {
       send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
@@ -222,8 +235,7 @@ Status ShmChannel::RecvByAddress(const RecvTarget& target, const CmaDescriptor& 
 Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                                 size_t* done) {
   if (send_by_address_ && bytes >= cma_threshold_) return SendByAddress(src, bytes, tag, done);
-  const ShmSegmentHeader* h = peer_->header();
-  const uint32_t nslots = h->nslots, slot_bytes = h->slot_bytes;
+  const uint32_t nslots = peer_->layout().nslots, slot_bytes = peer_->layout().slot_bytes;
   bool published = false;
   while (*done < bytes) {
     if (send_head_ - send_tail_seen_ >= nslots) {
@@ -253,8 +265,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
 }
 
 Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
-  const ShmSegmentHeader* h = own_->header();
-  const uint32_t nslots = h->nslots;
+  const uint32_t nslots = own_->layout().nslots;
   bool consumed = false;
   while (*done < bytes) {
     const ShmSlotCell& cell = recv_ring_->cells[recv_tail_ % nslots];
@@ -281,6 +292,13 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       memcpy(&desc, own_->slot(recv_index_, recv_tail_), sizeof(desc));
       return RecvByAddress(target, desc, bytes, done);
     }
+    // Baton never publishes an empty piece, one larger than a slot, or, in
+    // a reduction, one that splits an element.
+    if (piece == 0 || piece > own_->layout().slot_bytes ||
+        (target.reduce_with != nullptr && piece % target.elem_size != 0))
+      return RemoteError("rank " + std::to_string(peer_rank_) + " wrote a malformed slot (" +
+                         std::to_string(piece) + " bytes; slots hold " +
+                         std::to_string(own_->layout().slot_bytes) + ")");
     if (piece > bytes - *done) return Mismatch(CallMismatch::Kind::kSize, nullptr, 0);
     Deliver(target, *done,
             piece <= kShmInlineBytes ? cell.inline_data : own_->slot(recv_index_, recv_tail_),

@@ -14,6 +14,10 @@
 namespace baton {
 
 constexpr uint32_t kShmMaxSlots = 256;
+// Bounds a peer's segment header must respect (one ring per local peer;
+// BATON_BUFFSIZE split into slots of at most 1 GiB).
+constexpr uint32_t kShmMaxRings = 1u << 16;
+constexpr uint32_t kShmMaxSlotBytes = 1u << 30;
 
 // Pieces of at most this many bytes travel inside their slot's cell.
 constexpr uint32_t kShmInlineBytes = 472;
@@ -93,13 +97,21 @@ class ShmSegment {
   uint8_t* base() const { return base_; }
   size_t size() const { return size_; }
   ShmSegmentHeader* header() const { return reinterpret_cast<ShmSegmentHeader*>(base_); }
+  // The ring and slot geometry, taken from the header once (written by
+  // InitShmSegment for our own segment, checked against the mapping's size
+  // when a peer's is opened): addresses never depend on what a peer writes
+  // into the shared header later.
+  struct Layout {
+    uint32_t nrings = 0, nslots = 0, slot_bytes = 0;
+    uint64_t ring_stride = 0, data_offset = 0;
+  };
+  const Layout& layout() const { return layout_; }
   ShmRing* ring(uint32_t index) const {
-    return reinterpret_cast<ShmRing*>(base_ + 4096 + index * header()->ring_stride);
+    return reinterpret_cast<ShmRing*>(base_ + 4096 + index * layout_.ring_stride);
   }
   uint8_t* slot(uint32_t ring_index, uint64_t slot_no) const {
-    const ShmSegmentHeader* h = header();
-    return reinterpret_cast<uint8_t*>(ring(ring_index)) + h->data_offset +
-           (slot_no % h->nslots) * h->slot_bytes;
+    return reinterpret_cast<uint8_t*>(ring(ring_index)) + layout_.data_offset +
+           (slot_no % layout_.nslots) * layout_.slot_bytes;
   }
 
  private:
@@ -107,6 +119,9 @@ class ShmSegment {
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
   bool owner_linked_ = false;
+  Layout layout_;
+  friend void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots,
+                             uint32_t slot_bytes);
 };
 
 // Bytes for a segment holding `nrings` rings of `nslots` x `slot_bytes`.

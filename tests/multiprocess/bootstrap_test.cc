@@ -21,6 +21,7 @@
 
 #include "base/socket.h"
 #include "baton.h"
+#include "bootstrap/handshake.h"
 #include "bootstrap/unique_id.h"
 
 namespace baton {
@@ -73,7 +74,7 @@ TEST(BootstrapTest, ForeignConnectionsAreDropped) {
   std::vector<uint8_t> garbage(4096, 0xab);
   ASSERT_TRUE(SendAll(intruders[1].get(), garbage.data(), garbage.size(), DeadlineIn(5)).ok());
   std::vector<uint8_t> hello(512, 0);
-  uint32_t magic = 0x4f4c4548;  // the right magic, but the secret is zero
+  uint32_t magic = 0x4f4c4548;  // the right magic, but not sealed by the secret
   memcpy(hello.data(), &magic, 4);
   ASSERT_TRUE(SendAll(intruders[2].get(), hello.data(), hello.size(), DeadlineIn(5)).ok());
   EXPECT_TRUE(ForkRanks(3, [&](int rank) {
@@ -81,6 +82,45 @@ TEST(BootstrapTest, ForeignConnectionsAreDropped) {
     if (batonCommInitRank(&comm, 3, id, rank) != batonSuccess) return 1;
     return CheckAllReduce(comm);
   }));
+}
+
+// A server at the id's address that does not hold the id's secret (another
+// job's rendezvous, or someone who learnt the address) cannot hand a rank a
+// table: the reply's MAC does not check, and init says so.
+TEST(BootstrapTest, ImpostorRendezvousIsRefused) {
+  SockAddr any;
+  ASSERT_TRUE(ParseHostPort("127.0.0.1:0", &any).ok());
+  Fd listener;
+  SockAddr bound;
+  ASSERT_TRUE(ListenOn(any, &listener, &bound).ok());
+  UniqueIdData data{};
+  data.magic = kUniqueIdMagic;
+  data.version = kBootstrapVersion;
+  data.root = ToWire(bound);
+  memset(data.secret, 0x11, sizeof(data.secret));
+  data.comm_id = 77;
+  UniqueIdData impostor = data;
+  memset(impostor.secret, 0x22, sizeof(impostor.secret));
+  std::thread server([&] {
+    Fd fd;
+    if (!AcceptWithDeadline(listener.get(), DeadlineIn(20), &fd).ok()) return;
+    ClientHello hello;
+    if (!RecvAll(fd.get(), &hello, sizeof(hello), DeadlineIn(20)).ok()) return;
+    std::vector<PeerInfo> table(2, hello.info);
+    table[0].rank = 0;
+    table[1].rank = 1;
+    const ServerReply reply = MakeServerReply(impostor, hello.nonce, 0, "", TableDigest(table));
+    (void)SendAll(fd.get(), &reply, sizeof(reply), DeadlineIn(20));
+    (void)SendAll(fd.get(), table.data(), table.size() * sizeof(PeerInfo), DeadlineIn(20));
+    char byte;
+    (void)RecvAll(fd.get(), &byte, 1, DeadlineIn(20));  // until the rank hangs up
+  });
+  batonComm_t comm = nullptr;
+  const batonResult_t rc = batonCommInitRank(&comm, 2, EncodeUniqueId(data), 1);
+  const std::string error = batonGetLastError(nullptr);
+  server.join();
+  EXPECT_EQ(rc, batonRemoteError);
+  EXPECT_NE(error.find("not from this job's server"), std::string::npos) << error;
 }
 
 TEST(BootstrapTest, GarbageUniqueIdIsRejected) {

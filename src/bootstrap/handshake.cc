@@ -1,0 +1,198 @@
+// Bootstrap handshakes; see handshake.h. HMAC-SHA256 comes from OpenSSL's
+// libcrypto rather than our own code: a keyed hash is not something to
+// write twice.
+#include "bootstrap/handshake.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+
+#include "base/socket.h"
+
+namespace baton {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
+constexpr uint32_t kPairMagic = 0x52494150;   // "PAIR"
+
+// The MAC of `label` (with its terminating NUL, so no label is a prefix of
+// another's input) followed by `parts`, keyed by the id's secret.
+struct Part {
+  const void* data;
+  size_t len;
+};
+Mac Seal(const UniqueIdData& id, const char* label, std::initializer_list<Part> parts) {
+  uint8_t buffer[1024];
+  size_t used = strlen(label) + 1;
+  memcpy(buffer, label, used);
+  for (const Part& p : parts) {
+    // Every message sealed here is a fixed-size struct well under the
+    // buffer; the check keeps a future one from overflowing it.
+    if (used + p.len > sizeof(buffer)) __builtin_trap();
+    memcpy(buffer + used, p.data, p.len);
+    used += p.len;
+  }
+  Mac mac{};
+  unsigned int mac_len = 0;
+  HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer, used, mac.bytes, &mac_len);
+  return mac;
+}
+
+bool MacEqual(const Mac& a, const Mac& b) {
+  return SecretsEqual(a.bytes, b.bytes, kMacBytes);
+}
+
+Status FillNonce(uint8_t* nonce) {
+  if (getrandom(nonce, kNonceBytes, 0) != kNonceBytes) return ErrnoError("getrandom", errno);
+  return Status::Ok();
+}
+
+bool HostnameTerminated(const PeerInfo& info) {
+  return memchr(info.hostname, '\0', sizeof(info.hostname)) != nullptr;
+}
+
+Mac SealClientHello(const UniqueIdData& id, const ClientHello& hello) {
+  return Seal(id, "baton rendezvous hello", {{&hello, offsetof(ClientHello, mac)}});
+}
+
+Mac SealServerReply(const UniqueIdData& id, const uint8_t* client_nonce, const ServerReply& reply,
+                    const Mac& table_digest) {
+  return Seal(id, "baton rendezvous reply",
+              {{client_nonce, kNonceBytes},
+               {&reply, offsetof(ServerReply, mac)},
+               {table_digest.bytes, kMacBytes}});
+}
+
+}  // namespace
+
+Status MakeClientHello(const UniqueIdData& id, int nranks, int rank, const PeerInfo& info,
+                       ClientHello* out) {
+  memset(out, 0, sizeof(*out));  // no stack bytes in the padding sent
+  out->magic = kHelloMagic;
+  out->version = kBootstrapVersion;
+  out->comm_id = id.comm_id;
+  out->nranks = nranks;
+  out->rank = rank;
+  out->info = info;
+  BATON_RETURN_IF_ERROR(FillNonce(out->nonce));
+  out->mac = SealClientHello(id, *out);
+  return Status::Ok();
+}
+
+bool ClientHelloStartValid(const ClientHello& hello) {
+  return hello.magic == kHelloMagic && hello.version == kBootstrapVersion;
+}
+
+Status CheckClientHello(const UniqueIdData& id, const ClientHello& hello) {
+  if (!ClientHelloStartValid(hello)) return InvalidUsage("not a Baton rendezvous hello");
+  if (!MacEqual(hello.mac, SealClientHello(id, hello)))
+    return InvalidUsage("hello not sealed by this job's secret");
+  if (hello.comm_id != id.comm_id) return InvalidUsage("hello for another communicator");
+  if (hello.nranks < 1 || hello.nranks > kMaxRendezvousRanks || hello.rank < 0 ||
+      hello.rank >= hello.nranks)
+    return InvalidUsage("rank " + std::to_string(hello.rank) + " of " +
+                        std::to_string(hello.nranks) + " is out of range");
+  if (!HostnameTerminated(hello.info)) return InvalidUsage("hostname not terminated");
+  return Status::Ok();
+}
+
+Mac TableDigest(const std::vector<PeerInfo>& table) {
+  Mac digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(table.data()), table.size() * sizeof(PeerInfo),
+         digest.bytes);
+  return digest;
+}
+
+ServerReply MakeServerReply(const UniqueIdData& id, const uint8_t* client_nonce, int32_t status,
+                            const std::string& message, const Mac& table_digest) {
+  ServerReply reply;
+  memset(&reply, 0, sizeof(reply));
+  reply.magic = kHelloMagic;
+  reply.status = status;
+  snprintf(reply.message, sizeof(reply.message), "%s", message.c_str());
+  reply.mac = SealServerReply(id, client_nonce, reply, table_digest);
+  return reply;
+}
+
+Status CheckServerReply(const UniqueIdData& id, const ClientHello& hello, ServerReply reply,
+                        const std::vector<PeerInfo>* table) {
+  const char* kForeign =
+      "rendezvous: the reply is not from this job's server (another job's rendezvous at this "
+      "address, or a unique id from another run?)";
+  if (reply.magic != kHelloMagic) return RemoteError(kForeign);
+  static const Mac kNoTable = TableDigest({});
+  const bool with_table = reply.status == 0;
+  if (with_table && table == nullptr) return InvalidArgument("a table is needed to check a reply");
+  if (!MacEqual(reply.mac, SealServerReply(id, hello.nonce, reply,
+                                           with_table ? TableDigest(*table) : kNoTable)))
+    return RemoteError(kForeign);
+  if (!with_table) {
+    reply.message[sizeof(reply.message) - 1] = '\0';
+    return RemoteError(std::string("rendezvous failed: ") + reply.message);
+  }
+  if (table->size() != static_cast<size_t>(hello.nranks))
+    return InvalidArgument("rendezvous table of the wrong size");
+  for (size_t r = 0; r < table->size(); ++r)
+    if ((*table)[r].rank != static_cast<int32_t>(r) || !HostnameTerminated((*table)[r]))
+      return RemoteError("rendezvous: malformed record for rank " + std::to_string(r));
+  return Status::Ok();
+}
+
+Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int index,
+                     PairHello* out) {
+  memset(out, 0, sizeof(*out));  // no stack bytes in the padding sent
+  out->magic = kPairMagic;
+  out->version = kBootstrapVersion;
+  out->comm_id = id.comm_id;
+  out->from_rank = from_rank;
+  out->to_rank = to_rank;
+  out->index = index;
+  return FillNonce(out->nonce);
+}
+
+Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks) {
+  if (hello.magic != kPairMagic || hello.version != kBootstrapVersion)
+    return InvalidUsage("not a Baton mesh hello of this version");
+  if (hello.comm_id != id.comm_id) return InvalidUsage("mesh hello for another communicator");
+  if (hello.to_rank != rank || hello.from_rank <= rank || hello.from_rank >= nranks ||
+      hello.index < 0)
+    return InvalidUsage("mesh hello from rank " + std::to_string(hello.from_rank) + " to " +
+                        std::to_string(hello.to_rank) + " is not for rank " +
+                        std::to_string(rank));
+  return Status::Ok();
+}
+
+Status MakePairChallenge(const UniqueIdData& id, const PairHello& hello, PairChallenge* out) {
+  memset(out, 0, sizeof(*out));  // no stack bytes in the padding sent
+  out->magic = kPairMagic;
+  out->version = kBootstrapVersion;
+  BATON_RETURN_IF_ERROR(FillNonce(out->nonce));
+  out->mac = Seal(id, "baton mesh accept", {{&hello, sizeof(hello)}, {out->nonce, kNonceBytes}});
+  return Status::Ok();
+}
+
+bool PairChallengeValid(const UniqueIdData& id, const PairHello& hello,
+                        const PairChallenge& challenge) {
+  return challenge.magic == kPairMagic && challenge.version == kBootstrapVersion &&
+         MacEqual(challenge.mac, Seal(id, "baton mesh accept",
+                                      {{&hello, sizeof(hello)}, {challenge.nonce, kNonceBytes}}));
+}
+
+PairProof MakePairProof(const UniqueIdData& id, const PairHello& hello,
+                        const PairChallenge& challenge) {
+  return PairProof{Seal(id, "baton mesh connect",
+                        {{&hello, sizeof(hello)}, {challenge.nonce, kNonceBytes}})};
+}
+
+bool PairProofValid(const UniqueIdData& id, const PairHello& hello, const PairChallenge& challenge,
+                    const PairProof& proof) {
+  return MacEqual(proof.mac, MakePairProof(id, hello, challenge).mac);
+}
+
+}  // namespace baton
