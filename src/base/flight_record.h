@@ -1,8 +1,9 @@
 // The flight recorder's file: the last calls of one communicator on one
-// rank, in a small file in /dev/shm that another process (batonrun, or
-// `batonrun --dump PID`) reads while the rank runs, is stopped, hangs or
-// after it died. The writer is comm/flight_recorder.h; this header is the
-// layout and a reader, header-only so that batonrun needs no internals.
+// rank, in a small file in /dev/shm that another process (batonrun, on a
+// failure or SIGUSR1, or `batonrun --dump PID`) reads while the rank runs,
+// is stopped, hangs or after it died. The writer is comm/flight_recorder.h;
+// this header is the layout and a reader, header-only so that batonrun
+// needs no internals.
 //
 // Layout: a 256-byte header, then `capacity` 64-byte entries; call i of
 // the communicator is entry i % capacity. An entry's `lock` is odd while

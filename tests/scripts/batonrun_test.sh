@@ -243,9 +243,40 @@ check "SIGTERM to batonrun reaches every rank; they trap it and exit 0: status 0
   eval 'is $status 0 &&
         (for r in 0 1 2; do contains "$OUT" "^\[$r\] got TERM $r$" || exit 1; done)'
 
-run_and_signal USR1 2 -n 2 sh -c "$trapping_rank" "$TMP" USR1
-check "SIGUSR1 is forwarded too" \
-  eval 'is $status 0 && contains "$OUT" "^got USR1 0$" && contains "$OUT" "^got USR1 1$"'
+run_and_signal USR2 2 -n 2 sh -c "$trapping_rank" "$TMP" USR2
+check "SIGUSR2 is forwarded too" \
+  eval 'is $status 0 && contains "$OUT" "^got USR2 0$" && contains "$OUT" "^got USR2 1$"'
+
+# SIGUSR1 asks batonrun for the flight recorders and is not forwarded: ranks that trap it say
+# nothing, keep running, and end only at the SIGTERM that follows. They make no communicator, so
+# batonrun says there is no table.
+rm -rf "$TMP/ready"
+mkdir "$TMP/ready"
+"$BATONRUN" --timeout 15 -n 2 sh -c 'sleep 100 & sleeper=$!
+  trap "kill \$sleeper; echo \"got USR1 \$BATON_RANK\"; exit 0" USR1
+  trap "kill \$sleeper; echo \"got TERM \$BATON_RANK\"; exit 0" TERM
+  touch "$0/ready/ready.$BATON_RANK"
+  wait' "$TMP" >"$OUT" 2>"$ERR" </dev/null &
+job=$!
+for _ in $(seq 1 100); do
+  [[ $(find "$TMP/ready" -name 'ready.*' | wc -l) -ge 2 ]] && break
+  sleep 0.05
+done
+kill -USR1 "$job"
+for _ in $(seq 1 100); do
+  contains "$ERR" "no flight recorder" && break
+  sleep 0.01
+done
+sleep 0.2
+alive=no
+kill -0 "$job" 2>/dev/null && alive=yes
+kill -TERM "$job"
+wait "$job"
+status=$?
+check "SIGUSR1 is not forwarded: batonrun answers it and the ranks go on until SIGTERM" \
+  eval 'is $alive yes && is $status 0 && contains "$ERR" "^batonrun: SIGUSR1 after" &&
+        contains "$ERR" "no flight recorder among the ranks" && ! contains "$OUT" "got USR1" &&
+        contains "$OUT" "^got TERM 0$" && contains "$OUT" "^got TERM 1$"'
 
 run_and_signal TERM 2 -n 2 sh -c 'touch "$0/ready/ready.$BATON_RANK"; exec sleep 100' "$TMP"
 check "untrapped SIGTERM kills the ranks: batonrun exits 143 quickly" \

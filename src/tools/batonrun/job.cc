@@ -61,10 +61,7 @@ int Job::Run() {
     for (LineRelay& relay : rank.relays) relay.Finish();
   }
   // Ranks that died (or were killed) left their flight recorders behind.
-  std::vector<pid_t> pids;
-  for (const Rank& rank : ranks_)
-    if (rank.pid > 0) pids.push_back(rank.pid);
-  RemoveFlightFiles(pids);
+  RemoveFlightFiles(StartedPids());
   if (timed_out_) return kExitTimeout;
   if (failure_status_) return *failure_status_;
   return launch_failed_ ? kExitLauncherError : 0;
@@ -237,6 +234,9 @@ void Job::HandleSignals() {
   for (int sig : signals_->Drain()) {
     if (sig == SIGCHLD) {
       ReapChildren();
+    } else if (sig == kDumpSignal) {
+      // Here in the loop, not in a handler: reading the files and formatting allocate.
+      PrintRequestedFlightTable();
     } else {
       SignalAll(sig);
     }
@@ -293,11 +293,29 @@ void Job::CheckDeadlines() {
 void Job::PrintFlightTable() {
   if (flight_table_printed_) return;
   flight_table_printed_ = true;
+  const std::string table = FlightTable(StartedPids(), kCallsOnFailure);
+  if (!table.empty()) stderr_sink_.Write(table);
+}
+
+void Job::PrintRequestedFlightTable() {
+  char head[128];
+  snprintf(head, sizeof(head), "batonrun: SIGUSR1 after %.1f s (%d of %zu ranks running; %s)\n",
+           std::chrono::duration<double>(Clock::now() - start_time_).count(), running_count_,
+           ranks_.size(), stopping_ ? "stopping them" : "the job goes on");
+  std::string text = head;
+  const std::string table = FlightTable(StartedPids(), kCallsOnRequest);
+  // An answer either way, so whoever sent the signal is not left wondering whether it arrived.
+  text += table.empty() ? "batonrun: no flight recorder among the ranks (no communicator yet, or "
+                          "BATON_FLIGHT_RECORDER=0)\n"
+                        : table;
+  stderr_sink_.Write(text);
+}
+
+std::vector<pid_t> Job::StartedPids() const {
   std::vector<pid_t> pids;
   for (const Rank& rank : ranks_)
     if (rank.pid > 0) pids.push_back(rank.pid);
-  const std::string table = FlightTable(pids, 4);
-  if (!table.empty()) stderr_sink_.Write(table);
+  return pids;
 }
 
 void Job::Stop(const std::string& message) {

@@ -32,8 +32,9 @@ struct Rank {
   std::vector<LineRelay> relays;
 };
 
-// Runs one job: starts the ranks, relays their output, forwards signals, reaps the ranks, stops
-// them all when one fails or time runs out, and works out batonrun's exit status.
+// Runs one job: starts the ranks, relays their output, forwards signals, reaps the ranks, prints
+// their flight recorders on request, stops them all when one fails or time runs out, and works
+// out batonrun's exit status.
 class Job {
  public:
   // rendezvous_var is "BATON_UNIQUE_ID=..." or "BATON_ROOT=...", the same for every rank.
@@ -78,6 +79,12 @@ class Job {
   // timed out, before its ranks are stopped.
   void PrintFlightTable();
   bool flight_table_printed_ = false;
+
+  // kDumpSignal: prints the table now, every time it is asked, and leaves the job running.
+  void PrintRequestedFlightTable();
+
+  // Every rank that was started, running or not: one that died left its flight recorder behind.
+  std::vector<pid_t> StartedPids() const;
 
   void CheckDeadlines();
 

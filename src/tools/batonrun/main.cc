@@ -15,6 +15,9 @@
 // A job spanning hosts is started by one batonrun per host, each with the same --world-size and
 // --root and its own --rank-offset.
 //
+// SIGUSR1 to batonrun prints every rank's last calls (their flight recorders) to stderr, as
+// `batonrun --dump PID` does, and the job goes on; the ranks do not receive it.
+//
 // The job fails as a whole: when a rank exits non-zero or dies of a signal, batonrun stops the
 // others (SIGTERM, then SIGKILL after a grace period) and exits with that rank's status, encoded
 // like a shell does (128 + signal number for a signal).
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
       printf("batonrun (Baton) %d.%d.%d\n", BATON_MAJOR, BATON_MINOR, BATON_PATCH);
       return 0;
     case ParseOutcome::kDump: {
-      const std::string table = FlightTable(DumpTargets(options.dump_pid), 8);
+      const std::string table = FlightTable(DumpTargets(options.dump_pid), kCallsOnRequest);
       if (table.empty()) {
         fprintf(stderr, "batonrun: no flight recorder of process %d or of its children\n",
                 options.dump_pid);

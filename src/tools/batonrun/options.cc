@@ -40,7 +40,12 @@ const char kUsage[] =
     "Each rank gets BATON_RANK, BATON_WORLD_SIZE, BATON_LOCAL_RANK, BATON_LOCAL_SIZE, and\n"
     "either BATON_UNIQUE_ID (single host: batonrun hosts the rendezvous) or BATON_ROOT\n"
     "(with --root). If a rank fails, the others are stopped and batonrun exits with the\n"
-    "failed rank's status (128+N for signal N).\n";
+    "failed rank's status (128+N for signal N).\n"
+    "\n"
+    "Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2 sent to batonrun are passed on\n"
+    "to every rank. SIGUSR1 is not: it makes batonrun print the flight recorders of its\n"
+    "ranks to stderr (as --dump) and the job goes on; `kill -USR1 PID` from another\n"
+    "terminal shows where a hung job waits.\n";
 
 namespace {
 

@@ -23,6 +23,9 @@ bool SignalWatcher::Init(std::string* error) {
   sigset_t watched;
   sigemptyset(&watched);
   sigaddset(&watched, SIGCHLD);
+  // Watched even when ignored on entry: the ranks keep an inherited SIG_IGN (exec keeps it), but
+  // this signal is a request to batonrun itself, sent on purpose to its own pid.
+  sigaddset(&watched, kDumpSignal);
   for (int sig : kForwardedSignals) {
     // A signal ignored on entry (nohup, a shell's background job) stays ignored, as shells
     // do: whoever started batonrun chose that, for the ranks too.
