@@ -100,14 +100,57 @@ batonResult_t batonCommInitRank(batonComm_t* comm, int nranks, batonUniqueId com
  * See README.md for the variables. */
 batonResult_t batonCommInitFromEnv(batonComm_t* comm);
 
+/* Configuration of a new communicator, as NCCL's ncclConfig_t: start from
+ * BATON_CONFIG_INITIALIZER and set the fields you want; a field left
+ * undefined takes its default (the BATON_* variable where there is one).
+ * size/magic/version let later versions append fields: the library reads
+ * only the first `size` bytes, so a program built against this header keeps
+ * working with a newer library. */
+#define BATON_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define BATON_CONFIG_UNDEF_PTR NULL
+#define BATON_CONFIG_MAGIC 0xba7c0f19u
+typedef struct batonConfig {
+  size_t size;          /* sizeof(batonConfig_t) */
+  unsigned int magic;   /* BATON_CONFIG_MAGIC */
+  unsigned int version; /* BATON_VERSION_CODE of the header the caller built against */
+  /* 1 (default): creation returns when the communicator is ready. 0: it
+   * returns batonInProgress at once with a valid handle, and completes in
+   * the background; poll batonCommGetAsyncError until it is no longer
+   * batonInProgress before any other call on the handle (abort and destroy
+   * may come at any time). Applies to init, split and shrink. */
+  int blocking;
+  /* A name for logs, errors and the flight recorder (copied; NULL: none). */
+  const char* commName;
+  /* Seconds any wait of this communicator may take, creation included;
+   * 0: forever. Undefined: BATON_TIMEOUT. */
+  int timeout;
+  /* Accepted for NCCL compatibility (0 or 1): a Baton child communicator
+   * never shares its parent's connections. */
+  int splitShare;
+} batonConfig_t;
+
+#define BATON_CONFIG_INITIALIZER                                                           \
+  {                                                                                        \
+    sizeof(batonConfig_t), BATON_CONFIG_MAGIC, BATON_VERSION_CODE, BATON_CONFIG_UNDEF_INT, \
+        BATON_CONFIG_UNDEF_PTR, BATON_CONFIG_UNDEF_INT, BATON_CONFIG_UNDEF_INT             \
+  }
+
+/* batonCommInitRank with a configuration (NULL: the defaults). */
+batonResult_t batonCommInitRankConfig(batonComm_t* comm, int nranks, batonUniqueId commId, int rank,
+                                      batonConfig_t* config);
+
+/* ndev ranks of one new communicator in this process, one per entry of
+ * comms; each is then used from its own thread (a collective blocks until
+ * every rank has called it). devlist names the CUDA device of each rank
+ * (NULL: 0 .. ndev-1); a host-only build accepts any non-negative ids. */
+batonResult_t batonCommInitAll(batonComm_t* comms, int ndev, const int* devlist);
+
 /* Collective over comm: ranks passing the same color form a new
  * communicator, ordered by key then by parent rank. BATON_SPLIT_NOCOLOR
- * yields *newcomm == NULL. */
-batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm);
-
-/* Configuration of a new communicator. Declared for the calls that take one
- * (NCCL's argument order); until its fields land, pass NULL. */
-typedef struct batonConfig batonConfig_t;
+ * yields *newcomm == NULL. config: NULL inherits the parent's name and
+ * timeout and blocks. */
+batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm,
+                             batonConfig_t* config);
 
 /* batonCommShrink's flags. DEFAULT: the communicator is healthy and nothing
  * is in flight on it. ABORT: stop what is in flight first (after a failure);
@@ -117,16 +160,21 @@ typedef struct batonConfig batonConfig_t;
 
 /* Called by every rank of comm that is not in excludeRanksList (distinct
  * ranks of comm; dead ones, typically): they form a new communicator without
- * the excluded ranks, numbered in their order in comm. config must be NULL
- * for now. As ncclCommShrink (NCCL 2.27). */
+ * the excluded ranks, numbered in their order in comm. config as for split.
+ * As ncclCommShrink (NCCL 2.27). */
 batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               batonComm_t* newcomm, batonConfig_t* config, int shrinkFlags);
 
+/* Waits for the work queued on comm (host streams) and returns the first
+ * error among it, or the communicator's sticky error; the communicator stays
+ * usable for queries and must still be destroyed. As ncclCommFinalize. */
+batonResult_t batonCommFinalize(batonComm_t comm);
 /* Waits for queued work, then frees the communicator. */
 batonResult_t batonCommDestroy(batonComm_t comm);
 /* Stops outstanding work at once (peers see an error), then frees. */
 batonResult_t batonCommAbort(batonComm_t comm);
-/* batonSuccess, or the sticky error of a failed asynchronous operation. */
+/* batonSuccess, batonInProgress while a nonblocking creation runs, or the
+ * sticky error of a failed creation or asynchronous operation. */
 batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError);
 batonResult_t batonCommCount(const batonComm_t comm, int* count);
 batonResult_t batonCommUserRank(const batonComm_t comm, int* rank);

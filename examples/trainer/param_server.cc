@@ -189,8 +189,8 @@ void TrainAsyncPs(TrainingRun& run) {
   for (int w = 1; w <= workers; ++w) {
     bool member = run.rank == 0 || run.rank == w;
     batonComm_t c = nullptr;
-    CheckBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c), run.comm,
-               "batonCommSplit for worker " + std::to_string(w));
+    CheckBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c, nullptr),
+               run.comm, "batonCommSplit for worker " + std::to_string(w));
     if (run.rank == 0)
       pairs.emplace_back(c);
     else if (run.rank == w)

@@ -44,9 +44,9 @@ Status CheckRank(int r, int nranks, const char* what) {
 
 Status BeginCall(batonComm_t handle, batonStream_t stream, CallSite* site) {
   if (handle == nullptr) return InvalidArgument("comm is NULL");
-  site->comm = LookupComm(handle);
-  if (!site->comm)
-    return InvalidArgument("comm is not a live communicator (destroyed, or never created)");
+  const CommLookup lookup = LookupCommState(handle);
+  site->comm = lookup.comm;
+  if (!site->comm) return NotLiveError(lookup);
   site->stream = stream;
   site->host_stream = stream != nullptr && StreamIsLive(stream);
   // With a GPU, a foreign handle may be a cudaStream_t: the device path

@@ -3,9 +3,11 @@
 #include <baton.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/checks.h"
+#include "api/creation.h"
 #include "api/handles.h"
 #include "base/log.h"
 #include "base/settings.h"
@@ -23,19 +25,33 @@ using namespace baton;  // NOLINT: the C API below is a thin layer over it
 namespace {
 
 // Creates a communicator and its handle; failures name the rank.
-batonResult_t InitRank(const char* fn, const Settings& settings, batonComm_t* comm, int nranks,
-                       const UniqueIdData& data, int rank) {
-  std::shared_ptr<Communicator> impl;
-  Status st = Communicator::Create(settings, data, nranks, rank, &impl);
-  if (!st.ok())
-    return Fail(fn,
-                st.WithContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks)));
-  *comm = RegisterComm(std::move(impl));
-  return batonSuccess;
+batonResult_t InitRank(const char* fn, const Settings& settings, const CreationOptions& options,
+                       batonComm_t* comm, int nranks, const UniqueIdData& data, int rank) {
+  const std::string name = options.name.value_or("");
+  return CreateComm(
+      fn, options, rank, nranks,
+      [settings, data, nranks, rank, name](std::shared_ptr<Communicator>* out) {
+        return Communicator::Create(settings, data, nranks, rank, out, name)
+            .WithContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks));
+      },
+      comm);
 }
 
 batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
-  std::shared_ptr<Communicator> impl = UnregisterComm(comm);
+  std::shared_ptr<Creation> creation;
+  std::shared_ptr<Communicator> impl = UnregisterComm(comm, &creation);
+  if (creation) {
+    std::unique_lock<std::mutex> lock(creation->mu);
+    if (abort && !creation->done) {
+      // Stop the creation's waits; its thread aborts whatever it made.
+      creation->abandoned = true;
+      creation->cancel.store(true);
+      return batonSuccess;
+    }
+    creation->cv.wait(lock, [&] { return creation->done; });
+    impl = std::move(creation->result);
+    if (!impl) return batonSuccess;  // the creation failed: nothing to free
+  }
   if (!impl) return Fail(fn, InvalidArgument("comm is NULL or not live (destroyed twice?)"));
   if (abort) impl->Abort();
   // Queued stream work holds its own reference; wait for it so the
@@ -99,7 +115,64 @@ batonResult_t batonCommInitRank(batonComm_t* comm, int nranks, batonUniqueId com
   BATON_API_CHECK(fn, CheckRank(rank, nranks, "rank"), nullptr);
   UniqueIdData data;
   BATON_API_CHECK(fn, DecodeUniqueId(comm_id, &data), nullptr);
-  return InitRank(fn, ReadSettings(), comm, nranks, data, rank);
+  return InitRank(fn, ReadSettings(), CreationOptions{}, comm, nranks, data, rank);
+}
+
+batonResult_t batonCommInitRankConfig(batonComm_t* comm, int nranks, batonUniqueId comm_id,
+                                      int rank, batonConfig_t* config) {
+  const char* fn = "batonCommInitRankConfig";
+  if (comm == nullptr) return Fail(fn, InvalidArgument("comm is NULL"));
+  *comm = nullptr;
+  if (nranks < 1) return Fail(fn, InvalidArgument("nranks " + std::to_string(nranks) + " < 1"));
+  BATON_API_CHECK(fn, CheckRank(rank, nranks, "rank"), nullptr);
+  CreationOptions options;
+  BATON_API_CHECK(fn, ReadConfig(config, &options), nullptr);
+  UniqueIdData data;
+  BATON_API_CHECK(fn, DecodeUniqueId(comm_id, &data), nullptr);
+  return InitRank(fn, CreationSettings(options), options, comm, nranks, data, rank);
+}
+
+batonResult_t batonCommInitAll(batonComm_t* comms, int ndev, const int* devlist) {
+  const char* fn = "batonCommInitAll";
+  if (comms == nullptr) return Fail(fn, InvalidArgument("comms is NULL"));
+  if (ndev < 1) return Fail(fn, InvalidArgument("ndev " + std::to_string(ndev) + " < 1"));
+  for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
+  if (devlist != nullptr) {
+    for (int i = 0; i < ndev; ++i) {
+      if (devlist[i] < 0)
+        return Fail(fn, InvalidArgument("devlist[" + std::to_string(i) +
+                                        "] = " + std::to_string(devlist[i]) + " is not a device"));
+      for (int j = 0; j < i; ++j)
+        if (devlist[j] == devlist[i])
+          return Fail(
+              fn, InvalidArgument("devlist names device " + std::to_string(devlist[i]) + " twice"));
+    }
+  }
+  const Settings settings = ReadSettings();
+  batonUniqueId id;
+  BATON_API_CHECK(fn, CreateUniqueId(settings.socket_ifname, TimeoutSeconds(settings), &id),
+                  nullptr);
+  UniqueIdData data;
+  BATON_API_CHECK(fn, DecodeUniqueId(id, &data), nullptr);
+  // Every rank joins the rendezvous and connects to the others at once, so
+  // each needs a thread of its own.
+  std::vector<std::shared_ptr<Communicator>> made(ndev);
+  std::vector<Status> results(ndev);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ndev; ++r)
+    threads.emplace_back([&, r] {
+      results[r] = Communicator::Create(settings, data, ndev, r, &made[r])
+                       .WithContext("rank " + std::to_string(r) + " of " + std::to_string(ndev));
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ndev; ++r) {
+    if (results[r].ok()) continue;
+    for (auto& c : made)
+      if (c) c->Abort();
+    return Fail(fn, results[r]);
+  }
+  for (int r = 0; r < ndev; ++r) comms[r] = RegisterComm(std::move(made[r]));
+  return batonSuccess;
 }
 
 batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
@@ -118,31 +191,57 @@ batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
   if (bound)
     BATON_INFO(kLogInit, "bound as local rank %d of %d (BATON_BIND=%s)", job.local_rank,
                job.local_size, settings.bind.c_str());
-  return InitRank(fn, settings, comm, job.size, job.id, job.rank);
+  return InitRank(fn, settings, CreationOptions{}, comm, job.size, job.id, job.rank);
 }
 
 batonResult_t batonCommCount(const batonComm_t comm, int* count) {
-  auto c = LookupComm(comm);
-  if (!c) return Fail("batonCommCount", InvalidArgument("comm is NULL or not live"));
-  if (count == nullptr) return Fail("batonCommCount", InvalidArgument("count is NULL"), c.get());
-  *count = c->nranks();
+  const CommLookup c = LookupCommState(comm);
+  if (c.state == CommState::kNotLive || c.nranks <= 0)
+    return Fail("batonCommCount", NotLiveError(c));
+  if (count == nullptr)
+    return Fail("batonCommCount", InvalidArgument("count is NULL"), c.comm.get());
+  *count = c.nranks;
   return batonSuccess;
 }
 
 batonResult_t batonCommUserRank(const batonComm_t comm, int* rank) {
-  auto c = LookupComm(comm);
-  if (!c) return Fail("batonCommUserRank", InvalidArgument("comm is NULL or not live"));
-  if (rank == nullptr) return Fail("batonCommUserRank", InvalidArgument("rank is NULL"), c.get());
-  *rank = c->rank();
+  const CommLookup c = LookupCommState(comm);
+  if (c.state == CommState::kNotLive || c.rank < 0)
+    return Fail("batonCommUserRank", NotLiveError(c));
+  if (rank == nullptr)
+    return Fail("batonCommUserRank", InvalidArgument("rank is NULL"), c.comm.get());
+  *rank = c.rank;
   return batonSuccess;
 }
 
 batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* async_error) {
-  auto c = LookupComm(comm);
-  if (!c) return Fail("batonCommGetAsyncError", InvalidArgument("comm is NULL or not live"));
+  const CommLookup c = LookupCommState(comm);
+  if (c.state == CommState::kNotLive) return Fail("batonCommGetAsyncError", NotLiveError(c));
   if (async_error == nullptr)
-    return Fail("batonCommGetAsyncError", InvalidArgument("async_error is NULL"), c.get());
-  *async_error = c->async_error();
+    return Fail("batonCommGetAsyncError", InvalidArgument("async_error is NULL"), c.comm.get());
+  switch (c.state) {
+    case CommState::kCreating:
+      *async_error = batonInProgress;
+      break;
+    case CommState::kCreationFailed:
+      *async_error = c.creation_status.code();
+      break;
+    default:
+      *async_error = c.comm->async_error();
+  }
+  return batonSuccess;
+}
+
+batonResult_t batonCommFinalize(batonComm_t comm) {
+  const char* fn = "batonCommFinalize";
+  const CommLookup c = LookupCommState(comm);
+  if (!c.comm) return Fail(fn, NotLiveError(c));
+  // Host-stream work holds the communicator until it has run.
+  c.comm->WaitPending();
+  const batonResult_t error = c.comm->async_error();
+  if (error != batonSuccess)
+    return Fail(fn, Status(error, "the communicator failed: " + c.comm->last_error()),
+                c.comm.get());
   return batonSuccess;
 }
 
@@ -154,20 +253,30 @@ batonResult_t batonCommAbort(batonComm_t comm) {
   return DestroyComm("batonCommAbort", comm, true);
 }
 
-batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm) {
+batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* newcomm,
+                             batonConfig_t* config) {
   const char* fn = "batonCommSplit";
   CallSite site;
   BATON_API_CHECK(fn, BeginCall(comm, nullptr, &site), site.comm.get());
-  Communicator* c = site.comm.get();
-  if (newcomm == nullptr) return Fail(fn, InvalidArgument("newcomm is NULL"), c);
+  std::shared_ptr<Communicator> c = site.comm;
+  if (newcomm == nullptr) return Fail(fn, InvalidArgument("newcomm is NULL"), c.get());
   if (color < 0 && color != BATON_SPLIT_NOCOLOR)
-    return Fail(fn, InvalidArgument("color must be >= 0 or BATON_SPLIT_NOCOLOR"), c);
-  if (InGroup()) return Fail(fn, InvalidUsage("batonCommSplit inside a group"), c);
+    return Fail(fn, InvalidArgument("color must be >= 0 or BATON_SPLIT_NOCOLOR"), c.get());
+  if (InGroup()) return Fail(fn, InvalidUsage("batonCommSplit inside a group"), c.get());
   *newcomm = nullptr;
-  std::shared_ptr<Communicator> child;
-  BATON_API_CHECK(fn, SplitCommunicator(*c, ReadSettings(), color, key, &child), c);
-  if (child) *newcomm = RegisterComm(std::move(child));
-  return batonSuccess;
+  CreationOptions options;
+  BATON_API_CHECK(fn, ReadConfig(config, &options), c.get());
+  // A rank that joins no new communicator has no handle to poll: it takes
+  // part in the exchange synchronously.
+  if (color == BATON_SPLIT_NOCOLOR) options.blocking = true;
+  const Settings settings = CreationSettings(options, c->config().timeout_s);
+  const std::string name = options.name.value_or(c->config().name);
+  return CreateComm(
+      fn, options, -1, 0,
+      [c, settings, color, key, name](std::shared_ptr<Communicator>* out) {
+        return SplitCommunicator(*c, settings, color, key, out, name);
+      },
+      newcomm, c.get());
 }
 
 batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int excludeRanksCount,
@@ -175,8 +284,9 @@ batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int exclu
   const char* fn = "batonCommShrink";
   // A failed communicator is what a shrink is for: look it up without
   // failing on its sticky error.
-  std::shared_ptr<Communicator> c = LookupComm(comm);
-  if (!c) return Fail(fn, InvalidArgument("comm is NULL or not live"));
+  const CommLookup lookup = LookupCommState(comm);
+  std::shared_ptr<Communicator> c = lookup.comm;
+  if (!c) return Fail(fn, NotLiveError(lookup));
   if (newcomm == nullptr) return Fail(fn, InvalidArgument("newcomm is NULL"), c.get());
   *newcomm = nullptr;
   if (excludeRanksCount < 0)
@@ -188,8 +298,8 @@ batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int exclu
                 InvalidArgument("excludeRanksList is NULL with excludeRanksCount " +
                                 std::to_string(excludeRanksCount)),
                 c.get());
-  if (config != nullptr)
-    return Fail(fn, InvalidArgument("config must be NULL (no configuration fields yet)"), c.get());
+  CreationOptions options;
+  BATON_API_CHECK(fn, ReadConfig(config, &options), c.get());
   if (shrinkFlags != BATON_SHRINK_DEFAULT && shrinkFlags != BATON_SHRINK_ABORT)
     return Fail(fn,
                 InvalidArgument("shrinkFlags " + std::to_string(shrinkFlags) +
@@ -197,13 +307,15 @@ batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int exclu
                 c.get());
   if (InGroup()) return Fail(fn, InvalidUsage("batonCommShrink inside a group"), c.get());
   const std::vector<int> excluded(excludeRanksList, excludeRanksList + excludeRanksCount);
-  std::shared_ptr<Communicator> child;
-  BATON_API_CHECK(
-      fn,
-      ShrinkCommunicator(*c, ReadSettings(), excluded, shrinkFlags == BATON_SHRINK_ABORT, &child),
-      c.get());
-  *newcomm = RegisterComm(std::move(child));
-  return batonSuccess;
+  const Settings settings = CreationSettings(options, c->config().timeout_s);
+  const std::string name = options.name.value_or(c->config().name);
+  const bool abort_first = shrinkFlags == BATON_SHRINK_ABORT;
+  return CreateComm(
+      fn, options, -1, 0,
+      [c, settings, excluded, abort_first, name](std::shared_ptr<Communicator>* out) {
+        return ShrinkCommunicator(*c, settings, excluded, abort_first, out, name);
+      },
+      newcomm, c.get());
 }
 
 }  // extern "C"

@@ -8,6 +8,8 @@
 // The opaque handle given to users: a stable address per live communicator.
 struct batonComm {
   std::shared_ptr<baton::Communicator> impl;
+  std::shared_ptr<baton::Creation> creation;  // until a background creation is collected
+  int rank = -1, nranks = 0;
 };
 
 namespace baton {
@@ -24,14 +26,63 @@ thread_local std::string tls_last_error_copy;
 
 }  // namespace
 
-std::shared_ptr<Communicator> LookupComm(batonComm_t handle) {
+CommLookup LookupCommState(batonComm_t handle) {
+  CommLookup out;
   std::lock_guard<std::mutex> lock(g_registry_mu);
   auto it = g_comms.find(handle);
-  return it == g_comms.end() ? nullptr : it->second->impl;
+  if (it == g_comms.end()) return out;
+  batonComm& h = *it->second;
+  out.rank = h.rank;
+  out.nranks = h.nranks;
+  if (h.creation) {
+    std::lock_guard<std::mutex> creation_lock(h.creation->mu);
+    if (!h.creation->done) {
+      out.state = CommState::kCreating;
+      return out;
+    }
+    if (!h.creation->status.ok()) {
+      out.state = CommState::kCreationFailed;
+      out.creation_status = h.creation->status;
+      return out;
+    }
+    h.impl = std::move(h.creation->result);
+    h.creation.reset();
+    // A split or shrink learns its rank only now.
+    h.rank = h.impl->rank();
+    h.nranks = h.impl->nranks();
+  }
+  out.state = CommState::kLive;
+  out.comm = h.impl;
+  out.rank = h.rank;
+  out.nranks = h.nranks;
+  return out;
+}
+
+std::shared_ptr<Communicator> LookupComm(batonComm_t handle) {
+  return LookupCommState(handle).comm;
+}
+
+Status NotLiveError(const CommLookup& lookup) {
+  switch (lookup.state) {
+    case CommState::kCreating:
+      return InvalidUsage(
+          "comm is still being created (nonblocking): poll batonCommGetAsyncError until it is "
+          "no longer batonInProgress");
+    case CommState::kCreationFailed:
+      return Status(lookup.creation_status.code(),
+                    "comm's creation failed: " + lookup.creation_status.message());
+    case CommState::kLive:
+      return Status::Ok();
+    case CommState::kNotLive:
+      break;
+  }
+  return InvalidArgument("comm is NULL or not a live communicator (destroyed, or never created)");
 }
 
 batonComm_t RegisterComm(std::shared_ptr<Communicator> comm) {
   auto handle = std::make_unique<batonComm>();
+  handle->rank = comm->rank();
+  handle->nranks = comm->nranks();
   handle->impl = std::move(comm);
   batonComm* raw = handle.get();
   std::lock_guard<std::mutex> lock(g_registry_mu);
@@ -39,7 +90,19 @@ batonComm_t RegisterComm(std::shared_ptr<Communicator> comm) {
   return raw;
 }
 
-std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle) {
+batonComm_t RegisterCreation(std::shared_ptr<Creation> creation, int rank, int nranks) {
+  auto handle = std::make_unique<batonComm>();
+  handle->creation = std::move(creation);
+  handle->rank = rank;
+  handle->nranks = nranks;
+  batonComm* raw = handle.get();
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  g_comms.emplace(raw, std::move(handle));
+  return raw;
+}
+
+std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle,
+                                             std::shared_ptr<Creation>* creation) {
   std::unique_ptr<batonComm> owned;
   {
     std::lock_guard<std::mutex> lock(g_registry_mu);
@@ -48,6 +111,7 @@ std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle) {
     owned = std::move(it->second);
     g_comms.erase(it);
   }
+  if (creation != nullptr) *creation = std::move(owned->creation);
   return std::move(owned->impl);
 }
 
@@ -87,8 +151,13 @@ batonResult_t Fail(const char* fn, const Status& st, Communicator* comm) {
 
 const char* LastErrorText(batonComm_t comm) {
   if (comm != nullptr) {
-    if (auto c = LookupComm(comm)) {
-      tls_last_error_copy = c->last_error();
+    const CommLookup lookup = LookupCommState(comm);
+    if (lookup.comm) {
+      tls_last_error_copy = lookup.comm->last_error();
+      return tls_last_error_copy.c_str();
+    }
+    if (lookup.state == CommState::kCreationFailed) {
+      tls_last_error_copy = lookup.creation_status.message();
       return tls_last_error_copy.c_str();
     }
   }

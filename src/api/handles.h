@@ -5,7 +5,10 @@
 
 #include <baton.h>
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "base/status.h"
@@ -14,12 +17,45 @@
 
 namespace baton {
 
-// The communicator behind `handle`, or null when it is not live.
+// A communicator being created on a background thread (batonConfig_t with
+// blocking = 0): the thread fills in the outcome; the handle's owner polls
+// it, waits for it (destroy) or abandons it (abort: `cancel` ends the
+// creation's waits, and the thread aborts what it made).
+struct Creation {
+  std::atomic<bool> cancel{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;       // guarded by mu, as the rest
+  bool abandoned = false;  // nobody will collect the result
+  Status status;
+  std::shared_ptr<Communicator> result;
+};
+
+enum class CommState { kNotLive, kCreating, kCreationFailed, kLive };
+
+struct CommLookup {
+  CommState state = CommState::kNotLive;
+  std::shared_ptr<Communicator> comm;  // kLive
+  Status creation_status;              // kCreationFailed
+  int rank = -1, nranks = 0;           // what the creation was asked for
+};
+
+// What `handle` is now; a finished background creation's communicator
+// becomes the handle's here.
+CommLookup LookupCommState(batonComm_t handle);
+// The communicator behind `handle`, or null when it is not live (or not
+// created yet).
 std::shared_ptr<Communicator> LookupComm(batonComm_t handle);
+// Why a lookup found no communicator, in words for the caller.
+Status NotLiveError(const CommLookup& lookup);
 // A handle for a new communicator.
 batonComm_t RegisterComm(std::shared_ptr<Communicator> comm);
-// Forgets `handle`, handing back its communicator (null when not live).
-std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle);
+// A handle for a communicator `creation` is making as `rank` of `nranks`.
+batonComm_t RegisterCreation(std::shared_ptr<Creation> creation, int rank, int nranks);
+// Forgets `handle`, handing back its communicator (null when not live) and
+// its creation when one was still attached.
+std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle,
+                                             std::shared_ptr<Creation>* creation = nullptr);
 
 bool StreamIsLive(batonStream_t handle);
 batonStream_t RegisterStream();

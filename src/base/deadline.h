@@ -1,6 +1,7 @@
 // Deadlines: every blocking wait in Baton has one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <climits>
 
@@ -27,5 +28,21 @@ inline int MillisLeft(Deadline deadline) {
   if (left <= 0) return 0;
   return left > INT_MAX ? INT_MAX : static_cast<int>(left);
 }
+
+// Makes this thread's socket waits (base/socket.h) end early when `*flag`
+// becomes true, while the scope lives: a communicator created in the
+// background (batonConfig_t.blocking = 0) stops waiting for its peers soon
+// after batonCommAbort. The waits then poll in slices of kCancelSliceMs.
+class CancelScope {
+ public:
+  explicit CancelScope(const std::atomic<bool>* flag);
+  ~CancelScope();
+  CancelScope(const CancelScope&) = delete;
+  CancelScope& operator=(const CancelScope&) = delete;
+
+ private:
+  const std::atomic<bool>* previous_;
+};
+inline constexpr int kCancelSliceMs = 50;
 
 }  // namespace baton

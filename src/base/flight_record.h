@@ -44,7 +44,8 @@ struct FlightHeader {
   uint64_t comm_id;
   char host[64];
   std::atomic<uint64_t> calls;  // entries written so far
-  uint8_t reserved[256 - 104];
+  char name[64];                // batonConfig_t.commName, NUL-terminated ("": none)
+  uint8_t reserved[256 - 168];
 };
 static_assert(sizeof(FlightHeader) == 256, "the header is 256 bytes");
 
@@ -62,11 +63,12 @@ inline size_t FlightFileBytes(uint32_t capacity) {
   return sizeof(FlightHeader) + size_t{capacity} * sizeof(FlightEntry);
 }
 
-// "/dev/shm/baton-fr-<pid>-<comm id in hex>".
-inline std::string FlightFilePath(int pid, uint64_t comm_id) {
-  char name[96];
-  snprintf(name, sizeof(name), "%s/%s%d-%016llx", kFlightDir, kFlightPrefix, pid,
-           static_cast<unsigned long long>(comm_id));
+// "/dev/shm/baton-fr-<pid>-<comm id in hex>-<rank>" (one process may hold
+// several ranks of a communicator: batonCommInitAll).
+inline std::string FlightFilePath(int pid, uint64_t comm_id, int rank) {
+  char name[112];
+  snprintf(name, sizeof(name), "%s/%s%d-%016llx-%d", kFlightDir, kFlightPrefix, pid,
+           static_cast<unsigned long long>(comm_id), rank);
   return name;
 }
 
@@ -95,6 +97,7 @@ struct FlightSnapshot {
   int pid = 0, rank = -1, nranks = 0;
   uint64_t comm_id = 0;
   std::string host;
+  std::string name;              // batonConfig_t.commName ("": none)
   uint64_t calls = 0;            // calls the communicator made
   std::vector<FlightCall> last;  // the last ones it holds, oldest first
 };
@@ -121,6 +124,7 @@ inline bool ReadFlightFile(const std::string& path, FlightSnapshot* out) {
     out->nranks = h->nranks;
     out->comm_id = h->comm_id;
     out->host.assign(h->host, strnlen(h->host, sizeof(h->host)));
+    out->name.assign(h->name, strnlen(h->name, sizeof(h->name)));
     out->calls = h->calls.load(std::memory_order_acquire);
     out->last.clear();
     const auto* entries = reinterpret_cast<const FlightEntry*>(static_cast<const uint8_t*>(map) +

@@ -9,6 +9,8 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -206,6 +208,41 @@ Status ListenOn(const SockAddr& bind_addr, Fd* out, SockAddr* bound) {
   return Status::Ok();
 }
 
+namespace {
+
+thread_local const std::atomic<bool>* tls_cancel = nullptr;
+
+constexpr int kPollCancelled = -1000;
+
+// poll() on one descriptor until it is ready or `deadline` passes, in
+// slices when this thread's waits can be cancelled: what poll returns, or
+// kPollCancelled.
+int PollOne(pollfd* p, Deadline deadline) {
+  for (;;) {
+    int ms = MillisLeft(deadline);
+    const std::atomic<bool>* cancel = tls_cancel;
+    if (cancel != nullptr) {
+      if (cancel->load(std::memory_order_relaxed)) return kPollCancelled;
+      ms = std::min(ms, kCancelSliceMs);
+    }
+    const int n = poll(p, 1, ms);
+    if (n != 0 || cancel == nullptr || MillisLeft(deadline) == 0) return n;
+  }
+}
+
+Status Cancelled() {
+  return InvalidUsage("the communicator was aborted while it was being created");
+}
+
+}  // namespace
+
+CancelScope::CancelScope(const std::atomic<bool>* flag) : previous_(tls_cancel) {
+  tls_cancel = flag;
+}
+CancelScope::~CancelScope() {
+  tls_cancel = previous_;
+}
+
 Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
   int delay_ms = 1;
   for (;;) {
@@ -215,7 +252,8 @@ Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       pollfd p{fd.get(), POLLOUT, 0};
-      int n = poll(&p, 1, MillisLeft(deadline));
+      int n = PollOne(&p, deadline);
+      if (n == kPollCancelled) return Cancelled();
       if (n == 0) return TimeoutError("timed out connecting to " + addr.ToString());
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
@@ -234,6 +272,7 @@ Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
       return TimeoutError("timed out connecting to " + addr.ToString() +
                           " (last error: " + strerror(err) + ")");
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    if (tls_cancel != nullptr && tls_cancel->load()) return Cancelled();
     delay_ms = std::min(delay_ms * 2, 100);
   }
 }
@@ -241,7 +280,8 @@ Status ConnectWithRetry(const SockAddr& addr, Deadline deadline, Fd* out) {
 Status AcceptWithDeadline(int listen_fd, Deadline deadline, Fd* out) {
   for (;;) {
     pollfd p{listen_fd, POLLIN, 0};
-    int n = poll(&p, 1, MillisLeft(deadline));
+    int n = PollOne(&p, deadline);
+    if (n == kPollCancelled) return Cancelled();
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError("poll", errno);
     if (n == 0) return TimeoutError("timed out waiting for a connection");
@@ -268,7 +308,8 @@ Status SendAll(int fd, const void* buf, size_t len, Deadline deadline) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError("send", errno);
     pollfd pfd{fd, POLLOUT, 0};
-    int rc = poll(&pfd, 1, MillisLeft(deadline));
+    int rc = PollOne(&pfd, deadline);
+    if (rc == kPollCancelled) return Cancelled();
     if (rc == 0) return TimeoutError("timed out sending");
   }
   return Status::Ok();
@@ -287,7 +328,8 @@ Status RecvAll(int fd, void* buf, size_t len, Deadline deadline) {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoError("recv", errno);
     pollfd pfd{fd, POLLIN, 0};
-    int rc = poll(&pfd, 1, MillisLeft(deadline));
+    int rc = PollOne(&pfd, deadline);
+    if (rc == kPollCancelled) return Cancelled();
     if (rc == 0) return TimeoutError("timed out receiving");
   }
   return Status::Ok();

@@ -106,11 +106,12 @@ std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
 }
 
 Status Communicator::Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
-                            std::shared_ptr<Communicator>* out) {
+                            std::shared_ptr<Communicator>* out, const std::string& name) {
   auto comm = std::make_shared<Communicator>();
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   BATON_RETURN_IF_ERROR(CommConfig::FromSettings(settings, &comm->config_));
+  comm->config_.name = name;
   SetLogRank(rank);
   const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
 
@@ -138,7 +139,7 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   comm->recorder_ = FlightRecorder::Create(
       static_cast<uint32_t>(std::clamp<int64_t>(comm->config_.flight_recorder, 1, 1 << 16)),
       comm->config_.flight_recorder > 0, rank, nranks, id.comm_id,
-      std::string(mine.hostname, strnlen(mine.hostname, sizeof(mine.hostname))));
+      std::string(mine.hostname, strnlen(mine.hostname, sizeof(mine.hostname))), name);
   if (comm->recorder_ == nullptr) return ErrnoError("mmap (flight recorder)", errno);
 
   FlightRecorder* recorder = comm->recorder_.get();
@@ -183,8 +184,9 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   BATON_INFO(kLogInit, "topology: %s", comm->topology_.Describe().c_str());
   BATON_RETURN_IF_ERROR(comm->SetUpTuning());
 
-  BATON_INFO(kLogInit, "rank %d of %d ready (%d local ranks, host %s, pid %d)", rank, nranks,
-             comm->channels_->local_ranks(), mine.hostname, mine.pid);
+  BATON_INFO(kLogInit, "rank %d of %d ready%s%s (%d local ranks, host %s, pid %d)", rank, nranks,
+             name.empty() ? "" : ": ", name.c_str(), comm->channels_->local_ranks(), mine.hostname,
+             mine.pid);
   *out = std::move(comm);
   return Status::Ok();
 }

@@ -30,10 +30,11 @@ namespace baton {
 class Communicator {
  public:
   // Joins the rendezvous of `id` as `rank` of `nranks` and connects to all
-  // peers, configured by `settings`. Blocks until every rank has joined or
-  // the timeout passes.
+  // peers, configured by `settings`; `name` (batonConfig_t.commName) labels
+  // its logs and flight recorder. Blocks until every rank has joined or the
+  // timeout passes.
   static Status Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
-                       std::shared_ptr<Communicator>* out);
+                       std::shared_ptr<Communicator>* out, const std::string& name = "");
   Communicator() = default;  // use Create
   ~Communicator();
   Communicator(const Communicator&) = delete;

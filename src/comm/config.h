@@ -14,22 +14,23 @@
 namespace baton {
 
 struct CommConfig {
-  double timeout_s = 300;          // BATON_TIMEOUT (0 there: kForeverSeconds here)
-  bool check = false;              // BATON_CHECK
-  int64_t flight_recorder = 64;    // BATON_FLIGHT_RECORDER (0: no file)
-  TransportConfig transport;       // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
-  size_t chunk_bytes = 0;          // BATON_CHUNKSIZE (0: the cost model chooses)
-  bool calibrate = false;          // BATON_CALIBRATE
-  std::string calibration_cache;   // BATON_CALIBRATION_CACHE
-  std::string topo_dump_file;      // BATON_TOPO_DUMP_FILE
-  AlgorithmFilter algorithms;      // BATON_ALGO
-  std::string socket_ifname;       // BATON_SOCKET_IFNAME
-  std::string hostid;              // BATON_HOSTID
-  std::string topo_file;           // BATON_TOPO_FILE
-  std::string bind;                // BATON_BIND
-  int64_t spin_us = 200;           // BATON_SPIN_US
-  bool spin_yield = true;          // BATON_SPIN_YIELD
-  int64_t spin_yield_ns = -1;      // BATON_SPIN_YIELD_NS (-1: decided by oversubscription)
+  std::string name;               // batonConfig_t.commName ("" without one)
+  double timeout_s = 300;         // BATON_TIMEOUT (0 there: kForeverSeconds here)
+  bool check = false;             // BATON_CHECK
+  int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
+  TransportConfig transport;      // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
+  size_t chunk_bytes = 0;         // BATON_CHUNKSIZE (0: the cost model chooses)
+  bool calibrate = false;         // BATON_CALIBRATE
+  std::string calibration_cache;  // BATON_CALIBRATION_CACHE
+  std::string topo_dump_file;     // BATON_TOPO_DUMP_FILE
+  AlgorithmFilter algorithms;     // BATON_ALGO
+  std::string socket_ifname;      // BATON_SOCKET_IFNAME
+  std::string hostid;             // BATON_HOSTID
+  std::string topo_file;          // BATON_TOPO_FILE
+  std::string bind;               // BATON_BIND
+  int64_t spin_us = 200;          // BATON_SPIN_US
+  bool spin_yield = true;         // BATON_SPIN_YIELD
+  int64_t spin_yield_ns = -1;     // BATON_SPIN_YIELD_NS (-1: decided by oversubscription)
 
   // Takes the communicator's values out of `settings`, clamping sizes to
   // what the transports can use; fails only for a malformed BATON_ALGO.

@@ -36,13 +36,14 @@ int64_t FlightRecorder::CoarseNowNs() {
 
 std::unique_ptr<FlightRecorder> FlightRecorder::Create(uint32_t capacity, bool to_file, int rank,
                                                        int nranks, uint64_t comm_id,
-                                                       const std::string& host) {
+                                                       const std::string& host,
+                                                       const std::string& name) {
   std::unique_ptr<FlightRecorder> r(new FlightRecorder());
   r->capacity_ = std::max<uint32_t>(capacity, 1);
   r->bytes_ = FlightFileBytes(r->capacity_);
   if (to_file) {
     RemoveStaleFiles();
-    const std::string path = FlightFilePath(getpid(), comm_id);
+    const std::string path = FlightFilePath(getpid(), comm_id, rank);
     const int fd = open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
     if (fd >= 0 && ftruncate(fd, static_cast<off_t>(r->bytes_)) == 0) {
       void* map = mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -74,6 +75,7 @@ std::unique_ptr<FlightRecorder> FlightRecorder::Create(uint32_t capacity, bool t
   h.capacity = r->capacity_;
   h.comm_id = comm_id;
   snprintf(h.host, sizeof(h.host), "%s", host.c_str());
+  snprintf(h.name, sizeof(h.name), "%s", name.c_str());
   h.calls.store(0, std::memory_order_relaxed);
   h.version = kFlightVersion;
   // Last: a reader that sees the magic sees the rest.

@@ -20,12 +20,13 @@ namespace baton {
 
 class FlightRecorder {
  public:
-  // `capacity` entries (at least 1) in a file named for this process and
-  // `comm_id` when `to_file`, else (or when /dev/shm refuses) in memory.
+  // `capacity` entries (at least 1) in a file named for this process,
+  // `comm_id` and `rank` when `to_file`, else (or when /dev/shm refuses) in memory.
   // Removes the files of processes that died without removing theirs.
   static std::unique_ptr<FlightRecorder> Create(uint32_t capacity, bool to_file, int rank,
                                                 int nranks, uint64_t comm_id,
-                                                const std::string& host);
+                                                const std::string& host,
+                                                const std::string& name = "");
   ~FlightRecorder();
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;

@@ -24,7 +24,7 @@ uint64_t ListFingerprint(std::vector<int> ranks) {
 
 Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
                           const std::vector<int>& excluded, bool abort_first,
-                          std::shared_ptr<Communicator>* out) {
+                          std::shared_ptr<Communicator>* out, const std::string& name) {
   out->reset();
   const int n = parent.nranks(), me = parent.rank();
   std::vector<char> left_out(n, 0);
@@ -76,7 +76,7 @@ Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
   }
   UniqueIdData data;
   BATON_RETURN_IF_ERROR(DecodeUniqueId(id, &data));
-  return Communicator::Create(settings, data, new_size, new_rank, out)
+  return Communicator::Create(settings, data, new_size, new_rank, out, name)
       .WithContext("batonCommShrink: rank " + std::to_string(new_rank) + " of " +
                    std::to_string(new_size));
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/settings.h"
@@ -21,6 +22,6 @@ namespace baton {
 // The exclude lists must agree (checked by a fingerprint).
 Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
                           const std::vector<int>& excluded, bool abort_first,
-                          std::shared_ptr<Communicator>* out);
+                          std::shared_ptr<Communicator>* out, const std::string& name = "");
 
 }  // namespace baton

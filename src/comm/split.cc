@@ -9,7 +9,7 @@
 namespace baton {
 
 Status SplitCommunicator(Communicator& parent, const Settings& settings, int color, int key,
-                         std::shared_ptr<Communicator>* out) {
+                         std::shared_ptr<Communicator>* out, const std::string& name) {
   out->reset();
   const int n = parent.nranks(), me = parent.rank();
   // 1. Everyone learns everyone's (color, key).
@@ -40,7 +40,7 @@ Status SplitCommunicator(Communicator& parent, const Settings& settings, int col
   const int new_size = static_cast<int>(members.size());
   UniqueIdData data;
   BATON_RETURN_IF_ERROR(DecodeUniqueId(ids[leader], &data));
-  return Communicator::Create(settings, data, new_size, new_rank, out)
+  return Communicator::Create(settings, data, new_size, new_rank, out, name)
       .WithContext("rank " + std::to_string(new_rank) + " of " + std::to_string(new_size));
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "base/settings.h"
 #include "base/status.h"
@@ -14,6 +15,6 @@ namespace baton {
 // their rank in `parent`. A rank passing BATON_SPLIT_NOCOLOR takes part in
 // the exchange and gets a null *out.
 Status SplitCommunicator(Communicator& parent, const Settings& settings, int color, int key,
-                         std::shared_ptr<Communicator>* out);
+                         std::shared_ptr<Communicator>* out, const std::string& name = "");
 
 }  // namespace baton

@@ -346,8 +346,8 @@ TEST(ApiTest, BadArgumentsAreRejected) {
         EXPECT_INVALID(ctx, c, batonCommGetAsyncError(c, nullptr));
 
         batonComm_t split = nullptr;
-        EXPECT_INVALID(ctx, nullptr, batonCommSplit(nullptr, 0, 0, &split));
-        EXPECT_INVALID(ctx, c, batonCommSplit(c, 0, 0, nullptr));
+        EXPECT_INVALID(ctx, nullptr, batonCommSplit(nullptr, 0, 0, &split, nullptr));
+        EXPECT_INVALID(ctx, c, batonCommSplit(c, 0, 0, nullptr, nullptr));
 
         // batonCommInitRank must reject these before touching the network.
         // The spare id keeps a library that does not from disturbing c.
@@ -385,7 +385,7 @@ TEST(ApiTest, CommSplitByParity) {
   RunRanks(4, [](RankContext& ctx) {
     const int rank = ctx.rank(), n = ctx.nranks();
     batonComm_t half = nullptr;
-    const batonResult_t r = batonCommSplit(ctx.comm(), rank % 2, n - rank, &half);
+    const batonResult_t r = batonCommSplit(ctx.comm(), rank % 2, n - rank, &half, nullptr);
     MP_ASSERT_EQ(ctx, r, batonSuccess) << " " << ResultName(r) << ": " << ctx.LastError();
     MP_ASSERT_TRUE(ctx, half != nullptr);
     // Same color: {0, 2} or {1, 3}; higher parent rank has the lower key.
@@ -412,7 +412,7 @@ TEST(ApiTest, CommSplitByParity) {
     // 3-rank comm ordered by parent rank (equal keys).
     batonComm_t some = reinterpret_cast<batonComm_t>(&some);  // must be overwritten
     const int color = rank == 3 ? BATON_SPLIT_NOCOLOR : 7;
-    MP_ASSERT_OK(ctx, batonCommSplit(ctx.comm(), color, 0, &some));
+    MP_ASSERT_OK(ctx, batonCommSplit(ctx.comm(), color, 0, &some, nullptr));
     if (rank == 3) {
       MP_EXPECT_TRUE(ctx, some == nullptr);
     } else {

@@ -70,7 +70,7 @@ TEST_P(SoakTest, MemoryAndDescriptorsStayFlat) {
         };
         auto split_round = [&] {
           batonComm_t sub = nullptr;
-          MP_ASSERT_OK(ctx, batonCommSplit(ctx.comm(), 0, ctx.rank(), &sub));
+          MP_ASSERT_OK(ctx, batonCommSplit(ctx.comm(), 0, ctx.rank(), &sub, nullptr));
           MP_ASSERT_OK(ctx, batonAllReduce(small.data(), small.data(), 1, batonFloat, batonSum, sub,
                                            nullptr));
           MP_ASSERT_OK(ctx, batonCommDestroy(sub));

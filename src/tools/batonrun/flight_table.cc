@@ -116,9 +116,11 @@ std::string FlightTable(const std::vector<pid_t>& pids, size_t per_rank) {
   for (auto& [id, ranks] : comms) {
     std::sort(ranks.begin(), ranks.end(),
               [](const FlightSnapshot& a, const FlightSnapshot& b) { return a.rank < b.rank; });
-    char head[96];
-    snprintf(head, sizeof(head), "communicator %016llx, %zu of %d ranks on this host:\n",
-             static_cast<unsigned long long>(id), ranks.size(), ranks.front().nranks);
+    char head[192];
+    const std::string& name = ranks.front().name;
+    snprintf(head, sizeof(head), "communicator %016llx%s%s%s, %zu of %d ranks on this host:\n",
+             static_cast<unsigned long long>(id), name.empty() ? "" : " (\"", name.c_str(),
+             name.empty() ? "" : "\")", ranks.size(), ranks.front().nranks);
     out << head;
     for (const FlightSnapshot& s : ranks) {
       out << "  rank " << s.rank << " (pid " << s.pid << " on " << s.host << "), " << s.calls
