@@ -216,6 +216,54 @@ batonResult_t batonReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  batonStream_t stream);
 batonResult_t batonAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                             batonDataType_t datatype, batonComm_t comm, batonStream_t stream);
+
+/* As NCCL 2.28's ncclGather: every rank sends count elements; the root's
+ * recvbuff receives nranks * count, rank r's block at r * count. recvbuff
+ * matters (and may be NULL elsewhere) only at the root. In place when, at
+ * the root, sendbuff == recvbuff + root * count * size(datatype). */
+batonResult_t batonGather(const void* sendbuff, void* recvbuff, size_t count,
+                          batonDataType_t datatype, int root, batonComm_t comm,
+                          batonStream_t stream);
+/* As ncclScatter: the root's sendbuff holds nranks * count elements; rank r
+ * receives the block at r * count into its recvbuff (count elements).
+ * sendbuff matters (and may be NULL elsewhere) only at the root. In place
+ * when, at the root, recvbuff == sendbuff + root * count * size(datatype). */
+batonResult_t batonScatter(const void* sendbuff, void* recvbuff, size_t count,
+                           batonDataType_t datatype, int root, batonComm_t comm,
+                           batonStream_t stream);
+
+/* Variable counts, in elements, MPI's layout. Zero counts are allowed, for
+ * any rank or all. Every array holds nranks entries and may be freed as soon
+ * as the call returns (also on a stream or inside a group). A NULL array,
+ * blocks that end past the address space or receive blocks that overlap
+ * give batonInvalidArgument. */
+
+/* Rank r's sendcount elements land at displs[r] of every rank's recvbuff.
+ * recvcounts and displs are the same on every rank (displs may differ: they
+ * only place the blocks in this rank's buffer), and sendcount must equal
+ * recvcounts[rank]; ranks whose recvcounts differ fail with
+ * batonInvalidUsage naming both calls. In place when sendbuff == recvbuff +
+ * displs[rank] * size(datatype). */
+batonResult_t batonAllGatherV(const void* sendbuff, size_t sendcount, void* recvbuff,
+                              const size_t* recvcounts, const size_t* displs,
+                              batonDataType_t datatype, batonComm_t comm, batonStream_t stream);
+/* sendbuff holds the blocks of all ranks back to back in rank order,
+ * recvcounts[r] elements for rank r; rank r's recvbuff receives the
+ * reduction of everyone's block r. recvcounts is the same on every rank. In
+ * place when recvbuff == sendbuff + (recvcounts[0] + ... +
+ * recvcounts[rank-1]) * size(datatype). */
+batonResult_t batonReduceScatterV(const void* sendbuff, void* recvbuff, const size_t* recvcounts,
+                                  batonDataType_t datatype, batonRedOp_t op, batonComm_t comm,
+                                  batonStream_t stream);
+/* This rank sends sendcounts[j] elements at sdispls[j] of sendbuff to rank j
+ * and receives recvcounts[i] elements from rank i at rdispls[i] of recvbuff.
+ * sendcounts[j] on rank i must equal recvcounts[i] on rank j (sendcounts[rank]
+ * == recvcounts[rank] is checked at once; a pair that disagrees otherwise is
+ * reported where the bytes arrive). Send blocks may overlap; in place when
+ * sendbuff == recvbuff (the outgoing blocks are saved first). */
+batonResult_t batonAlltoAllV(const void* sendbuff, const size_t* sendcounts, const size_t* sdispls,
+                             void* recvbuff, const size_t* recvcounts, const size_t* rdispls,
+                             batonDataType_t datatype, batonComm_t comm, batonStream_t stream);
 batonResult_t batonSend(const void* sendbuff, size_t count, batonDataType_t datatype, int peer,
                         batonComm_t comm, batonStream_t stream);
 batonResult_t batonRecv(void* recvbuff, size_t count, batonDataType_t datatype, int peer,

@@ -6,6 +6,7 @@
 #include <baton.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "algorithms/collective.h"
@@ -36,20 +37,28 @@ inline const char* CallKindName(uint8_t kind) {
 }
 
 // "allreduce #17 (4096 x float, max)", "broadcast #3 (10 x int8, root 2)",
+// "allgatherv #5 (100 x int32 in all, counts #3fa2c1)", "alltoallv #6 (int8)",
 // "send/recv #4 (16 x float64)", "barrier #9".
 inline std::string DescribeCall(const CallDescriptor& call) {
   std::string out = std::string(CallKindName(call.kind)) + " #" + std::to_string(call.seq);
   if (call.kind == kCallKindBarrier || call.kind == kCallKindInternal) return out;
-  out += " (" + std::to_string(call.count) + " x " +
-         DatatypeName(static_cast<batonDataType_t>(call.datatype));
-  const int c = call.kind - kCallKindCollectiveBase;
-  const bool has_op = c == static_cast<int>(Collective::kAllReduce) ||
-                      c == static_cast<int>(Collective::kReduce) ||
-                      c == static_cast<int>(Collective::kReduceScatter);
-  const bool has_root =
-      c == static_cast<int>(Collective::kBroadcast) || c == static_cast<int>(Collective::kReduce);
-  if (has_op) out += std::string(", ") + RedOpName(static_cast<batonRedOp_t>(call.op));
-  if (has_root) out += ", root " + std::to_string(call.root);
+  const auto c = static_cast<Collective>(call.kind - kCallKindCollectiveBase);
+  const bool collective = IsCollectiveCall(call.kind);
+  const char* type = DatatypeName(static_cast<batonDataType_t>(call.datatype));
+  if (collective && c == Collective::kAlltoAllV) {
+    out += std::string(" (") + type;  // the counts differ per rank
+  } else {
+    out += " (" + std::to_string(call.count) + " x " + type;
+  }
+  if (collective && HasVariableCounts(c) && c != Collective::kAlltoAllV) {
+    char hash[16];
+    snprintf(hash, sizeof(hash), "%06x",
+             call.counts_hash[0] | call.counts_hash[1] << 8 | call.counts_hash[2] << 16);
+    out += std::string(" in all, counts #") + hash;
+  }
+  if (collective && Reduces(c))
+    out += std::string(", ") + RedOpName(static_cast<batonRedOp_t>(call.op));
+  if (collective && HasRoot(c)) out += ", root " + std::to_string(call.root);
   return out + ")";
 }
 

@@ -8,7 +8,21 @@
 
 namespace baton {
 
-enum class Collective { kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAlltoAll };
+enum class Collective {
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  // Variable counts (MPI's layout): per-rank counts and displacements in
+  // CollArgs::counts and friends.
+  kAllGatherV,
+  kReduceScatterV,
+  kAlltoAllV,
+};
 enum class Algorithm {
   kRing,
   kRecursiveHalvingDoubling,
@@ -16,15 +30,17 @@ enum class Algorithm {
   kBinomial,
   kPairwise,
   kHierarchical,  // within hosts over shared memory, then among hosts
+  kDirect,        // rooted collectives: the root talks to every rank itself
 };
 
 // The names BATON_ALGO and the logs use, in enum order.
-inline constexpr const char* kCollectiveNames[] = {"allreduce", "broadcast",     "reduce",
-                                                   "allgather", "reducescatter", "alltoall"};
-inline constexpr const char* kAlgorithmNames[] = {"ring",     "rhd",      "tree",
-                                                   "binomial", "pairwise", "hier"};
-inline constexpr int kNumCollectives = 6;
-inline constexpr int kNumAlgorithms = 6;
+inline constexpr const char* kCollectiveNames[] = {
+    "allreduce", "broadcast", "reduce",     "allgather",      "reducescatter", "alltoall",
+    "gather",    "scatter",   "allgatherv", "reducescatterv", "alltoallv"};
+inline constexpr const char* kAlgorithmNames[] = {"ring",     "rhd",  "tree",  "binomial",
+                                                  "pairwise", "hier", "direct"};
+inline constexpr int kNumCollectives = 11;
+inline constexpr int kNumAlgorithms = 7;
 
 // "allreduce", "broadcast", ...; "?" for a value out of range.
 inline const char* CollectiveName(Collective c) {
@@ -32,8 +48,8 @@ inline const char* CollectiveName(Collective c) {
   return i >= 0 && i < kNumCollectives ? kCollectiveNames[i] : "?";
 }
 
-// "ring", "rhd", "tree", "binomial", "pairwise", "hier"; "?" for a value out
-// of range.
+// "ring", "rhd", "tree", "binomial", "pairwise", "hier", "direct"; "?" for a
+// value out of range.
 inline const char* AlgorithmName(Algorithm a) {
   const int i = static_cast<int>(a);
   return i >= 0 && i < kNumAlgorithms ? kAlgorithmNames[i] : "?";
@@ -76,16 +92,44 @@ inline constexpr bool Implements(Collective c, Algorithm a) {
     case Collective::kReduceScatter:
       return a == Algorithm::kRing || a == Algorithm::kRecursiveHalvingDoubling;
     case Collective::kAlltoAll:
+    case Collective::kAlltoAllV:
       return a == Algorithm::kPairwise;
+    case Collective::kGather:
+    case Collective::kScatter:
+      return a == Algorithm::kDirect || a == Algorithm::kBinomial;
+    case Collective::kAllGatherV:
+      return a == Algorithm::kRing || a == Algorithm::kRecursiveHalvingDoubling;
+    case Collective::kReduceScatterV:
+      return a == Algorithm::kRing;
   }
   return false;
 }
 
 // Whether a call's count is per rank, its buffers holding nranks blocks of
-// it (allgather: the output, reduce-scatter: the input, alltoall: both).
+// it (allgather and gather: the output, reduce-scatter and scatter: the
+// input, alltoall: both). The v-collectives count too: their size is the
+// sum of their blocks, and their builders treat a count with no per-rank
+// counts as nranks blocks of it.
 inline constexpr bool CountIsPerRank(Collective c) {
-  return c == Collective::kAllGather || c == Collective::kReduceScatter ||
-         c == Collective::kAlltoAll;
+  return c != Collective::kAllReduce && c != Collective::kBroadcast && c != Collective::kReduce;
+}
+
+// Whether a collective takes per-rank counts (CollArgs::counts).
+inline constexpr bool HasVariableCounts(Collective c) {
+  return c == Collective::kAllGatherV || c == Collective::kReduceScatterV ||
+         c == Collective::kAlltoAllV;
+}
+
+// Whether a collective reduces (takes an op).
+inline constexpr bool Reduces(Collective c) {
+  return c == Collective::kAllReduce || c == Collective::kReduce ||
+         c == Collective::kReduceScatter || c == Collective::kReduceScatterV;
+}
+
+// Whether a collective has a root.
+inline constexpr bool HasRoot(Collective c) {
+  return c == Collective::kBroadcast || c == Collective::kReduce || c == Collective::kGather ||
+         c == Collective::kScatter;
 }
 
 }  // namespace baton

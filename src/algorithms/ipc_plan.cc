@@ -118,6 +118,13 @@ void BuildIpcPlan(const IpcCall& call, IpcPlan* plan) {
       }
       break;
     }
+    // No plan: launch/ stages these through host memory instead.
+    case Collective::kGather:
+    case Collective::kScatter:
+    case Collective::kAllGatherV:
+    case Collective::kReduceScatterV:
+    case Collective::kAlltoAllV:
+      break;
   }
 }
 

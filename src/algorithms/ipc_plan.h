@@ -78,7 +78,9 @@ inline bool IsNoOpStep(const IpcStep& step, const void* src, const void* dst) {
   return step.nsrcs == 1 && step.post_divisor <= 1 && src == dst;
 }
 
-// Fills `plan` for call.rank. Every collective is supported:
+// Fills `plan` for call.rank. The collectives of the uniform kind that
+// predate gather and scatter are supported (the others leave it empty; the
+// device path stages them):
 //  - allreduce: rank r reduces part r of all inputs into its output
 //    (phase 1), then copies the other parts from their owners' outputs
 //    (phase 2), like a reduce-scatter + allgather done by loads;

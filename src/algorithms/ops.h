@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "algorithms/schedule.h"
 
@@ -64,6 +65,30 @@ inline Op OrderedRecvOp(const CollArgs& a, int peer, uint8_t* dst, size_t bytes,
   Op op = RecvOp(a, peer, dst, bytes, reduce_with, post_divisor, dep0, dep1);
   op.incoming_first = reduce_with != nullptr && incoming_first;
   return op;
+}
+
+// One op that completes after all of `deps` (entries < 0 are ignored; -1
+// when none is left): the op itself where there is one, else a chain of
+// empty copies, two dependencies each.
+template <typename Deps>
+inline int Join(const Deps& deps, Schedule* out) {
+  int joined = -1;
+  for (int d : deps) {
+    if (d < 0) continue;
+    if (joined < 0) {
+      joined = d;
+      continue;
+    }
+    Op op;
+    op.kind = Op::Kind::kCopy;
+    op.deps[0] = joined;
+    op.deps[1] = d;
+    joined = out->Add(op);
+  }
+  return joined;
+}
+inline int Join(std::initializer_list<int> deps, Schedule* out) {
+  return Join<std::initializer_list<int>>(deps, out);
 }
 
 inline Op CopyOp(const CollArgs& a, const uint8_t* src, uint8_t* dst, size_t bytes, int dep = -1) {

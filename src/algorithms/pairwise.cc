@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "algorithms/ops.h"
+#include "algorithms/vblocks.h"
 #include "base/datatype.h"
 
 namespace baton {
@@ -27,6 +28,35 @@ void BuildPairwiseAlltoAll(const CollArgs& a, Schedule* out) {
     const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
     out->Add(SendOp(to, send + to * blk, blk, -1));
     out->Add(RecvOp(a, from, recv + from * blk, blk, nullptr, 0));
+  }
+}
+
+// The same with counts and displacements per peer; a pair whose block is
+// empty exchanges nothing (both ends see the same count when the call is
+// consistent; when not, the transports report the sizes that differ).
+void BuildPairwiseAlltoAllV(const CollArgs& a, Schedule* out) {
+  const int p = a.nranks;
+  const VBlocks sb = SendBlocks(a), rb = RecvBlocks(a);
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  if (send == recv) {
+    // In place: the outgoing blocks must be saved before receives land.
+    size_t extent = 0;
+    for (int r = 0; r < p; ++r)
+      if (sb.bytes[r] > 0) extent = std::max(extent, sb.offset[r] + sb.bytes[r]);
+    if (extent > 0) {
+      uint8_t* copy = out->AllocScratch(extent);
+      std::copy(send, send + extent, copy);
+      send = copy;
+    }
+  }
+  const size_t own = std::min(sb.bytes[a.rank], rb.bytes[a.rank]);
+  if (own > 0) out->Add(CopyOp(a, send + sb.offset[a.rank], recv + rb.offset[a.rank], own));
+  for (int k = 1; k < p; ++k) {
+    const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
+    if (sb.bytes[to] > 0) out->Add(SendOp(to, send + sb.offset[to], sb.bytes[to], -1));
+    if (rb.bytes[from] > 0)
+      out->Add(RecvOp(a, from, recv + rb.offset[from], rb.bytes[from], nullptr, 0));
   }
 }
 

@@ -10,4 +10,9 @@ namespace baton {
 // args.send == args.recv (the outgoing blocks are saved first).
 void BuildPairwiseAlltoAll(const CollArgs& args, Schedule* out);
 
+// Alltoallv: the block for rank j is send_counts[j] elements at
+// send_displs[j] of the input, the block from rank i lands at displs[i] of
+// the output (counts[i] elements). In place when args.send == args.recv.
+void BuildPairwiseAlltoAllV(const CollArgs& args, Schedule* out);
+
 }  // namespace baton

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algorithms/ops.h"
+#include "algorithms/vblocks.h"
 #include "base/datatype.h"
 #include "base/partition.h"
 
@@ -298,6 +299,64 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
                                   dep1));
   }
   if (f.Absorbs()) out->Add(SendOp(f.partner, recv, blk * p, last));
+}
+
+// The allgather's steps over blocks of any size, back to back in rank order:
+// in the output when its blocks lie that way, else in scratch, copied out
+// to the displacements at the end. Both partners of a step know the sizes
+// of all blocks, so both skip the same empty messages.
+void BuildRecursiveDoublingAllGatherV(const CollArgs& a, Schedule* out) {
+  const VBlocks b = RecvBlocks(a);
+  const auto* send = static_cast<const uint8_t*>(a.send);
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const int p = a.nranks;
+  const size_t mine = b.bytes[a.rank];
+  if (p == 1 || b.total == 0) {
+    if (mine > 0 && send != recv + b.offset[a.rank])
+      out->Add(CopyOp(a, send, recv + b.offset[a.rank], mine, -1));
+    return;
+  }
+  std::vector<size_t> prefix(p + 1, 0);
+  for (int r = 0; r < p; ++r) prefix[r + 1] = prefix[r] + b.bytes[r];
+  uint8_t* work = b.packed ? recv : out->AllocScratch(b.total);
+  const Fold f(a.rank, p);
+  int last = -1;
+  if (f.FoldedOut()) {
+    const int s = mine > 0 ? out->Add(SendOp(f.partner, send, mine, -1)) : -1;
+    last = out->Add(OrderedRecvOp(a, f.partner, work, b.total, nullptr, false, 0, s, -1));
+  } else {
+    uint8_t* own = work + prefix[a.rank];
+    const int copy = mine > 0 && send != own ? out->Add(CopyOp(a, send, own, mine, -1)) : -1;
+    const size_t fold_bytes = f.Absorbs() ? b.bytes[f.partner] : 0;
+    const int fold_recv = fold_bytes > 0
+                              ? out->Add(OrderedRecvOp(a, f.partner, work + prefix[f.partner],
+                                                       fold_bytes, nullptr, false, 0, -1, -1))
+                              : -1;
+    auto offset = [&](int nr) { return prefix[f.FirstRank(nr)]; };
+    for (int k = 0; k < f.steps; ++k) {
+      const int bit = 1 << k;
+      const int peer = f.RankOf(f.newrank ^ bit);
+      const int group = f.newrank & ~(bit - 1), theirs = group ^ bit;
+      const int dep0 = k == 0 ? copy : last, dep1 = k == 0 ? fold_recv : -1;
+      const size_t give = offset(group + bit) - offset(group);
+      const size_t take = offset(theirs + bit) - offset(theirs);
+      if (give > 0) {
+        Op s = SendOp(peer, work + offset(group), give, dep0);
+        s.deps[1] = dep1;
+        out->Add(s);
+      }
+      // "last" keeps meaning "every block so far is here" when nothing comes.
+      last = take > 0 ? out->Add(OrderedRecvOp(a, peer, work + offset(theirs), take, nullptr, false,
+                                               0, dep0, dep1))
+                      : Join({dep0, dep1}, out);
+    }
+    if (f.Absorbs()) out->Add(SendOp(f.partner, work, b.total, last));
+  }
+  if (b.packed) return;
+  for (int r = 0; r < p; ++r) {
+    if (b.bytes[r] == 0 || (r == a.rank && send == recv + b.offset[r])) continue;
+    out->Add(CopyOp(a, work + prefix[r], recv + b.offset[r], b.bytes[r], last));
+  }
 }
 
 }  // namespace baton

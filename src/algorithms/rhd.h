@@ -59,4 +59,11 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& args, Schedule* out);
 // count * element size.
 void BuildRecursiveDoublingAllGather(const CollArgs& args, Schedule* out);
 
+// Allgatherv (CollArgs::counts and displs) by the same steps: a group's
+// blocks travel as one message, back to back in rank order; where the
+// output's displacements lay them out otherwise, the steps run in scratch
+// and the blocks are copied into place at the end. In place when send is
+// this rank's block of recv.
+void BuildRecursiveDoublingAllGatherV(const CollArgs& args, Schedule* out);
+
 }  // namespace baton

@@ -37,4 +37,12 @@ void BuildRingAllGather(const CollArgs& args, Schedule* out);
 // allreduce, shifted so that each rank finishes with its own block.
 void BuildRingReduceScatter(const CollArgs& args, Schedule* out);
 
+// The same with a block size per rank (ring_v.cc): allgatherv (blocks at
+// CollArgs::displs of the output; in place when send is this rank's block
+// of it) and reducescatterv (the input holds the blocks back to back in
+// rank order; in place when recv is this rank's block of it). Empty blocks
+// send nothing.
+void BuildRingAllGatherV(const CollArgs& args, Schedule* out);
+void BuildRingReduceScatterV(const CollArgs& args, Schedule* out);
+
 }  // namespace baton

@@ -115,6 +115,15 @@ struct CollArgs {
   // numbers of ranks) and the allreduce run among them.
   const HostLayout* hosts = nullptr;
   Algorithm inter_host = Algorithm::kRing;
+  // Variable counts (allgatherv, reducescatterv, alltoallv), in elements, as
+  // MPI lays them out: the receive side's counts and displacements per rank,
+  // and (alltoallv) the send side's. Null counts: every block is `count`
+  // elements, packed in rank order (the uniform collective; the cost model's
+  // replays use that). The arrays outlive the schedule's run.
+  const size_t* counts = nullptr;
+  const size_t* displs = nullptr;
+  const size_t* send_counts = nullptr;
+  const size_t* send_displs = nullptr;
 };
 
 }  // namespace baton

@@ -21,6 +21,25 @@ Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier = 1);
 Status CheckBuffer(const void* p, size_t count, const char* name);
 Status CheckRank(int r, int nranks, const char* what);
 
+// The blocks of a variable-count collective: counts[r] elements of `dt` at
+// displs[r] (elements) for r < nranks, as named in the call (`counts_name`,
+// `displs_name`). Neither array may be NULL, no block may end past the
+// address space, and (`disjoint`) no two non-empty blocks may overlap. On
+// success *extent is the bytes up to the farthest block's end.
+Status CheckBlocks(const size_t* counts, const char* counts_name, const size_t* displs,
+                   const char* displs_name, int nranks, batonDataType_t dt, bool disjoint,
+                   size_t* extent);
+// The same for blocks back to back in rank order (no displacements):
+// *total is their bytes.
+Status CheckPackedBlocks(const size_t* counts, const char* counts_name, int nranks,
+                         batonDataType_t dt, size_t* total);
+// Two buffers of a call either do not overlap or (where the call has an
+// in-place form) `inner` is exactly `in_place_at`: anything else would have
+// the call read bytes it is overwriting.
+Status CheckOverlap(const void* outer, size_t outer_bytes, const char* outer_name,
+                    const void* inner, size_t inner_bytes, const char* inner_name,
+                    const void* in_place_at);
+
 // The front half of every communication call: the communicator must be live
 // and the stream NULL, a live batonStream_t or (with a GPU) a cudaStream_t.
 // On success *site describes where the call was made.

@@ -34,6 +34,8 @@ constexpr CollectiveSpec kReduceScatter{
     "batonReduceScatter", Collective::kReduceScatter, true, false, false, false};
 constexpr CollectiveSpec kAlltoAll{
     "batonAlltoAll", Collective::kAlltoAll, false, false, false, false};
+constexpr CollectiveSpec kGather{"batonGather", Collective::kGather, false, true, false, true};
+constexpr CollectiveSpec kScatter{"batonScatter", Collective::kScatter, false, true, true, false};
 
 batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, void* recvbuff,
                             size_t count, batonDataType_t datatype, batonRedOp_t op, int root,
@@ -119,6 +121,18 @@ batonResult_t batonReduceScatter(const void* sendbuff, void* recvbuff, size_t re
 batonResult_t batonAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                             batonDataType_t datatype, batonComm_t comm, batonStream_t stream) {
   return RunCollective(kAlltoAll, sendbuff, recvbuff, count, datatype, batonSum, 0, comm, stream);
+}
+
+batonResult_t batonGather(const void* sendbuff, void* recvbuff, size_t count,
+                          batonDataType_t datatype, int root, batonComm_t comm,
+                          batonStream_t stream) {
+  return RunCollective(kGather, sendbuff, recvbuff, count, datatype, batonSum, root, comm, stream);
+}
+
+batonResult_t batonScatter(const void* sendbuff, void* recvbuff, size_t count,
+                           batonDataType_t datatype, int root, batonComm_t comm,
+                           batonStream_t stream) {
+  return RunCollective(kScatter, sendbuff, recvbuff, count, datatype, batonSum, root, comm, stream);
 }
 
 batonResult_t batonSend(const void* sendbuff, size_t count, batonDataType_t datatype, int peer,

@@ -37,7 +37,11 @@ struct CallDescriptor {
   // Point-to-point, until the communicator numbers the call: 1 for a send.
   // Numbering clears it and the peer, so both ends compare equal.
   uint8_t is_send = 0;
-  uint8_t reserved[3] = {0, 0, 0};
+  // Collectives with per-rank counts that every rank passes alike
+  // (allgatherv, reducescatterv): 24 bits of a hash of those counts, so
+  // that ranks whose counts differ fail at their first message (count holds
+  // only their sum). 0 otherwise.
+  uint8_t counts_hash[3] = {0, 0, 0};
 
   // 64 bits that tell descriptors apart: what a shared-memory message
   // carries in its polled cache line (the full descriptor rides in a line
@@ -65,6 +69,7 @@ static_assert(sizeof(CallDescriptor) == 24, "the wire format is 24 bytes");
 static_assert(offsetof(CallDescriptor, seq) == 0 && offsetof(CallDescriptor, root) == 4 &&
                   offsetof(CallDescriptor, kind) == 16 && offsetof(CallDescriptor, is_send) == 20,
               "CallDescriptor's layout");
+static_assert(offsetof(CallDescriptor, counts_hash) == 21, "counts_hash is bits 40..63 of word 2");
 inline constexpr uint64_t kCallIsSendMask = uint64_t{0xff} << 32;  // in word 2
 
 // Descriptors are built and copied a 64-bit word at a time: on the latency
@@ -86,12 +91,28 @@ inline void CopyCallDescriptor(CallDescriptor* to, const CallDescriptor& from) {
   asm("" : "+r"(w0), "+r"(w1), "+r"(w2));
   StoreCallWords(to, w0, w1, w2);
 }
-// A descriptor, unnumbered (seq 0).
+// A descriptor, unnumbered (seq 0); `counts_hash`'s low 24 bits go to
+// CallDescriptor::counts_hash.
 inline void MakeCallDescriptor(CallDescriptor* to, uint8_t kind, uint64_t count, uint8_t datatype,
-                               uint8_t op, int32_t root, uint8_t algorithm, bool is_send) {
+                               uint8_t op, int32_t root, uint8_t algorithm, bool is_send,
+                               uint32_t counts_hash = 0) {
   StoreCallWords(to, uint64_t{static_cast<uint32_t>(root)} << 32, count,
                  uint64_t{kind} | uint64_t{datatype} << 8 | uint64_t{op} << 16 |
-                     uint64_t{algorithm} << 24 | uint64_t{is_send ? 1u : 0u} << 32);
+                     uint64_t{algorithm} << 24 | uint64_t{is_send ? 1u : 0u} << 32 |
+                     uint64_t{counts_hash & 0xffffffu} << 40);
+}
+
+// The 24-bit hash of n counts that CallDescriptor::counts_hash holds
+// (never 0, so that a descriptor with counts differs from one without).
+inline uint32_t HashCounts(const size_t* counts, int n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; ++i) {
+    h ^= counts[i];
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  const auto folded = static_cast<uint32_t>((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
+  return folded != 0 ? folded : 1;
 }
 
 }  // namespace baton

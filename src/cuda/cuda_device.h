@@ -33,6 +33,9 @@ struct CudaCallBuffers {
   size_t send_bytes = 0;
   void* recv = nullptr;
   size_t recv_bytes = 0;
+  // The call writes only parts of recv (v-collectives whose blocks leave
+  // gaps): staging copies recv in too, so the gaps come back unchanged.
+  bool preserve_recv = false;
 };
 
 // Builds the host schedule of a call from the buffers that stand for the
@@ -50,8 +53,9 @@ struct StagedPart {
 // later call is a load. BATON_CUDA=0 turns the device path off.
 bool CudaDeviceAvailable();
 
-// The buffers a collective uses on this rank (for Broadcast and Reduce only
-// the root's send or receive buffer counts).
+// The buffers a collective uses on this rank (for the rooted collectives
+// only the root's send or receive buffer counts). The v-collectives'
+// extents depend on their counts (launch/call.cc computes them).
 inline CudaCallBuffers CudaBuffersFor(Collective collective, const void* send, void* recv,
                                       size_t count, size_t elem_size, int nranks, int rank,
                                       int root) {
@@ -69,6 +73,14 @@ inline CudaCallBuffers CudaBuffersFor(Collective collective, const void* send, v
       return {send, all, recv, one};
     case Collective::kAlltoAll:
       return {send, all, recv, all};
+    case Collective::kGather:
+      return {send, one, recv, rank == root ? all : 0};
+    case Collective::kScatter:
+      return {send, rank == root ? all : 0, recv, one};
+    case Collective::kAllGatherV:
+    case Collective::kReduceScatterV:
+    case Collective::kAlltoAllV:
+      break;
   }
   return {};
 }

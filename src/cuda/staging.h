@@ -82,10 +82,15 @@ class StagedParts {
   // failure.
   template <typename Copy>
   Status CopyInputs(const Copy& copy) const {
-    for (const Entry& e : entries_)
+    for (const Entry& e : entries_) {
+      // Before the input: in place, the input's bytes win.
+      if (e.recv != nullptr && e.part.buffers.preserve_recv)
+        BATON_RETURN_IF_ERROR(copy(e.recv, e.part.buffers.recv, e.part.buffers.recv_bytes,
+                                   cudaMemcpyDeviceToHost, "device output -> pinned staging"));
       if (e.send != nullptr)
         BATON_RETURN_IF_ERROR(copy(e.send, e.part.buffers.send, e.part.buffers.send_bytes,
                                    cudaMemcpyDeviceToHost, "device input -> pinned staging"));
+    }
     return Status::Ok();
   }
   template <typename Copy>

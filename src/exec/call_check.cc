@@ -43,6 +43,10 @@ Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const Cal
                                 us + " expected " + std::to_string(expected_bytes)
                           : them + " sent more than the " + std::to_string(expected_bytes) +
                                 " bytes " + us + " expected";
+  const int c = mine.kind - kCallKindCollectiveBase;
+  if (IsCollectiveCall(mine.kind) && HasVariableCounts(static_cast<Collective>(c)))
+    return InvalidUsage(head + "in " + DescribeCall(mine) + ", " + sizes +
+                        " (the two ranks' counts for the block between them differ)");
   return InvalidUsage(head + "in " + DescribeCall(mine) + ", " + sizes +
                       " (the ranks chose different algorithms or chunk sizes: BATON_ALGO, "
                       "BATON_CHUNKSIZE and the tuning settings must be the same on every rank)");

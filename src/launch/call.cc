@@ -1,5 +1,9 @@
 #include "launch/call.h"
 
+#include <algorithm>
+#include <memory>
+#include <vector>
+
 #include "algorithms/barrier.h"
 #include "algorithms/ipc_plan.h"
 #include "algorithms/point_to_point.h"
@@ -45,6 +49,9 @@ struct Call {
   CudaCallBuffers buffers;                  // what the call touches on this rank (device path)
   const IpcCall* ipc = nullptr;             // collectives: the call as CUDA IPC sees it
   Launch::Self self = Launch::Self::kNone;  // a send to or receive from this rank
+  // The v-collectives' counts and displacements, which args point into:
+  // kept with the builder for as long as a queued call needs them.
+  std::shared_ptr<const std::vector<size_t>> vcounts;
 };
 
 // The one routing decision: the device path takes device buffers and CUDA
@@ -55,8 +62,8 @@ Status Route(const CallSite& site, const Call& call) {
   bool on_device = false;
   StagedPart device;
   if (CudaDeviceAvailable()) {
-    StagedBuilder staged = [args = call.args, builder = call.builder](const void* send, void* recv,
-                                                                      Schedule* s) {
+    StagedBuilder staged = [args = call.args, builder = call.builder, keep = call.vcounts](
+                               const void* send, void* recv, Schedule* s) {
       CollArgs staged_args = args;
       staged_args.send = send;
       staged_args.recv = recv;
@@ -92,9 +99,65 @@ Status Route(const CallSite& site, const Call& call) {
     l.self_dst = call.args.recv;
     l.self_bytes = call.args.count * DatatypeSize(call.args.datatype);
   } else if (!on_device) {
-    l.build = [args = call.args, builder = call.builder](Schedule* s) { builder(args, s); };
+    l.build = [args = call.args, builder = call.builder, keep = call.vcounts](Schedule* s) {
+      builder(args, s);
+    };
   }
   return Submit(std::move(l));
+}
+
+}  // namespace
+
+namespace {
+
+// A v-collective's arrays copied into one block (the caller's may be gone
+// when a queued call runs), args pointed at them; *total: the elements of
+// the receive side's blocks, *buffers: the extents the call touches.
+void SetVariableCounts(const CollectiveCall& c, int nranks, int rank, size_t elem, Call* call,
+                       size_t* total) {
+  const auto n = static_cast<size_t>(nranks);
+  auto block = std::make_shared<std::vector<size_t>>(4 * n, 0);
+  auto take = [&](const size_t* from, size_t slot) -> const size_t* {
+    if (from == nullptr) return nullptr;
+    std::copy(from, from + n, block->begin() + slot * n);
+    return block->data() + slot * n;
+  };
+  CollArgs& a = call->args;
+  a.counts = take(c.counts, 0);
+  a.displs = take(c.displs, 1);
+  a.send_counts = take(c.send_counts, 2);
+  a.send_displs = take(c.send_displs, 3);
+  call->vcounts = std::move(block);
+  // The farthest end of the blocks of `counts` at `displs` (packed: null).
+  auto extent = [&](const size_t* counts, const size_t* displs) {
+    size_t end = 0, packed = 0;
+    for (size_t r = 0; r < n; ++r) {
+      if (counts[r] > 0) end = std::max(end, (displs ? displs[r] : packed) + counts[r]);
+      packed += counts[r];
+    }
+    return end * elem;
+  };
+  *total = 0;
+  for (size_t r = 0; r < n; ++r) *total += a.counts[r];
+  CudaCallBuffers& b = call->buffers;
+  b.send = c.send;
+  b.recv = c.recv;
+  switch (c.collective) {
+    case Collective::kAllGatherV:
+      b.send_bytes = a.counts[rank] * elem;
+      b.recv_bytes = extent(a.counts, a.displs);
+      break;
+    case Collective::kReduceScatterV:
+      b.send_bytes = *total * elem;
+      b.recv_bytes = a.counts[rank] * elem;
+      break;
+    default:  // alltoallv
+      b.send_bytes = extent(a.send_counts, a.send_displs);
+      b.recv_bytes = extent(a.counts, a.displs);
+      break;
+  }
+  // Blocks with gaps between them: the gaps must come back as they were.
+  b.preserve_recv = c.collective != Collective::kReduceScatterV && b.recv_bytes != *total * elem;
 }
 
 }  // namespace
@@ -102,24 +165,45 @@ Status Route(const CallSite& site, const Call& call) {
 Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   const Communicator& comm = *site.comm;
   const size_t elem = DatatypeSize(c.datatype);
-  const size_t bytes = c.count * elem * (CountIsPerRank(c.collective) ? comm.nranks() : 1);
+  Call call;
+  call.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
+  size_t count = c.count;  // what the descriptor says
+  uint32_t counts_hash = 0;
+  size_t bytes;
+  if (HasVariableCounts(c.collective)) {
+    size_t total = 0;
+    SetVariableCounts(c, comm.nranks(), comm.rank(), elem, &call, &total);
+    bytes = total * elem;
+    // Every rank passes the same counts to allgatherv and reducescatterv;
+    // an alltoallv's differ per rank, so only the sizes of the messages can
+    // tell a mismatch there.
+    if (c.collective == Collective::kAlltoAllV) {
+      count = 0;
+    } else {
+      count = total;
+      counts_hash = HashCounts(c.counts, comm.nranks());
+    }
+  } else {
+    bytes = c.count * elem * (CountIsPerRank(c.collective) ? comm.nranks() : 1);
+    call.buffers = CudaBuffersFor(c.collective, c.send, c.recv, c.count, elem, comm.nranks(),
+                                  comm.rank(), c.root);
+  }
   const Choice& choice = comm.selection().Lookup(c.collective, c.datatype, bytes);
   if (choice.build == nullptr) return comm.selection().NothingAllowed(c.collective);
   BATON_TRACE(kLogColl, "%s: %zu bytes with %s", CollectiveName(c.collective), bytes,
               AlgorithmName(choice.algorithm));
-  Call call;
-  call.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
   call.builder.build = choice.build;
   MakeCallDescriptor(&call.builder.call,
                      static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c.collective)),
-                     c.count, static_cast<uint8_t>(c.datatype), static_cast<uint8_t>(c.op), c.root,
-                     static_cast<uint8_t>(choice.algorithm), false);
+                     count, static_cast<uint8_t>(c.datatype), static_cast<uint8_t>(c.op), c.root,
+                     static_cast<uint8_t>(choice.algorithm), false, counts_hash);
   if (choice.chunk_bytes != 0) call.args.chunk_bytes = choice.chunk_bytes;
   call.args.inter_host = choice.inter;
-  call.buffers = CudaBuffersFor(c.collective, c.send, c.recv, c.count, elem, comm.nranks(),
-                                comm.rank(), c.root);
+  // CUDA IPC plans exist for the collectives of the uniform kind that
+  // predate gather and scatter; the others stage device buffers.
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};
-  call.ipc = &ipc;
+  call.ipc =
+      static_cast<int>(c.collective) <= static_cast<int>(Collective::kAlltoAll) ? &ipc : nullptr;
   return Route(site, call);
 }
 

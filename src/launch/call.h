@@ -25,7 +25,11 @@ struct CallSite {
 };
 
 // One collective as the API received it (arguments already checked).
-// `count` is per rank for allgather, reduce-scatter and alltoall.
+// `count` is per rank for allgather, reduce-scatter, alltoall, gather and
+// scatter; the v-collectives take per-rank counts and displacements in
+// elements instead (CollArgs::counts and friends; null where the
+// collective has none), which are copied, so the caller's arrays may go
+// as soon as the call returns.
 struct CollectiveCall {
   Collective collective = Collective::kAllReduce;
   const void* send = nullptr;
@@ -34,6 +38,10 @@ struct CollectiveCall {
   batonDataType_t datatype = batonFloat32;
   batonRedOp_t op = batonSum;  // batonSum where the collective has no op
   int root = 0;                // 0 where the collective has no root
+  const size_t* counts = nullptr;
+  const size_t* displs = nullptr;
+  const size_t* send_counts = nullptr;
+  const size_t* send_displs = nullptr;
 };
 
 // Picks the algorithm (BATON_ALGO, then size and rank count) and launches.

@@ -26,6 +26,13 @@ std::string AllAlgorithmNames() {
   return names;
 }
 
+// "allreduce, broadcast, ...": every collective's name.
+std::string AllCollectiveNames() {
+  std::string names;
+  for (const char* n : kCollectiveNames) names += std::string(names.empty() ? "" : ", ") + n;
+  return names;
+}
+
 }  // namespace
 
 Status AlgorithmFilter::Parse(const std::string& spec, AlgorithmFilter* out) {
@@ -38,8 +45,8 @@ Status AlgorithmFilter::Parse(const std::string& spec, AlgorithmFilter* out) {
     if (colon != std::string::npos) {
       std::string coll = clause.substr(0, colon);
       if (!CollectiveFromName(coll.c_str(), &rule.collective))
-        return InvalidUsage("BATON_ALGO=" + spec + ": unknown collective '" + coll +
-                            "' (allreduce, broadcast, reduce, allgather, reducescatter, alltoall)");
+        return InvalidUsage("BATON_ALGO=" + spec + ": unknown collective '" + coll + "' (" +
+                            AllCollectiveNames() + ")");
       rule.scoped = true;
       list = clause.substr(colon + 1);
     }

@@ -2,7 +2,8 @@
 // "^tree" (exclude), "allreduce:ring;broadcast:tree" (scoped per
 // collective); names are case insensitive: ring, rhd (recursive halving /
 // doubling), tree (double binary tree), binomial (binomial tree), pairwise,
-// hier (hierarchical: within hosts, then among them).
+// hier (hierarchical: within hosts, then among them), direct (gather and
+// scatter: the root talks to every rank itself).
 #pragma once
 
 #include <string>

@@ -224,10 +224,48 @@ double CostModel::Alltoall(size_t block) const {
   return all_pairs_.alpha + (p_ - 2) * all_pairs_.overhead + std::max(own, nic);
 }
 
+// The root's p - 1 messages, all posted at once: one latency, and the bytes
+// through the root: over shared memory its CPU copies its half of each
+// message (the peers copy theirs at the same time), across hosts its host's
+// NIC carries the other hosts' blocks. A scatter's root also pays each
+// send's overhead; a gather's senders pay theirs in parallel.
+double CostModel::Direct(size_t block, bool root_sends) const {
+  const double b = static_cast<double>(block);
+  const double local = per_host_ > 1 ? per_host_ * b * local_beta_ / 2 : 0;
+  const double remote = (p_ - per_host_) * b * network_beta_;
+  return all_pairs_.alpha + (root_sends ? (p_ - 2) * all_pairs_.overhead : 0) +
+         std::max(local, remote);
+}
+
+// Gather and scatter along the binomial tree: the deepest path's latencies,
+// every block but the root's through the root (as for Direct) a piece at a
+// time, and the first piece's delay through the levels below the root.
+double CostModel::RootedBinomial(size_t block, size_t chunk) const {
+  const double n = static_cast<double>(block) * (p_ - 1);
+  if (n == 0) return 0;
+  const double through_root =
+      std::max(n * (per_host_ > 1 ? local_beta_ / 2 : 0),
+               static_cast<double>(block) * (p_ - per_host_) * network_beta_);
+  // Small messages: one piece per edge, a subtree's blocks at a time;
+  // large ones: pieces of about a chunk, one per root link at a time.
+  const double pieces =
+      static_cast<double>(ChunkCount(static_cast<size_t>(n), chunk)) + binomial_fanout_ - 1;
+  const double first = std::min(static_cast<double>(chunk), n / binomial_fanout_);
+  int levels = 0;
+  while ((1 << levels) < p_) ++levels;
+  return Slowest(binomial_paths_, 0, 0) + through_root + (pieces - 1) * binomial_.overhead +
+         (levels - 1) * first * binomial_.beta;
+}
+
 Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonDataType_t datatype,
                               size_t chunk_bytes) const {
   Prediction best;
   if (!Implements(c, a)) return best;
+  // The v-collectives cost what their uniform forms do for the same total
+  // (the model cannot know how uneven the blocks will be).
+  if (c == Collective::kAllGatherV) c = Collective::kAllGather;
+  if (c == Collective::kReduceScatterV) c = Collective::kReduceScatter;
+  if (c == Collective::kAlltoAllV) c = Collective::kAlltoAll;
   if (a == Algorithm::kHierarchical && !uniform_hosts_) return best;
   const size_t es = std::max<size_t>(1, DatatypeSize(datatype));
   const double gamma = Gamma(datatype);
@@ -257,6 +295,8 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
       case Algorithm::kTree:
         return Tree(c, bytes, gamma, chunk);
       case Algorithm::kBinomial:
+        if (c == Collective::kGather || c == Collective::kScatter)
+          return RootedBinomial(block, chunk);
         return c == Collective::kReduce
                    ? Staged(bytes, gamma, chunk, binomial_, binomial_fanout_, binomial_fanout_,
                             binomial_paths_)
@@ -265,10 +305,13 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
         return Alltoall(block);
       case Algorithm::kHierarchical:
         return Hierarchical(c, bytes, gamma, chunk, &inter);
+      case Algorithm::kDirect:
+        return Direct(block, c == Collective::kScatter);
     }
     return 0;
   };
-  const bool chunked = a != Algorithm::kRecursiveHalvingDoubling && a != Algorithm::kPairwise;
+  const bool chunked = a != Algorithm::kRecursiveHalvingDoubling && a != Algorithm::kPairwise &&
+                       a != Algorithm::kDirect;
   best.valid = true;
   if (!chunked) {
     best.us = evaluate(0);

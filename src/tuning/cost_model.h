@@ -134,6 +134,9 @@ class CostModel {
   double Staged(size_t bytes, double gamma, size_t chunk, const StepCost& s,
                 double sends_per_chunk, double reduces_per_chunk, const Paths& paths) const;
   double Alltoall(size_t block) const;
+  // Gather and scatter of `block` bytes per rank.
+  double Direct(size_t block, bool root_sends) const;
+  double RootedBinomial(size_t block, size_t chunk) const;
   // Recursive halving/doubling over p ranks with these steps and fold.
   double Rhd(Collective c, size_t n, double gamma, size_t count, int p,
              const std::vector<StepCost>& steps, const StepCost& fold) const;
@@ -163,6 +166,7 @@ class CostModel {
   StepCost all_pairs_;       // pairwise alltoall: the worst link
   double alltoall_host_blocks_ = 0;  // blocks leaving the busiest host
   double network_beta_ = 0;
+  double local_beta_ = 0;  // between two ranks of the first host (0: it has one)
   // Hierarchical: within each host along its ring; among the hosts.
   StepCost intra_;
   Paths intra_half_, intra_chain_, intra_binomial_;

@@ -268,6 +268,7 @@ void CostModel::SummarizeFlat(const std::vector<int>& ring) {
   for (const auto& members : hosts) {
     const int l = static_cast<int>(members.size());
     if (l > 1) pairs.push_back({members[0], members[1]});
+    if (l > 1 && local_beta_ == 0) local_beta_ = PairCost(members[0], members[1]).beta;
     alltoall_host_blocks_ = std::max<double>(alltoall_host_blocks_, double(l) * (p - l));
   }
   if (hosts.size() > 1) pairs.push_back({hosts[0][0], hosts[1][0]});

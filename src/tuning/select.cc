@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "algorithms/chain.h"
+#include "algorithms/gather_scatter.h"
 #include "algorithms/hierarchical.h"
 #include "algorithms/pairwise.h"
 #include "algorithms/rhd.h"
@@ -35,11 +36,15 @@ constexpr AlgorithmImpl kReduceScatter[] = {
     {Algorithm::kRing, BuildRingReduceScatter},
     {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveHalvingReduceScatter}};
 constexpr AlgorithmImpl kAlltoAll[] = {{Algorithm::kPairwise, BuildPairwiseAlltoAll}};
-
-bool Reduces(Collective c) {
-  return c == Collective::kAllReduce || c == Collective::kReduce ||
-         c == Collective::kReduceScatter;
-}
+constexpr AlgorithmImpl kGather[] = {{Algorithm::kBinomial, BuildBinomialGather},
+                                     {Algorithm::kDirect, BuildDirectGather}};
+constexpr AlgorithmImpl kScatter[] = {{Algorithm::kBinomial, BuildBinomialScatter},
+                                      {Algorithm::kDirect, BuildDirectScatter}};
+constexpr AlgorithmImpl kAllGatherV[] = {
+    {Algorithm::kRing, BuildRingAllGatherV},
+    {Algorithm::kRecursiveHalvingDoubling, BuildRecursiveDoublingAllGatherV}};
+constexpr AlgorithmImpl kReduceScatterV[] = {{Algorithm::kRing, BuildRingReduceScatterV}};
+constexpr AlgorithmImpl kAlltoAllV[] = {{Algorithm::kPairwise, BuildPairwiseAlltoAllV}};
 
 std::string HumanBytes(size_t bytes) {
   char buf[32];
@@ -94,6 +99,16 @@ std::span<const AlgorithmImpl> ImplementationsOf(Collective c) {
       return kReduceScatter;
     case Collective::kAlltoAll:
       return kAlltoAll;
+    case Collective::kGather:
+      return kGather;
+    case Collective::kScatter:
+      return kScatter;
+    case Collective::kAllGatherV:
+      return kAllGatherV;
+    case Collective::kReduceScatterV:
+      return kReduceScatterV;
+    case Collective::kAlltoAllV:
+      return kAlltoAllV;
   }
   return {};
 }

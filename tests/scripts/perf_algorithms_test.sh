@@ -15,10 +15,14 @@ declare -A algos=(
   [reduce_scatter_perf]="ring rhd"
   [alltoall_perf]="pairwise"
   [sendrecv_perf]="ring"
+  [gather_perf]="direct binomial"
+  [scatter_perf]="direct binomial"
+  [all_gather_v_perf]="ring rhd"
+  [alltoallv_perf]="pairwise"
 )
 source "$(dirname "$0")/perf_check.sh"
 for bin in all_reduce_perf broadcast_perf reduce_perf all_gather_perf reduce_scatter_perf \
-           alltoall_perf sendrecv_perf; do
+           alltoall_perf sendrecv_perf gather_perf scatter_perf all_gather_v_perf alltoallv_perf; do
   for algo in ${algos[$bin]}; do
     perf_check "$bin -A $algo, $ranks ranks" \
       "$batonrun" -n "$ranks" "$dir/$bin" -b 8 -e 1M -f 8 -n 2 -w 1 -A "$algo"

@@ -31,10 +31,6 @@ constexpr Collective kAllCollectives[] = {Collective::kAllReduce,     Collective
                                           Collective::kReduce,        Collective::kAllGather,
                                           Collective::kReduceScatter, Collective::kAlltoAll};
 
-bool Reduces(Collective c) {
-  return c == Collective::kAllReduce || c == Collective::kReduce || c == Collective::kReduceScatter;
-}
-
 // Elements in each rank's send and receive buffer for a per-call count.
 size_t SendElements(Collective c, size_t count, int n) {
   return c == Collective::kReduceScatter || c == Collective::kAlltoAll ? count * n : count;
@@ -210,6 +206,8 @@ void CheckOutputs(const World& w, batonRedOp_t op, const std::string& what) {
         for (int q = 0; q < n; ++q)
           for (size_t i = 0; i < w.count; ++i)
             expect(r, q * w.count + i, ExactInput(op, q, n, r * w.count + i, u));
+        break;
+      default:  // no plan (ipc_plan.h)
         break;
     }
     // The guard byte after each rank's buffers is never written.

@@ -40,7 +40,7 @@ TEST(AlgorithmFilterTest, ListsExclusionAndScopes) {
 TEST(AlgorithmFilterTest, ImpossibleRequestsAreInvalidUsage) {
   AlgorithmFilter f;
   EXPECT_EQ(AlgorithmFilter::Parse("bogus", &f).code(), batonInvalidUsage);
-  EXPECT_EQ(AlgorithmFilter::Parse("gather:ring", &f).code(), batonInvalidUsage);
+  EXPECT_EQ(AlgorithmFilter::Parse("gathering:ring", &f).code(), batonInvalidUsage);
   ASSERT_TRUE(AlgorithmFilter::Parse("tree", &f).ok());
   Algorithm a;
   Status st = f.Choose(Collective::kAllReduce, {Algorithm::kRing}, &a);
