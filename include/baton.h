@@ -50,6 +50,14 @@ typedef enum {
   batonNumResults = 9
 } batonResult_t;
 
+/* batonFloat8e4m3 and batonFloat8e5m2 are the OCP 8-bit floats (CUDA's
+ * __nv_fp8_e4m3 and __nv_fp8_e5m2, NCCL's ncclFloat8e4m3/e5m2 with the same
+ * values). Reductions on fp16, bf16 and fp8 accumulate in fp32 within each
+ * step and round to nearest even once when storing; fp8 results saturate:
+ * a value past the largest finite one, infinities included, becomes
+ * +-448 (e4m3) or +-57344 (e5m2), as CUDA's __NV_SATFINITE conversion that
+ * NCCL uses. A partial result sent to another rank is stored, and so
+ * rounded, in the datatype. */
 typedef enum {
   batonInt8 = 0,
   batonChar = 0,
@@ -66,7 +74,9 @@ typedef enum {
   batonFloat64 = 8,
   batonDouble = 8,
   batonBfloat16 = 9,
-  batonNumTypes = 10
+  batonFloat8e4m3 = 10,
+  batonFloat8e5m2 = 11,
+  batonNumTypes = 12
 } batonDataType_t;
 
 /* batonAvg on integer types is the sum followed by C integer division. */
