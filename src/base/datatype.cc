@@ -69,7 +69,8 @@ const char* RedOpName(batonRedOp_t op) {
     case batonAvg:
       return "avg";
     default:
-      return "invalid";
+      // Every user op is a PreMulSum (batonRedOpCreatePreMulSum).
+      return static_cast<int>(op) >= batonNumOps ? "premulsum" : "invalid";
   }
 }
 

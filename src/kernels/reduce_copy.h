@@ -436,6 +436,19 @@ BATON_HD void ReduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, i
   }
 }
 
+// The pre-multiplication of batonRedOpCreatePreMulSum for the indices
+// begin, begin + stride, ... < end: dst[i] = src[i] * scalar, multiplied in
+// the accumulation type and stored (rounded once) in T, as NCCL's PreOp
+// stores its product in the element type before the sum; integers wrap.
+// dst may be src.
+template <typename T>
+BATON_HD void ScaleCopyRange(const T* src, T* dst, size_t begin, size_t end, size_t stride,
+                             T scalar) {
+  const FuncProd<T> mul;
+  const Accum<T> s = LoadAcc<T>(scalar);
+  for (size_t i = begin; i < end; i += stride) dst[i] = StoreAcc<T>(mul(LoadAcc<T>(src[i]), s));
+}
+
 // ---- Host-side dispatch ----------------------------------------------------
 
 // Carries a type through a generic lambda: fn(TypeTag<float>{}).

@@ -13,6 +13,7 @@
 #include "algorithms/collective.h"
 #include "base/status.h"
 #include "comm/comm.h"
+#include "comm/red_ops.h"
 
 namespace baton {
 
@@ -34,6 +35,10 @@ struct CollectiveCall {
   batonDataType_t datatype = batonFloat32;
   batonRedOp_t op = batonSum;  // batonSum where the collective has no op
   int root = 0;                // 0 where the collective has no root
+  // A PreMulSum op (op >= batonNumOps, found in the communicator's table):
+  // each rank's input is multiplied by the scalar, then summed.
+  bool premul = false;
+  PreMulScalar scalar;
 };
 
 // Picks the algorithm (BATON_ALGO, then size and rank count) and launches.
