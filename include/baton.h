@@ -50,6 +50,14 @@ typedef enum {
   batonNumResults = 9
 } batonResult_t;
 
+/* batonFloat8e4m3 and batonFloat8e5m2 are the OCP 8-bit floats (CUDA's
+ * __nv_fp8_e4m3 and __nv_fp8_e5m2, NCCL's ncclFloat8e4m3/e5m2 with the same
+ * values). Reductions on fp16, bf16 and fp8 accumulate in fp32 within each
+ * step and round to nearest even once when storing; fp8 results saturate:
+ * a value past the largest finite one, infinities included, becomes
+ * +-448 (e4m3) or +-57344 (e5m2), as CUDA's __NV_SATFINITE conversion that
+ * NCCL uses. A partial result sent to another rank is stored, and so
+ * rounded, in the datatype. */
 typedef enum {
   batonInt8 = 0,
   batonChar = 0,
@@ -66,18 +74,32 @@ typedef enum {
   batonFloat64 = 8,
   batonDouble = 8,
   batonBfloat16 = 9,
-  batonNumTypes = 10
+  batonFloat8e4m3 = 10,
+  batonFloat8e5m2 = 11,
+  batonNumTypes = 12
 } batonDataType_t;
 
-/* batonAvg on integer types is the sum followed by C integer division. */
+/* batonAvg on integer types is the sum followed by C integer division.
+ * Ops from batonRedOpCreatePreMulSum take values from batonNumOps up to
+ * batonMaxRedOp (which only fixes the enum's range, as in NCCL). */
 typedef enum {
   batonSum = 0,
   batonProd = 1,
   batonMax = 2,
   batonMin = 3,
   batonAvg = 4,
-  batonNumOps = 5
+  batonNumOps = 5,
+  batonMaxRedOp = 0x7fffffff
 } batonRedOp_t;
+
+/* Where the scalar of a PreMulSum op lives (NCCL's ncclScalarResidence_t). */
+typedef enum {
+  /* A pointer to device memory (or, without a GPU, to host memory), read
+   * when each call using the op runs, so it may change between calls. */
+  batonScalarDevice = 0,
+  /* A pointer to host memory, read once by batonRedOpCreatePreMulSum. */
+  batonScalarHostImmediate = 1
+} batonScalarResidence_t;
 
 /* Color for batonCommSplit: the rank takes part in no new communicator. */
 #define BATON_SPLIT_NOCOLOR (-1)
@@ -183,6 +205,23 @@ const char* batonGetErrorString(batonResult_t result);
 /* The message of the last failure seen on comm (or in this thread, when comm
  * is NULL or invalid). Never NULL; "" when there was none. */
 const char* batonGetLastError(batonComm_t comm);
+
+/* ---- User reduction ops -------------------------------------------------- */
+
+/* Creates a reduction op for comm that sums the inputs after multiplying
+ * each rank's input by *scalar (one element of datatype; each rank may pass
+ * its own): the result is the sum over ranks r of (scalar_r * x_r), every
+ * product rounded once to datatype (integers wrap), then summed as batonSum
+ * does. The op is valid only on comm, with datatype, for batonAllReduce,
+ * batonReduce and batonReduceScatter; every rank of a call must pass a
+ * PreMulSum op (checked with the call's other arguments). Handles are
+ * unique in the process, so a destroyed op or one made on another
+ * communicator gives batonInvalidArgument. As ncclRedOpCreatePreMulSum. */
+batonResult_t batonRedOpCreatePreMulSum(batonRedOp_t* op, void* scalar, batonDataType_t datatype,
+                                        batonScalarResidence_t residence, batonComm_t comm);
+/* Frees op; calls already made with it (queued on streams too) are not
+ * affected. batonInvalidArgument for a built-in op or one not live on comm. */
+batonResult_t batonRedOpDestroy(batonRedOp_t op, batonComm_t comm);
 
 /* ---- Host streams ------------------------------------------------------ */
 

@@ -163,7 +163,11 @@ void RegisterAll() {
   const struct {
     batonDataType_t dt;
     const char* name;
-  } kTypes[] = {{batonFloat32, "float"}, {batonBfloat16, "bfloat16"}, {batonFloat16, "half"}};
+  } kTypes[] = {{batonFloat32, "float"},
+                {batonBfloat16, "bfloat16"},
+                {batonFloat16, "half"},
+                {batonFloat8e4m3, "f8e4m3"},
+                {batonFloat8e5m2, "f8e5m2"}};
   for (auto type : kTypes) {
     for (CpuKernelLevel level :
          {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2, CpuKernelLevel::kAvx512}) {

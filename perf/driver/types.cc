@@ -26,6 +26,10 @@ constexpr std::array<TypeProps, batonNumTypes> kTypes = {{
     {"float", 4, true, true, int64_t{1} << 24, 30, 1e-6},
     {"double", 8, true, true, int64_t{1} << 53, 60, 1e-12},
     {"bfloat16", 2, true, true, 256, 30, 1e-2},
+    // fp8: integers exact up to 2^(mantissa bits + 1); the quotient of avg
+    // may round by half an ulp (1/16 and 1/8 relative).
+    {"f8e4m3", 1, true, true, 16, 8, 0.07},
+    {"f8e5m2", 1, true, true, 8, 15, 0.13},
 }};
 
 // Indexed by batonRedOp_t; the order is nccl-tests' order for -o all (without its mulsum).
@@ -39,6 +43,19 @@ struct Half {
 struct BFloat16 {
   uint16_t bits;
 };
+// The OCP fp8 formats as raw bits, with their mantissa width, bias and
+// largest finite code (E4M3 has no infinity; its NaN is S.1111.111).
+template <int kMant, int kBias, int kMaxCode>
+struct Fp8 {
+  static constexpr int kMantBits = kMant;
+  static constexpr int kExpBias = kBias;
+  static constexpr int kMaxFinite = kMaxCode;
+  uint8_t bits;
+};
+using F8e4m3 = Fp8<3, 7, 0x7e>;
+using F8e5m2 = Fp8<2, 15, 0x7b>;
+template <typename T>
+inline constexpr bool kIsFp8 = std::is_same_v<T, F8e4m3> || std::is_same_v<T, F8e5m2>;
 
 float BitsToFloat(uint32_t bits) {
   float f;
@@ -94,11 +111,52 @@ BFloat16 FloatToBFloat16(float f) {
 }
 
 template <typename T>
+double Fp8ToDouble(T v) {
+  const int em = v.bits & 0x7f;
+  const int exponent = em >> T::kMantBits;
+  const int mantissa = em & ((1 << T::kMantBits) - 1);
+  double magnitude;
+  if (em > T::kMaxFinite) {
+    magnitude = (T::kMantBits == 2 && mantissa == 0) ? INFINITY : NAN;
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(mantissa, 1 - T::kExpBias - T::kMantBits);
+  } else {
+    magnitude = std::ldexp(mantissa + (1 << T::kMantBits), exponent - T::kExpBias - T::kMantBits);
+  }
+  return (v.bits & 0x80) ? -magnitude : magnitude;
+}
+
+// Round to nearest even, saturating at the largest finite value (as the
+// library documents for fp8).
+template <typename T>
+T DoubleToFp8(double v) {
+  const uint8_t sign = std::signbit(v) ? 0x80 : 0;
+  if (std::isnan(v)) return T{static_cast<uint8_t>(sign | 0x7f)};
+  const double a = std::fabs(v);
+  if (a >= Fp8ToDouble(T{T::kMaxFinite})) return T{static_cast<uint8_t>(sign | T::kMaxFinite)};
+  int e = 0;
+  std::frexp(a, &e);  // a = f * 2^e with f in [0.5, 1)
+  int exponent = std::max(e - 1, 1 - T::kExpBias);
+  double q = std::nearbyint(std::ldexp(a, T::kMantBits - exponent));  // ties to even
+  const double top = std::ldexp(1.0, T::kMantBits + 1);
+  if (q >= top) {  // rounded up into the next binade
+    q /= 2;
+    ++exponent;
+  }
+  const int code = q < top / 2 ? static_cast<int>(q)  // subnormal
+                               : ((exponent + T::kExpBias) << T::kMantBits) |
+                                     (static_cast<int>(q) - (1 << T::kMantBits));
+  return T{static_cast<uint8_t>(sign | std::min(code, T::kMaxFinite))};
+}
+
+template <typename T>
 T FromInt(int64_t v) {
   if constexpr (std::is_same_v<T, Half>) {
     return FloatToHalf(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return FloatToBFloat16(static_cast<float>(v));
+  } else if constexpr (kIsFp8<T>) {
+    return DoubleToFp8<T>(static_cast<double>(v));
   } else {
     return static_cast<T>(v);  // integers wrap, as the library's integer arithmetic does
   }
@@ -110,6 +168,9 @@ T FromDouble(double v) {
     return FloatToHalf(static_cast<float>(v));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return FloatToBFloat16(static_cast<float>(v));
+  } else if constexpr (kIsFp8<T>) {
+    // Through float first, as the library rounds its fp32 quotient.
+    return DoubleToFp8<T>(static_cast<float>(v));
   } else {
     return static_cast<T>(v);
   }
@@ -121,6 +182,8 @@ double ToDouble(T v) {
     return HalfToFloat(v);
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     return BFloat16ToFloat(v);
+  } else if constexpr (kIsFp8<T>) {
+    return Fp8ToDouble(v);
   } else {
     return static_cast<double>(v);
   }
@@ -159,6 +222,12 @@ void DispatchType(batonDataType_t type, Fn&& fn) {
       break;
     case batonBfloat16:
       fn(BFloat16{});
+      break;
+    case batonFloat8e4m3:
+      fn(F8e4m3{});
+      break;
+    case batonFloat8e5m2:
+      fn(F8e5m2{});
       break;
     default:
       break;

@@ -12,6 +12,7 @@
 
 #include "algorithms/collective.h"
 #include "base/call_descriptor.h"
+#include "base/status.h"
 
 namespace baton {
 
@@ -46,6 +47,9 @@ struct Schedule {
   // The calls the ops belong to: one, or several merged by a group. Empty
   // for Baton's internal schedules (the communicator describes those).
   std::vector<CallDescriptor> calls;
+  // What went wrong while building (a PreMulSum scalar that could not be
+  // read): the schedule must not run, and the call fails with this.
+  Status build_error;
   // Memory the schedule owns (partial sums, barrier tokens): blocks
   // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
   // as more is added. Blocks past scratch_used are kept from earlier calls so
@@ -75,6 +79,7 @@ struct Schedule {
   void Clear() {
     ops.clear();
     calls.clear();
+    build_error = Status::Ok();
     for (auto& block : scratch)
       if (block.capacity() > kRetainedScratchBytes) std::vector<uint8_t>().swap(block);
     scratch_used = 0;

@@ -23,6 +23,19 @@ Status CheckOp(batonRedOp_t op) {
   return Status::Ok();
 }
 
+Status ResolveOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
+                 PreMulScalar* scalar) {
+  *premul = false;
+  if (static_cast<int>(op) < batonNumOps) return CheckOp(op);
+  BATON_RETURN_IF_ERROR(comm.red_ops().Find(op, scalar));
+  if (scalar->datatype != dt)
+    return InvalidArgument("reduction op " + std::to_string(static_cast<int>(op)) +
+                           " was created for " + DatatypeName(scalar->datatype) +
+                           ", not for this call's " + DatatypeName(dt));
+  *premul = true;
+  return Status::Ok();
+}
+
 Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier) {
   const size_t limit = static_cast<size_t>(PTRDIFF_MAX);
   size_t es = DatatypeSize(dt);

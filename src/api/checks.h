@@ -15,6 +15,10 @@ namespace baton {
 
 Status CheckDatatype(batonDataType_t dt);
 Status CheckOp(batonRedOp_t op);
+// A built-in op, or a PreMulSum op live on comm and made for dt: then
+// *premul is set and *scalar filled.
+Status ResolveOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
+                 PreMulScalar* scalar);
 // `count` elements of `dt`, times `multiplier` (ranks), must fit in memory.
 Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier = 1);
 // A buffer may be NULL only when nothing is read from or written to it.

@@ -45,7 +45,8 @@ batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, vo
   BATON_API_CHECK(fn, BeginCall(comm, stream, &site), site.comm.get());
   Communicator* c = site.comm.get();
   BATON_API_CHECK(fn, CheckDatatype(datatype), c);
-  if (spec.has_op) BATON_API_CHECK(fn, CheckOp(op), c);
+  CollectiveCall call;
+  if (spec.has_op) BATON_API_CHECK(fn, ResolveOp(*c, op, datatype, &call.premul, &call.scalar), c);
   BATON_API_CHECK(
       fn, CheckCount(count, datatype, CountIsPerRank(spec.collective) ? c->nranks() : 1), c);
   if (spec.has_root) BATON_API_CHECK(fn, CheckRank(root, c->nranks(), "root"), c);
@@ -54,7 +55,6 @@ batonResult_t RunCollective(const CollectiveSpec& spec, const void* sendbuff, vo
     BATON_API_CHECK(fn, CheckBuffer(sendbuff, count, "sendbuff"), c);
   if (!spec.recv_only_at_root || is_root)
     BATON_API_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
-  CollectiveCall call;
   call.collective = spec.collective;
   call.send = sendbuff;
   call.recv = recvbuff;

@@ -24,6 +24,10 @@ inline constexpr uint8_t kCallKindBarrier = 32;
 inline constexpr uint8_t kCallKindInternal = 33;  // Baton's own (split, CUDA IPC, calibration)
 inline constexpr uint8_t kCallKindPointToPoint = 34;
 
+// CallDescriptor::op of a call with a PreMulSum op (batonNumOps): the kind
+// of op, not the handle, which may differ between ranks.
+inline constexpr uint8_t kCallOpPreMulSum = 5;
+
 struct CallDescriptor {
   uint32_t seq = 0;  // the call's number (see above)
   // Collectives with a root: the root; 0 otherwise. Point-to-point, until

@@ -6,6 +6,8 @@ size_t DatatypeSize(batonDataType_t dt) {
   switch (dt) {
     case batonInt8:
     case batonUint8:
+    case batonFloat8e4m3:
+    case batonFloat8e5m2:
       return 1;
     case batonFloat16:
     case batonBfloat16:
@@ -45,6 +47,10 @@ const char* DatatypeName(batonDataType_t dt) {
       return "double";
     case batonBfloat16:
       return "bfloat16";
+    case batonFloat8e4m3:
+      return "f8e4m3";
+    case batonFloat8e5m2:
+      return "f8e5m2";
     default:
       return "invalid";
   }
@@ -63,7 +69,8 @@ const char* RedOpName(batonRedOp_t op) {
     case batonAvg:
       return "avg";
     default:
-      return "invalid";
+      // Every user op is a PreMulSum (batonRedOpCreatePreMulSum).
+      return static_cast<int>(op) >= batonNumOps ? "premulsum" : "invalid";
   }
 }
 

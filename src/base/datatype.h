@@ -11,7 +11,8 @@ namespace baton {
 size_t DatatypeSize(batonDataType_t dt);
 // nccl-tests names ("int8", ..., "bfloat16"); "invalid" when out of range.
 const char* DatatypeName(batonDataType_t dt);
-// "sum", "prod", "max", "min", "avg"; "invalid" when out of range.
+// "sum", "prod", "max", "min", "avg"; "premulsum" from batonNumOps on (user
+// ops); "invalid" when negative.
 const char* RedOpName(batonRedOp_t op);
 
 }  // namespace baton

@@ -316,6 +316,10 @@ Status Communicator::RunLocked(const Schedule& schedule) {
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
     return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
   if (channels_->aborted()) return RemoteError("communicator was aborted");
+  // A call that could not be built fails here, on every rank through the
+  // failure notes, rather than run with what it could not read.
+  if (!schedule.build_error.ok()) [[unlikely]]
+    return Fail(schedule.build_error);
   NumberCalls(schedule);
   if (nranks_ == 1) {
     RunLocalOps(schedule);

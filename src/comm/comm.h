@@ -19,6 +19,7 @@
 #include "bootstrap/unique_id.h"
 #include "comm/config.h"
 #include "comm/flight_recorder.h"
+#include "comm/red_ops.h"
 #include "exec/executor.h"
 #include "topology/comm_topology.h"
 #include "transport/channel_set.h"
@@ -54,6 +55,8 @@ class Communicator {
   // The cost model and the algorithm table computed from it.
   const CostModel& cost_model() const { return *cost_model_; }
   const SelectionTable& selection() const { return selection_; }
+  // The user reduction ops made on this communicator (PreMulSum).
+  RedOpTable& red_ops() { return red_ops_; }
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
@@ -104,6 +107,7 @@ class Communicator {
   HostLayout host_layout_{0, 0, {}, {}};
   std::unique_ptr<CostModel> cost_model_;
   SelectionTable selection_;
+  RedOpTable red_ops_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]

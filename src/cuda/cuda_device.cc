@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
 #include <vector>
 
@@ -234,6 +235,21 @@ Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart p
 }
 
 }  // namespace
+
+Status ReadScalarAtCall(const void* ptr, void* out, size_t bytes) {
+  if (!CudaDeviceAvailable() || !Locate(ptr).device) {
+    memcpy(out, ptr, bytes);
+    return Status::Ok();
+  }
+  // The per-thread stream: a copy on the legacy default stream would wait
+  // for the user's stream, which may be held by our own wait kernel.
+  if (cudaError_t err = cudaMemcpyAsync(out, ptr, bytes, cudaMemcpyDefault, cudaStreamPerThread);
+      err != cudaSuccess)
+    return CudaErrorStatus(err, "reading a PreMulSum scalar from device memory");
+  if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess)
+    return CudaErrorStatus(err, "reading a PreMulSum scalar from device memory");
+  return Status::Ok();
+}
 
 bool CudaDeviceAvailable() {
   static const bool available = [] {

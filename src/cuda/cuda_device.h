@@ -51,6 +51,12 @@ struct StagedPart {
 // Whether this process sees at least one CUDA device. Asked once (the first
 // call pays a cudaGetDeviceCount, which fails fast without a driver); every
 // later call is a load. BATON_CUDA=0 turns the device path off.
+// Copies `bytes` from `ptr` into out when a call runs: from device memory
+// (PreMulSum scalars of batonScalarDevice) through a copy on the calling
+// thread's own stream, which waits for no other stream; a plain copy for
+// host memory and in builds without CUDA.
+Status ReadScalarAtCall(const void* ptr, void* out, size_t bytes);
+
 bool CudaDeviceAvailable();
 
 // The buffers a collective uses on this rank (for the rooted collectives

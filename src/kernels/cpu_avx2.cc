@@ -44,7 +44,7 @@ struct Simd {
   static constexpr bool kAvailable = false;
 };
 
-// Arithmetic on 8 fp32 accumulators, shared by float, fp16 and bf16.
+// Arithmetic on 8 fp32 accumulators, shared by float, fp16, bf16 and fp8.
 struct F32x8 {
   using V = __m256;
   static constexpr size_t kLanes = 8;
@@ -141,6 +141,84 @@ struct Simd<bfloat16_t> : PairOf<F32x8> {
   }
   static void StoreNonTemporal(bfloat16_t* p, V v) {
     _mm256_stream_si256(reinterpret_cast<__m256i*>(p), Round(v));
+  }
+};
+
+// fp8: 8 elements (8 bytes) per vector of 8 fp32 accumulators, converted
+// lane for lane as Fp8E4m3ToFloat / Fp8E5m2ToFloat / FloatToFp8 in
+// reduce_copy.h do it, so results match the portable core bit for bit.
+template <typename T>
+struct Fp8x8 : F32x8 {
+  static __m256i Set(uint32_t v) { return _mm256_set1_epi32(static_cast<int32_t>(v)); }
+  // FloatToFp8<T>: the codes in the low byte of each 32-bit lane.
+  static __m256i Codes(V v) {
+    using F = Fp8Format<T>;
+    constexpr uint32_t kShift = 23u - F::kMantBits;
+    const __m256i u = _mm256_castps_si256(v);
+    const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(u, 24), Set(0x80));
+    const __m256i a = _mm256_and_si256(u, Set(0x7fffffffu));
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(a, kShift), Set(1));
+    const __m256i normal = _mm256_srli_epi32(
+        _mm256_add_epi32(
+            _mm256_add_epi32(a, Set(((1u << (kShift - 1)) - 1u) - ((127u - F::kBias) << 23))), lsb),
+        kShift);
+    const __m256 magic = _mm256_set1_ps(BitsFloat((127u + 1u - F::kBias + kShift) << 23));
+    const __m256i subnormal =
+        _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(_mm256_castsi256_ps(a), magic)),
+                         _mm256_castps_si256(magic));
+    __m256i nan = Set(0x7f);
+    if constexpr (F::kMantBits == 2)
+      nan = _mm256_or_si256(Set(0x7e), _mm256_and_si256(_mm256_srli_epi32(a, 21), Set(1)));
+    const __m256i is_nan = _mm256_cmpgt_epi32(a, Set(0x7f800000u));
+    const __m256i is_sat = _mm256_cmpgt_epi32(a, Set(F::kMaxFloatBits));
+    const __m256i is_subnormal = _mm256_cmpgt_epi32(Set((128u - F::kBias) << 23), a);
+    __m256i out = _mm256_blendv_epi8(normal, subnormal, is_subnormal);
+    out = _mm256_blendv_epi8(out, Set(F::kMaxCode), is_sat);
+    out = _mm256_blendv_epi8(out, nan, is_nan);
+    return _mm256_or_si256(out, sign);
+  }
+  // The 8 codes packed into the low 8 bytes.
+  static int64_t Round(V v) {
+    const __m256i bytes = _mm256_shuffle_epi8(
+        Codes(v), _mm256_setr_epi8(0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0,
+                                   4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1));
+    const __m256i packed =
+        _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 1, 1, 1, 1, 1));
+    return _mm_cvtsi128_si64(_mm256_castsi256_si128(packed));
+  }
+  static void Store(T* p, V v) {
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_cvtsi64_si128(Round(v)));
+  }
+  static void StoreNonTemporal(T* p, V v) {
+    _mm_stream_si64(reinterpret_cast<long long*>(p), Round(v));
+  }
+  static __m128i LoadBytes(const T* p) {
+    return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  }
+};
+
+template <>
+struct Simd<fp8_e4m3_t> : Fp8x8<fp8_e4m3_t> {
+  static V Load(const fp8_e4m3_t* p) {
+    const __m256i x = _mm256_cvtepu8_epi32(LoadBytes(p));
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(x, Set(0x80)), 24);
+    const __m256i em = _mm256_and_si256(x, Set(0x7f));
+    const __m256i shifted = _mm256_slli_epi32(em, 20);
+    const __m256i normal = _mm256_add_epi32(shifted, Set((127u - 7u) << 23));
+    const __m256 magic = _mm256_castsi256_ps(Set((127u - 6u) << 23));
+    const __m256i subnormal = _mm256_castps_si256(_mm256_sub_ps(
+        _mm256_castsi256_ps(_mm256_add_epi32(shifted, Set((127u - 6u) << 23))), magic));
+    __m256i out = _mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(Set(8), em));
+    out = _mm256_blendv_epi8(out, Set(0x7fc00000u), _mm256_cmpeq_epi32(em, Set(0x7f)));
+    return _mm256_castsi256_ps(_mm256_or_si256(out, sign));
+  }
+};
+
+// E5M2 is the upper byte of an fp16: widen to 16 bits and let F16C convert.
+template <>
+struct Simd<fp8_e5m2_t> : Fp8x8<fp8_e5m2_t> {
+  static V Load(const fp8_e5m2_t* p) {
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(LoadBytes(p)), 8));
   }
 };
 

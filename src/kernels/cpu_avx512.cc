@@ -48,7 +48,7 @@ struct Simd {
   static constexpr bool kAvailable = false;
 };
 
-// Arithmetic on 16 fp32 accumulators, shared by float, fp16 and bf16.
+// Arithmetic on 16 fp32 accumulators, shared by float, fp16, bf16 and fp8.
 struct F32x16 {
   using V = __m512;
   static constexpr size_t kLanes = 16;
@@ -145,6 +145,73 @@ struct Simd<bfloat16_t> : PairOf<F32x16> {
   static void Store(bfloat16_t* p, V v) { _mm512_storeu_si512(p, Round(v)); }
   static void StoreNonTemporal(bfloat16_t* p, V v) {
     _mm512_stream_si512(reinterpret_cast<__m512i*>(p), Round(v));
+  }
+};
+
+// fp8: 16 elements (16 bytes) per vector of 16 fp32 accumulators, converted
+// lane for lane as Fp8E4m3ToFloat / Fp8E5m2ToFloat / FloatToFp8 in
+// reduce_copy.h do it, so results match the portable core bit for bit.
+template <typename T>
+struct Fp8x16 : F32x16 {
+  static __m512i Set(uint32_t v) { return _mm512_set1_epi32(static_cast<int32_t>(v)); }
+  // FloatToFp8<T>, one code per 32-bit lane, narrowed to 16 bytes.
+  static __m128i Round(V v) {
+    using F = Fp8Format<T>;
+    constexpr uint32_t kShift = 23u - F::kMantBits;
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(u, 24), Set(0x80));
+    const __m512i a = _mm512_and_si512(u, Set(0x7fffffffu));
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(a, kShift), Set(1));
+    const __m512i normal = _mm512_srli_epi32(
+        _mm512_add_epi32(
+            _mm512_add_epi32(a, Set(((1u << (kShift - 1)) - 1u) - ((127u - F::kBias) << 23))), lsb),
+        kShift);
+    const __m512 magic = _mm512_set1_ps(BitsFloat((127u + 1u - F::kBias + kShift) << 23));
+    const __m512i subnormal =
+        _mm512_sub_epi32(_mm512_castps_si512(_mm512_add_ps(_mm512_castsi512_ps(a), magic)),
+                         _mm512_castps_si512(magic));
+    __m512i nan = Set(0x7f);
+    if constexpr (F::kMantBits == 2)
+      nan = _mm512_or_si512(Set(0x7e), _mm512_and_si512(_mm512_srli_epi32(a, 21), Set(1)));
+    const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(a, Set(0x7f800000u));
+    const __mmask16 is_sat = _mm512_cmpgt_epi32_mask(a, Set(F::kMaxFloatBits));
+    const __mmask16 is_subnormal = _mm512_cmpgt_epi32_mask(Set((128u - F::kBias) << 23), a);
+    __m512i out = _mm512_mask_blend_epi32(is_subnormal, normal, subnormal);
+    out = _mm512_mask_blend_epi32(is_sat, out, Set(F::kMaxCode));
+    out = _mm512_mask_blend_epi32(is_nan, out, nan);
+    return _mm512_cvtepi32_epi8(_mm512_or_si512(out, sign));
+  }
+  static void Store(T* p, V v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), Round(v)); }
+  static void StoreNonTemporal(T* p, V v) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), Round(v));
+  }
+  static __m128i LoadBytes(const T* p) {
+    return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  }
+};
+
+template <>
+struct Simd<fp8_e4m3_t> : Fp8x16<fp8_e4m3_t> {
+  static V Load(const fp8_e4m3_t* p) {
+    const __m512i x = _mm512_cvtepu8_epi32(LoadBytes(p));
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(x, Set(0x80)), 24);
+    const __m512i em = _mm512_and_si512(x, Set(0x7f));
+    const __m512i shifted = _mm512_slli_epi32(em, 20);
+    const __m512i normal = _mm512_add_epi32(shifted, Set((127u - 7u) << 23));
+    const __m512 magic = _mm512_castsi512_ps(Set((127u - 6u) << 23));
+    const __m512i subnormal = _mm512_castps_si512(_mm512_sub_ps(
+        _mm512_castsi512_ps(_mm512_add_epi32(shifted, Set((127u - 6u) << 23))), magic));
+    __m512i out = _mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(Set(8), em), normal, subnormal);
+    out = _mm512_mask_blend_epi32(_mm512_cmpeq_epi32_mask(em, Set(0x7f)), out, Set(0x7fc00000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(out, sign));
+  }
+};
+
+// E5M2 is the upper byte of an fp16: widen to 16 bits and let F16C convert.
+template <>
+struct Simd<fp8_e5m2_t> : Fp8x16<fp8_e5m2_t> {
+  static V Load(const fp8_e5m2_t* p) {
+    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(LoadBytes(p)), 8));
   }
 };
 

@@ -296,6 +296,17 @@ void ReduceCopy(const ReduceCopyArgs& args) {
   });
 }
 
+void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, const void* scalar) {
+  // One pass, vectorized by the compiler for the baseline ISA (the loop is
+  // the branch-free core); it runs once per call, not once per step.
+  DispatchDatatype(dt, [&](auto type_tag) {
+    using T = typename decltype(type_tag)::type;
+    T s;
+    memcpy(&s, scalar, sizeof(T));
+    ScaleCopyRange<T>(static_cast<const T*>(src), static_cast<T*>(dst), 0, count, 1, s);
+  });
+}
+
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t post_divisor) {
   ReduceCopyArgs args;

@@ -44,6 +44,11 @@ void ReduceCopy(const ReduceCopyArgs& args);
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t post_divisor = 0);
 
+// dst[i] = src[i] * *scalar (one element of dt) for i < count: the
+// pre-multiplication of a PreMulSum op (ScaleCopyRange in reduce_copy.h).
+// dst may equal src; otherwise they must not overlap.
+void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, const void* scalar);
+
 // ---- Kernel implementation (BATON_KERNELS) ---------------------------------
 //
 // ReduceCopy runs one of these; all give bit-identical results (NaN payloads

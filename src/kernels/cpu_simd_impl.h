@@ -17,8 +17,9 @@
  *
  * with max/min following the core's FuncMax/FuncMin exactly (take the right
  * operand when it is strictly greater/smaller or the left one is NaN) and
- * load/store converting like LoadAcc/StoreAcc (F16C for fp16, integer
- * round-to-nearest-even for bf16). Everything here has internal linkage, so
+ * load/store converting like LoadAcc/StoreAcc (F16C for fp16 and E5M2,
+ * integer round-to-nearest-even for bf16, the core's branch-free steps lane
+ * for lane for fp8). Everything here has internal linkage, so
  * the two inclusions cannot clash at link time and no AVX-512 copy of a
  * shared inline function can end up running on a CPU without AVX-512.
  *

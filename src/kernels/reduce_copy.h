@@ -12,8 +12,10 @@
  *   acc = load(s0[i]); acc = op(acc, load(s1[i])); ...   (left to right)
  *   if (post_divisor > 1) acc = acc / post_divisor;
  *   d0[i] = d1[i] = store(acc);
- * where load/store convert to/from the accumulation type (float for fp16 and
- * bf16, the type itself otherwise) and store rounds to nearest even.
+ * where load/store convert to/from the accumulation type (float for fp16,
+ * bf16 and the two fp8 formats, the type itself otherwise) and store rounds
+ * to nearest even (fp8: saturating to the largest finite value, as NCCL's
+ * conversions do; see FloatToFp8).
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
@@ -49,7 +51,20 @@ struct bfloat16_t {
   uint16_t bits;
 };
 
+// OCP 8-bit floats (the OFP8 formats of the OCP 8-bit Floating Point
+// Specification, CUDA's __nv_fp8_e4m3 / __nv_fp8_e5m2) stored as raw bits.
+// E4M3: bias 7, no infinities, S.1111.111 is NaN, largest finite 448.
+// E5M2: bias 15, IEEE-like (S.11111.00 is Inf, other S.11111.xx NaN),
+// largest finite 57344.
+struct fp8_e4m3_t {
+  uint8_t bits;
+};
+struct fp8_e5m2_t {
+  uint8_t bits;
+};
+
 static_assert(sizeof(half_t) == 2 && sizeof(bfloat16_t) == 2, "16-bit float types must be packed");
+static_assert(sizeof(fp8_e4m3_t) == 1 && sizeof(fp8_e5m2_t) == 1, "fp8 types must be one byte");
 
 // ---- Bit casts -----------------------------------------------------------
 
@@ -155,10 +170,98 @@ BATON_HD_INLINE bfloat16_t FloatToBf16(float f) {
   return bfloat16_t{static_cast<uint16_t>(is_nan ? nan : rounded)};
 }
 
+// ---- fp8 conversions ----------------------------------------------------------
+//
+// Branch-free like the fp16 ones (same reasons: vectorizable loops, no warp
+// divergence, right under flush-to-zero). The vector back ends
+// (cpu_avx2.cc, cpu_avx512.cc) translate these steps lane for lane.
+
+// The two formats' parameters: mantissa bits, exponent bias, the code of the
+// largest finite magnitude and its value's float bits.
+template <typename T>
+struct Fp8Format;
+template <>
+struct Fp8Format<fp8_e4m3_t> {
+  static constexpr uint32_t kMantBits = 3;
+  static constexpr uint32_t kBias = 7;
+  static constexpr uint32_t kMaxCode = 0x7e;              // 448
+  static constexpr uint32_t kMaxFloatBits = 0x43e00000u;  // 448.0f
+};
+template <>
+struct Fp8Format<fp8_e5m2_t> {
+  static constexpr uint32_t kMantBits = 2;
+  static constexpr uint32_t kBias = 15;
+  static constexpr uint32_t kMaxCode = 0x7b;              // 57344
+  static constexpr uint32_t kMaxFloatBits = 0x47600000u;  // 57344.0f
+};
+
+// Exact: every E4M3 value is a float. NaN (S.1111.111) becomes the quiet NaN
+// 0x7fc00000 with the sign.
+BATON_HD_INLINE float Fp8E4m3ToFloat(fp8_e4m3_t v) {
+  const uint32_t sign = static_cast<uint32_t>(v.bits & 0x80u) << 24;
+  const uint32_t em = v.bits & 0x7fu;  // exponent and mantissa
+  // Normal: rebias the exponent from 7 to 127.
+  const uint32_t normal = (em << 20) + ((127u - 7u) << 23);
+  // Subnormal (exponent 0): m * 2^-9, exactly (2^-6 + m * 2^-9) - 2^-6; all
+  // normal floats, so flush-to-zero modes cannot touch it.
+  const float magic = BitsFloat((127u - 6u) << 23);  // 2^-6
+  const uint32_t subnormal = FloatBits(BitsFloat((em << 20) + ((127u - 6u) << 23)) - magic);
+  const uint32_t is_nan = MaskIf(em == 0x7fu);
+  const uint32_t is_subnormal = MaskIf(em < 0x08u);
+  const uint32_t out =
+      (0x7fc00000u & is_nan) | (subnormal & is_subnormal) | (normal & ~(is_nan | is_subnormal));
+  return BitsFloat(out | sign);
+}
+
+// Exact: E5M2 is the upper byte of an fp16 (NaNs come out quiet, as there).
+BATON_HD_INLINE float Fp8E5m2ToFloat(fp8_e5m2_t v) {
+  return HalfToFloat(half_t{static_cast<uint16_t>(static_cast<uint16_t>(v.bits) << 8)});
+}
+
+// Round to nearest, ties to even, saturating: every finite value beyond the
+// largest finite fp8 and every infinity become the largest finite value with
+// the sign (CUDA's __NV_SATFINITE, which NCCL's fp8 reductions use through
+// the __nv_fp8_e4m3 / __nv_fp8_e5m2 constructors). Values up to half the
+// smallest subnormal give signed zero. NaNs stay NaN: E4M3 S.1111.111, E5M2
+// S.11111.1x (quiet, keeping the float's next payload bit), both as CUDA's
+// __nv_cvt_float_to_fp8 writes them.
+template <typename T>
+BATON_HD_INLINE T FloatToFp8(float f) {
+  using F = Fp8Format<T>;
+  constexpr uint32_t kShift = 23u - F::kMantBits;
+  const uint32_t u = FloatBits(f);
+  const uint32_t sign = (u >> 24) & 0x80u;
+  const uint32_t a = u & 0x7fffffffu;
+  // Normal results: rebias, then add half an ulp minus one plus the lowest
+  // kept bit (ties to even); a carry into the exponent is exactly right.
+  const uint32_t normal =
+      (a - ((127u - F::kBias) << 23) + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u)) >>
+      kShift;
+  // Subnormal or zero results (|f| < 2^(1 - bias)): adding 2^(1 - bias + 23 -
+  // mantissa bits), whose float ulp is the fp8 subnormal step, lets the FPU
+  // round to nearest even; the difference of the bits is the fp8 code (2^M
+  // is the smallest normal, also right). A float subnormal flushed to zero
+  // gives 0, its right answer anyway.
+  const float denorm_magic = BitsFloat((127u + 1u - F::kBias + kShift) << 23);
+  const uint32_t subnormal = FloatBits(BitsFloat(a) + denorm_magic) - FloatBits(denorm_magic);
+  uint32_t nan = 0x7fu;  // E4M3's only NaN
+  if constexpr (F::kMantBits == 2) nan = 0x7eu | ((a >> 21) & 1u);
+  const uint32_t is_nan = MaskIf(a > 0x7f800000u);
+  // Past the largest finite value, infinities included: saturate. Rounding
+  // could only ever reach the largest value or beyond, so no tie is lost.
+  const uint32_t is_sat = MaskIf(a > F::kMaxFloatBits) & ~is_nan;
+  const uint32_t is_subnormal = MaskIf(a < ((128u - F::kBias) << 23));
+  const uint32_t is_normal = ~(is_nan | is_sat | is_subnormal);
+  const uint32_t out =
+      (nan & is_nan) | (F::kMaxCode & is_sat) | (subnormal & is_subnormal) | (normal & is_normal);
+  return T{static_cast<uint8_t>(out | sign)};
+}
+
 // ---- Accumulation type and load/store -------------------------------------
 
-// The type a reduction accumulates in: float for the 16-bit floats (so a
-// multi-source reduction rounds once, at the end), the type itself otherwise.
+// The type a reduction accumulates in: float for the 16- and 8-bit floats (so
+// a multi-source reduction rounds once, at the end), the type itself
+// otherwise.
 template <typename T>
 struct AccumType {
   using type = T;
@@ -171,6 +274,14 @@ template <>
 struct AccumType<bfloat16_t> {
   using type = float;
 };
+template <>
+struct AccumType<fp8_e4m3_t> {
+  using type = float;
+};
+template <>
+struct AccumType<fp8_e5m2_t> {
+  using type = float;
+};
 template <typename T>
 using Accum = typename AccumType<T>::type;
 
@@ -180,6 +291,10 @@ BATON_HD_INLINE Accum<T> LoadAcc(T v) {
     return HalfToFloat(v);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
     return Bf16ToFloat(v);
+  } else if constexpr (std::is_same_v<T, fp8_e4m3_t>) {
+    return Fp8E4m3ToFloat(v);
+  } else if constexpr (std::is_same_v<T, fp8_e5m2_t>) {
+    return Fp8E5m2ToFloat(v);
   } else {
     return v;
   }
@@ -191,6 +306,8 @@ BATON_HD_INLINE T StoreAcc(Accum<T> v) {
     return FloatToHalf(v);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
     return FloatToBf16(v);
+  } else if constexpr (std::is_same_v<T, fp8_e4m3_t> || std::is_same_v<T, fp8_e5m2_t>) {
+    return FloatToFp8<T>(v);
   } else {
     return v;
   }
@@ -319,6 +436,19 @@ BATON_HD void ReduceCopyRange(const T* const* srcs, int nsrcs, T* const* dsts, i
   }
 }
 
+// The pre-multiplication of batonRedOpCreatePreMulSum for the indices
+// begin, begin + stride, ... < end: dst[i] = src[i] * scalar, multiplied in
+// the accumulation type and stored (rounded once) in T, as NCCL's PreOp
+// stores its product in the element type before the sum; integers wrap.
+// dst may be src.
+template <typename T>
+BATON_HD void ScaleCopyRange(const T* src, T* dst, size_t begin, size_t end, size_t stride,
+                             T scalar) {
+  const FuncProd<T> mul;
+  const Accum<T> s = LoadAcc<T>(scalar);
+  for (size_t i = begin; i < end; i += stride) dst[i] = StoreAcc<T>(mul(LoadAcc<T>(src[i]), s));
+}
+
 // ---- Host-side dispatch ----------------------------------------------------
 
 // Carries a type through a generic lambda: fn(TypeTag<float>{}).
@@ -362,6 +492,12 @@ inline bool DispatchDatatype(batonDataType_t dt, Fn&& fn) {
       return true;
     case batonBfloat16:
       fn(TypeTag<bfloat16_t>{});
+      return true;
+    case batonFloat8e4m3:
+      fn(TypeTag<fp8_e4m3_t>{});
+      return true;
+    case batonFloat8e5m2:
+      fn(TypeTag<fp8_e5m2_t>{});
       return true;
     default:
       return false;

@@ -16,6 +16,34 @@
 namespace baton {
 namespace {
 
+// A PreMulSum call's first step, run when its schedule is built (that is,
+// when the call runs: now, on its stream, or at batonGroupEnd, so a device
+// scalar is read then): this rank's input times the scalar, in one
+// reduce-copy pass, into the buffer that then enters a plain sum. That is
+// recvbuff where it holds exactly the input's shape (allreduce, the root of
+// reduce), which makes the sum in place; otherwise memory of the schedule.
+// Scaling each rank's input once, before any partial sum, is what makes
+// the result sum_r (scalar_r * x_r) whichever algorithm adds the terms.
+void ScaleInput(Collective collective, const PreMulScalar& scalar, CollArgs* a, Schedule* s) {
+  const size_t elem = DatatypeSize(a->datatype);
+  const size_t count = a->count * (collective == Collective::kReduceScatter ? a->nranks : 1);
+  uint64_t value = scalar.value;
+  if (scalar.residence == batonScalarDevice) {
+    Status st = ReadScalarAtCall(scalar.pointer, &value, elem);
+    if (!st.ok()) {
+      // Never a sum with a wrong scalar: the schedule does not run.
+      if (s->build_error.ok()) s->build_error = st.WithContext("reading the PreMulSum scalar");
+      return;
+    }
+  }
+  const bool into_recv = collective == Collective::kAllReduce ||
+                         (collective == Collective::kReduce && a->rank == a->root);
+  void* dst = into_recv ? a->recv : s->AllocScratch(count * elem);
+  if (count > 0) PreMultiply(dst, a->send, count, a->datatype, &value);
+  a->send = dst;
+  a->op = batonSum;
+}
+
 // What builds a call's schedule from its arguments: an algorithm's builder,
 // or (build == nullptr) a send to or receive from `peer`. A plain value, so
 // that the synchronous path can run it without allocating.
@@ -24,11 +52,19 @@ struct Builder {
   int peer = -1;
   bool is_send = false;
   CallDescriptor call;  // what the call's first message on each connection carries
+  // PreMulSum: scale this rank's input first (ScaleInput).
+  bool premul = false;
+  Collective collective = Collective::kAllReduce;
+  PreMulScalar scalar;
 
   void operator()(const CollArgs& a, Schedule* s) const {
     const size_t first = s->ops.size();
     const auto index = static_cast<uint16_t>(s->calls.size());
-    if (build != nullptr) {
+    if (premul) {
+      CollArgs scaled = a;
+      ScaleInput(collective, scalar, &scaled, s);
+      build(scaled, s);
+    } else if (build != nullptr) {
       build(a, s);
     } else if (is_send) {
       BuildSend(a, peer, s);
@@ -166,7 +202,11 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   const Communicator& comm = *site.comm;
   const size_t elem = DatatypeSize(c.datatype);
   Call call;
-  call.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.op, c.root);
+  // A PreMulSum call is a sum of scaled inputs; its descriptor names the op
+  // kind (any rank's handle value may differ), so a rank calling with sum
+  // while another uses PreMulSum is a mismatch.
+  call.args =
+      comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op, c.root);
   size_t count = c.count;  // what the descriptor says
   uint32_t counts_hash = 0;
   size_t bytes;
@@ -193,17 +233,24 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   BATON_TRACE(kLogColl, "%s: %zu bytes with %s", CollectiveName(c.collective), bytes,
               AlgorithmName(choice.algorithm));
   call.builder.build = choice.build;
+  call.builder.premul = c.premul;
+  call.builder.collective = c.collective;
+  call.builder.scalar = c.scalar;
+  const uint8_t op_code = c.premul ? kCallOpPreMulSum : static_cast<uint8_t>(c.op);
   MakeCallDescriptor(&call.builder.call,
                      static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c.collective)),
-                     count, static_cast<uint8_t>(c.datatype), static_cast<uint8_t>(c.op), c.root,
+                     count, static_cast<uint8_t>(c.datatype), op_code, c.root,
                      static_cast<uint8_t>(choice.algorithm), false, counts_hash);
   if (choice.chunk_bytes != 0) call.args.chunk_bytes = choice.chunk_bytes;
   call.args.inter_host = choice.inter;
   // CUDA IPC plans exist for the collectives of the uniform kind that
   // predate gather and scatter; the others stage device buffers.
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};
-  call.ipc =
-      static_cast<int>(c.collective) <= static_cast<int>(Collective::kAlltoAll) ? &ipc : nullptr;
+  // CUDA IPC reduces in device kernels straight from the peers' inputs,
+  // where no scaled copy exists: PreMulSum takes the staged path.
+  call.ipc = static_cast<int>(c.collective) <= static_cast<int>(Collective::kAlltoAll) && !c.premul
+                 ? &ipc
+                 : nullptr;
   return Route(site, call);
 }
 

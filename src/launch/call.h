@@ -13,6 +13,7 @@
 #include "algorithms/collective.h"
 #include "base/status.h"
 #include "comm/comm.h"
+#include "comm/red_ops.h"
 
 namespace baton {
 
@@ -42,6 +43,10 @@ struct CollectiveCall {
   const size_t* displs = nullptr;
   const size_t* send_counts = nullptr;
   const size_t* send_displs = nullptr;
+  // A PreMulSum op (op >= batonNumOps, found in the communicator's table):
+  // each rank's input is multiplied by the scalar, then summed.
+  bool premul = false;
+  PreMulScalar scalar;
 };
 
 // Picks the algorithm (BATON_ALGO, then size and rank count) and launches.

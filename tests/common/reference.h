@@ -13,16 +13,20 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/fp8_reference.h"
+
 // Every datatype and reduction op of the API, for tests that sweep them.
 inline constexpr batonDataType_t kAllTypes[] = {
-    batonInt8,   batonUint8,   batonInt32,   batonUint32,  batonInt64,
-    batonUint64, batonFloat16, batonFloat32, batonFloat64, batonBfloat16};
+    batonInt8,    batonUint8,   batonInt32,   batonUint32,   batonInt64,      batonUint64,
+    batonFloat16, batonFloat32, batonFloat64, batonBfloat16, batonFloat8e4m3, batonFloat8e5m2};
 inline constexpr batonRedOp_t kAllOps[] = {batonSum, batonProd, batonMax, batonMin, batonAvg};
 
 inline size_t SizeOf(batonDataType_t dt) {
   switch (dt) {
     case batonInt8:
     case batonUint8:
+    case batonFloat8e4m3:
+    case batonFloat8e5m2:
       return 1;
     case batonFloat16:
     case batonBfloat16:
@@ -41,7 +45,8 @@ inline bool IsUnsigned(batonDataType_t dt) {
 }
 
 inline bool IsFloat(batonDataType_t dt) {
-  return dt == batonFloat16 || dt == batonFloat32 || dt == batonFloat64 || dt == batonBfloat16;
+  return dt == batonFloat16 || dt == batonFloat32 || dt == batonFloat64 || dt == batonBfloat16 ||
+         dt == batonFloat8e4m3 || dt == batonFloat8e5m2;
 }
 
 inline double CombineReference(batonRedOp_t op, double acc, double v) {
@@ -101,6 +106,12 @@ inline void Store(batonDataType_t dt, uint8_t* p, size_t i, double v) {
       std::memcpy(p + 2 * i, &top, 2);
       break;
     }
+    case batonFloat8e4m3:
+      p[i] = baton_test::NearestFp8(v, baton_test::kE4m3Mant, baton_test::kE4m3Bias);
+      break;
+    case batonFloat8e5m2:
+      p[i] = baton_test::NearestFp8(v, baton_test::kE5m2Mant, baton_test::kE5m2Bias);
+      break;
     default:
       break;
   }
@@ -137,35 +148,47 @@ inline double Load(batonDataType_t dt, const uint8_t* p, size_t i) {
       std::memcpy(&f, &bits, 4);
       return f;
     }
+    case batonFloat8e4m3:
+      return baton_test::Fp8Value(p[i], baton_test::kE4m3Mant, baton_test::kE4m3Bias);
+    case batonFloat8e5m2:
+      return baton_test::Fp8Value(p[i], baton_test::kE5m2Mant, baton_test::kE5m2Bias);
     default:
       return 0;
   }
 }
 
 // Input element i of rank r for op: small integers (prod: one 2 and one
-// -1 per element across ranks, so products stay tiny and exact).
-inline double ExactInput(batonRedOp_t op, int r, int n, size_t i, bool is_unsigned) {
+// -1 per element across ranks, so products stay tiny and exact). fp8 has
+// too few significant bits for sums over many ranks (E5M2 counts exactly to
+// 8 only), so there the sum inputs are sparse: two ranks per element
+// contribute a value in [-2, 2], every other rank 0, and every partial sum
+// stays within [-4, 4].
+inline double ExactInput(batonDataType_t t, batonRedOp_t op, int r, int n, size_t i) {
+  const bool is_unsigned = IsUnsigned(t);
   if (op == batonProd) {
     if (static_cast<int>(i % n) == r) return 2;
     if (!is_unsigned && static_cast<int>((i + 1) % n) == r && n > 1) return -1;
     return 1;
   }
   double v = static_cast<double>((r * 7 + i * 13) % 5);
+  if (t == batonFloat8e4m3 || t == batonFloat8e5m2) {
+    const bool contributes = static_cast<int>(i % n) == r || static_cast<int>((i + 3) % n) == r;
+    if (!contributes && op != batonMax && op != batonMin) return 0;
+  }
   return is_unsigned ? v : v - 2;
 }
 
 // The reference result of element i: a plain loop over all ranks' inputs.
 inline double ExactExpected(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
-  const bool u = IsUnsigned(t);
-  double acc = ExactInput(op, 0, n, i, u);
+  double acc = ExactInput(t, op, 0, n, i);
   for (int r = 1; r < n; ++r) {
-    double v = ExactInput(op, r, n, i, u);
+    double v = ExactInput(t, op, r, n, i);
     acc = CombineReference(op, acc, v);
   }
   if (op != batonAvg) return acc;
   if (t == batonFloat32)
     return static_cast<double>(static_cast<float>(acc) / static_cast<float>(n));
-  if (t == batonFloat16 || t == batonBfloat16)
+  if (t == batonFloat16 || t == batonBfloat16 || t == batonFloat8e4m3 || t == batonFloat8e5m2)
     return static_cast<float>(acc) / static_cast<float>(n);
   if (t == batonFloat64) return acc / n;
   return std::trunc(acc / n);  // C integer division of an exact (small) sum

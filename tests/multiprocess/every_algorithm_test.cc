@@ -41,7 +41,7 @@ std::vector<uint8_t> Fill(batonDataType_t t, batonRedOp_t op, int r, int n, size
                           size_t first = 0) {
   std::vector<uint8_t> v(count * SizeOf(t) + 1);
   for (size_t i = 0; i < count; ++i)
-    Store(t, v.data(), i, ExactInput(op, r, n, first + i, IsUnsigned(t)));
+    Store(t, v.data(), i, ExactInput(t, op, r, n, first + i));
   return v;
 }
 

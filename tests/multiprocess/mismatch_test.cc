@@ -29,7 +29,7 @@ constexpr int kTimeoutSeconds = 20;  // BATON_TIMEOUT: a mismatch must be report
 constexpr double kMaxReportSeconds = 5;
 constexpr int kOddRank = 2;  // the rank that calls something else
 
-enum class Mismatch { kCount, kDatatype, kOp, kRoot, kCollective, kCollectiveLarge };
+enum class Mismatch { kCount, kDatatype, kOp, kPreMulSum, kRoot, kCollective, kCollectiveLarge };
 
 const char* MismatchName(Mismatch m) {
   switch (m) {
@@ -39,6 +39,8 @@ const char* MismatchName(Mismatch m) {
       return "datatype";
     case Mismatch::kOp:
       return "op";
+    case Mismatch::kPreMulSum:
+      return "premulsum";
     case Mismatch::kRoot:
       return "root";
     case Mismatch::kCollective:
@@ -58,6 +60,8 @@ const char* WhatDiffers(Mismatch m) {
       return "double";
     case Mismatch::kOp:
       return "max";
+    case Mismatch::kPreMulSum:
+      return "premulsum";
     case Mismatch::kRoot:
       return "root 1";
     case Mismatch::kCollective:
@@ -73,7 +77,14 @@ batonResult_t Call(RankContext& ctx, Mismatch m, std::vector<double>& buf) {
   size_t count = m == Mismatch::kCollectiveLarge ? size_t{1} << 20 : 4096;
   if (m == Mismatch::kCount && odd) count = 8192;
   const batonDataType_t dt = m == Mismatch::kDatatype && odd ? batonFloat64 : batonFloat32;
-  const batonRedOp_t op = m == Mismatch::kOp && odd ? batonMax : batonSum;
+  batonRedOp_t op = m == Mismatch::kOp && odd ? batonMax : batonSum;
+  if (m == Mismatch::kPreMulSum && odd) {
+    // A PreMulSum op against the others' sum: the descriptors say so.
+    float two = 2.0f;
+    const batonResult_t r =
+        batonRedOpCreatePreMulSum(&op, &two, batonFloat32, batonScalarHostImmediate, ctx.comm());
+    if (r != batonSuccess) return r;
+  }
   const int root = m == Mismatch::kRoot && odd ? 1 : 0;
   if (m == Mismatch::kRoot)
     return batonBroadcast(buf.data(), buf.data(), count, dt, root, ctx.comm(), nullptr);
@@ -142,8 +153,8 @@ INSTANTIATE_TEST_SUITE_P(
     All, MismatchTest,
     ::testing::Combine(::testing::Values("shm", "tcp"), ::testing::Values(3, 4),
                        ::testing::Values(Mismatch::kCount, Mismatch::kDatatype, Mismatch::kOp,
-                                         Mismatch::kRoot, Mismatch::kCollective,
-                                         Mismatch::kCollectiveLarge),
+                                         Mismatch::kPreMulSum, Mismatch::kRoot,
+                                         Mismatch::kCollective, Mismatch::kCollectiveLarge),
                        ::testing::Bool()),
     [](const auto& info) {
       return std::string(std::get<0>(info.param)) + "_" + std::to_string(std::get<1>(info.param)) +

@@ -1,6 +1,6 @@
 // The reduce-copy core's conversions and operators (kernels/reduce_copy.h)
-// against the scalar reference of unit/kernel_reference.h: fp16 and bf16
-// both ways (exhaustively where it fits), integer wrap-around and C
+// against the scalar reference of unit/kernel_reference.h: fp16, bf16 and
+// fp8 both ways (exhaustively where it fits), integer wrap-around and C
 // division, max/min with NaN and signed zeros, datatype names and sizes.
 //
 // SPDX-License-Identifier: BSD-3-Clause
@@ -11,12 +11,15 @@
 
 #include <cfloat>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include <baton.h>
 
 #include "base/datatype.h"
 #include "common/reference.h"
+#include "kernels/cpu_reduce.h"
 #include "kernels/reduce_copy.h"
 #include "unit/kernel_reference.h"
 
@@ -164,6 +167,184 @@ TEST(Bf16Conversion, FromFloatRoundsToNearestEven) {
   }
 }
 
+// ---- fp8 -------------------------------------------------------------------------
+
+// Both directions against the definitions in common/fp8_reference.h.
+template <typename T>
+void CheckFp8Conversions(int mant, int bias, float (*to_float)(T)) {
+  for (uint32_t b = 0; b < 256; ++b) {
+    const float got = to_float(T{static_cast<uint8_t>(b)});
+    const double want = baton_test::Fp8Value(static_cast<uint8_t>(b), mant, bias);
+    if (isnan(want)) {
+      ASSERT_TRUE(isnan(got)) << "fp8 0x" << std::hex << b;
+      ASSERT_EQ(signbit(got), (b & 0x80) != 0) << "fp8 0x" << std::hex << b;
+    } else {
+      ASSERT_EQ(BitsOf(got), BitsOf(static_cast<float>(want))) << "fp8 0x" << std::hex << b;
+      // Every finite code comes back unchanged; E5M2's infinities saturate.
+      const uint32_t back = isinf(want) ? (b & 0x80) | 0x7b : b;
+      ASSERT_EQ(FloatToFp8<T>(got).bits, back) << "fp8 0x" << std::hex << b;
+    }
+  }
+  auto check = [&](float f) {
+    const uint8_t got = FloatToFp8<T>(f).bits;
+    if (isnan(f)) {
+      EXPECT_TRUE(isnan(to_float(T{got}))) << std::hexfloat << f;
+      return ::testing::Test::HasFailure();
+    }
+    EXPECT_EQ(got, baton_test::NearestFp8(f, mant, bias))
+        << "float bits 0x" << std::hex << BitsOf(f);
+    return ::testing::Test::HasFailure();
+  };
+  // Each fp8 value, the midpoints to its neighbours and a few float ulps
+  // either side, both signs; then a stride through all floats.
+  for (uint32_t b = 0; b < 0x80; ++b) {
+    const double v = baton_test::Fp8Value(static_cast<uint8_t>(b), mant, bias);
+    const double next = baton_test::Fp8Value(static_cast<uint8_t>(b + 1), mant, bias);
+    if (isnan(v)) continue;
+    for (double base : {v, isnan(next) || isinf(next) ? v * 1.0625 : (v + next) / 2}) {
+      const uint32_t u = BitsOf(static_cast<float>(base));
+      for (uint32_t k = u > 2 ? u - 2 : 0; k <= u + 2; ++k) {
+        if (check(FloatOf(k)) || check(-FloatOf(k))) return;
+      }
+    }
+  }
+  for (uint64_t u = 0; u < (uint64_t{1} << 32); u += 4099) {
+    if (check(FloatOf(static_cast<uint32_t>(u)))) return;
+  }
+}
+
+TEST(Fp8Conversion, E4m3AgainstDefinition) {
+  CheckFp8Conversions<fp8_e4m3_t>(baton_test::kE4m3Mant, baton_test::kE4m3Bias, Fp8E4m3ToFloat);
+}
+
+TEST(Fp8Conversion, E5m2AgainstDefinition) {
+  CheckFp8Conversions<fp8_e5m2_t>(baton_test::kE5m2Mant, baton_test::kE5m2Bias, Fp8E5m2ToFloat);
+}
+
+// Hand-checked landmarks of the saturating round to nearest even.
+TEST(Fp8Conversion, Landmarks) {
+  auto e4 = [](float f) { return FloatToFp8<fp8_e4m3_t>(f).bits; };
+  auto e5 = [](float f) { return FloatToFp8<fp8_e5m2_t>(f).bits; };
+  EXPECT_EQ(e4(1.0f), 0x38);
+  EXPECT_EQ(e4(448.0f), 0x7e);
+  EXPECT_EQ(e4(464.0f), 0x7e);    // the tie above 448 rounds to even 448
+  EXPECT_EQ(e4(1e6f), 0x7e);      // saturates...
+  EXPECT_EQ(e4(INFINITY), 0x7e);  // ...infinities too (E4M3 has none)
+  EXPECT_EQ(e4(-INFINITY), 0xfe);
+  EXPECT_EQ(e4(0x1p-9f), 0x01);    // smallest subnormal
+  EXPECT_EQ(e4(0x1p-10f), 0x00);   // tie with 0: even 0
+  EXPECT_EQ(e4(0x1.8p-9f), 0x02);  // tie 1.5 steps: even 2
+  EXPECT_EQ(e4(0x1.ep-7f), 0x08);  // subnormal rounding up to the smallest normal
+  EXPECT_EQ(e4(1.0625f), 0x38);    // tie between 1 and 1.125: even
+  EXPECT_EQ(e4(1.1875f), 0x3a);    // tie between 1.125 and 1.25: even
+  EXPECT_EQ(e4(-0.0f), 0x80);
+  EXPECT_EQ(e4(FLT_MIN / 2), 0x00);
+  EXPECT_EQ(e4(NAN), 0x7f);
+  EXPECT_EQ(e4(-NAN), 0xff);
+  EXPECT_EQ(e5(1.0f), 0x3c);
+  EXPECT_EQ(e5(57344.0f), 0x7b);
+  EXPECT_EQ(e5(61440.0f), 0x7b);  // would round to Inf: saturates
+  EXPECT_EQ(e5(INFINITY), 0x7b);
+  EXPECT_EQ(e5(-INFINITY), 0xfb);
+  EXPECT_EQ(e5(0x1p-16f), 0x01);
+  EXPECT_EQ(e5(0x1p-17f), 0x00);
+  EXPECT_EQ(e5(NAN) & 0x7e, 0x7e);  // quiet NaN
+  EXPECT_TRUE(isnan(Fp8E4m3ToFloat(fp8_e4m3_t{0x7f})));
+  EXPECT_EQ(Fp8E4m3ToFloat(fp8_e4m3_t{0x7e}), 448.0f);
+  EXPECT_EQ(Fp8E4m3ToFloat(fp8_e4m3_t{0x01}), 0x1p-9f);
+  EXPECT_EQ(Fp8E5m2ToFloat(fp8_e5m2_t{0x7c}), INFINITY);
+  EXPECT_EQ(Fp8E5m2ToFloat(fp8_e5m2_t{0xfb}), -57344.0f);
+}
+
+// Parameterized by fp8 type and kernel level, forced as in kernels_test.cc.
+class Fp8PairsTest : public ::testing::TestWithParam<std::tuple<batonDataType_t, CpuKernelLevel>> {
+ protected:
+  void SetUp() override {
+    saved_ = CurrentCpuKernelLevel();
+    const CpuKernelLevel level = std::get<1>(GetParam());
+    if (!CpuKernelLevelAvailable(level))
+      GTEST_SKIP() << "this CPU lacks " << CpuKernelLevelName(level);
+    ASSERT_TRUE(SetCpuKernelLevel(level));
+  }
+  void TearDown() override { SetCpuKernelLevel(saved_); }
+  static batonDataType_t datatype() { return std::get<0>(GetParam()); }
+
+ private:
+  CpuKernelLevel saved_ = CpuKernelLevel::kPortable;
+};
+
+// fp8: every op on all 256 x 256 pairs of bit patterns, against the
+// reference's decoding and saturating round to nearest even
+// (common/fp8_reference.h), at each kernel level; avg divides by 2 and 3 so
+// that quotients land between fp8 values and on ties. Out of place and in
+// place (the in-place loops are separate code in the back ends).
+TEST_P(Fp8PairsTest, AllPairs) {
+  const batonDataType_t dt = datatype();
+  const Kind kind = KindOf(dt);
+  constexpr size_t kCount = 256 * 256;
+  std::vector<uint8_t> a(kCount), b(kCount);
+  for (size_t i = 0; i < kCount; ++i) {
+    a[i] = static_cast<uint8_t>(i & 0xff);
+    b[i] = static_cast<uint8_t>(i >> 8);
+  }
+  const std::vector<const uint8_t*> ab = {a.data(), b.data()};
+  struct OpCase {
+    batonRedOp_t op;
+    uint32_t divisor;
+  };
+  for (OpCase oc : {OpCase{batonSum, 0}, OpCase{batonProd, 0}, OpCase{batonMax, 0},
+                    OpCase{batonMin, 0}, OpCase{batonAvg, 2}, OpCase{batonAvg, 3}}) {
+    std::vector<uint8_t> out(kCount), io = a;
+    ReduceInto(out.data(), a.data(), b.data(), kCount, dt, oc.op, oc.divisor);
+    ReduceInto(io.data(), io.data(), b.data(), kCount, dt, oc.op, oc.divisor);
+    for (size_t i = 0; i < kCount; ++i) {
+      const uint64_t want = RefElement(dt, oc.op, ab, i, oc.divisor);
+      ASSERT_TRUE(SameElement(kind, out[i], want))
+          << DatatypeName(dt) << " " << RedOpName(oc.op) << " div=" << oc.divisor << std::hex
+          << " a=0x" << +a[i] << " b=0x" << +b[i] << ": got 0x" << +out[i] << " want 0x" << want;
+      ASSERT_TRUE(SameElement(kind, io[i], out[i]))
+          << DatatypeName(dt) << " " << RedOpName(oc.op) << " in place, " << std::hex << "a=0x"
+          << +a[i] << " b=0x" << +b[i];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fp8Types, Fp8PairsTest,
+    ::testing::Combine(::testing::Values(batonFloat8e4m3, batonFloat8e5m2),
+                       ::testing::Values(CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
+                                         CpuKernelLevel::kAvx512)),
+    [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
+      return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
+             CpuKernelLevelName(std::get<1>(info.param));
+    });
+
+// PreMulSum's pre-multiplication: one rounding of the fp32 product, fp8
+// saturating; integers wrap; in place allowed.
+TEST(ScaleCopy, RoundsOnceAndWraps) {
+  for (batonDataType_t dt : {batonFloat8e4m3, batonFloat8e5m2}) {
+    const int mant = dt == batonFloat8e4m3 ? baton_test::kE4m3Mant : baton_test::kE5m2Mant;
+    const int bias = dt == batonFloat8e4m3 ? baton_test::kE4m3Bias : baton_test::kE5m2Bias;
+    std::vector<uint8_t> in(256), out(256);
+    for (int i = 0; i < 256; ++i) in[i] = static_cast<uint8_t>(i);
+    for (double s : {0.5, 3.0, -1.75, 300.0}) {
+      const uint8_t scalar = baton_test::NearestFp8(s, mant, bias);
+      ScaleCopy(out.data(), in.data(), 256, dt, &scalar);
+      const double sv = baton_test::Fp8Value(scalar, mant, bias);
+      for (int i = 0; i < 256; ++i) {
+        const double x = baton_test::Fp8Value(in[i], mant, bias);
+        if (isnan(x) || isinf(x)) continue;
+        ASSERT_EQ(out[i], baton_test::NearestFp8(static_cast<float>(x * sv), mant, bias))
+            << DatatypeName(dt) << " x=" << x << " s=" << sv;
+      }
+    }
+  }
+  std::vector<int8_t> v = {100, -3, 64};
+  const int8_t three = 3;
+  ScaleCopy(v.data(), v.data(), v.size(), batonInt8, &three);  // in place
+  EXPECT_EQ(v, (std::vector<int8_t>{44, -9, -64}));
+}
+
 // ---- Operators -----------------------------------------------------------------------
 
 TEST(ReduceOps, IntegerWrapAndDivision) {
@@ -201,11 +382,13 @@ TEST(ReduceOps, Names) {
   EXPECT_STREQ(DatatypeName(batonFloat16), "half");
   EXPECT_STREQ(DatatypeName(batonBfloat16), "bfloat16");
   EXPECT_STREQ(DatatypeName(batonFloat64), "double");
+  EXPECT_STREQ(DatatypeName(batonFloat8e4m3), "f8e4m3");
+  EXPECT_STREQ(DatatypeName(batonFloat8e5m2), "f8e5m2");
   EXPECT_STREQ(DatatypeName(static_cast<batonDataType_t>(42)), "invalid");
   EXPECT_STREQ(RedOpName(batonSum), "sum");
   EXPECT_STREQ(RedOpName(batonAvg), "avg");
   EXPECT_STREQ(RedOpName(static_cast<batonRedOp_t>(-1)), "invalid");
-  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   for (batonDataType_t dt : kAllTypes) EXPECT_EQ(DatatypeSize(dt), sizes[dt]) << DatatypeName(dt);
   EXPECT_EQ(DatatypeSize(batonNumTypes), 0u);
 }

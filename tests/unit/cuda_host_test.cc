@@ -58,6 +58,12 @@ void FillRandom(uint8_t* p, size_t count, batonDataType_t dt, std::mt19937_64& r
         memcpy(p + 2 * i, &b, 2);
         break;
       }
+      case batonFloat8e4m3:  // up to 128: products of 8 sources saturate
+        p[i] = FloatToFp8<fp8_e4m3_t>(real(rng) * 16).bits;
+        break;
+      case batonFloat8e5m2:
+        p[i] = FloatToFp8<fp8_e5m2_t>(real(rng) * 16).bits;
+        break;
       case batonFloat32: {
         float f = real(rng);
         memcpy(p + 4 * i, &f, 4);

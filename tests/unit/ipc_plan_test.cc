@@ -92,7 +92,7 @@ void FillInputs(World* w, batonRedOp_t op) {
   for (int r = 0; r < w->n; ++r) {
     if (w->collective == Collective::kBroadcast && r != w->root) continue;
     for (size_t i = 0; i < elems; ++i)
-      Store(w->dt, w->send[r], i, ExactInput(op, r, w->n, i, IsUnsigned(w->dt)));
+      Store(w->dt, w->send[r], i, ExactInput(w->dt, op, r, w->n, i));
   }
 }
 
@@ -177,7 +177,6 @@ void CheckOutputs(const World& w, batonRedOp_t op, const std::string& what) {
       ADD_FAILURE() << what << ": rank " << r << " element " << elem << " got " << got << " want "
                     << want;
   };
-  const bool u = IsUnsigned(w.dt);
   for (int r = 0; r < n; ++r) {
     switch (w.collective) {
       case Collective::kAllReduce:
@@ -195,17 +194,17 @@ void CheckOutputs(const World& w, batonRedOp_t op, const std::string& what) {
           expect(r, i, ExactExpected(w.dt, op, n, r * w.count + i));
         break;
       case Collective::kBroadcast:
-        for (size_t i = 0; i < w.count; ++i) expect(r, i, ExactInput(op, w.root, n, i, u));
+        for (size_t i = 0; i < w.count; ++i) expect(r, i, ExactInput(w.dt, op, w.root, n, i));
         break;
       case Collective::kAllGather:
         for (int q = 0; q < n; ++q)
           for (size_t i = 0; i < w.count; ++i)
-            expect(r, q * w.count + i, ExactInput(op, q, n, i, u));
+            expect(r, q * w.count + i, ExactInput(w.dt, op, q, n, i));
         break;
       case Collective::kAlltoAll:
         for (int q = 0; q < n; ++q)
           for (size_t i = 0; i < w.count; ++i)
-            expect(r, q * w.count + i, ExactInput(op, q, n, r * w.count + i, u));
+            expect(r, q * w.count + i, ExactInput(w.dt, op, q, n, r * w.count + i));
         break;
       default:  // no plan (ipc_plan.h)
         break;

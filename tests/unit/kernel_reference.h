@@ -1,6 +1,7 @@
 // The kernels tests' scalar reference, written independently of the core
 // (kernels/reduce_copy.h): fp16 through GCC's _Float16, bf16 through a
-// nearest-neighbour search in double, integers in 64-bit wrapping
+// nearest-neighbour search in double, fp8 from the formats' definitions
+// (common/fp8_reference.h), integers in 64-bit wrapping
 // arithmetic, floats in double rounded to the accumulation type after every
 // step (exact for + * / because double has more than twice float's
 // precision).
@@ -17,6 +18,7 @@
 #include <baton.h>
 
 #include "base/datatype.h"
+#include "common/fp8_reference.h"
 
 namespace baton {
 
@@ -98,7 +100,7 @@ inline uint16_t RefFloatToBf16(float f) {
 
 // ---- Reference reduction -------------------------------------------------------
 
-enum class Kind { kSigned, kUnsigned, kFloat, kDouble, kHalf, kBf16 };
+enum class Kind { kSigned, kUnsigned, kFloat, kDouble, kHalf, kBf16, kE4m3, kE5m2 };
 
 inline Kind KindOf(batonDataType_t dt) {
   switch (dt) {
@@ -114,6 +116,10 @@ inline Kind KindOf(batonDataType_t dt) {
       return Kind::kHalf;
     case batonBfloat16:
       return Kind::kBf16;
+    case batonFloat8e4m3:
+      return Kind::kE4m3;
+    case batonFloat8e5m2:
+      return Kind::kE5m2;
     case batonFloat32:
       return Kind::kFloat;
     default:
@@ -150,6 +156,12 @@ inline double DecodeFloat(Kind k, uint64_t raw) {
       return RefHalfToFloat(static_cast<uint16_t>(raw));
     case Kind::kBf16:
       return RefBf16ToDouble(static_cast<uint16_t>(raw));
+    case Kind::kE4m3:
+      return baton_test::Fp8Value(static_cast<uint8_t>(raw), baton_test::kE4m3Mant,
+                                  baton_test::kE4m3Bias);
+    case Kind::kE5m2:
+      return baton_test::Fp8Value(static_cast<uint8_t>(raw), baton_test::kE5m2Mant,
+                                  baton_test::kE5m2Bias);
     case Kind::kFloat:
       return FloatOf(static_cast<uint32_t>(raw));
     default: {
@@ -166,6 +178,13 @@ inline uint64_t EncodeFloat(Kind k, double v) {
       return RefFloatToHalf(static_cast<float>(v));
     case Kind::kBf16:
       return RefFloatToBf16(static_cast<float>(v));
+    // From the float the core would hold (rounding float to fp8 directly).
+    case Kind::kE4m3:
+      return baton_test::NearestFp8(static_cast<float>(v), baton_test::kE4m3Mant,
+                                    baton_test::kE4m3Bias);
+    case Kind::kE5m2:
+      return baton_test::NearestFp8(static_cast<float>(v), baton_test::kE5m2Mant,
+                                    baton_test::kE5m2Bias);
     case Kind::kFloat:
       return BitsOf(static_cast<float>(v));
     default: {

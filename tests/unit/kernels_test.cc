@@ -22,10 +22,10 @@
 
 #include "base/datatype.h"
 #include "common/reference.h"
-#include "unit/kernel_reference.h"
 #include "kernels/cpu_reduce.h"
 #include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
+#include "unit/kernel_reference.h"
 
 namespace baton {
 namespace {
@@ -409,6 +409,11 @@ uint64_t SpecialElement(batonDataType_t dt, FastRng& rng) {
                                              0x100000001};
   const std::vector<uint64_t>* pool = &kInt;
   switch (KindOf(dt)) {
+    case Kind::kE4m3:
+    case Kind::kE5m2:
+      // 256 patterns in all: any byte is special enough.
+      if (rng() % 8 == 0) return RandomElement(dt, rng);
+      return rng() & 0xff;
     case Kind::kHalf:
       pool = &kHalf;
       break;
@@ -452,8 +457,8 @@ TEST_P(ReduceCopyTest, SpecialValues) {
 // as a plain loop), bit for bit. For max/min and for copies even NaN payloads
 // must agree: the core's choice of operand is fully specified there. Sums and
 // products of two NaNs may carry either payload (the core leaves it open), so
-// there both only need to be NaN. For fp16 and bf16 the first run feeds all
-// 65536 bit patterns through the conversions (x + -0 and x max -0 are exact
+// there both only need to be NaN. For fp16, bf16 and fp8 the first run feeds
+// every bit pattern through the conversions (x + -0 and x max -0 are exact
 // in fp32, so the store must reproduce the core's rounding of every input).
 TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
   const batonDataType_t dt = datatype();
@@ -461,17 +466,19 @@ TEST_P(ReduceCopyTest, MatchesPortableCoreBitwise) {
   const Kind kind = KindOf(dt);
   FastRng rng(6000 + dt);
   const bool is16 = kind == Kind::kHalf || kind == Kind::kBf16;
+  const bool is8 = kind == Kind::kE4m3 || kind == Kind::kE5m2;
   constexpr size_t kCount = 65536 + 37;
   for (batonRedOp_t op : kAllOps) {
     for (int nsrcs : {2, 3}) {
       for (uint32_t divisor : {0u, 3u}) {
         for (int run = 0; run < 2; ++run) {
-          const bool exhaustive16 = is16 && run == 0;
+          const bool exhaustive = (is16 || is8) && run == 0;
+          const uint64_t neg_zero = is8 ? 0x80 : 0x8000;
           std::vector<std::vector<uint8_t>> srcs(nsrcs, std::vector<uint8_t>(kCount * size));
           for (int s = 0; s < nsrcs; ++s) {
             for (size_t i = 0; i < kCount; ++i) {
               uint64_t v = run == 0 ? rng() : SpecialElement(dt, rng);
-              if (exhaustive16) v = s == 0 ? (i & 0xffff) : 0x8000;  // x op -0
+              if (exhaustive) v = s == 0 ? (i & 0xffff) : neg_zero;  // x op -0
               StoreRaw(srcs[s].data(), size, i, v);
             }
           }

@@ -211,6 +211,15 @@ double Value(batonDataType_t dt, batonRedOp_t op, int p, int r, size_t i) {
     return is_signed && (r + i) % 3 == 0 ? -v : v;
   }
   if ((op == batonMax || op == batonMin) && is_float && i % 3 == 0) return (r + i) % 2 ? -0.0 : 0.0;
+  const bool fp8 = dt == batonFloat8e4m3 || dt == batonFloat8e5m2;
+  if (fp8 && (op == batonSum || op == batonAvg)) {
+    // Few significant bits: two ranks contribute to each element (see
+    // ExactInput in common/reference.h); avg then rounds once, as modelled
+    // by Reference and the reference's Store.
+    const bool contributes =
+        static_cast<size_t>(r) == i % p || static_cast<size_t>(r) == (i + 3) % p;
+    return contributes ? static_cast<double>((r * 7 + i * 13) % 5) - 2 : 0.0;
+  }
   if (op == batonAvg && (dt == batonFloat16 || dt == batonBfloat16)) {
     double v = static_cast<double>(i % 7);
     if (r == p - 1 && p % 2 == 1) return v;
@@ -231,6 +240,12 @@ double Reference(batonDataType_t dt, batonRedOp_t op, int p, size_t i) {
   if (op != batonAvg) return acc;
   if (!IsFloat(dt)) return static_cast<double>(static_cast<int64_t>(acc) / p);  // C division
   if (dt == batonFloat32) return static_cast<float>(acc) / static_cast<float>(p);
+  if (dt == batonFloat8e4m3 || dt == batonFloat8e5m2) {
+    // The float quotient, rounded once to fp8 by the reference's Store.
+    uint8_t q = 0;
+    Store(dt, &q, 0, static_cast<float>(acc) / static_cast<float>(p));
+    return Load(dt, &q, 0);
+  }
   return acc / p;  // fp64; fp16/bf16 sums divide by p exactly
 }
 

@@ -1,7 +1,7 @@
 // CUDA reduce-copy kernels: the portable core (reduce_copy.h) through the
 // per-thread body of reduce_copy_device.h, one kernel per (datatype, op),
 // with the number of sources and destinations a runtime argument (so the
-// build stays at 40 kernels per architecture; see docs/cuda.md).
+// build stays at 48 kernels per architecture; see docs/cuda.md).
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #include <cuda_runtime.h>
