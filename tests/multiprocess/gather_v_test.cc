@@ -188,6 +188,12 @@ void VCollectives(RankContext& ctx, batonStream_t host_stream) {
       // sum elsewhere.
       for (batonRedOp_t op : kOps) {
         if (op != batonSum && type_index != 0 && type_index != 8) continue;
+        // fp8 sums over more than 8 ranks leave the types' exact integers,
+        // and then depend on the order of the partial sums; the kernel
+        // tests check fp8 arithmetic over all bit patterns instead.
+        if ((t.type == batonFloat8e4m3 || t.type == batonFloat8e5m2) && n > 8 &&
+            (op == batonSum || op == batonAvg))
+          continue;
         const std::vector<size_t> counts = Uneven(n, scale, 1);
         std::vector<size_t> at(n + 1, 0);
         for (int r = 0; r < n; ++r) at[r + 1] = at[r] + counts[r];
