@@ -57,10 +57,10 @@ DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
 DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
 
 # Library key -> (label, binary under the build directory, extra flags). Baton runs with
-# -S null: synchronous calls, as MPI_Allreduce and Gloo's run() are (the default host stream
+# -y 1: synchronous calls, as MPI_Allreduce and Gloo's run() are (the default host stream
 # adds a thread hand-off, ~3 us per call, that the peers do not pay).
 LIBRARIES = {
-    "baton": ("Baton", "perf/all_reduce_perf", ["-S", "null"]),
+    "baton": ("Baton", "perf/all_reduce_perf", ["-y", "1"]),
     "mpi": ("Open MPI", "perf/peers/mpi_all_reduce_perf", []),
     "gloo_rc": ("Gloo ring_chunked", "perf/peers/gloo_all_reduce_perf", ["-A", "ring_chunked"]),
     "gloo_hd": ("Gloo halving_doubling", "perf/peers/gloo_all_reduce_perf",

@@ -20,6 +20,16 @@
 
 namespace baton_perf {
 
+// -o mulsum: the driver's stand-in for a PreMulSum op, as nccl-tests uses ncclNumOps. Each call
+// gets its own op from batonRedOpCreatePreMulSum with PreMulSumScalar(rank) in the call's
+// datatype; DataPattern and CountWrong take this value to mean "sum of scalar * input".
+inline constexpr batonRedOp_t kPreMulSum = static_cast<batonRedOp_t>(batonNumOps);
+
+// nccl-tests' ncclVerifiablePremulScalar: 1 on even ranks, 2 on odd ones, exact in every type.
+inline int PreMulSumScalar(int rank) {
+  return rank % 2 == 0 ? 1 : 2;
+}
+
 // Element counts of one call for a given size, as nccl-tests' getCollByteCount gives them.
 struct CollCounts {
   size_t send_count = 0;           // elements of input each rank provides
@@ -34,6 +44,7 @@ struct CollCounts {
 //   sum, avg, min, max: small integers (negative ones too for signed and floating types), bounded
 //                       so that the sum over all ranks fits the type's exact integer range
 //                       (fp16: 2048, bf16: 256, int8: 127, ...);
+//   mulsum:             as sum, with half the bound, as odd ranks' inputs are doubled;
 //   prod:               1 or 2, with at most as many 2s per element as the type can multiply
 //                       without overflow, so every product is an exact power of two.
 // Integer avg rounds like C integer division, as Baton documents; floating avg is the only
@@ -149,7 +160,7 @@ class Backend {
   // What the first table line shows in parentheses, e.g. "baton 0.1.0" or "Open MPI v4.1.4".
   virtual std::string Description() const = 0;
   // Creates the communicator. `algo` is -A (empty when not given), `use_stream` is false for
-  // -S null / -y 1; backends without streams ignore it.
+  // -y 1 / -s null; backends without streams ignore it.
   virtual batonResult_t Init(const std::string& algo, bool use_stream) = 0;
   virtual int Rank() const = 0;
   virtual int Size() const = 0;

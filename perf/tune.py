@@ -4,7 +4,7 @@
   perf/tune.py [--build DIR] [--configs shm2,shm4,net4x2-1g,net8-1g,net4-10g]
                [--collective all_reduce] [--sizes 8,...,64M] [--reps 3] [--out DIR]
 
-Runs build/perf/<collective>_perf -S null once with the automatic choice and once with each
+Runs build/perf/<collective>_perf -y 1 once with the automatic choice and once with each
 algorithm the collective has forced (-A), taking turns (the order rotated on each repetition) so
 that drift of a shared machine spreads over all of them; each figure is the median of --reps
 repetitions. The model's predictions come from a run with BATON_DEBUG_SUBSYS=TUNING, which makes
@@ -62,7 +62,7 @@ class Runner(SweepRunner):
 
     def commands(self, config, flags, env):
         """[(argv, env)] of the processes of one run."""
-        args = [self.binary, "-S", "null"] + flags
+        args = [self.binary, "-y", "1"] + flags
         if config["kind"] == "shm":
             return [([self.batonrun, "-n", str(config["per_host"])] + args, env)]
         port = self.next_port()

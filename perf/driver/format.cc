@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace baton_perf {
 
@@ -54,6 +55,15 @@ std::string JsonString(const char* s) {
     }
   }
   return out + "\"";
+}
+
+std::string LocalTimestamp() {
+  char buf[64] = {};
+  const std::time_t now = std::time(nullptr);
+  std::tm local = {};
+  localtime_r(&now, &local);
+  std::strftime(buf, sizeof(buf), kTimestampFormat, &local);
+  return buf;
 }
 
 std::string ShortHostName() {

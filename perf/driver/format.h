@@ -12,6 +12,9 @@ std::string FormatColumn(double value, int width);
 std::string JsonNumber(double value);
 // A JSON string literal of `s`, escaped.
 std::string JsonString(const char* s);
+// -S: nccl-tests' timestamp column, local time in this strftime format.
+inline constexpr char kTimestampFormat[] = "%Y-%m-%d %H:%M:%S";
+std::string LocalTimestamp();
 // Host name up to the first dot, as nccl-tests prints it.
 std::string ShortHostName();
 

@@ -42,10 +42,13 @@ int ParseType(const char* name) {
   return batonFloat;
 }
 
+// nccl-tests' op names; "mulsum" (and Baton's "premulsum") is a PreMulSum op, as in nccl-tests
+// whose -o all includes it.
 int ParseOp(const char* name) {
   for (int o = 0; o < batonNumOps; ++o) {
     if (std::strcmp(name, OpName(static_cast<batonRedOp_t>(o))) == 0) return o;
   }
+  if (std::strcmp(name, "mulsum") == 0 || std::strcmp(name, "premulsum") == 0) return kPreMulSum;
   if (std::strcmp(name, "all") == 0) return -1;
   std::printf("invalid op %s, defaulting to %s .. \n", name, OpName(batonSum));
   return batonSum;
@@ -68,23 +71,42 @@ void PrintUsage(const char* program) {
       "[-m,--agg_iters <aggregated iteration count>] \n\t"
       "[-w,--warmup_iters <warmup iteration count>] \n\t"
       "[-N,--run_cycles <cycle count> run & print each cycle (default: 1; 0=infinite)] \n\t"
-      "[-p,--parallel_init <0/1> (ignored)] \n\t"
+      "[-p,--parallel_init <0/1> (ignored: one rank per process)] \n\t"
       "[-c,--check <check iteration count>] \n\t"
-      "[-o,--op <sum/prod/min/max/avg/all>] \n\t"
+      "[-o,--op <sum/prod/min/max/avg/mulsum/all> (premulsum = mulsum)] \n\t"
       "[-d,--datatype "
       "<int8/uint8/int32/uint32/int64/uint64/half/float/double/bfloat16/f8e4m3/f8e5m2/all>] "
       "\n\t"
       "[-r,--root <root/all>] \n\t"
-      "[-z,--blocking <0/1>] \n\t"
-      "[-y,--stream_null <0/1>] \n\t"
-      "[-T,--timeout <time in seconds> (ignored)] \n\t"
+      "[-z,--blocking <0/1/2/3> 1=barrier after each inner iter (-m), 2=no barrier, 3=wait and "
+      "barrier after each outer iter (-n)] \n\t"
+      "[-y,--stream_null <0/1> synchronous calls on the NULL stream] \n\t"
+      "[-T,--timeout <time in seconds> (Baton: BATON_TIMEOUT)] \n\t"
+      "[-G,--cudagraph <num graph launches> (ignored: host streams)] \n\t"
       "[-C,--report_cputime <0/1>] \n\t"
+      "[-S,--report_timestamps <0/1> report timestamps (default 0)] \n\t"
       "[-J,--output_file <file> write one JSON object per result line to file] \n\t"
       "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n\t"
-      "[-A,--algo <algorithm> set BATON_ALGO before creating the communicator] \n\t"
-      "[-S,--stream <stream/null> run on a host stream (default) or on the NULL stream] \n\t"
+      "[-R,--local_register <0/1/2> (not available yet: runs unregistered)] \n\t"
+      "[-x,--cta_policy <0/1/2> (ignored: no CTAs)] \n\t"
+      "[-D,--device_implementation <0/...> (only 0)] \n\t"
+      "[-V,--device_cta_count <number> (ignored: no CTAs)] \n\t"
+      "[-M,--memory <0/1> (ignored: no device memory)] \n\t"
+      "[-u,--unalign <index of first element> misalign send and receive buffers] \n\t"
+      "[-I,--per_iter_timing <0/1> (not implemented)] \n\t"
+      "[-K,--per_iter_skip <count> (not implemented)] \n\t"
+      "[-A,--algo <algorithm> (Baton) set BATON_ALGO before creating the communicator] \n\t"
+      "[-s,--stream <stream/null> (Baton) host stream (default) or synchronous calls, as -y] "
+      "\n\t"
       "[-h,--help]\n",
       program);
+}
+
+// A flag Baton accepts for nccl-tests' sake but does not act on: one line saying so when it
+// asks for something (a zero value asks for nothing).
+void Notice(Options* opt, const char* flag, const char* value, const char* what) {
+  if (ParseInt(value) == 0) return;
+  opt->notices.push_back(std::string("Option ") + flag + " " + value + ": " + what);
 }
 
 }  // namespace
@@ -112,17 +134,27 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
       {"timeout", required_argument, nullptr, 'T'},
       {"cudagraph", required_argument, nullptr, 'G'},
       {"report_cputime", required_argument, nullptr, 'C'},
+      {"report_timestamps", required_argument, nullptr, 'S'},
       {"output_file", required_argument, nullptr, 'J'},
       {"average", required_argument, nullptr, 'a'},
+      {"local_register", required_argument, nullptr, 'R'},
+      {"cta_policy", required_argument, nullptr, 'x'},
+      {"device_implementation", required_argument, nullptr, 'D'},
+      {"device_cta_count", required_argument, nullptr, 'V'},
+      {"memory", required_argument, nullptr, 'M'},
+      {"unalign", required_argument, nullptr, 'u'},
+      {"per_iter_timing", required_argument, nullptr, 'I'},
+      {"per_iter_skip", required_argument, nullptr, 'K'},
       {"algo", required_argument, nullptr, 'A'},
-      {"stream", required_argument, nullptr, 'S'},
+      {"stream", required_argument, nullptr, 's'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
   double parsed;
   for (;;) {
-    const int c = getopt_long(
-        argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:y:T:hG:C:a:J:A:S:", kLongOptions, nullptr);
+    const int c = getopt_long(argc, argv,
+                              "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:A:s:",
+                              kLongOptions, nullptr);
     if (c == -1) break;
     switch (c) {
       case 't':
@@ -188,12 +220,57 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
         opt->stream_null = ParseInt(optarg) != 0;
         break;
       case 'T':
-        break;  // Baton has BATON_TIMEOUT for hung peers
+        opt->timeout = ParseInt(optarg);
+        break;
       case 'G':
-        if (ParseInt(optarg) != 0) std::printf("Option -G (CUDA graph) not supported. Ignoring\n");
+        Notice(opt, "-G", optarg, "CUDA graphs are ignored: calls run on host streams");
         break;
       case 'C':
         opt->report_cputime = ParseInt(optarg);
+        break;
+      case 'S': {
+        // -S was Baton's stream choice before it took nccl-tests' meaning: an old "-S null"
+        // must fail loudly rather than run on a host stream with timestamps off.
+        char* end = nullptr;
+        opt->report_timestamps = static_cast<int>(std::strtol(optarg, &end, 0));
+        if (end == optarg || *end != '\0') {
+          std::fprintf(stderr,
+                       "invalid -S '%s': -S is --report_timestamps <0/1> as in nccl-tests; "
+                       "synchronous calls are -y 1 (or -s null)\n",
+                       optarg);
+          return EXIT_FAILURE;
+        }
+        break;
+      }
+      case 'R':
+        // Accepted so that nccl-tests command lines run, but said aloud: a table measured
+        // without registration must not pass for a registered one.
+        opt->local_register = ParseInt(optarg);
+        Notice(opt, "-R", optarg,
+               "buffer registration is not available in Baton yet (batonCommRegister); "
+               "running with unregistered buffers");
+        break;
+      case 'x':
+        Notice(opt, "-x", optarg, "CTA policy ignored: Baton has no CTAs");
+        break;
+      case 'D':
+        Notice(opt, "-D", optarg,
+               "device implementations are not available; running Baton's own calls");
+        break;
+      case 'V':
+        Notice(opt, "-V", optarg, "device CTA count ignored: Baton has no CTAs");
+        break;
+      case 'M':
+        Notice(opt, "-M", optarg, "memory report ignored: no device memory to report");
+        break;
+      case 'u':
+        opt->unalign = ParseInt(optarg);
+        break;
+      case 'I':
+        Notice(opt, "-I", optarg, "per-iteration timing is not implemented; ignored");
+        break;
+      case 'K':
+        Notice(opt, "-K", optarg, "per-iteration timing is not implemented; ignored");
         break;
       case 'J':
         opt->json_path = optarg;
@@ -204,7 +281,7 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
       case 'A':
         opt->algo = optarg;
         break;
-      case 'S':
+      case 's':
         if (std::strcmp(optarg, "stream") == 0) {
           opt->stream_null = false;
         } else if (std::strcmp(optarg, "null") == 0) {
@@ -238,6 +315,14 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
   }
   if (opt->average < 0 || opt->average > 3) {
     std::fprintf(stderr, "invalid average mode %d: expected 0, 1, 2 or 3\n", opt->average);
+    return EXIT_FAILURE;
+  }
+  if (opt->blocking < 0 || opt->blocking > 3) {
+    std::fprintf(stderr, "invalid blocking mode %d: expected 0, 1, 2 or 3\n", opt->blocking);
+    return EXIT_FAILURE;
+  }
+  if (opt->unalign < 0 || opt->timeout < 0) {
+    std::fprintf(stderr, "invalid -u %d or -T %d: expected >= 0\n", opt->unalign, opt->timeout);
     return EXIT_FAILURE;
   }
   if (opt->iters < 1 || opt->agg_iters < 1 || opt->warmup_iters < 0 || opt->datacheck < 0) {

@@ -1,9 +1,11 @@
-// The perf binaries' command line: nccl-tests' flags and Baton's own (-A,
-// -S, -J).
+// The perf binaries' command line: every nccl-tests flag with nccl-tests'
+// letter and meaning (perf/README.md has the table), and Baton's own options
+// (-A, -s) on letters nccl-tests does not use.
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "baton.h"
 
@@ -21,15 +23,24 @@ struct Options {
   int warmup_iters = 1;
   int run_cycles = 1;  // 0: run forever
   int datacheck = 1;   // check iterations per measurement
-  int op = batonSum;   // -1: all
+  int op = batonSum;   // -1: all; kPreMulSum (perf_common.h): a PreMulSum op per call
   int type = batonFloat;
   int root = 0;  // -1: all
+  // 0: no waits; 1: wait and barrier after each call (or -m group); 2: wait only; 3: also wait
+  // and barrier after each -n iteration, timing the calls without the barriers.
   int blocking = 0;
-  bool stream_null = false;
+  bool stream_null = false;  // -y 1 or -s null: synchronous calls, no host stream
+  int timeout = 0;           // -T: seconds, given to Baton as BATON_TIMEOUT; 0: Baton's default
   int report_cputime = 0;
-  int average = 1;  // 0: rank 0, 1: avg, 2: min, 3: max of the ranks' times
+  int report_timestamps = 0;  // -S: a timestamp column after each result line
+  int average = 1;            // 0: rank 0, 1: avg, 2: min, 3: max of the ranks' times
+  int local_register = 0;     // -R: accepted; Baton has no buffer registration yet
+  int unalign = 0;            // -u: the buffers start this many elements past their alignment
   std::string algo;
   std::string json_path;
+  // Lines about accepted flags that Baton does not act on (-R, -G, ...), printed by rank 0 at
+  // the top of the table: parsing runs on every rank, before ranks are known.
+  std::vector<std::string> notices;
 };
 
 // Returns -1 to go on, or the exit status to end with (help, bad arguments).

@@ -2,11 +2,12 @@
 // the table, on any Backend.
 //
 // Output, flags and measurement follow NVIDIA nccl-tests (src/common.cu, src/util.cu, version
-// 2.18) so that tables from NCCL and Baton runs can be compared line by line and parsed by the
-// same scripts. The differences are deliberate: the "# Using devices" lines describe host ranks,
-// -A/-S are Baton flags (-S is --report_timestamps in nccl-tests), -J writes JSON lines, GPU only
-// flags (-G, -R, -x, -D, -V, -M) are absent or ignored, and the driver's own barriers and
-// bookkeeping go through Baton (batonBarrier, batonSend/batonRecv) where nccl-tests uses MPI.
+// 2.18; the flags as in 2.19) so that tables from NCCL and Baton runs can be compared line by
+// line, parsed by the same scripts and produced by the same command lines. The differences are
+// deliberate: the "# Using devices" lines describe host ranks, -A and -s are Baton's own flags,
+// -J writes JSON lines, GPU only flags (-G, -R, -x, -D, -V, -M) and -I/-K are accepted and say
+// on a "#" line that they do nothing, and the driver's own barriers and bookkeeping go through
+// Baton (batonBarrier, batonSend/batonRecv) where nccl-tests uses MPI.
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #include <getopt.h>
@@ -105,6 +106,9 @@ class Runner {
 
   batonComm_t comm() const { return backend_.comm(); }
   size_t ElementSize() const { return Props(type_).size; }
+  // -u: both buffers start `unalign` elements past their page alignment, as in nccl-tests.
+  std::byte* SendBase() const { return send_.get() + opt_.unalign * ElementSize(); }
+  std::byte* RecvBase() const { return recv_.get() + opt_.unalign * ElementSize(); }
 
   void OpenJson();
   void PrintDeviceReport();
@@ -189,11 +193,17 @@ void Runner::PrintDeviceReport() {
       opt_.step_factor > 1 ? "factor" : "bytes", opt_.warmup_iters, opt_.iters, opt_.agg_iters,
       opt_.datacheck, 0);
   if (opt_.blocking == 1) {
-    Print("# Blocking Enabled: wait for completion and barrier after each collective \n");
+    Print("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
   }
-  if (opt_.blocking > 1) {
-    Print("# Blocking Enabled: wait for completion after each collective (no barrier) \n");
+  if (opt_.blocking == 2) {
+    Print("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
   }
+  if (opt_.blocking == 3) {
+    Print(
+        "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes "
+        "barrier \n");
+  }
+  for (const std::string& notice : opt_.notices) Print("# %s\n", notice.c_str());
   Print("#\n");
   Print("# Using devices\n");
 
@@ -213,6 +223,9 @@ void Runner::PrintDeviceReport() {
 
 void Runner::PrintResultHeader() {
   const char* time = opt_.report_cputime ? "cputime" : "time";
+  const int ts_pad = opt_.report_timestamps ? 19 : 0;
+  const char* ts_label = opt_.report_timestamps ? "timestamp" : "";
+  const char* ts_format = opt_.report_timestamps ? kTimestampFormat : "";
   Print("#\n");
   Print(
       "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
@@ -220,10 +233,10 @@ void Runner::PrintResultHeader() {
       "", "", "", "", "");
   Print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size",
         "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw",
-        "#wrong", 0, "");
+        "#wrong", ts_pad, ts_label);
   Print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)",
-        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", 0,
-        "");
+        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
+        ts_pad, ts_format);
 }
 
 void Runner::PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw) {
@@ -302,9 +315,9 @@ void Runner::Setup(size_t bytes) {
 }
 
 void Runner::InitData(bool in_place, uint64_t seed) {
-  std::memset(recv_.get(), 0, std::max(send_bytes_, expected_bytes_));
+  std::memset(RecvBase(), 0, std::max(send_bytes_, expected_bytes_));
   std::byte* input =
-      in_place ? recv_.get() + counts_.send_inplace_offset * rank_ * ElementSize() : send_.get();
+      in_place ? RecvBase() + counts_.send_inplace_offset * rank_ * ElementSize() : SendBase();
   const DataPattern pattern(type_, op_, nranks_, seed);
   coll_.InitData(InitArgs{.counts = counts_,
                           .pattern = pattern,
@@ -319,7 +332,7 @@ void Runner::InitData(bool in_place, uint64_t seed) {
 
 int64_t Runner::CheckData(bool in_place) {
   const std::byte* output =
-      recv_.get() + (in_place ? counts_.recv_inplace_offset * rank_ * ElementSize() : 0);
+      RecvBase() + (in_place ? counts_.recv_inplace_offset * rank_ * ElementSize() : 0);
   return CountWrong(output, expected_.get(), counts_.recv_count, type_, op_);
 }
 
@@ -330,21 +343,31 @@ void Runner::StartColl(bool in_place, int iter) {
   const size_t steps =
       slice && backend_.ShiftsBuffers() ? std::max<size_t>(opt_.max_bytes / slice, 1) : 1;
   const size_t shift = slice * (static_cast<size_t>(iter) % steps);
-  std::byte* recv = recv_.get() + shift;
+  std::byte* recv = RecvBase() + shift;
   const std::byte* send =
-      in_place ? recv + counts_.send_inplace_offset * rank_ * ElementSize() : send_.get() + shift;
+      in_place ? recv + counts_.send_inplace_offset * rank_ * ElementSize() : SendBase() + shift;
   if (in_place) recv += counts_.recv_inplace_offset * rank_ * ElementSize();
+  // -o mulsum: one op per call, created and destroyed around it as nccl-tests does; Baton keeps
+  // the scalar with the queued call, so destroying the op at once is allowed.
+  batonRedOp_t op = op_;
+  if (op_ == kPreMulSum) {
+    alignas(8) std::byte scalar[8] = {};
+    StoreInt(type_, PreMulSumScalar(rank_), scalar);
+    Check(batonRedOpCreatePreMulSum(&op, scalar, type_, batonScalarHostImmediate, comm()),
+          "batonRedOpCreatePreMulSum");
+  }
   const RunArgs args = {.send = send,
                         .recv = recv,
                         .count = counts_.param_count,
                         .type = type_,
-                        .op = op_,
+                        .op = op,
                         .root = root_,
                         .comm = comm(),
                         .stream = backend_.stream(),
                         .rank = rank_,
                         .nranks = nranks_};
   Check(coll_.Run(args), coll_.Name());
+  if (op_ == kPreMulSum) Check(batonRedOpDestroy(op, comm()), "batonRedOpDestroy");
 }
 
 void Runner::WaitIfBlocking() {
@@ -369,16 +392,26 @@ void Runner::BenchTime(bool in_place) {
 
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
+  double coll_only = 0;  // -z 3: the time in the calls, without the barriers between iterations
   for (int iter = 0; iter < opt_.iters; ++iter) {
+    const auto iter_start = Clock::now();
     if (opt_.agg_iters > 1) Check(backend_.GroupStart(), "batonGroupStart");
     for (int a = 0; a < opt_.agg_iters; ++a) StartColl(in_place, iter * opt_.agg_iters + a);
     if (opt_.agg_iters > 1) Check(backend_.GroupEnd(), "batonGroupEnd");
     WaitIfBlocking();
+    if (opt_.blocking == 3) {
+      coll_only += std::chrono::duration<double>(Clock::now() - iter_start).count();
+      Barrier();
+    }
   }
   const double calls = static_cast<double>(opt_.iters) * opt_.agg_iters;
-  const double cpu_seconds = std::chrono::duration<double>(Clock::now() - start).count() / calls;
+  const auto elapsed = [&] {
+    return opt_.blocking == 3 ? coll_only
+                              : std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  const double cpu_seconds = elapsed() / calls;
   CompleteColl();
-  double seconds = std::chrono::duration<double>(Clock::now() - start).count() / calls;
+  double seconds = elapsed() / calls;
   seconds = CombineTime(seconds);
 
   const double alg_bw = coll_.AlgBytes(counts_, ElementSize(), nranks_) / 1.0e9 / seconds;
@@ -410,6 +443,7 @@ void Runner::BenchTime(bool in_place) {
   } else {
     Print("  %7s  %6s  %6s    N/A", time.c_str(), alg.c_str(), bus.c_str());
   }
+  if (in_place && opt_.report_timestamps) Print("%21s", LocalTimestamp().c_str());
   if (json_) {
     json_line_ += in_place ? ",\"in_place\":{" : ",\"out_of_place\":{";
     json_line_ += opt_.report_cputime ? "\"cpu_time\":" : "\"time\":";
@@ -464,6 +498,9 @@ void Runner::TimeTest() {
 }
 
 int Runner::Run() {
+  // -T: nccl-tests aborts a test whose calls make no progress for that long; Baton's own
+  // deadline on every wait does the same, and fails the call, which ends the run (Check).
+  if (opt_.timeout > 0) setenv("BATON_TIMEOUT", std::to_string(opt_.timeout).c_str(), 1);
   const batonResult_t init = backend_.Init(opt_.algo, !opt_.stream_null);
   if (init != batonSuccess) {
     std::fprintf(stderr, "%s: %s: batonCommInitFromEnv failed: %s (%s)\n", host_.c_str(),
@@ -478,8 +515,10 @@ int Runner::Run() {
   OpenJson();
   PrintDeviceReport();
   // As nccl-tests: the send and receive buffers hold the largest size, the reference one too.
-  send_ = AllocateBuffer(opt_.max_bytes);
-  recv_ = AllocateBuffer(opt_.max_bytes);
+  // -u shifts both buffers by up to 8 bytes per element of unalignment, the largest type's.
+  const size_t padded = opt_.max_bytes + 8 * static_cast<size_t>(opt_.unalign);
+  send_ = AllocateBuffer(padded);
+  recv_ = AllocateBuffer(padded);
   if (opt_.datacheck) expected_ = AllocateBuffer(opt_.max_bytes);
   if (!send_ || !recv_ || (opt_.datacheck && !expected_)) {
     std::fprintf(stderr, "%s: cannot allocate 3 buffers of %zu bytes\n", host_.c_str(),
@@ -497,7 +536,7 @@ int Runner::Run() {
   std::vector<int> ops = {-1};  // -1: no op, printed "none"
   if (coll_.UsesOp()) {
     ops.clear();
-    for (int o = 0; o < batonNumOps; ++o) {
+    for (int o = 0; o <= kPreMulSum; ++o) {  // nccl-tests' -o all includes mulsum
       if (opt_.op == -1 || opt_.op == o) ops.push_back(o);
     }
   }
@@ -514,7 +553,7 @@ int Runner::Run() {
       for (const int r : roots) {
         type_ = static_cast<batonDataType_t>(t);
         op_ = o == -1 ? batonSum : static_cast<batonRedOp_t>(o);
-        op_name_ = o == -1 ? "none" : OpName(static_cast<batonRedOp_t>(o));
+        op_name_ = o == -1 ? "none" : OpName(op_);
         root_ = r;
         if (std::string why; !backend_.Supports(type_, op_, &why)) {
           Print("# skipping type %s op %s: %s\n", Props(type_).name, op_name_, why.c_str());

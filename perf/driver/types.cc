@@ -32,8 +32,9 @@ constexpr std::array<TypeProps, batonNumTypes> kTypes = {{
     {"f8e5m2", 1, true, true, 8, 15, 0.13},
 }};
 
-// Indexed by batonRedOp_t; the order is nccl-tests' order for -o all (without its mulsum).
-constexpr std::array<const char*, batonNumOps> kOpNames = {"sum", "prod", "max", "min", "avg"};
+// Indexed by batonRedOp_t, then kPreMulSum; the order is nccl-tests' order for -o all.
+constexpr std::array<const char*, batonNumOps + 1> kOpNames = {"sum", "prod", "max",
+                                                               "min", "avg",  "mulsum"};
 
 // fp16 and bf16 as raw bits: the driver has no compiler support for them and needs none, since
 // every value it generates or expects is a small integer or power of two.
@@ -247,7 +248,9 @@ class ValueGenerator {
  public:
   ValueGenerator(batonDataType_t type, batonRedOp_t op, int nranks, uint64_t seed)
       : seed_(seed), prod_(op == batonProd), signed_(Props(type).is_signed) {
-    const int64_t per_rank = Props(type).exact_limit / std::max(nranks, 1);
+    // PreMulSum doubles odd ranks' inputs: half the bound keeps the scaled sum exact.
+    const int64_t scale = op == kPreMulSum ? 2 : 1;
+    const int64_t per_rank = Props(type).exact_limit / (scale * std::max(nranks, 1));
     // Small values keep fp16/bf16 exact; 100 is plenty of variety to catch misplaced elements.
     magnitude_ = std::clamp<int64_t>(per_rank, 1, 100);
     doublings_ = std::min(Props(type).max_doublings, nranks);
@@ -315,7 +318,14 @@ const char* TypeName(batonDataType_t type) {
 }
 
 const char* OpName(batonRedOp_t op) {
-  return op >= 0 && op < batonNumOps ? kOpNames[static_cast<size_t>(op)] : "invalid";
+  return op >= 0 && op <= kPreMulSum ? kOpNames[static_cast<size_t>(op)] : "invalid";
+}
+
+void StoreInt(batonDataType_t type, int64_t value, void* out) {
+  DispatchType(type, [&](auto tag) {
+    using T = decltype(tag);
+    *static_cast<T*>(out) = FromInt<T>(value);
+  });
 }
 
 DataPattern::DataPattern(batonDataType_t type, batonRedOp_t op, int nranks, uint64_t seed)
@@ -341,7 +351,8 @@ void DataPattern::FillReduced(void* buf, size_t count, size_t first_index) const
     T* out = static_cast<T*>(buf);
     for (size_t i = 0; i < count; ++i) {
       const size_t index = first_index + i;
-      int64_t acc = gen.Value(keys[0], 0, index);
+      const bool premul = op_ == kPreMulSum;
+      int64_t acc = gen.Value(keys[0], 0, index) * (premul ? PreMulSumScalar(0) : 1);
       // Products use unsigned arithmetic: 2^63 fits a uint64 but not an int64.
       auto prod = static_cast<uint64_t>(acc);
       for (int r = 1; r < nranks_; ++r) {
@@ -355,6 +366,9 @@ void DataPattern::FillReduced(void* buf, size_t count, size_t first_index) const
             break;
           case batonMin:
             acc = std::min(acc, v);
+            break;
+          case kPreMulSum:
+            acc += v * PreMulSumScalar(r);
             break;
           default:
             acc += v;

@@ -27,6 +27,9 @@ struct TypeProps {
 // The properties of a valid `type`.
 const TypeProps& Props(batonDataType_t type);
 
+// Writes `value` as one element of `type` at `out` (8 bytes hold any type).
+void StoreInt(batonDataType_t type, int64_t value, void* out);
+
 // How many of `count` elements of `got` differ from `expected`; exact but for
 // avg on floating types, whose division may round (TypeProps::avg_tolerance).
 int64_t CountWrong(const void* got, const void* expected, size_t count, batonDataType_t type,

@@ -226,6 +226,10 @@ class GlooLibrary : public baton_perf::PeerLibrary {
       *why = "Gloo has no avg reduction";
       return false;
     }
+    if (op == baton_perf::kPreMulSum) {
+      *why = "Gloo has no PreMulSum reduction";
+      return false;
+    }
     return true;
   }
 

@@ -168,7 +168,7 @@ class MpiLibrary : public baton_perf::PeerLibrary {
       case batonMin:
         return MPI_MIN;
       default:
-        return MPI_OP_NULL;  // avg
+        return MPI_OP_NULL;  // avg, mulsum
     }
   }
 

@@ -52,7 +52,7 @@ BATON_ALGO=bogus "$topo" --ranks 2 > /dev/null 2>&1 && fail "baton-topo accepted
 # The TUNING table on rank 0 (BATON_DEBUG_SUBSYS alone implies INFO), and the
 # dump file.
 BATON_DEBUG_SUBSYS=TUNING BATON_TOPO_DUMP_FILE="$tmp/dump.json" \
-  "$batonrun" -n 2 "$perf" -S null -b 8 -e 8 -n 2 -w 1 > "$tmp/tuning.log" 2>&1 ||
+  "$batonrun" -n 2 "$perf" -y 1 -b 8 -e 8 -n 2 -w 1 > "$tmp/tuning.log" 2>&1 ||
   fail "run with BATON_DEBUG_SUBSYS=TUNING"
 grep -q "TUNING allreduce 8 B: ring .* us, rhd .* us, tree .* us, hier .* us -> " "$tmp/tuning.log" ||
   fail "no TUNING allreduce line: $(head -5 "$tmp/tuning.log")"
@@ -67,7 +67,7 @@ PY
 # BATON_CALIBRATE: measured once, then read from the cache.
 for run in 1 2; do
   BATON_CALIBRATE=1 BATON_CALIBRATION_CACHE="$tmp/cache" BATON_DEBUG=INFO \
-    BATON_DEBUG_SUBSYS=TUNING "$batonrun" -n 2 "$perf" -S null -b 8 -e 64K -n 2 -w 1 \
+    BATON_DEBUG_SUBSYS=TUNING "$batonrun" -n 2 "$perf" -y 1 -b 8 -e 64K -n 2 -w 1 \
     > "$tmp/cal$run.log" 2>&1 || fail "calibrated run $run"
   grep -q " 0 *$" "$tmp/cal$run.log" || true
 done
