@@ -32,7 +32,8 @@ links = t["gpu_links"]
 assert links["paths"] == [["self"]] and links["nvlink_mbytes"] == [[0]], links
 assert len(links["to_nics"][0]) == len(t["nics"]) and links["to_nics"][0][0] == "pcie-switch", links
 table = t["algorithms"]
-colls = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall"}
+colls = {"allreduce", "broadcast", "reduce", "allgather", "reducescatter", "alltoall",
+         "gather", "scatter", "allgatherv", "reducescatterv", "alltoallv"}
 assert {e["collective"] for e in table} == colls
 sizes = sorted({e["bytes"] for e in table})
 assert sizes[0] == 8 and sizes[-1] == 1 << 30 and len(sizes) == 28, sizes
@@ -61,7 +62,7 @@ python3 - "$tmp/dump.json" <<'PY' || fail "BATON_TOPO_DUMP_FILE content"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["nranks"] == 2 and len(d["hosts"]) == 1 and len(d["hosts"][0]["ranks"]) == 2, d
-assert d["cost"]["source"] == "defaults" and len(d["algorithms"]) == 6 * 28
+assert d["cost"]["source"] == "defaults" and len(d["algorithms"]) == 11 * 28
 PY
 
 # BATON_CALIBRATE: measured once, then read from the cache.
