@@ -79,7 +79,8 @@ struct Schedule {
   void Clear() {
     ops.clear();
     calls.clear();
-    build_error = Status::Ok();
+    if (!build_error.ok()) [[unlikely]]
+      build_error = Status::Ok();
     for (auto& block : scratch)
       if (block.capacity() > kRetainedScratchBytes) std::vector<uint8_t>().swap(block);
     scratch_used = 0;

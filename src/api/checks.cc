@@ -11,22 +11,18 @@
 
 namespace baton {
 
-Status CheckDatatype(batonDataType_t dt) {
-  if (static_cast<int>(dt) < 0 || static_cast<int>(dt) >= batonNumTypes)
-    return InvalidArgument("invalid datatype " + std::to_string(static_cast<int>(dt)));
-  return Status::Ok();
+Status DatatypeError(batonDataType_t dt) {
+  return InvalidArgument("invalid datatype " + std::to_string(static_cast<int>(dt)));
 }
 
-Status CheckOp(batonRedOp_t op) {
-  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= batonNumOps)
-    return InvalidArgument("invalid reduction op " + std::to_string(static_cast<int>(op)));
-  return Status::Ok();
+Status OpError(batonRedOp_t op) {
+  return InvalidArgument("invalid reduction op " + std::to_string(static_cast<int>(op)));
 }
 
-Status ResolveOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
-                 PreMulScalar* scalar) {
+Status ResolveUserOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
+                     PreMulScalar* scalar) {
   *premul = false;
-  if (static_cast<int>(op) < batonNumOps) return CheckOp(op);
+  if (static_cast<int>(op) < batonNumOps) return OpError(op);  // negative
   BATON_RETURN_IF_ERROR(comm.red_ops().Find(op, scalar));
   if (scalar->datatype != dt)
     return InvalidArgument("reduction op " + std::to_string(static_cast<int>(op)) +
@@ -36,7 +32,7 @@ Status ResolveOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* 
   return Status::Ok();
 }
 
-Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier) {
+Status CheckLargeCount(size_t count, batonDataType_t dt, size_t multiplier) {
   const size_t limit = static_cast<size_t>(PTRDIFF_MAX);
   size_t es = DatatypeSize(dt);
   if (multiplier == 0 || count > limit / es / multiplier)
@@ -45,9 +41,8 @@ Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier) {
   return Status::Ok();
 }
 
-Status CheckBuffer(const void* p, size_t count, const char* name) {
-  if (p == nullptr && count > 0) return InvalidArgument(std::string(name) + " is NULL");
-  return Status::Ok();
+Status BufferError(const char* name) {
+  return InvalidArgument(std::string(name) + " is NULL");
 }
 
 Status CheckRank(int r, int nranks, const char* what) {
@@ -121,9 +116,12 @@ Status CheckOverlap(const void* outer, size_t outer_bytes, const char* outer_nam
 
 Status BeginCall(batonComm_t handle, batonStream_t stream, CallSite* site) {
   if (handle == nullptr) return InvalidArgument("comm is NULL");
-  const CommLookup lookup = LookupCommState(handle);
-  site->comm = lookup.comm;
-  if (!site->comm) return NotLiveError(lookup);
+  if (!LookupReadyComm(handle, &site->comm)) [[unlikely]] {
+    // Not live, or a creation: collected now if it is over, else why not.
+    const CommLookup lookup = LookupCommState(handle);
+    site->comm = lookup.comm;
+    if (!site->comm) return NotLiveError(lookup);
+  }
   site->stream = stream;
   site->host_stream = stream != nullptr && StreamIsLive(stream);
   // With a GPU, a foreign handle may be a cudaStream_t: the device path

@@ -13,16 +13,50 @@
 
 namespace baton {
 
-Status CheckDatatype(batonDataType_t dt);
-Status CheckOp(batonRedOp_t op);
+// The checks every call makes are inline for their passing case, which is
+// on the latency path of every call; the messages are built out of line.
+[[gnu::cold]] Status DatatypeError(batonDataType_t dt);
+[[gnu::cold]] Status OpError(batonRedOp_t op);
+Status CheckLargeCount(size_t count, batonDataType_t dt, size_t multiplier);
+[[gnu::cold]] Status BufferError(const char* name);
+// A PreMulSum op (or a bad op) of ResolveOp.
+Status ResolveUserOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
+                     PreMulScalar* scalar);
+
+inline Status CheckDatatype(batonDataType_t dt) {
+  if (static_cast<unsigned>(dt) < static_cast<unsigned>(batonNumTypes)) [[likely]]
+    return Status::Ok();
+  return DatatypeError(dt);
+}
+inline Status CheckOp(batonRedOp_t op) {
+  if (static_cast<unsigned>(op) < static_cast<unsigned>(batonNumOps)) [[likely]]
+    return Status::Ok();
+  return OpError(op);
+}
 // A built-in op, or a PreMulSum op live on comm and made for dt: then
 // *premul is set and *scalar filled.
-Status ResolveOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
-                 PreMulScalar* scalar);
-// `count` elements of `dt`, times `multiplier` (ranks), must fit in memory.
-Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier = 1);
+inline Status ResolveOp(Communicator& comm, batonRedOp_t op, batonDataType_t dt, bool* premul,
+                        PreMulScalar* scalar) {
+  *premul = false;
+  if (static_cast<unsigned>(op) < static_cast<unsigned>(batonNumOps)) [[likely]]
+    return Status::Ok();
+  return ResolveUserOp(comm, op, dt, premul, scalar);
+}
+// `count` elements of `dt`, times `multiplier` (ranks), must fit in memory
+// (dt already checked).
+inline Status CheckCount(size_t count, batonDataType_t dt, size_t multiplier = 1) {
+  // Counts below 2^32 fit whatever the type and rank count (multiplier is
+  // an int's worth at most); the exact test is for the rest.
+  if (count < (size_t{1} << 32) && multiplier != 0 && multiplier < (size_t{1} << 20)) [[likely]]
+    return Status::Ok();
+  return CheckLargeCount(count, dt, multiplier);
+}
 // A buffer may be NULL only when nothing is read from or written to it.
-Status CheckBuffer(const void* p, size_t count, const char* name);
+inline Status CheckBuffer(const void* p, size_t count, const char* name) {
+  if (p != nullptr || count == 0) [[likely]]
+    return Status::Ok();
+  return BufferError(name);
+}
 Status CheckRank(int r, int nranks, const char* what);
 
 // The blocks of a variable-count collective: counts[r] elements of `dt` at

@@ -58,6 +58,14 @@ CommLookup LookupCommState(batonComm_t handle) {
   return out;
 }
 
+bool LookupReadyComm(batonComm_t handle, std::shared_ptr<Communicator>* out) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = g_comms.find(handle);
+  if (it == g_comms.end() || it->second->creation) return false;
+  *out = it->second->impl;
+  return true;
+}
+
 std::shared_ptr<Communicator> LookupComm(batonComm_t handle) {
   return LookupCommState(handle).comm;
 }

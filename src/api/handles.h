@@ -46,6 +46,10 @@ CommLookup LookupCommState(batonComm_t handle);
 // The communicator behind `handle`, or null when it is not live (or not
 // created yet).
 std::shared_ptr<Communicator> LookupComm(batonComm_t handle);
+// Every call's lookup: true with *out set when `handle` is a live
+// communicator whose creation is over; false sends the caller to
+// LookupCommState for the reason.
+bool LookupReadyComm(batonComm_t handle, std::shared_ptr<Communicator>* out);
 // Why a lookup found no communicator, in words for the caller.
 Status NotLiveError(const CommLookup& lookup);
 // A handle for a new communicator.
