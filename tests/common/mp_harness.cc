@@ -438,7 +438,12 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
     exec_args = {"/proc/self/exe",
                  std::string("--gtest_filter=") + info->test_suite_name() + "." + info->name()};
     std::string ids = ToHex(id);
-    for (const batonUniqueId& extra : extra_ids) ids += "," + ToHex(extra);
+    for (const batonUniqueId& extra : extra_ids) {
+      // Appended in two steps: GCC 12 warns (-Wrestrict, a false positive)
+      // about the inlined `"," + std::string&&`.
+      ids += ',';
+      ids += ToHex(extra);
+    }
     for (char** e = environ; *e != nullptr; ++e)
       if (strncmp(*e, kChildVar, strlen(kChildVar)) != 0 &&
           strncmp(*e, kIdsVar, strlen(kIdsVar)) != 0)
