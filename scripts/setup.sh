@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh).
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
-          libssl-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
+          libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
           dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev)
 missing=()
 for p in "${packages[@]}"; do
@@ -33,4 +33,13 @@ fi
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release
 fi
-ninja -C build
+# A clean build stays clean: any compiler warning in what this run built
+# fails the set-up (and so CI), naming the lines.
+mkdir -p build/meson-logs
+ninja -C build 2>&1 | tee build/meson-logs/ninja-output.txt
+status=${PIPESTATUS[0]}
+[ "$status" -eq 0 ] || exit "$status"
+if grep -n "warning:" build/meson-logs/ninja-output.txt; then
+  echo "setup: the build printed warnings (above); fix them (CI fails on a new warning)"
+  exit 1
+fi

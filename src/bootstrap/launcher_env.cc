@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "bootstrap/host_id.h"
+#include "bootstrap/pmix_job.h"
 #include "bootstrap/rendezvous.h"
 
 namespace baton {
@@ -116,6 +117,15 @@ Status IdFromRootAddress(const Settings& settings, const std::string& root, int 
 
 Status JobFromEnvironment(const Settings& settings, LauncherJob* out) {
   LauncherJob job;
+  // A PMIx launcher (mpirun, srun --mpi=pmix) with no address given: the
+  // unique id travels through its PMIx server.
+  const bool address_given = !settings.unique_id.empty() || !settings.root.empty() ||
+                             ForeignVariable("MASTER_ADDR").has_value();
+  if (!address_given && settings.rank.empty() && UnderPmix()) {
+    BATON_RETURN_IF_ERROR(PmixJob(settings, &job));
+    *out = job;
+    return Status::Ok();
+  }
   RankFromEnvironment(settings, &job);
   if (job.source == nullptr)
     return InvalidUsage(
@@ -138,7 +148,7 @@ Status JobFromEnvironment(const Settings& settings, LauncherJob* out) {
     } else {
       return InvalidUsage(
           "no rendezvous address: set BATON_ROOT=host:port (or MASTER_ADDR/MASTER_PORT), or "
-          "launch with batonrun");
+          "launch with batonrun or a PMIx launcher (mpirun, srun --mpi=pmix)");
     }
     BATON_RETURN_IF_ERROR(IdFromRootAddress(settings, root, job.rank, &job.id));
   }

@@ -31,7 +31,9 @@ struct LauncherJob {
 //  - the unique id from BATON_UNIQUE_ID (hex, batonrun's single-host jobs),
 //    else derived from the rendezvous address BATON_ROOT (or MASTER_ADDR and
 //    MASTER_PORT) and the job's identity, in which case rank 0 starts the
-//    rendezvous server at that address.
+//    rendezvous server at that address;
+//  - with none of those (and no BATON_RANK) under a PMIx launcher: rank,
+//    size, local rank and size and the unique id from PMIx (pmix_job.h).
 // batonInvalidUsage when no launcher variable is set, batonInvalidArgument
 // when they are malformed.
 Status JobFromEnvironment(const Settings& settings, LauncherJob* out);
