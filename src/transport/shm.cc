@@ -293,9 +293,9 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       return RecvByAddress(target, desc, bytes, done);
     }
     // Baton never publishes an empty piece, one larger than a slot, or, in
-    // a reduction, one that splits an element.
+    // a reduction, one that splits an element (sizes are powers of two).
     if (piece == 0 || piece > own_->layout().slot_bytes ||
-        (target.reduce_with != nullptr && piece % target.elem_size != 0))
+        (target.reduce_with != nullptr && (piece & (target.elem_size - 1)) != 0))
       return RemoteError("rank " + std::to_string(peer_rank_) + " wrote a malformed slot (" +
                          std::to_string(piece) + " bytes; slots hold " +
                          std::to_string(own_->layout().slot_bytes) + ")");
