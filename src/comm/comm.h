@@ -20,6 +20,7 @@
 #include "comm/config.h"
 #include "comm/flight_recorder.h"
 #include "comm/red_ops.h"
+#include "comm/registrations.h"
 #include "exec/executor.h"
 #include "topology/comm_topology.h"
 #include "transport/channel_set.h"
@@ -57,6 +58,9 @@ class Communicator {
   const SelectionTable& selection() const { return selection_; }
   // The user reduction ops made on this communicator (PreMulSum).
   RedOpTable& red_ops() { return red_ops_; }
+  // The buffers registered on this communicator (batonCommRegister).
+  Registrations& registrations() { return registrations_; }
+  const Registrations& registrations() const { return registrations_; }
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
@@ -108,6 +112,7 @@ class Communicator {
   std::unique_ptr<CostModel> cost_model_;
   SelectionTable selection_;
   RedOpTable red_ops_;
+  Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]
