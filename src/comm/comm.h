@@ -29,6 +29,8 @@
 
 namespace baton {
 
+struct HostIpcState;
+
 class Communicator {
  public:
   // Joins the rendezvous of `id` as `rank` of `nranks` and connects to all
@@ -125,6 +127,17 @@ class Communicator {
   std::string sticky_message_;
 
   Status RunLocked(const Schedule& schedule);
+  // After NumberCalls: BATON_CHECK, the executor, the calls' end.
+  Status RunNumberedLocked(const Schedule& schedule);
+  // A call on registered buffers (comm/host_ipc.h): the IPC plan over the
+  // peers' mapped buffers when every rank's are registered, else the
+  // schedule as usual.
+  Status RunRegisteredLocked(const Schedule& schedule);
+  std::unique_ptr<HostIpcState> host_ipc_;  // guarded by run_mu_
+  // Collectives numbered so far, 64 bits (the mailboxes' call numbers), and
+  // whether NumberCalls must leave the mailbox alone (a record is in it).
+  uint64_t collective_seq_ = 0;
+  bool record_published_ = false;
   // A run failed: the error sticks, and the peers are told why. Returns it.
   [[gnu::cold, gnu::noinline]] Status Fail(Status st);
   // Numbers the calls of `schedule` into numbered_ (see CallDescriptor) and
