@@ -38,10 +38,29 @@ namespace {
 // The nccl-tests output format this driver reproduces, printed in the first line.
 constexpr char kNcclTestsFormatVersion[] = "2.18.0";
 
+// Buffers come from aligned_alloc, or with -R from batonMemAlloc (freed after the communicator,
+// whose destruction ends their registrations).
 struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
+  bool baton = false;
+  void operator()(std::byte* p) const {
+    if (baton)
+      batonMemFree(p);
+    else
+      std::free(p);
+  }
 };
 using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
+
+// As nccl-tests' -R: the buffers in memory the peers can map, registered on the communicator.
+Buffer AllocateRegistered(size_t bytes, batonComm_t comm) {
+  void* p = nullptr;
+  if (batonMemAlloc(&p, std::max<size_t>(bytes, 1)) != batonSuccess) return Buffer();
+  Buffer buffer(static_cast<std::byte*>(p), FreeDeleter{true});
+  void* handle = nullptr;
+  if (batonCommRegister(comm, p, std::max<size_t>(bytes, 1), &handle) != batonSuccess)
+    return Buffer();
+  return buffer;
+}
 
 // Page-aligned like device allocations, and touched once so that page faults do not land in the
 // first timed iterations.
@@ -519,8 +538,13 @@ int Runner::Run() {
   // As nccl-tests: the send and receive buffers hold the largest size, the reference one too.
   // -u shifts both buffers by up to 8 bytes per element of unalignment, the largest type's.
   const size_t padded = opt_.max_bytes + 8 * static_cast<size_t>(opt_.unalign);
-  send_ = AllocateBuffer(padded);
-  recv_ = AllocateBuffer(padded);
+  if (opt_.local_register != 0 && comm() != nullptr) {
+    send_ = AllocateRegistered(padded, comm());
+    recv_ = AllocateRegistered(padded, comm());
+  } else {
+    send_ = AllocateBuffer(padded);
+    recv_ = AllocateBuffer(padded);
+  }
   if (opt_.datacheck) expected_ = AllocateBuffer(opt_.max_bytes);
   if (!send_ || !recv_ || (opt_.datacheck && !expected_)) {
     std::fprintf(stderr, "%s: cannot allocate 3 buffers of %zu bytes\n", host_.c_str(),
