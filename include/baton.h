@@ -240,10 +240,10 @@ batonResult_t batonMemFree(void* ptr);
 /* Registers buff[0, size) on comm and returns a handle for
  * batonCommDeregister, as ncclCommRegister (same argument order). Local:
  * each rank registers on its own, not collectively. A collective
- * (allreduce, reduce-scatter, allgather, broadcast) whose send and
- * receive buffers are registered on every rank, all ranks on one host
- * sharing memory, buffers inside batonMemAlloc memory, runs without the
- * transports: each rank reduces or copies straight from its peers'
+ * (allreduce, reduce-scatter, allgather, broadcast, reduce; not alltoall,
+ * PreMulSum or calls in a group) whose send and receive buffers are
+ * registered on every rank, all ranks on one host sharing memory, buffers
+ * inside batonMemAlloc memory, runs without the transports: each rank reduces or copies straight from its peers'
  * buffers into its own output, one pass through memory. Ranks agree per
  * call; when any rank's buffers are not registered, the call takes the
  * ordinary path with the same result. Memory not from batonMemAlloc is
