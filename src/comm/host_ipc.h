@@ -14,10 +14,16 @@
 //      a record sends everybody the ordinary way, which that peer took
 //      without waiting;
 //   3. otherwise it maps the peers' allocations (cached per peer process
-//      and allocation), runs the plan's phases and passes a barrier over
-//      the transport after each, so no rank returns while a peer may still
-//      read its buffers. Failures there abort the communicator: peers in a
-//      barrier fail at once.
+//      and allocation) and runs the plan. Allreduce is pipelined: rank r
+//      reduces chunk j of part r of all inputs into its output, announces
+//      it on its progress word (shm.h), and copies chunk j of every other
+//      part from its owner's output as soon as the owner announced it, so
+//      that copy reads the shared cache rather than memory. The other
+//      collectives run the IPC plan's phases. Every call ends with a
+//      barrier on the progress words, so no rank returns while a peer may
+//      still read its buffers. Every wait has the BATON_TIMEOUT deadline and
+//      fails at once when the awaited peer's sockets close; failures abort
+//      the communicator, so the peers fail at once too.
 // The state lives with the communicator (Communicator::RunRegisteredLocked).
 #pragma once
 
@@ -30,6 +36,7 @@
 #include "algorithms/ipc_record.h"
 #include "algorithms/schedule.h"
 #include "base/shared_alloc.h"
+#include "transport/channel_set.h"
 
 namespace baton {
 
@@ -44,8 +51,8 @@ struct HostIpcState {
   std::list<std::pair<std::pair<int32_t, uint64_t>, PeerMapping>> mappings;
   std::vector<IpcRecord> records;
   IpcPlan plan;
-  Schedule barrier;
-  bool noted = false;  // the first registered call was logged
+  uint64_t progress = 0;  // this rank's progress word (the same on every rank between calls)
+  bool noted = false;     // the first registered call was logged
   // Returns the mapping of `info`, opening it if needed.
   Status Map(const SharedAllocInfo& info, const uint8_t** base);
 };

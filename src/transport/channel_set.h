@@ -130,6 +130,10 @@ class ChannelSet {
   // call, which it cannot have done had it taken the registered path).
   enum class PeerCall { kNotYet, kRecord, kNoRecord };
   PeerCall ReadPeerCall(int peer, uint64_t call, void* record, size_t bytes) const;
+  // The progress word of registered calls (ShmCallMailbox::progress):
+  // this rank's, published with release, and a peer's, read with acquire.
+  void PublishProgress(uint64_t steps);
+  uint64_t PeerProgress(int peer) const;
   // Whether the watchdog saw `peer`'s sockets close (it died or aborted).
   bool peer_closed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
 

@@ -43,4 +43,15 @@ ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* rec
   return PeerCall::kRecord;
 }
 
+void ChannelSet::PublishProgress(uint64_t steps) {
+  segments_[0]->mailbox()->progress.store(steps, std::memory_order_release);
+}
+
+uint64_t ChannelSet::PeerProgress(int peer) const {
+  return static_cast<const ShmChannel*>(channels_[peer].get())
+      ->peer_segment()
+      ->mailbox()
+      ->progress.load(std::memory_order_acquire);
+}
+
 }  // namespace baton

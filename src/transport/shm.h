@@ -85,6 +85,9 @@ inline constexpr size_t kShmMailboxWords = 56;
 struct ShmCallMailbox {
   alignas(64) std::atomic<uint64_t> state;
   std::atomic<uint64_t> words[kShmMailboxWords];
+  // Steps this rank has completed in registered calls so far (chunks
+  // reduced, phases passed), which peers wait for; a line of its own.
+  alignas(64) std::atomic<uint64_t> progress;
 };
 static_assert(sizeof(ShmSegmentHeader) <= kShmMailboxOffset, "the mailbox follows the header");
 static_assert(kShmMailboxOffset + sizeof(ShmCallMailbox) <= 4096, "rings start at 4096");

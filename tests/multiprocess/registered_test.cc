@@ -1,11 +1,10 @@
 // Collectives on registered buffers (batonMemAlloc + batonCommRegister on
 // every rank): allreduce, reduce-scatter, allgather, broadcast and reduce
-// for 1, 2, 3, 4 and 7 ranks, several datatypes and ops, counts 0, 1, odd
-// and large, in place and out of place, against a reference computed here
-// in double; one rank unregistered (the ordinary path, same result); TCP
-// (no shared memory: the ordinary path); ranks that disagree on the call
-// (the registered agreement's own error, which also shows that path ran);
-// a peer killed during registered allreduces (an error on the survivors,
+// for 1, 2, 3, 4, 7 and 9 ranks (more than one reduce-copy call per chunk), several datatypes and
+// ops, counts 0, 1, odd and large, in place and out of place, against a reference computed here in
+// double; one rank unregistered (the ordinary path, same result); TCP (no shared memory: the
+// ordinary path); ranks that disagree on the call (the registered agreement's own error, which also
+// shows that path ran); a peer killed during registered allreduces (an error on the survivors,
 // never a hang).
 #include <baton.h>
 #include <signal.h>
@@ -200,19 +199,37 @@ const std::vector<size_t> kCounts = {0, 1, 1001, (size_t{1} << 20) + 3};
 
 class Registered : public ::testing::TestWithParam<int> {};
 
-TEST_P(Registered, EveryCollective) {
-  RunRanks(GetParam(), [](RankContext& ctx) { Sweep(ctx, true, kCounts); });
+// Every size on the registered path (the default sends small calls the
+// ordinary way), and once with the default.
+Options AllSizes() {
+  Options options;
+  options.env = {{"BATON_REGISTERED_MIN_BYTES", "1"}};
+  return options;
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Registered, ::testing::Values(1, 2, 3, 4, 7));
+TEST_P(Registered, EveryCollective) {
+  RunRanks(
+      GetParam(), [](RankContext& ctx) { Sweep(ctx, true, kCounts); }, AllSizes());
+}
+
+TEST(RegisteredDefault, SmallCallsOrdinaryLargeRegistered) {
+  RunRanks(3, [](RankContext& ctx) { Sweep(ctx, true, kCounts); });
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Registered, ::testing::Values(1, 2, 3, 4, 7, 9));
 
 TEST(RegisteredMixed, OneRankUnregistered) {
-  RunRanks(3, [](RankContext& ctx) { Sweep(ctx, ctx.rank() != 1, {0, 1, 1001, 70001}); });
+  RunRanks(
+      3,
+      [](RankContext& ctx) {
+        Sweep(ctx, ctx.rank() != 1, {0, 1, 1001, 70001});
+      },
+      AllSizes());
 }
 
 TEST(RegisteredMixed, OverTcp) {
   Options options;
-  options.env = {{"BATON_TRANSPORT", "tcp"}};
+  options.env = {{"BATON_TRANSPORT", "tcp"}, {"BATON_REGISTERED_MIN_BYTES", "1"}};
   RunRanks(
       3,
       [](RankContext& ctx) {
@@ -226,7 +243,7 @@ TEST(RegisteredMixed, OverTcp) {
 // differently), and the communicator stays failed.
 TEST(RegisteredMismatch, CountsDiffer) {
   Options options;
-  options.env = {{"BATON_TIMEOUT", "20"}};
+  options.env = {{"BATON_TIMEOUT", "20"}, {"BATON_REGISTERED_MIN_BYTES", "1"}};
   RunRanks(
       3,
       [](RankContext& ctx) {
