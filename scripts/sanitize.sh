@@ -2,9 +2,9 @@
 # Builds Baton with AddressSanitizer + UndefinedBehaviorSanitizer (meson's
 # b_sanitize) and runs a representative subset of the tests under them: the
 # multi-process suites of failures, mismatches, shrink, soak, the API and
-# registered buffers,
-# and the unit tests of the transports and control frames. The harness
-# starts ranks by exec in sanitizer builds (tests/common/mp_harness.cc).
+# registered buffers, and the unit tests of the transports and control
+# frames. The harness starts ranks by exec in sanitizer builds
+# (tests/common/mp_harness.cc).
 #
 #   scripts/sanitize.sh [BUILD_DIR] [address,undefined|thread]
 #
