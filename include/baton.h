@@ -223,6 +223,41 @@ batonResult_t batonRedOpCreatePreMulSum(batonRedOp_t* op, void* scalar, batonDat
  * affected. batonInvalidArgument for a built-in op or one not live on comm. */
 batonResult_t batonRedOpDestroy(batonRedOp_t op, batonComm_t comm);
 
+/* ---- Registered buffers ---------------------------------------------- */
+
+/* Allocates size bytes (size > 0) of zeroed host memory that the other
+ * processes of this host can map (a memfd mapped MAP_SHARED), as
+ * ncclMemAlloc. Collectives on buffers inside such memory, registered with
+ * batonCommRegister by every rank of the call, read the peers' buffers in
+ * place (see batonCommRegister). batonInvalidArgument for a NULL ptr or a
+ * zero size, batonSystemError when the memory cannot be had. */
+batonResult_t batonMemAlloc(void** ptr, size_t size);
+/* Frees memory from batonMemAlloc. batonInvalidArgument for any other
+ * pointer (NULL, freed already, or inside an allocation rather than its
+ * start) and for memory still registered on a live communicator
+ * (batonCommDeregister or batonCommDestroy first). */
+batonResult_t batonMemFree(void* ptr);
+/* Registers buff[0, size) on comm and returns a handle for
+ * batonCommDeregister, as ncclCommRegister (same argument order). Local:
+ * each rank registers on its own, not collectively. A collective
+ * (allreduce, reduce-scatter, allgather, broadcast, reduce; not alltoall,
+ * PreMulSum or calls in a group) whose send and receive buffers are
+ * registered on every rank, all ranks on one host sharing memory, buffers
+ * inside batonMemAlloc memory, at least BATON_REGISTERED_MIN_BYTES (256 KiB)
+ * in all, runs without the transports: each rank reduces or copies straight from its peers'
+ * buffers into its own output, one pass through memory. Ranks agree per
+ * call; when any rank's buffers are not registered, the call takes the
+ * ordinary path with the same result. Memory not from batonMemAlloc is
+ * accepted and gets a handle, but peers cannot map it, so calls on it take
+ * the ordinary path (logged once at INFO). A registered buffer must stay
+ * allocated until it is deregistered or comm is destroyed.
+ * batonInvalidArgument for a NULL buff or handle, or a zero size. */
+batonResult_t batonCommRegister(batonComm_t comm, void* buff, size_t size, void** handle);
+/* Gives a handle from batonCommRegister on comm back. batonInvalidArgument
+ * for a handle that is not registered on comm (deregistered already, or
+ * another communicator's). */
+batonResult_t batonCommDeregister(batonComm_t comm, void* handle);
+
 /* ---- Host streams ------------------------------------------------------ */
 
 /* A host stream runs the calls queued on it in order, asynchronously to the

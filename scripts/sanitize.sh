@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds Baton with AddressSanitizer + UndefinedBehaviorSanitizer (meson's
 # b_sanitize) and runs a representative subset of the tests under them: the
-# multi-process suites of failures, mismatches, shrink, soak and the API,
-# and the unit tests of the transports and control frames. The harness
-# starts ranks by exec in sanitizer builds (tests/common/mp_harness.cc).
+# multi-process suites of failures, mismatches, shrink, soak, the API and
+# registered buffers, and the unit tests of the transports and control
+# frames. The harness starts ranks by exec in sanitizer builds
+# (tests/common/mp_harness.cc).
 #
 #   scripts/sanitize.sh [BUILD_DIR] [address,undefined|thread]
 #
@@ -19,7 +20,7 @@ if [ ! -f "$out/build.ninja" ]; then
   meson setup "$out" -Db_sanitize="$sanitizers" -Db_lundef=false -Dcuda=disabled -Dperf=false \
     -Dbuildtype=debugoptimized > "$out.setup.log" 2>&1 || { cat "$out.setup.log"; exit 1; }
 fi
-suites=(api mismatch shrink failure soak)
+suites=(api mismatch shrink failure soak registered)
 targets=(tests/unit_test)
 for s in "${suites[@]}"; do targets+=("tests/${s}_test"); done
 ninja -C "$out" "${targets[@]}" > "$out.build.log" 2>&1 || { tail -30 "$out.build.log"; exit 1; }

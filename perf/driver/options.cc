@@ -87,7 +87,7 @@ void PrintUsage(const char* program) {
       "[-S,--report_timestamps <0/1> report timestamps (default 0)] \n\t"
       "[-J,--output_file <file> write one JSON object per result line to file] \n\t"
       "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n\t"
-      "[-R,--local_register <0/1/2> (not available yet: runs unregistered)] \n\t"
+      "[-R,--local_register <0/1/2> batonMemAlloc + batonCommRegister the buffers] \n\t"
       "[-x,--cta_policy <0/1/2> (ignored: no CTAs)] \n\t"
       "[-D,--device_implementation <0/...> (only 0)] \n\t"
       "[-V,--device_cta_count <number> (ignored: no CTAs)] \n\t"
@@ -243,12 +243,12 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
         break;
       }
       case 'R':
-        // Accepted so that nccl-tests command lines run, but said aloud: a table measured
-        // without registration must not pass for a registered one.
+        // Non-zero: the buffers come from batonMemAlloc and are registered (batonCommRegister).
+        // Baton registers locally only, so symmetric registration (2) is said aloud.
         opt->local_register = ParseInt(optarg);
-        Notice(opt, "-R", optarg,
-               "buffer registration is not available in Baton yet (batonCommRegister); "
-               "running with unregistered buffers");
+        if (opt->local_register == 2)
+          Notice(opt, "-R", optarg,
+                 "symmetric registration is local registration in Baton (batonCommRegister)");
         break;
       case 'x':
         Notice(opt, "-x", optarg, "CTA policy ignored: Baton has no CTAs");

@@ -34,7 +34,7 @@ struct Options {
   int report_cputime = 0;
   int report_timestamps = 0;  // -S: a timestamp column after each result line
   int average = 1;            // 0: rank 0, 1: avg, 2: min, 3: max of the ranks' times
-  int local_register = 0;     // -R: accepted; Baton has no buffer registration yet
+  int local_register = 0;     // -R: buffers from batonMemAlloc, registered
   int unalign = 0;            // -u: the buffers start this many elements past their alignment
   std::string algo;
   std::string json_path;

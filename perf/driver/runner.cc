@@ -38,17 +38,29 @@ namespace {
 // The nccl-tests output format this driver reproduces, printed in the first line.
 constexpr char kNcclTestsFormatVersion[] = "2.18.0";
 
+// Buffers come from aligned_alloc, or with -R from batonMemAlloc (freed after the communicator,
+// whose destruction ends their registrations).
 struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
+  bool baton = false;
+  void operator()(std::byte* p) const { baton ? (void)batonMemFree(p) : std::free(p); }
 };
 using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
 
 // Page-aligned like device allocations, and touched once so that page faults do not land in the
-// first timed iterations.
-Buffer AllocateBuffer(size_t bytes) {
+// first timed iterations. With `comm` (-R), as nccl-tests' -R: in memory the peers can map,
+// registered on the communicator.
+Buffer AllocateBuffer(size_t bytes, batonComm_t comm = nullptr) {
   constexpr size_t kAlignment = 4096;
   const size_t size = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  Buffer buffer(static_cast<std::byte*>(std::aligned_alloc(kAlignment, size)));
+  void* p = nullptr;
+  void* handle = nullptr;
+  if (comm != nullptr && (batonMemAlloc(&p, size) != batonSuccess ||
+                          batonCommRegister(comm, p, size, &handle) != batonSuccess)) {
+    if (p != nullptr) batonMemFree(p);
+    return Buffer();
+  }
+  Buffer buffer(static_cast<std::byte*>(comm ? p : std::aligned_alloc(kAlignment, size)),
+                FreeDeleter{comm != nullptr});
   if (buffer) std::memset(buffer.get(), 0, size);
   return buffer;
 }
@@ -519,8 +531,9 @@ int Runner::Run() {
   // As nccl-tests: the send and receive buffers hold the largest size, the reference one too.
   // -u shifts both buffers by up to 8 bytes per element of unalignment, the largest type's.
   const size_t padded = opt_.max_bytes + 8 * static_cast<size_t>(opt_.unalign);
-  send_ = AllocateBuffer(padded);
-  recv_ = AllocateBuffer(padded);
+  batonComm_t registered = opt_.local_register != 0 ? comm() : nullptr;  // null: not Baton
+  send_ = AllocateBuffer(padded, registered);
+  recv_ = AllocateBuffer(padded, registered);
   if (opt_.datacheck) expected_ = AllocateBuffer(opt_.max_bytes);
   if (!send_ || !recv_ || (opt_.datacheck && !expected_)) {
     std::fprintf(stderr, "%s: cannot allocate 3 buffers of %zu bytes\n", host_.c_str(),

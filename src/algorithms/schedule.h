@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "algorithms/collective.h"
+#include "algorithms/ipc_plan.h"
 #include "base/call_descriptor.h"
+#include "base/shared_alloc.h"
 #include "base/status.h"
 
 namespace baton {
@@ -39,6 +41,18 @@ struct Op {
   int32_t deps[2] = {-1, -1};  // ops of this schedule to finish first
 };
 
+// A collective whose buffers this rank registered inside batonMemAlloc
+// memory (batonCommRegister): when every rank's are, the communicator runs
+// its IPC plan on the mapped buffers instead of the schedule's ops
+// (comm/host_ipc.cc). A buffer the call does not touch here has size 0.
+struct RegisteredCall {
+  bool valid = false;
+  IpcCall call;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  SharedAllocInfo send_alloc, recv_alloc;
+};
+
 // The steps of one rank. Sends to a peer happen in the order they appear,
 // and so do receives from a peer: that order is the wire protocol, so the
 // schedules of two peers must list their messages to each other alike.
@@ -50,6 +64,8 @@ struct Schedule {
   // What went wrong while building (a PreMulSum scalar that could not be
   // read): the schedule must not run, and the call fails with this.
   Status build_error;
+  // Set by the call's builder when its buffers are registered; see above.
+  RegisteredCall registered;
   // Memory the schedule owns (partial sums, barrier tokens): blocks
   // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
   // as more is added. Blocks past scratch_used are kept from earlier calls so
@@ -79,6 +95,7 @@ struct Schedule {
   void Clear() {
     ops.clear();
     calls.clear();
+    registered.valid = false;
     if (!build_error.ok()) [[unlikely]]
       build_error = Status::Ok();
     for (auto& block : scratch)

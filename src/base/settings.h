@@ -53,6 +53,8 @@ namespace baton {
   X(cma, "BATON_CMA", Bool, false, "read large shared-memory messages with process_vm_readv")      \
   X(cma_threshold, "BATON_CMA_THRESHOLD", Size, 256 << 10,                                         \
     "smallest message sent by address when BATON_CMA=1")                                           \
+  X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, 256 << 10,                           \
+    "smallest collective on registered buffers that reads the peers' buffers in place")           \
   X(spin_us, "BATON_SPIN_US", Int, 200, "microseconds to poll before sleeping on a futex/socket")  \
   X(spin_yield, "BATON_SPIN_YIELD", Bool, true, "sched_yield while polling")                       \
   X(spin_yield_ns, "BATON_SPIN_YIELD_NS", Int, -1,                                                 \

@@ -14,6 +14,7 @@
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
 #include "bootstrap/rendezvous.h"
+#include "comm/host_ipc.h"
 #include "exec/call_check.h"
 #include "topology/binding.h"
 #include "topology/machine.h"
@@ -235,6 +236,7 @@ Status Communicator::Run(const std::function<void(Schedule*)>& build) {
 void Communicator::NumberCalls(const Schedule& schedule) {
   const size_t n = std::max<size_t>(1, schedule.calls.size());
   if (numbered_.size() != n) numbered_.resize(n);
+  const uint32_t first_collective = collective_calls_;
   if (sends_to_.size() != static_cast<size_t>(nranks_)) {
     sends_to_.assign(nranks_, 0);
     recvs_from_.assign(nranks_, 0);
@@ -270,6 +272,13 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     memcpy(dst + 16, &w2, 8);
     const uint64_t record = recorder_->Begin(w0, w1, w2);
     if (i == 0) first_record_ = record;
+  }
+  // Tell the peers this rank is in these collectives without a registered
+  // record: a peer waiting with one takes the ordinary path too.
+  if (const uint32_t numbered = collective_calls_ - first_collective; numbered != 0) {
+    collective_seq_ += numbered;
+    if (!record_published_ && channels_->has_mailboxes())
+      channels_->PublishCall(collective_seq_, nullptr, 0);
   }
 }
 
@@ -320,12 +329,19 @@ Status Communicator::RunLocked(const Schedule& schedule) {
   // failure notes, rather than run with what it could not read.
   if (!schedule.build_error.ok()) [[unlikely]]
     return Fail(schedule.build_error);
+  if (schedule.registered.valid && schedule.calls.size() == 1 && nranks_ > 1 &&
+      channels_->has_mailboxes()) [[unlikely]]
+    return RunRegisteredLocked(schedule);
   NumberCalls(schedule);
   if (nranks_ == 1) {
     RunLocalOps(schedule);
     EndCalls(batonSuccess);
     return Status::Ok();
   }
+  return RunNumberedLocked(schedule);
+}
+
+Status Communicator::RunNumberedLocked(const Schedule& schedule) {
   if (config_.check && !schedule.calls.empty()) {
     Status st = CheckAgreementLocked();
     if (!st.ok()) {

@@ -20,6 +20,7 @@
 #include "comm/config.h"
 #include "comm/flight_recorder.h"
 #include "comm/red_ops.h"
+#include "comm/registrations.h"
 #include "exec/executor.h"
 #include "topology/comm_topology.h"
 #include "transport/channel_set.h"
@@ -27,6 +28,8 @@
 #include "tuning/select.h"
 
 namespace baton {
+
+struct HostIpcState;
 
 class Communicator {
  public:
@@ -57,6 +60,9 @@ class Communicator {
   const SelectionTable& selection() const { return selection_; }
   // The user reduction ops made on this communicator (PreMulSum).
   RedOpTable& red_ops() { return red_ops_; }
+  // The buffers registered on this communicator (batonCommRegister).
+  Registrations& registrations() { return registrations_; }
+  const Registrations& registrations() const { return registrations_; }
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
@@ -108,6 +114,7 @@ class Communicator {
   std::unique_ptr<CostModel> cost_model_;
   SelectionTable selection_;
   RedOpTable red_ops_;
+  Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.
   std::unique_ptr<FlightRecorder> recorder_;
   uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]
@@ -120,6 +127,17 @@ class Communicator {
   std::string sticky_message_;
 
   Status RunLocked(const Schedule& schedule);
+  // After NumberCalls: BATON_CHECK, the executor, the calls' end.
+  Status RunNumberedLocked(const Schedule& schedule);
+  // A call on registered buffers (comm/host_ipc.h): the IPC plan over the
+  // peers' mapped buffers when every rank's are registered, else the
+  // schedule as usual.
+  Status RunRegisteredLocked(const Schedule& schedule);
+  std::unique_ptr<HostIpcState> host_ipc_;  // guarded by run_mu_
+  // Collectives numbered so far, 64 bits (the mailboxes' call numbers), and
+  // whether NumberCalls must leave the mailbox alone (a record is in it).
+  uint64_t collective_seq_ = 0;
+  bool record_published_ = false;
   // A run failed: the error sticks, and the peers are told why. Returns it.
   [[gnu::cold, gnu::noinline]] Status Fail(Status st);
   // Numbers the calls of `schedule` into numbered_ (see CallDescriptor) and

@@ -22,6 +22,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
       static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));
   c.transport.cma = s.cma;
   c.transport.cma_threshold = s.cma_threshold;
+  c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
   c.socket_ifname = s.socket_ifname;

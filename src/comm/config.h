@@ -14,9 +14,13 @@
 namespace baton {
 
 struct CommConfig {
-  std::string name;               // batonConfig_t.commName ("" without one)
-  double timeout_s = 300;         // BATON_TIMEOUT (0 there: kForeverSeconds here)
-  bool check = false;             // BATON_CHECK
+  std::string name;        // batonConfig_t.commName ("" without one)
+  double timeout_s = 300;  // BATON_TIMEOUT (0 there: kForeverSeconds here)
+  bool check = false;      // BATON_CHECK
+  // BATON_REGISTERED_MIN_BYTES: smaller calls on registered buffers take
+  // the ordinary path (launch/call.cc). Ranks that differ still agree per
+  // call (then on the ordinary path).
+  uint64_t registered_min_bytes = 256 << 10;
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
   TransportConfig transport;      // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
   size_t chunk_bytes = 0;         // BATON_CHUNKSIZE (0: the cost model chooses)

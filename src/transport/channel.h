@@ -38,10 +38,10 @@ struct RecvTarget {
 struct CallMismatch {
   enum class Kind : uint8_t {
     kNone,
-    kOtherCall,      // the peer's descriptor differs from this rank's
-    kNoDescriptor,   // this rank opens a call; the peer sent data of another step
-    kNewCall,        // this rank continues a call; the peer opened another
-    kSize,           // the message is larger (TCP: or smaller) than this rank's
+    kOtherCall,     // the peer's descriptor differs from this rank's
+    kNoDescriptor,  // this rank opens a call; the peer sent data of another step
+    kNewCall,       // this rank continues a call; the peer opened another
+    kSize,          // the message is larger (TCP: or smaller) than this rank's
   };
   Kind kind = Kind::kNone;
   CallDescriptor theirs;     // kOtherCall, kNewCall

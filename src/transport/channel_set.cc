@@ -49,6 +49,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
     if (p != me && SharesMemory(peers[p], peers[me])) local_peers.push_back(p);
   if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->SetupShm(setup, local_peers));
   set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
+  set->all_shm_ = n > 1 && set->local_ranks_ == n;
 
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;

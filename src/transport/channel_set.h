@@ -117,6 +117,26 @@ class ChannelSet {
   // The last answer of `peer` and when it came; false if none since `since`.
   bool PeerState(int peer, Clock::time_point since, CallState* out) const;
 
+  // Registered collectives (comm/host_ipc.cc): every rank says per
+  // collective, in its shm segment's mailbox (shm.h), whether it offers a
+  // record of registered buffers. Only when every peer shares memory.
+  bool has_mailboxes() const { return all_shm_; }
+  // Publishes call number `call` (counted from 1): with record bytes
+  // (at most kShmMailboxWords * 8), or none (nullptr: not registered, one
+  // store, which is all an ordinary call pays).
+  void PublishCall(uint64_t call, const void* record, size_t bytes);
+  // What `peer` says about call `call`: not there yet, its record (copied
+  // to `record`), or no record (not registered, or it has moved past the
+  // call, which it cannot have done had it taken the registered path).
+  enum class PeerCall { kNotYet, kRecord, kNoRecord };
+  PeerCall ReadPeerCall(int peer, uint64_t call, void* record, size_t bytes) const;
+  // The progress word of registered calls (ShmCallMailbox::progress):
+  // this rank's, published with release, and a peer's, read with acquire.
+  void PublishProgress(uint64_t steps);
+  uint64_t PeerProgress(int peer) const;
+  // Whether the watchdog saw `peer`'s sockets close (it died or aborted).
+  bool peer_closed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
+
   // Prepares a doorbell sleep: returns the sequence number to sleep on.
   // Between this and wait(), the executor re-checks its channels.
   uint32_t PrepareSleep();
@@ -140,6 +160,7 @@ class ChannelSet {
   std::vector<std::vector<int>> peer_fds_;  // the data sockets to each TCP peer
   std::unique_ptr<std::atomic<bool>[]> peer_closed_;
   std::atomic<bool> aborted_{false};
+  bool all_shm_ = false;  // more than one rank, every peer over shared memory
 
   // Failure notes: bytes read from each control socket so far, and the
   // first note that arrived.

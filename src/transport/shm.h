@@ -71,6 +71,27 @@ struct ShmSegmentHeader {
   uint64_t probe_value;
 };
 
+// A rank's word on the collective it is in, for registered buffers
+// (comm/host_ipc.cc): in the spare half of its segment's header page, so
+// peers read it without a message. `state` is call << 2 | kMailbox*; a
+// record (opaque here) is written between kMailboxWriting and
+// kMailboxRecord, word by word, so a reader that sees the same state before
+// and after copying it has a whole record (a seqlock).
+inline constexpr uint64_t kMailboxWriting = 1;
+inline constexpr uint64_t kMailboxNoRecord = 2;  // this call's buffers are not registered
+inline constexpr uint64_t kMailboxRecord = 3;
+inline constexpr size_t kShmMailboxOffset = 2048;
+inline constexpr size_t kShmMailboxWords = 56;
+struct ShmCallMailbox {
+  alignas(64) std::atomic<uint64_t> state;
+  std::atomic<uint64_t> words[kShmMailboxWords];
+  // Steps this rank has completed in registered calls so far (chunks
+  // reduced, phases passed), which peers wait for; a line of its own.
+  alignas(64) std::atomic<uint64_t> progress;
+};
+static_assert(sizeof(ShmSegmentHeader) <= kShmMailboxOffset, "the mailbox follows the header");
+static_assert(kShmMailboxOffset + sizeof(ShmCallMailbox) <= 4096, "rings start at 4096");
+
 // A slot whose size has this bit set holds a CmaDescriptor instead of
 // data: the consumer reads the message straight out of the producer's
 // memory and frees the slot when done, which is the producer's ack.
@@ -97,6 +118,9 @@ class ShmSegment {
   uint8_t* base() const { return base_; }
   size_t size() const { return size_; }
   ShmSegmentHeader* header() const { return reinterpret_cast<ShmSegmentHeader*>(base_); }
+  ShmCallMailbox* mailbox() const {
+    return reinterpret_cast<ShmCallMailbox*>(base_ + kShmMailboxOffset);
+  }
   // The ring and slot geometry, taken from the header once (written by
   // InitShmSegment for our own segment, checked against the mapping's size
   // when a peer's is opened): addresses never depend on what a peer writes

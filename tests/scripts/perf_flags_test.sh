@@ -2,7 +2,8 @@
 # The perf binaries' flags mean what they mean in nccl-tests (perf/README.md,
 # "Flags"), on 2 and 4 ranks: -y 1 (synchronous calls), -S 1 (a timestamp
 # column), -a, -z 3, -u, -d f8e4m3/f8e5m2/all, -o mulsum/premulsum/all checked
-# against the scaled reference, -R 1 and the GPU-only flags printing their
+# against the scaled reference, -R 1 (registered buffers) checked, -R 2 and
+# the GPU-only flags printing their
 # line, an old "-S null" failing loudly, and hypercube_perf on power-of-two
 # rank counts (and a clear failure on 3 ranks).
 # Usage: tests/scripts/perf_flags_test.sh BATONRUN PERF_DIR
@@ -51,9 +52,15 @@ expect "-S 1 prints a timestamp column" \
   ' 0 +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2}$' \
   "${ar[@]}" -b 8 -e 8 -n 1 -w 1 -S 1
 expect "-S 1 names the timestamp column" '#wrong +timestamp$' "${ar[@]}" -b 8 -e 8 -n 1 -S 1
-expect "-R 1 says registration is not available" \
-  '^# Option -R 1: buffer registration is not available in Baton yet' \
-  "${ar[@]}" -b 8 -e 8 -n 1 -R 1
+expect "-R 2 says symmetric registration is local" \
+  '^# Option -R 2: symmetric registration is local registration' \
+  "${ar[@]}" -b 8 -e 8 -n 1 -R 2
+for ranks in 2 4; do
+  perf_check "all_reduce_perf -R 1 (registered buffers), $ranks ranks" \
+    "$batonrun" -n "$ranks" "$dir/all_reduce_perf" -b 8 -e 4M -f 8 -n 2 -w 1 -R 1
+  perf_check "reduce_scatter_perf -R 1 -y 1, $ranks ranks" \
+    "$batonrun" -n "$ranks" "$dir/reduce_scatter_perf" -b 64 -e 1M -f 16 -n 2 -w 1 -R 1 -y 1
+done
 expect "-G 1 says it is ignored" '^# Option -G 1: CUDA graphs are ignored' \
   "${ar[@]}" -b 8 -e 8 -n 1 -G 1
 expect "-z 3 prints its mode" 'wait and barrier after each outer iteration' \

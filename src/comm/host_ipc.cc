@@ -1,0 +1,305 @@
+// Collectives on registered host buffers; see host_ipc.h.
+#include "comm/host_ipc.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "base/datatype.h"
+#include "base/deadline.h"
+#include "base/log.h"
+#include "base/partition.h"
+#include "comm/comm.h"
+#include "kernels/cpu_reduce.h"
+
+namespace baton {
+namespace {
+
+static_assert(kMaxIpcStepSources <= kMaxReduceSrcs, "an IPC plan step is one reduce-copy call");
+
+// Peer allocations kept mapped per communicator; beyond that the least
+// recently used is unmapped (a program that keeps allocating would
+// otherwise pin every allocation its peers ever freed).
+constexpr size_t kMaxMappings = 64;
+
+// Allreduce chunks: small enough that a chunk a rank just reduced is still
+// in the shared cache when its peers copy it, large enough that waiting
+// for the chunk's progress word is a small share of its time.
+constexpr size_t kChunkBytes = 512 << 10;
+
+}  // namespace
+
+IpcRecord MakeHostIpcRecord(const RegisteredCall& rc) {
+  IpcRecord r = MakeIpcRecord(rc.call, static_cast<int>(getpid()));
+  if (rc.send_alloc.size != 0) {
+    r.flags |= kIpcHasSend;
+    std::memcpy(r.send_handle, &rc.send_alloc, sizeof(rc.send_alloc));
+    r.send_offset = rc.send_alloc.offset;
+  }
+  if (rc.recv_alloc.size != 0) {
+    r.flags |= kIpcHasRecv;
+    std::memcpy(r.recv_handle, &rc.recv_alloc, sizeof(rc.recv_alloc));
+    r.recv_offset = rc.recv_alloc.offset;
+  }
+  return r;
+}
+
+SharedAllocInfo RecordAlloc(const IpcRecord& r, bool send) {
+  SharedAllocInfo info;
+  std::memcpy(&info, send ? r.send_handle : r.recv_handle, sizeof(info));
+  return info;
+}
+
+Status HostIpcState::Map(const SharedAllocInfo& info, const uint8_t** base) {
+  const std::pair<int32_t, uint64_t> key{info.pid, info.serial};
+  for (auto it = mappings.begin(); it != mappings.end(); ++it) {
+    if (it->first == key) {
+      mappings.splice(mappings.begin(), mappings, it);
+      *base = it->second.base();
+      return Status::Ok();
+    }
+  }
+  PeerMapping m;
+  BATON_RETURN_IF_ERROR(PeerMapping::Open(info, &m));
+  *base = m.base();
+  mappings.emplace_front(key, std::move(m));
+  // Only mappings of earlier calls can go: this call's were just used,
+  // and its pointers are resolved before any step runs.
+  while (mappings.size() > kMaxMappings) mappings.pop_back();
+  return Status::Ok();
+}
+
+namespace {
+
+// Waits until `ready()` holds, `peer` being the rank it waits for: a
+// deadline, and an error as soon as that peer's sockets close or the
+// communicator is aborted. Spins briefly, then yields (on a loaded host the
+// peer may be waiting for this core), then sleeps, so a long wait does not
+// burn it.
+template <typename Ready>
+Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
+                   Ready ready) {
+  Deadline deadline{};
+  for (int spins = 0;; ++spins) {
+    if (ready()) return Status::Ok();
+    if (ch.aborted()) return RemoteError("communicator was aborted");
+    if (ch.peer_closed(peer)) {
+      FailureNote note;
+      if (ch.NoteFrom(peer, &note)) return note.AsStatus();
+      return RemoteError("rank " + std::to_string(peer) + " left during " + what +
+                         " on registered buffers");
+    }
+    if (spins == 64) deadline = DeadlineIn(timeout_s);  // the clock only for real waits
+    if (spins > 64 && Clock::now() >= deadline)
+      return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what +
+                          " on registered buffers within " + std::to_string(timeout_s) + " s");
+    if (spins < 256)
+      __builtin_ia32_pause();  // the peer is usually a cache-line transfer away
+    else if (spins < 20000)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+// Every peer's progress word at `target` or past it: a barrier through
+// shared memory, and the point after which no peer reads this rank's
+// buffers for the steps counted so far.
+Status WaitAllProgress(ChannelSet& ch, int me, int n, uint64_t target, double timeout_s,
+                       const char* what) {
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    BATON_RETURN_IF_ERROR(
+        WaitForPeer(ch, q, timeout_s, what, [&] { return ch.PeerProgress(q) >= target; }));
+  }
+  return Status::Ok();
+}
+
+// dst = the inputs reduced (own first), in passes of at most kMaxReduceSrcs
+// sources, each later pass folding more into dst; only the last divides.
+void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_t count,
+                  batonDataType_t datatype, batonRedOp_t op, uint32_t divisor) {
+  size_t next = 0;
+  bool first = true;
+  while (next < inputs.size()) {
+    ReduceCopyArgs args;
+    if (!first) args.srcs[args.nsrcs++] = dst;
+    while (args.nsrcs < kMaxReduceSrcs && next < inputs.size())
+      args.srcs[args.nsrcs++] = inputs[next++];
+    args.ndsts = 1;
+    args.dsts[0] = dst;
+    args.count = count;
+    args.datatype = datatype;
+    args.op = op;
+    args.post_divisor = next == inputs.size() ? divisor : 0;
+    ReduceCopy(args);
+    first = false;
+  }
+}
+
+// Allreduce as the IPC plan does it (rank r reduces part r of all inputs
+// into its output, then copies the other parts from their owners'
+// outputs), cut into chunks that each rank announces on its progress word
+// as it finishes them, so a peer copies a chunk while it is still in the
+// shared cache: each input byte is read from memory once and each output
+// byte written once, which is the roofline's 2pn (docs/performance.md);
+// the unchunked plan reads the reduced parts from memory a second time.
+// Every rank cuts every part into the same number of chunks, so the
+// progress counts agree. In place is safe: a rank overwrites its part q
+// only after q announced it had read every input of that chunk.
+Status RunPipelinedAllReduce(ChannelSet& ch, const IpcCall& c,
+                             const std::vector<const uint8_t*>& send_base,
+                             const std::vector<const uint8_t*>& recv_base, double timeout_s,
+                             uint64_t* progress) {
+  const int n = c.nranks, me = c.rank;
+  const size_t es = DatatypeSize(c.datatype), count = c.count;
+  const size_t max_part = (count + n - 1) / n;
+  const size_t chunks = std::max<size_t>(1, (max_part * es + kChunkBytes - 1) / kChunkBytes);
+  const uint32_t divisor = c.op == batonAvg ? static_cast<uint32_t>(n) : 0;
+  auto* out = const_cast<uint8_t*>(recv_base[me]);
+  std::vector<const uint8_t*> inputs(n);
+  for (size_t j = 0; j < chunks; ++j) {
+    size_t pb, pe, cb, ce;
+    Partition(count, n, me, &pb, &pe);
+    Partition(pe - pb, chunks, j, &cb, &ce);
+    if (ce > cb) {
+      const size_t off = (pb + cb) * es;
+      inputs[0] = send_base[me] + off;
+      for (int q = 0, k = 1; q < n; ++q)
+        if (q != me) inputs[k++] = send_base[q] + off;
+      ReduceInputs(inputs, out + off, ce - cb, c.datatype, c.op, divisor);
+    }
+    const uint64_t done = *progress + j + 1;
+    ch.PublishProgress(done);
+    for (int k = 1; k < n; ++k) {
+      const int q = (me + k) % n;  // staggered: the ranks do not all read one peer at once
+      Partition(count, n, q, &pb, &pe);
+      Partition(pe - pb, chunks, j, &cb, &ce);
+      if (ce == cb) continue;
+      BATON_RETURN_IF_ERROR(WaitForPeer(ch, q, timeout_s, "an allreduce chunk",
+                                        [&] { return ch.PeerProgress(q) >= done; }));
+      const size_t off = (pb + cb) * es;
+      std::memcpy(out + off, recv_base[q] + off, (ce - cb) * es);
+    }
+  }
+  // Nobody returns while a peer may still read its buffers.
+  *progress += chunks + 1;
+  ch.PublishProgress(*progress);
+  return WaitAllProgress(ch, me, n, *progress, timeout_s, "the end of an allreduce");
+}
+
+// The other collectives: the IPC plan's phases, each followed by a barrier
+// on the progress words.
+Status RunPlan(ChannelSet& ch, const IpcCall& c, const std::vector<const uint8_t*>& send_base,
+               const std::vector<const uint8_t*>& recv_base, double timeout_s, HostIpcState* st) {
+  BuildIpcPlan(c, &st->plan);
+  auto address = [&](const IpcRef& ref) {
+    const uint8_t* b = (ref.buffer == IpcBuffer::kSend ? send_base : recv_base)[ref.rank];
+    return b == nullptr ? nullptr : b + ref.offset;
+  };
+  for (const auto& phase : st->plan.phases) {
+    for (const IpcStep& step : phase) {
+      ReduceCopyArgs args;
+      args.nsrcs = step.nsrcs;
+      bool missing = false;
+      for (int k = 0; k < step.nsrcs; ++k) {
+        args.srcs[k] = address(step.srcs[k]);
+        missing |= args.srcs[k] == nullptr;
+      }
+      auto* dst = const_cast<uint8_t*>(address(step.dst));
+      if (missing || dst == nullptr)
+        return InternalError("registered-buffer plan reads a buffer a rank did not pass");
+      if (IsNoOpStep(step, args.srcs[0], dst)) continue;
+      args.ndsts = 1;
+      args.dsts[0] = dst;
+      args.count = step.count;
+      args.datatype = c.datatype;
+      args.op = c.op;
+      args.post_divisor = step.post_divisor;
+      ReduceCopy(args);
+    }
+    ch.PublishProgress(++st->progress);
+    BATON_RETURN_IF_ERROR(
+        WaitAllProgress(ch, c.rank, c.nranks, st->progress, timeout_s, "a collective phase"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
+  if (!host_ipc_) host_ipc_ = std::make_unique<HostIpcState>();
+  HostIpcState& st = *host_ipc_;
+  const RegisteredCall& rc = schedule.registered;
+  const int n = nranks_, me = rank_;
+  ChannelSet& ch = *channels_;
+  const double timeout_s = config_.timeout_s;
+  // Every failure from here on ends the call and sticks (peers waiting on
+  // this rank see it abort).
+  auto fail = [&](Status err) {
+    EndCalls(err.code());
+    return Fail(std::move(err));
+  };
+
+  // 1. Publish, then number the call (NumberCalls leaves the record alone).
+  const uint64_t call = collective_seq_ + 1;
+  st.records.resize(n);
+  st.records[me] = MakeHostIpcRecord(rc);
+  ch.PublishCall(call, &st.records[me], sizeof(IpcRecord));
+  record_published_ = true;
+  NumberCalls(schedule);
+  record_published_ = false;
+
+  // 2. Every peer's word on this call.
+  bool everyone = true;
+  for (int q = 0; q < n && everyone; ++q) {
+    if (q == me) continue;
+    Status s = WaitForPeer(ch, q, timeout_s, "collective " + std::to_string(call), [&] {
+      const auto got = ch.ReadPeerCall(q, call, &st.records[q], sizeof(IpcRecord));
+      if (got == ChannelSet::PeerCall::kNoRecord) everyone = false;
+      return got != ChannelSet::PeerCall::kNotYet;
+    });
+    if (!s.ok()) return fail(std::move(s));
+  }
+  if (!everyone) return RunNumberedLocked(schedule);
+  const IpcVerdict verdict = JudgeIpcRecords(st.records);
+  if (verdict.kind == IpcVerdict::Kind::kError) return fail(verdict.error);
+  if (verdict.kind == IpcVerdict::Kind::kFallback) return RunNumberedLocked(schedule);
+  if (!st.noted) {
+    st.noted = true;
+    BATON_INFO(kLogColl, "registered buffers: %d ranks read each other's buffers in place", n);
+  }
+
+  // 3. Map the peers' buffers (a mapping may fail: nothing ran yet, but
+  // the peers are committed, so this rank fails and aborts).
+  std::vector<const uint8_t*> send_base(n, nullptr), recv_base(n, nullptr);
+  send_base[me] = static_cast<const uint8_t*>(rc.send);
+  recv_base[me] = static_cast<const uint8_t*>(rc.recv);
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    const IpcRecord& r = st.records[q];
+    for (const bool send : {true, false}) {
+      if (!(r.flags & (send ? kIpcHasSend : kIpcHasRecv))) continue;
+      const SharedAllocInfo info = RecordAlloc(r, send);
+      const uint8_t* base = nullptr;
+      if (Status s = st.Map(info, &base); !s.ok())
+        return fail(s.WithContext("mapping the registered buffer of rank " + std::to_string(q)));
+      (send ? send_base : recv_base)[q] = base + info.offset;
+    }
+  }
+
+  // 4. Run.
+  Status s = rc.call.collective == Collective::kAllReduce
+                 ? RunPipelinedAllReduce(ch, rc.call, send_base, recv_base, timeout_s, &st.progress)
+                 : RunPlan(ch, rc.call, send_base, recv_base, timeout_s, &st);
+  if (!s.ok()) return fail(std::move(s));
+  EndCalls(batonSuccess);
+  return Status::Ok();
+}
+
+}  // namespace baton

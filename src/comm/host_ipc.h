@@ -1,0 +1,65 @@
+// Collectives on registered host buffers (batonCommRegister) between the
+// ranks of one host: every rank reads its peers' buffers in place, mapped
+// from their batonMemAlloc memfds, and runs the call's IpcPlan
+// (algorithms/ipc_plan.h) with the CPU reduce-copy kernels. One pass
+// through memory, no staging copy, no ring slots.
+//
+// Per call, on every rank of a communicator whose peers all share memory:
+//   1. each rank publishes in its shm mailbox (transport/shm.h) either an
+//      IpcRecord of its registered buffers (memfd identity and offsets,
+//      and the call, so disagreeing ranks get an error, not garbage), or,
+//      on the ordinary path, just the call number (one store);
+//   2. a rank with a record waits for every peer's word on the same call
+//      (deadline BATON_TIMEOUT, a peer's death an error): any peer without
+//      a record sends everybody the ordinary way, which that peer took
+//      without waiting;
+//   3. otherwise it maps the peers' allocations (cached per peer process
+//      and allocation) and runs the plan. Allreduce is pipelined: rank r
+//      reduces chunk j of part r of all inputs into its output, announces
+//      it on its progress word (shm.h), and copies chunk j of every other
+//      part from its owner's output as soon as the owner announced it, so
+//      that copy reads the shared cache rather than memory. The other
+//      collectives run the IPC plan's phases. Every call ends with a
+//      barrier on the progress words, so no rank returns while a peer may
+//      still read its buffers. Every wait has the BATON_TIMEOUT deadline and
+//      fails at once when the awaited peer's sockets close; failures abort
+//      the communicator, so the peers fail at once too.
+// The state lives with the communicator (Communicator::RunRegisteredLocked).
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <utility>
+#include <vector>
+
+#include "algorithms/ipc_plan.h"
+#include "algorithms/ipc_record.h"
+#include "algorithms/schedule.h"
+#include "base/shared_alloc.h"
+#include "transport/channel_set.h"
+
+namespace baton {
+
+// The memfd of a registered buffer, as an IpcRecord carries it (in the
+// CUDA handle's bytes).
+static_assert(sizeof(SharedAllocInfo) <= sizeof(IpcRecord::send_handle),
+              "an IpcRecord holds a SharedAllocInfo");
+static_assert(sizeof(IpcRecord) <= 8 * 56, "an IpcRecord fits an shm mailbox");
+
+struct HostIpcState {
+  // Mapped peer allocations by (pid, allocation serial), most recent first.
+  std::list<std::pair<std::pair<int32_t, uint64_t>, PeerMapping>> mappings;
+  std::vector<IpcRecord> records;
+  IpcPlan plan;
+  uint64_t progress = 0;  // this rank's progress word (the same on every rank between calls)
+  bool noted = false;     // the first registered call was logged
+  // Returns the mapping of `info`, opening it if needed.
+  Status Map(const SharedAllocInfo& info, const uint8_t** base);
+};
+
+// This rank's record for `rc`.
+IpcRecord MakeHostIpcRecord(const RegisteredCall& rc);
+// The memfd identity a record carries for a buffer.
+SharedAllocInfo RecordAlloc(const IpcRecord& r, bool send);
+
+}  // namespace baton

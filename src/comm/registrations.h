@@ -1,0 +1,51 @@
+// A communicator's registered buffers (batonCommRegister): which user
+// ranges this rank declared, and for those inside a batonMemAlloc
+// allocation, how peers map them. Registration is local, as in NCCL: each
+// rank registers on its own; a collective checks per call whether every
+// rank's buffers are registered (comm/host_ipc.cc).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+#include "base/shared_alloc.h"
+#include "base/status.h"
+
+namespace baton {
+
+class Registrations {
+ public:
+  Registrations() = default;
+  ~Registrations();  // unpins what is still registered
+  Registrations(const Registrations&) = delete;
+  Registrations& operator=(const Registrations&) = delete;
+
+  // Registers [buff, buff + size). Memory not from batonMemAlloc is
+  // accepted (as NCCL accepts any host pointer) but marked not shareable:
+  // calls on it take the ordinary path, said once at INFO.
+  Status Register(void* buff, size_t size, void** handle);
+  // batonInvalidArgument for a handle Register did not return (or gave
+  // back already).
+  Status Deregister(void* handle);
+  // Whether [ptr, ptr + bytes) lies in one shareable registration; *out
+  // then says how a peer maps it. Cheap when nothing is registered.
+  bool FindShareable(const void* ptr, size_t bytes, SharedAllocInfo* out) const;
+  bool empty() const { return shareable_.load(std::memory_order_relaxed) == 0; }
+
+ private:
+  struct Entry {
+    uintptr_t begin = 0;
+    size_t size = 0;
+    bool shareable = false;
+    SharedAllocInfo alloc;  // shareable only
+  };
+  mutable std::mutex mu_;
+  std::map<uintptr_t, Entry> by_handle_;  // guarded by mu_
+  std::atomic<int> shareable_{0};         // shareable entries
+  bool noted_unshareable_ = false;        // guarded by mu_
+};
+
+}  // namespace baton

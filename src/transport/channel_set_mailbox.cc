@@ -1,0 +1,57 @@
+// The per-call mailboxes of registered collectives; see channel_set.h and
+// ShmCallMailbox in shm.h.
+#include <cstring>
+
+#include "transport/channel_set.h"
+#include "transport/shm.h"
+
+namespace baton {
+
+void ChannelSet::PublishCall(uint64_t call, const void* record, size_t bytes) {
+  ShmCallMailbox* box = segments_[0]->mailbox();
+  if (record == nullptr) {
+    box->state.store(call << 2 | kMailboxNoRecord, std::memory_order_release);
+    return;
+  }
+  box->state.store(call << 2 | kMailboxWriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  const auto* src = static_cast<const uint8_t*>(record);
+  for (size_t w = 0; w * 8 < bytes && w < kShmMailboxWords; ++w) {
+    uint64_t v = 0;
+    std::memcpy(&v, src + w * 8, std::min<size_t>(8, bytes - w * 8));
+    box->words[w].store(v, std::memory_order_relaxed);
+  }
+  box->state.store(call << 2 | kMailboxRecord, std::memory_order_release);
+}
+
+ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* record,
+                                              size_t bytes) const {
+  const ShmCallMailbox* box =
+      static_cast<const ShmChannel*>(channels_[peer].get())->peer_segment()->mailbox();
+  const uint64_t s = box->state.load(std::memory_order_acquire);
+  if ((s >> 2) < call || s == (call << 2 | kMailboxWriting)) return PeerCall::kNotYet;
+  if (s != (call << 2 | kMailboxRecord)) return PeerCall::kNoRecord;
+  auto* dst = static_cast<uint8_t*>(record);
+  for (size_t w = 0; w * 8 < bytes && w < kShmMailboxWords; ++w) {
+    const uint64_t v = box->words[w].load(std::memory_order_relaxed);
+    std::memcpy(dst + w * 8, &v, std::min<size_t>(8, bytes - w * 8));
+  }
+  std::atomic_thread_fence(std::memory_order_acquire);
+  // Rewritten meanwhile: the peer left this call without the registered
+  // path (it would have waited for us otherwise).
+  if (box->state.load(std::memory_order_relaxed) != s) return PeerCall::kNoRecord;
+  return PeerCall::kRecord;
+}
+
+void ChannelSet::PublishProgress(uint64_t steps) {
+  segments_[0]->mailbox()->progress.store(steps, std::memory_order_release);
+}
+
+uint64_t ChannelSet::PeerProgress(int peer) const {
+  return static_cast<const ShmChannel*>(channels_[peer].get())
+      ->peer_segment()
+      ->mailbox()
+      ->progress.load(std::memory_order_acquire);
+}
+
+}  // namespace baton
