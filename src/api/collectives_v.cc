@@ -6,6 +6,7 @@
 #include <baton.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "api/checks.h"
@@ -23,12 +24,20 @@ const uint8_t* Bytes(const void* p) {
   return static_cast<const uint8_t*>(p);
 }
 
-// `own` elements of this rank's block must equal what the call says about
-// it elsewhere (`what` names both).
-Status CheckOwnCount(size_t own, size_t other, const std::string& what) {
-  if (own == other) return Status::Ok();
-  return InvalidArgument(what + ": " + std::to_string(own) + " and " + std::to_string(other) +
-                         " elements (this rank's own block)");
+// `own` elements of this rank's block (`own_name`, indexed by `rank` when
+// `own_indexed`) must equal `other_name`[rank]. The message is built only
+// on failure: this check is on every call.
+Status CheckOwnCount(size_t own, const char* own_name, bool own_indexed, size_t other,
+                     const char* other_name, int rank) {
+  if (own == other) [[likely]]
+    return Status::Ok();
+  char own_index[16] = "";
+  if (own_indexed) snprintf(own_index, sizeof(own_index), "[%d]", rank);
+  char message[192];
+  snprintf(message, sizeof(message),
+           "%s%s and %s[%d] differ: %zu and %zu elements (this rank's own block)", own_name,
+           own_index, other_name, rank, own, other);
+  return InvalidArgument(message);
 }
 
 }  // namespace
@@ -49,10 +58,8 @@ batonResult_t batonAllGatherV(const void* sendbuff, size_t sendcount, void* recv
       fn,
       CheckBlocks(recvcounts, "recvcounts", displs, "displs", c->nranks(), datatype, true, &extent),
       c);
-  BATON_API_CHECK(fn,
-                  CheckOwnCount(sendcount, recvcounts[rank],
-                                "sendcount and recvcounts[" + std::to_string(rank) + "] differ"),
-                  c);
+  BATON_API_CHECK(
+      fn, CheckOwnCount(sendcount, "sendcount", false, recvcounts[rank], "recvcounts", rank), c);
   BATON_API_CHECK(fn, CheckBuffer(sendbuff, sendcount, "sendbuff"), c);
   BATON_API_CHECK(fn, CheckBuffer(recvbuff, extent, "recvbuff"), c);
   const size_t es = DatatypeSize(datatype);
@@ -125,11 +132,9 @@ batonResult_t batonAlltoAllV(const void* sendbuff, const size_t* sendcounts, con
                   CheckBlocks(recvcounts, "recvcounts", rdispls, "rdispls", c->nranks(), datatype,
                               true, &recv_extent),
                   c);
-  BATON_API_CHECK(fn,
-                  CheckOwnCount(sendcounts[rank], recvcounts[rank],
-                                "sendcounts[" + std::to_string(rank) + "] and recvcounts[" +
-                                    std::to_string(rank) + "] differ"),
-                  c);
+  BATON_API_CHECK(
+      fn, CheckOwnCount(sendcounts[rank], "sendcounts", true, recvcounts[rank], "recvcounts", rank),
+      c);
   BATON_API_CHECK(fn, CheckBuffer(sendbuff, send_extent, "sendbuff"), c);
   BATON_API_CHECK(fn, CheckBuffer(recvbuff, recv_extent, "recvbuff"), c);
   // In place only as one buffer for both (the outgoing blocks are saved).
