@@ -20,10 +20,15 @@ Configurations (--configs, comma separated):
               enters their namespace with its own hostname (unshare --uts); Gloo: one process per
               namespace with a FileStore rendezvous. Needs root.
 
+On one host Baton also runs with registered buffers (batonMemAlloc + batonCommRegister, the
+perf driver's -R 1; "baton_reg"), next to its ordinary path.
+
 Roofline (the physical limit the table divides Baton's bus bandwidth by):
-  shm   STREAM add bandwidth of one core, from build/perf/kernels_bench
-        --benchmark_filter=BM_StreamAdd/67108864 (a numpy c = a + b fallback, labelled so, when
-        kernels_bench is not built);
+  shm   the memory roofline of an N-rank all-reduce: every input is read and every output
+        written at least once, 2Nn bytes through memory for n bytes per rank, so busbw <=
+        BW (N-1)/N^2 with BW the STREAM add bandwidth of all cores at once
+        (build/perf/stream_all_cores; one core's STREAM add is no bound for N ranks on all
+        cores). Without stream_all_cores: a numpy c = a + b on one core, labelled so;
   net   the tbf rate; one TCP stream's rate through the same namespaces is measured and reported
         beside it.
 
@@ -61,12 +66,15 @@ DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
 # adds a thread hand-off, ~3 us per call, that the peers do not pay).
 LIBRARIES = {
     "baton": ("Baton", "perf/all_reduce_perf", ["-y", "1"]),
+    "baton_reg": ("Baton registered", "perf/all_reduce_perf", ["-y", "1", "-R", "1"]),
     "mpi": ("Open MPI", "perf/peers/mpi_all_reduce_perf", []),
     "gloo_rc": ("Gloo ring_chunked", "perf/peers/gloo_all_reduce_perf", ["-A", "ring_chunked"]),
     "gloo_hd": ("Gloo halving_doubling", "perf/peers/gloo_all_reduce_perf",
                 ["-A", "halving_doubling"]),
 }
 PEERS = ["mpi", "gloo_rc", "gloo_hd"]
+# Registered buffers map the peers' memory: one host only.
+SHM_ONLY = {"baton_reg"}
 
 
 class Runner(SweepRunner):
@@ -99,22 +107,18 @@ class Runner(SweepRunner):
         return libs
 
     def stream_bandwidth(self):
-        """(GB/s, label, command) of STREAM add on one core."""
-        bench = os.path.join(self.build, "perf", "kernels_bench")
+        """(GB/s, label, command) of STREAM add on all cores at once."""
+        bench = os.path.join(self.build, "perf", "stream_all_cores")
         if os.access(bench, os.X_OK):
-            cmd = [bench, "--benchmark_filter=BM_StreamAdd/67108864", "--benchmark_format=json",
-                   "--benchmark_repetitions=3", "--benchmark_report_aggregates_only=true"]
+            cmd = [bench, "64", str(os.cpu_count() or 1), "7"]
             try:
-                result = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                                        check=True)
-                data = json.loads(result.stdout)
-                rates = [b["bytes_per_second"] for b in data["benchmarks"]
-                         if b.get("aggregate_name", "median") == "median"
-                         and "bytes_per_second" in b]
-                if rates:
-                    return rates[0] / 1e9, "STREAM add, 64 MiB arrays (kernels_bench)", cmd
-            except (subprocess.SubprocessError, ValueError, KeyError) as e:
-                log(f"note: kernels_bench failed ({e}); using the numpy fallback")
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                                     check=True).stdout
+                # "STREAM add, T threads, 64 MiB arrays: best X GB/s, median Y GB/s"
+                best = float(out.split("best")[1].split("GB/s")[0])
+                return best, f"STREAM add of all {os.cpu_count()} cores (stream_all_cores)", cmd
+            except (subprocess.SubprocessError, ValueError, IndexError) as e:
+                log(f"note: stream_all_cores failed ({e}); using the numpy fallback")
         code = ("import numpy as np, time\n"
                 "n = 64 << 20 >> 2\n"
                 "a = np.ones(n, np.float32); b = np.ones(n, np.float32); c = np.empty_like(a)\n"
@@ -126,7 +130,8 @@ class Runner(SweepRunner):
         try:
             value = float(subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                                          check=True).stdout)
-            return value, "STREAM-like add with numpy (fallback: kernels_bench not built)", cmd
+            return value, "STREAM-like add with numpy on one core (fallback: stream_all_cores " \
+                          "not built)", cmd
         except (subprocess.SubprocessError, ValueError) as e:
             log(f"note: no STREAM measurement ({e})")
             return None, "none", cmd
@@ -369,7 +374,8 @@ def markdown_table(config, summary, libs, sizes, roofline):
     names = {lib: LIBRARIES[lib][0] for lib in libs}
     head = (["size"] + [f"busbw {names[l]}" for l in libs] +
             [f"Baton/{names[p]} busbw" for p in peers] + [f"time {names[l]} (us)" for l in libs] +
-            [f"Baton/{names[p]} time" for p in peers] + ["Baton/roofline", "check"])
+            [f"Baton/{names[p]} time" for p in peers] +
+            [f"{names[l]}/roofline" for l in libs if l.startswith("baton")] + ["check"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def get(lib, size, key):
@@ -382,7 +388,8 @@ def markdown_table(config, summary, libs, sizes, roofline):
         row += [fmt(get(l, size, "time_us")) for l in libs]
         row += [fmt(ratio(get("baton", size, "time_us"), get(p, size, "time_us")), 2)
                 for p in peers]
-        row.append(fmt(ratio(get("baton", size, "busbw"), roofline), 2) if roofline else "–")
+        row += [fmt(ratio(get(l, size, "busbw"), roofline), 2) if roofline else "–"
+                for l in libs if l.startswith("baton")]
         wrong = [get(l, size, "nwrong") for l in libs]
         if any(w is None for w in wrong):
             row.append("missing")
@@ -405,7 +412,7 @@ def main(argv):
                         help="seconds of timed calls per size and run (default 0.3)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     parser.add_argument("--libs", default=None,
-                        help="comma separated subset of baton,mpi,gloo_rc,gloo_hd (default: all "
+                        help="comma separated subset of baton,baton_reg,mpi,gloo_rc,gloo_hd (default: all "
                              "that are built)")
     parser.add_argument("--pin", action="store_true",
                         help="simulated hosts: run every library's rank i on core i mod cores "
@@ -467,8 +474,12 @@ def main(argv):
                 if stream is None:
                     stream = runner.stream_bandwidth()
                     log(f"roofline: {stream[1]}: {fmt(stream[0])} GB/s")
-                roof = {"kind": "shm", "GBps": stream[0], "label": stream[1],
-                        "command": shlex.join(stream[2][:3]) if stream[2] else ""}
+                p = config["ranks"]
+                bound = stream[0] * (p - 1) / p**2 if stream[0] and p > 1 else None
+                roof = {"kind": "shm", "GBps": bound, "stream_GBps": stream[0],
+                        "label": f"memory roofline {stream[1]} x (N-1)/N^2 "
+                                 f"= {fmt(stream[0])} x {p - 1}/{p * p}",
+                        "command": shlex.join(stream[2]) if stream[2] else ""}
             else:
                 if os.geteuid() != 0:
                     log(f"skipping {config['name']}: network namespaces need root")
@@ -480,15 +491,16 @@ def main(argv):
                     f"stream: {fmt(tcp)} GB/s")
                 roof = {"kind": "net", "GBps": config["rate_GBps"],
                         "label": f"tbf rate {config['rate']}", "tcp_stream_GBps": tcp}
+            config_libs = [l for l in libs if config["kind"] == "shm" or l not in SHM_ONLY]
             try:
-                results, commands = runner.run_config(config, libs, sizes)
+                results, commands = runner.run_config(config, config_libs, sizes)
             finally:
                 if config["kind"] == "net":
                     runner.netns_down()
             summary = summarize(results, label_of)
             name = config["name"]
             files = []
-            for lib in libs:
+            for lib in config_libs:
                 path = os.path.join(runner.out, f"{name}-{lib}.jsonl")
                 with open(path, "w", encoding="utf-8") as f:
                     for size in sorted(results[lib]):
@@ -511,7 +523,7 @@ def main(argv):
             if roof["kind"] == "net":
                 extra = f"; one TCP stream measured at {fmt(roof.get('tcp_stream_GBps'))} GB/s"
             md.append(f"Roofline: {roof['label']} = {fmt(roof['GBps'])} GB/s{extra}.\n")
-            md.append(markdown_table(config, summary, libs, sizes, roof["GBps"]) + "\n")
+            md.append(markdown_table(config, summary, config_libs, sizes, roof["GBps"]) + "\n")
             if "mpi" in summary:
                 md.append(back_to_back(summary) + "\n")
             md.append(f"![{name}]({name}.png)\n")
