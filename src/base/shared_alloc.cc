@@ -21,6 +21,7 @@ namespace {
 struct Allocation {
   size_t size = 0;  // of the mapping
   Fd fd;
+  uint64_t inode = 0;
   uint64_t serial = 0;
   int pins = 0;  // live registrations inside it
 };
@@ -54,6 +55,8 @@ Status SharedAlloc(size_t size, void** ptr) {
   if (!fd.valid()) return ErrnoError("memfd_create", errno);
   if (ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
     return ErrnoError("ftruncate(memfd, " + std::to_string(bytes) + ")", errno);
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return ErrnoError("fstat(memfd)", errno);
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoError("mmap(memfd, " + std::to_string(bytes) + ")", errno);
   Registry& reg = TheRegistry();
@@ -61,6 +64,7 @@ Status SharedAlloc(size_t size, void** ptr) {
   Allocation& a = reg.by_start[reinterpret_cast<uintptr_t>(p)];
   a.size = bytes;
   a.fd = std::move(fd);
+  a.inode = st.st_ino;
   a.serial = reg.next_serial++;
   *ptr = p;
   return Status::Ok();
@@ -95,6 +99,7 @@ bool FindSharedAlloc(const void* ptr, size_t bytes, SharedAllocInfo* out) {
   out->serial = a.serial;
   out->size = a.size;
   out->offset = p - it->first;
+  out->inode = a.inode;
   return true;
 }
 
@@ -113,9 +118,15 @@ Status PeerMapping::Open(const SharedAllocInfo& info, PeerMapping* out) {
   if (!fd.valid()) return ErrnoError("open(" + path + ")", errno);
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return ErrnoError("fstat(" + path + ")", errno);
-  if (static_cast<uint64_t>(st.st_size) < info.size)
-    return InternalError(path + " holds " + std::to_string(st.st_size) + " bytes, expected " +
-                         std::to_string(info.size) + " (not the peer's allocation)");
+  // The pid is the peer's own: in another pid namespace it names another
+  // process here, whose descriptor of the same number is something else.
+  if (static_cast<uint64_t>(st.st_ino) != info.inode ||
+      static_cast<uint64_t>(st.st_size) < info.size)
+    return SystemError(path + " is not the peer's allocation (inode " +
+                       std::to_string(st.st_ino) + ", " + std::to_string(st.st_size) +
+                       " bytes; expected inode " + std::to_string(info.inode) + ", " +
+                       std::to_string(info.size) +
+                       " bytes): the peer runs in another pid namespace?");
   void* p = mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoError("mmap(" + path + ")", errno);
   out->Reset();

@@ -24,6 +24,7 @@ struct SharedAllocInfo {
   uint64_t serial = 0;  // unique per allocation in the owning process (fds are reused)
   uint64_t size = 0;    // bytes of the whole mapping
   uint64_t offset = 0;  // of the buffer in the allocation
+  uint64_t inode = 0;   // the memfd's inode: proves a descriptor opened by pid is this one
 };
 
 // batonMemAlloc: `size` bytes (rounded up to pages), zeroed, recorded in
@@ -39,7 +40,10 @@ bool FindSharedAlloc(const void* ptr, size_t bytes, SharedAllocInfo* out);
 void PinSharedAlloc(uint64_t serial, int delta);
 
 // A peer's allocation mapped read-only into this process; unmapped when
-// destroyed. The mapping holds the pages: a peer that frees or dies leaves
+// destroyed. Open fails (never maps something else) when the descriptor
+// cannot be opened through /proc (another user, another pid namespace,
+// ptrace restrictions) or what it opens is not the allocation `info`
+// names (its inode differs: `pid` means another process here). The mapping holds the pages: a peer that frees or dies leaves
 // them readable here until then.
 class PeerMapping {
  public:

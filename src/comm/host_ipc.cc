@@ -232,6 +232,44 @@ Status RunPlan(ChannelSet& ch, const IpcCall& c, const std::vector<const uint8_t
 
 }  // namespace
 
+namespace {
+
+// The first call with records from every rank: each rank says on its
+// progress word whether it could map every peer's buffers (+2) or not
+// (+1), then reads everybody's. A rank that could not never moves its word
+// again (no registered call follows on this communicator), so a peer that
+// finds a word at +1 knows, and one at +2 or beyond knows the opposite.
+// Every rank reaches the same verdict without another round.
+Status SettleReach(ChannelSet& ch, int me, int n, double timeout_s, const Status& mapped,
+                   HostIpcState* st) {
+  const uint64_t base = st->progress;
+  ch.PublishProgress(base + (mapped.ok() ? 2 : 1));
+  int unable = mapped.ok() ? -1 : me;
+  for (int q = 0; q < n; ++q) {
+    if (q == me) continue;
+    BATON_RETURN_IF_ERROR(WaitForPeer(ch, q, timeout_s, "the registered-buffer check",
+                                      [&] { return ch.PeerProgress(q) > base; }));
+    if (unable < 0 && ch.PeerProgress(q) == base + 1) unable = q;
+  }
+  if (unable < 0) {
+    st->reach = HostIpcState::Reach::kYes;
+    st->progress = base + 2;
+    return Status::Ok();
+  }
+  st->reach = HostIpcState::Reach::kNo;
+  if (unable == me)
+    BATON_WARN(kLogColl, "registered buffers: %s; the ordinary path carries them",
+               mapped.message().c_str());
+  else
+    BATON_INFO(kLogColl,
+               "registered buffers: rank %d cannot map its peers' memory; the ordinary path "
+               "carries them",
+               unable);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   if (!host_ipc_) host_ipc_ = std::make_unique<HostIpcState>();
   HostIpcState& st = *host_ipc_;
@@ -245,6 +283,9 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
     EndCalls(err.code());
     return Fail(std::move(err));
   };
+
+  // Settled by an earlier call: some rank cannot map its peers' memory.
+  if (st.reach == HostIpcState::Reach::kNo) return RunNumberedLocked(schedule);
 
   // 1. Publish, then number the call (NumberCalls leaves the record alone).
   const uint64_t call = collective_seq_ + 1;
@@ -270,27 +311,39 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   const IpcVerdict verdict = JudgeIpcRecords(st.records);
   if (verdict.kind == IpcVerdict::Kind::kError) return fail(verdict.error);
   if (verdict.kind == IpcVerdict::Kind::kFallback) return RunNumberedLocked(schedule);
-  if (!st.noted) {
-    st.noted = true;
-    BATON_INFO(kLogColl, "registered buffers: %d ranks read each other's buffers in place", n);
-  }
 
-  // 3. Map the peers' buffers (a mapping may fail: nothing ran yet, but
-  // the peers are committed, so this rank fails and aborts).
+  // 3. Map the peers' buffers.
   std::vector<const uint8_t*> send_base(n, nullptr), recv_base(n, nullptr);
   send_base[me] = static_cast<const uint8_t*>(rc.send);
   recv_base[me] = static_cast<const uint8_t*>(rc.recv);
-  for (int q = 0; q < n; ++q) {
+  Status mapped = Status::Ok();
+  for (int q = 0; q < n && mapped.ok(); ++q) {
     if (q == me) continue;
     const IpcRecord& r = st.records[q];
     for (const bool send : {true, false}) {
       if (!(r.flags & (send ? kIpcHasSend : kIpcHasRecv))) continue;
       const SharedAllocInfo info = RecordAlloc(r, send);
       const uint8_t* base = nullptr;
-      if (Status s = st.Map(info, &base); !s.ok())
-        return fail(s.WithContext("mapping the registered buffer of rank " + std::to_string(q)));
+      if (Status s = st.Map(info, &base); !s.ok()) {
+        mapped = s.WithContext("mapping the registered buffer of rank " + std::to_string(q));
+        break;
+      }
       (send ? send_base : recv_base)[q] = base + info.offset;
     }
+  }
+  if (st.reach == HostIpcState::Reach::kUnknown) {
+    Status settled = SettleReach(ch, me, n, timeout_s, mapped, &st);
+    if (!settled.ok()) return fail(std::move(settled));
+    if (st.reach == HostIpcState::Reach::kNo) return RunNumberedLocked(schedule);
+  } else if (!mapped.ok()) {
+    // Every rank mapped its peers' memory before, so this is not a matter
+    // of permissions; the peers are committed, so this rank fails and aborts.
+    return fail(std::move(mapped));
+  }
+
+  if (!st.noted) {
+    st.noted = true;
+    BATON_INFO(kLogColl, "registered buffers: %d ranks read each other's buffers in place", n);
   }
 
   // 4. Run.

@@ -14,7 +14,10 @@
 //      a record sends everybody the ordinary way, which that peer took
 //      without waiting;
 //   3. otherwise it maps the peers' allocations (cached per peer process
-//      and allocation) and runs the plan. Allreduce is pipelined: rank r
+//      and allocation) and runs the plan. The first such call also settles
+//      whether every rank can map its peers' memory at all: each rank
+//      tries, says so on its progress word, and if any could not, this
+//      call and every later one take the ordinary path on every rank. Allreduce is pipelined: rank r
 //      reduces chunk j of part r of all inputs into its output, announces
 //      it on its progress word (shm.h), and copies chunk j of every other
 //      part from its owner's output as soon as the owner announced it, so
@@ -53,6 +56,11 @@ struct HostIpcState {
   IpcPlan plan;
   uint64_t progress = 0;  // this rank's progress word (the same on every rank between calls)
   bool noted = false;     // the first registered call was logged
+  // Whether every rank can map every peer's allocations, settled by the
+  // first call that has records from everybody (RunRegisteredLocked): a
+  // rank that cannot (another user, another pid namespace, no /proc)
+  // sends every later call the ordinary way, on every rank.
+  enum class Reach { kUnknown, kYes, kNo } reach = Reach::kUnknown;
   // Returns the mapping of `info`, opening it if needed.
   Status Map(const SharedAllocInfo& info, const uint8_t** base);
 };

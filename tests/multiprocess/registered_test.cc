@@ -5,9 +5,13 @@
 // double; one rank unregistered (the ordinary path, same result); TCP (no shared memory: the
 // ordinary path); ranks that disagree on the call (the registered agreement's own error, which also
 // shows that path ran); a peer killed during registered allreduces (an error on the survivors,
-// never a hang).
+// never a hang); a rank in another pid namespace, whose memory its peers cannot map (every rank
+// takes the ordinary path).
 #include <baton.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -290,6 +294,47 @@ TEST(RegisteredFailure, PeerKilledMidCall) {
         }
         baton_test::ExpectFailedThenAbort(ctx, r, baton_test::SecondsSince(start), iterations,
                                           false);
+      },
+      options);
+}
+
+// Whether this process may create a pid namespace (root, not confined).
+bool CanUnsharePid() {
+  const pid_t p = fork();
+  if (p == 0) _exit(unshare(CLONE_NEWPID) == 0 ? 0 : 1);
+  int status = 0;
+  return p > 0 && waitpid(p, &status, 0) == p && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+// Rank 1 in its own pid namespace: the pid in its records names another
+// process (or none) for its peers, so they cannot map its memory, while it
+// can map theirs. The first registered call settles that on every rank, and
+// every call takes the ordinary path: right results, no error, no garbage
+// read through a descriptor of the wrong process.
+TEST(RegisteredReach, RankInAnotherPidNamespace) {
+  if (!CanUnsharePid()) GTEST_SKIP() << "no permission to create a pid namespace";
+  Options options = AllSizes();
+  options.init_comm = false;
+  RunRanks(
+      3,
+      [](RankContext& ctx) {
+        const auto body = [&ctx] {
+          batonComm_t comm = nullptr;
+          MP_ASSERT_OK(ctx, batonCommInitRank(&comm, ctx.nranks(), ctx.id(), ctx.rank()));
+          ctx.set_comm(comm);
+          Sweep(ctx, true, {1, 1001, 70001});
+          MP_EXPECT_OK(ctx, batonCommDestroy(ctx.TakeComm()));
+        };
+        if (ctx.rank() != 1) return body();
+        MP_ASSERT_TRUE(ctx, unshare(CLONE_NEWPID) == 0) << strerror(errno);
+        const pid_t child = fork();  // the first process of the new namespace
+        if (child == 0) {
+          body();
+          _exit(0);
+        }
+        int status = 0;
+        MP_ASSERT_TRUE(ctx, child > 0 && waitpid(child, &status, 0) == child) << strerror(errno);
+        MP_EXPECT_TRUE(ctx, WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
       },
       options);
 }
