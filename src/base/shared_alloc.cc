@@ -122,10 +122,9 @@ Status PeerMapping::Open(const SharedAllocInfo& info, PeerMapping* out) {
   // process here, whose descriptor of the same number is something else.
   if (static_cast<uint64_t>(st.st_ino) != info.inode ||
       static_cast<uint64_t>(st.st_size) < info.size)
-    return SystemError(path + " is not the peer's allocation (inode " +
-                       std::to_string(st.st_ino) + ", " + std::to_string(st.st_size) +
-                       " bytes; expected inode " + std::to_string(info.inode) + ", " +
-                       std::to_string(info.size) +
+    return SystemError(path + " is not the peer's allocation (inode " + std::to_string(st.st_ino) +
+                       ", " + std::to_string(st.st_size) + " bytes; expected inode " +
+                       std::to_string(info.inode) + ", " + std::to_string(info.size) +
                        " bytes): the peer runs in another pid namespace?");
   void* p = mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoError("mmap(" + path + ")", errno);

@@ -43,8 +43,8 @@ void PinSharedAlloc(uint64_t serial, int delta);
 // destroyed. Open fails (never maps something else) when the descriptor
 // cannot be opened through /proc (another user, another pid namespace,
 // ptrace restrictions) or what it opens is not the allocation `info`
-// names (its inode differs: `pid` means another process here). The mapping holds the pages: a peer that frees or dies leaves
-// them readable here until then.
+// names (its inode differs: `pid` means another process here). The mapping holds the pages: a peer
+// that frees or dies leaves them readable here until then.
 class PeerMapping {
  public:
   static Status Open(const SharedAllocInfo& info, PeerMapping* out);

@@ -1,29 +1,50 @@
 #include "comm/flight_recorder.h"
 
-#include <signal.h>
+#include <sys/file.h>
 #include <time.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "base/fd.h"
 #include "base/log.h"
 
 namespace baton {
 namespace {
 
 // Files of processes that are gone (SIGKILL, a crash): nothing else removes
-// them. Only this host's pids are comparable, and /dev/shm is this host's.
+// them. Every live recorder holds a shared flock on its file, and the kernel
+// drops it when the process dies, so an exclusive lock that succeeds means
+// the owner is gone. (A pid test would be wrong across pid namespaces, where
+// the name's pid means another process or none, and after pid reuse.)
 void RemoveStaleFiles() {
   DIR* dir = opendir(kFlightDir);
   if (dir == nullptr) return;
   const size_t prefix = strlen(kFlightPrefix);
   while (dirent* e = readdir(dir)) {
     if (strncmp(e->d_name, kFlightPrefix, prefix) != 0) continue;
-    const int pid = atoi(e->d_name + prefix);
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH)
-      unlink((std::string(kFlightDir) + "/" + e->d_name).c_str());
+    const std::string path = std::string(kFlightDir) + "/" + e->d_name;
+    const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (fd.valid() && flock(fd.get(), LOCK_EX | LOCK_NB) == 0) unlink(path.c_str());
   }
   closedir(dir);
+}
+
+// Creates `path` holding a shared lock before anyone can see it: made under
+// a name RemoveStaleFiles skips, locked, then renamed into place.
+Fd CreateLocked(const std::string& path, size_t bytes) {
+  const std::string temp = std::string(kFlightDir) + "/.baton-fr-new-" + std::to_string(getpid()) +
+                           "-" + std::to_string(reinterpret_cast<uintptr_t>(&path));
+  Fd fd(open(temp.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600));
+  if (!fd.valid()) return fd;
+  if (flock(fd.get(), LOCK_SH) != 0 || ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0 ||
+      rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    unlink(temp.c_str());
+    errno = err;
+    return Fd();
+  }
+  return fd;
 }
 
 }  // namespace
@@ -44,15 +65,15 @@ std::unique_ptr<FlightRecorder> FlightRecorder::Create(uint32_t capacity, bool t
   if (to_file) {
     RemoveStaleFiles();
     const std::string path = FlightFilePath(getpid(), comm_id, rank);
-    const int fd = open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(r->bytes_)) == 0) {
-      void* map = mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    Fd fd = CreateLocked(path, r->bytes_);
+    if (fd.valid()) {
+      void* map = mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
       if (map != MAP_FAILED) {
         r->map_ = map;
         r->path_ = path;
+        r->lock_ = std::move(fd);  // held while the file lives: see RemoveStaleFiles
       }
     }
-    if (fd >= 0) close(fd);
     if (r->map_ == nullptr) {
       BATON_WARN(kLogInit, "flight recorder: cannot use %s (%s); keeping it in memory",
                  path.c_str(), strerror(errno));

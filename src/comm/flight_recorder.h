@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "base/fd.h"
 #include "base/flight_record.h"
 #include "transport/control.h"
 
@@ -67,6 +68,7 @@ class FlightRecorder {
   static int64_t CoarseNowNs();
 
   std::string path_;  // empty: in memory only
+  Fd lock_;           // the file, open with a shared flock while this recorder lives
   void* map_ = nullptr;
   size_t bytes_ = 0;
   FlightHeader* header_ = nullptr;

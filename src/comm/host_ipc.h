@@ -17,16 +17,14 @@
 //      and allocation) and runs the plan. The first such call also settles
 //      whether every rank can map its peers' memory at all: each rank
 //      tries, says so on its progress word, and if any could not, this
-//      call and every later one take the ordinary path on every rank. Allreduce is pipelined: rank r
-//      reduces chunk j of part r of all inputs into its output, announces
-//      it on its progress word (shm.h), and copies chunk j of every other
-//      part from its owner's output as soon as the owner announced it, so
-//      that copy reads the shared cache rather than memory. The other
-//      collectives run the IPC plan's phases. Every call ends with a
-//      barrier on the progress words, so no rank returns while a peer may
-//      still read its buffers. Every wait has the BATON_TIMEOUT deadline and
-//      fails at once when the awaited peer's sockets close; failures abort
-//      the communicator, so the peers fail at once too.
+//      call and every later one take the ordinary path on every rank. Allreduce is pipelined: rank
+//      r reduces chunk j of part r of all inputs into its output, announces it on its progress word
+//      (shm.h), and copies chunk j of every other part from its owner's output as soon as the owner
+//      announced it, so that copy reads the shared cache rather than memory. The other collectives
+//      run the IPC plan's phases. Every call ends with a barrier on the progress words, so no rank
+//      returns while a peer may still read its buffers. Every wait has the BATON_TIMEOUT deadline
+//      and fails at once when the awaited peer's sockets close; failures abort the communicator, so
+//      the peers fail at once too.
 // The state lives with the communicator (Communicator::RunRegisteredLocked).
 #pragma once
 

@@ -5,6 +5,10 @@
 // batonCommInitAll makes several ranks in one process, batonCommFinalize
 // flushes queued work.
 #include <baton.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -83,6 +87,50 @@ TEST(ConfigTest, NameAndTimeoutReachTheCommunicator) {
         MP_EXPECT_OK(ctx, batonCommDestroy(child));
       },
       NoInit());
+}
+
+// Flight-recorder files of dead processes are removed when a communicator
+// is created; files whose owner lives are kept, even when the pid in their
+// name is no process here (an owner in another pid namespace). Liveness is
+// the owner's flock, not the name's pid.
+TEST(FlightFilesTest, StaleRemovedLiveKept) {
+  const std::string stale = baton::FlightFilePath(2147483000, 0x5eed, 0);
+  const std::string live = baton::FlightFilePath(2147483001, 0x5eed, 1);
+  int ready[2], release[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(release), 0);
+  // The live file's owner: locks it, says so, and holds the lock until the
+  // release pipe closes (or 60 s pass).
+  const pid_t owner = fork();
+  ASSERT_GE(owner, 0);
+  if (owner == 0) {
+    close(ready[0]);
+    close(release[1]);
+    const int fd = open(live.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_SH) != 0 || write(ready[1], "x", 1) != 1) _exit(1);
+    pollfd p{release[0], POLLIN, 0};
+    poll(&p, 1, 60000);
+    _exit(0);
+  }
+  close(ready[1]);
+  close(release[0]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the owner could not lock " << live;
+  {
+    const int fd = open(stale.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);  // no lock: as if its owner had died
+  }
+  RunRanks(2, [](RankContext& ctx) { MP_EXPECT_TRUE(ctx, SumIsRight(ctx.comm(), 2)); });
+  EXPECT_NE(access(stale.c_str(), F_OK), 0) << stale << " was kept";
+  EXPECT_EQ(access(live.c_str(), F_OK), 0) << live << " was removed while its owner lives";
+  close(release[1]);
+  close(ready[0]);
+  int status = 0;
+  waitpid(owner, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  unlink(live.c_str());
+  unlink(stale.c_str());
 }
 
 // A config's timeout rules the creation: rank 1 never comes, so rank 0's
