@@ -136,6 +136,14 @@ fail_tests() { # fail_tests AGENT HOSTS-ARG NAME: the failure paths through AGEN
     $elapsed -le 15 ]] && grep -q "got signal 2" "$ERR" && no_leftovers'
 }
 fail_tests "$TMP/local_agent" "-H fake0:1,fake1:1,fake2:1,fake3:1" "local agent"
+# SIGUSR1 to the launcher: every host's batonrun answers with its ranks' flight recorders (shell
+# ranks have none, and say so), and the job goes on until --timeout.
+(sleep 2 && pkill -USR1 -f -- "^$BATONRUN -H") &
+run -- -H fake0:2,fake1:2 --launch-agent "$TMP/local_agent" --timeout 4 sh -c "$rank_script"
+wait
+check "local agent: SIGUSR1 reaches every host, the job goes on" eval '[[ $status -eq 124 ]] &&
+  [[ $(grep -c "SIGUSR1 after .* (2 of 2 ranks running; the job goes on)" "$ERR") -eq 2 ]] &&
+  no_leftovers'
 
 # ---- 4 hosts in network namespaces ----
 if [[ $(id -u) -ne 0 ]] || ! "$netns" up "$tag" "$hosts" none >/dev/null; then

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -241,6 +242,9 @@ bool MultiHostJob::Start(HostProcess& h) {
     fcntl(read_end.get(), F_SETFL, fcntl(read_end.get(), F_GETFL) | O_NONBLOCK);
     h.relays.emplace_back(std::move(read_end), stream == 0 ? &stdout_sink_ : &stderr_sink_, "");
   }
+  std::string exec_error = "batonrun: cannot run " +
+                           std::string(h.local ? "batonrun" : "the launch agent") + " '" +
+                           h.argv[0] + "' for " + Describe(h) + ": ";
   fflush(nullptr);
   const pid_t parent = getpid();
   pid_t pid = fork();
@@ -258,8 +262,13 @@ bool MultiHostJob::Start(HostProcess& h) {
       _exit(kExitLauncherError);
     signals_->RestoreInChild();
     execvp(argv[0], argv.data());
-    static const char kMessage[] = "batonrun: cannot run the launch agent\n";
-    ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+    // strerrordesc_np returns a static string; strerror may allocate for unknown codes.
+    const char* reason = strerrordesc_np(errno);
+    if (reason == nullptr) reason = "unknown error";
+    iovec parts[] = {{exec_error.data(), exec_error.size()},
+                     {const_cast<char*>(reason), strlen(reason)},
+                     {const_cast<char*>("\n"), 1}};
+    ssize_t ignored = writev(STDERR_FILENO, parts, 3);
     (void)ignored;
     _exit(kExitCannotRun);
   }
