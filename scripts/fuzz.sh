@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) and
 # runs each for a bounded time. Every parser of what a peer, a launcher or a
 # user hands to Baton has one: control frames, the TCP stream (headers, call
-# descriptors, data), unique ids, BATON_* values, flight recorder files.
+# descriptors, data), unique ids, BATON_* values, flight recorder files,
+# batonrun's host lists and hostfiles.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [BUILD_DIR]
 #
@@ -42,8 +43,8 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc -Iinclude "-I$config_dir"
 sources=(base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
          bootstrap/handshake.cc bootstrap/unique_id.cc transport/channel.cc transport/control.cc
          transport/doorbell.cc transport/shm.cc transport/tcp.cc
-         tuning/algorithm_filter.cc kernels/cpu_reduce.cc kernels/cpu_avx2.cc
-         kernels/cpu_avx512.cc)
+         tuning/algorithm_filter.cc tools/batonrun/hosts.cc kernels/cpu_reduce.cc
+         kernels/cpu_avx2.cc kernels/cpu_avx512.cc)
 objects=()
 for src in "${sources[@]}"; do
   obj=$out/obj/$(echo "$src" | tr / _).o

@@ -15,6 +15,7 @@
 
 #include "base/settings.h"
 #include "tools/batonrun/flight_table.h"
+#include "tools/batonrun/remote_launch.h"
 
 extern char** environ;
 
@@ -64,7 +65,7 @@ int Job::Run() {
   RemoveFlightFiles(StartedPids());
   if (timed_out_) return kExitTimeout;
   if (failure_status_) return *failure_status_;
-  return launch_failed_ ? kExitLauncherError : 0;
+  return launch_failed_ || launcher_lost_ ? kExitLauncherError : 0;
 }
 
 void Job::BuildSharedParts() {
@@ -118,6 +119,7 @@ bool Job::StartRank(int local_rank) {
     // Appended, not concatenated: GCC 12 warns falsely (-Wrestrict) on "[" + std::string.
     std::string prefix = "[";
     prefix += std::to_string(rank.global_rank);
+    if (!options_.remote_host.empty()) prefix += "@" + options_.remote_host;
     prefix += "] ";
     for (int stream = 0; stream < 2; ++stream) {
       int fds[2];
@@ -190,6 +192,9 @@ void Job::WaitForEvents() {
   std::vector<pollfd> fds;
   std::vector<LineRelay*> relays;
   fds.push_back({signals_->fd(), POLLIN, 0});
+  const size_t launcher_index = launcher_.valid() ? fds.size() : 0;
+  if (launcher_.valid()) fds.push_back({launcher_.get(), POLLIN, 0});
+  const size_t first_relay = fds.size();
   for (Rank& rank : ranks_) {
     for (LineRelay& relay : rank.relays) {
       if (!relay.open()) continue;
@@ -206,12 +211,36 @@ void Job::WaitForEvents() {
   }
   if (n > 0) {
     // Output first, so a rank's last lines come before the message about its exit.
-    for (size_t k = 1; k < fds.size(); ++k) {
-      if (fds[k].revents != 0) relays[k - 1]->Pump();
+    for (size_t k = first_relay; k < fds.size(); ++k) {
+      if (fds[k].revents != 0) relays[k - first_relay]->Pump();
     }
     if (fds[0].revents != 0) HandleSignals();
+    if (launcher_index != 0 && fds[launcher_index].revents != 0) HandleLauncher();
   }
   CheckDeadlines();
+}
+
+void Job::HandleLauncher() {
+  char requests[64];
+  ssize_t n = read(launcher_.get(), requests, sizeof(requests));
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (requests[i] == kDumpRequest) {
+      PrintRequestedFlightTable();
+    } else if (requests[i] == kTimeoutRequest && !stopping_) {
+      PrintFlightTable();
+      Stop("");
+    } else if (requests[i] == kStopRequest) {
+      Stop("");
+    }
+  }
+  if (n > 0) return;
+  // End of file: the launching batonrun closed it (after a request, or before it died).
+  launcher_.reset();
+  if (stopping_) return;
+  launcher_lost_ = true;
+  Stop("batonrun: lost the launching batonrun on " + options_.remote_host +
+       " (its stdin closed); stopping the ranks\n");
 }
 
 int Job::PollTimeoutMs() const {
@@ -266,7 +295,9 @@ void Job::OnRankExit(Rank& rank, int status) {
   if (!failed || stopping_) return;
   failure_status_ = ShellStatus(status);
   std::string message = "batonrun: rank " + std::to_string(rank.global_rank) + " (pid " +
-                        std::to_string(rank.pid) + ") " + DescribeStatus(status);
+                        std::to_string(rank.pid) +
+                        (options_.remote_host.empty() ? "" : " on " + options_.remote_host) + ") " +
+                        DescribeStatus(status);
   if (running_count_ > 0) message += "; stopping the other ranks";
   stderr_sink_.Write(message + "\n");
   PrintFlightTable();

@@ -51,6 +51,10 @@ class Job {
   // Returns batonrun's exit status once every rank has been reaped.
   int Run();
 
+  // This host's part of a multi-host job (--remote-host): requests of the launching batonrun
+  // arrive on `launcher` (see remote_launch.h), and its closing stops the ranks.
+  void WatchLauncher(baton::Fd launcher) { launcher_ = std::move(launcher); }
+
  private:
   // Everything the children need that does not depend on the rank, prepared once: after fork
   // the child may only make async-signal-safe calls (no allocation), since batonrun has threads.
@@ -88,6 +92,9 @@ class Job {
 
   void CheckDeadlines();
 
+  // Reads the launching batonrun's requests, or notices it went away.
+  void HandleLauncher();
+
   // Asks every running rank to terminate, and schedules SIGKILL for those still running after
   // the grace period, which gives them a chance to flush output and release resources.
   void Stop(const std::string& message);
@@ -116,6 +123,8 @@ class Job {
   bool timed_out_ = false;
   bool launch_failed_ = false;
   std::optional<int> failure_status_;  // Exit status of the first rank that failed.
+  baton::Fd launcher_;                 // See WatchLauncher.
+  bool launcher_lost_ = false;
 };
 
 }  // namespace batonrun

@@ -13,7 +13,8 @@
 //                                        hosted by global rank 0
 //
 // A job spanning hosts is started by one batonrun per host, each with the same --world-size and
-// --root and its own --rank-offset.
+// --root and its own --rank-offset; or by one batonrun with -H or --hostfile, which starts the
+// others over ssh or --launch-agent (remote_launch.h).
 //
 // SIGUSR1 to batonrun prints every rank's last calls (their flight recorders) to stderr, as
 // `batonrun --dump PID` does, and the job goes on; the ranks do not receive it.
@@ -35,6 +36,7 @@
 #include "tools/batonrun/flight_table.h"
 #include "tools/batonrun/job.h"
 #include "tools/batonrun/options.h"
+#include "tools/batonrun/remote_launch.h"
 #include "tools/batonrun/signals.h"
 
 using baton::SettingName;
@@ -74,8 +76,17 @@ int main(int argc, char** argv) {
     return kExitLauncherError;
   }
 
+  if (options.MultiHost()) return RunMultiHostJob(options, &signals);
+
   std::string rendezvous_var;
-  if (!options.root.empty()) {
+  baton::Fd launcher;
+  if (!options.remote_host.empty()) {
+    // One host's part of a job started with -H: the launching batonrun serves the rendezvous.
+    if (!ReceiveJobEnvironment(&launcher, &rendezvous_var, &error)) {
+      fprintf(stderr, "batonrun: on %s: %s\n", options.remote_host.c_str(), error.c_str());
+      return kExitLauncherError;
+    }
+  } else if (!options.root.empty()) {
     // Global rank 0, wherever it runs, listens on --root; every rank connects there.
     rendezvous_var = std::string(SettingName::root) + "=" + options.root;
   } else {
@@ -95,6 +106,7 @@ int main(int argc, char** argv) {
   }
 
   Job job(options, &signals, std::move(rendezvous_var), PlanRankBindings(options));
+  if (launcher.valid()) job.WatchLauncher(std::move(launcher));
   int status = job.Run();
   fflush(stdout);
   return status;

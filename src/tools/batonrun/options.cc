@@ -16,18 +16,29 @@ namespace batonrun {
 
 const char kUsage[] =
     "Usage: batonrun [options] -n N prog [args...]\n"
-    "Starts N ranks of a Baton program on this host.\n"
+    "       batonrun -H HOST[:SLOTS],... | --hostfile FILE [-n N] [options] prog [args...]\n"
+    "Starts N ranks of a Baton program on this host, or on several hosts over ssh.\n"
     "\n"
     "Options:\n"
-    "  -n, --np N             number of ranks to start on this host (required)\n"
+    "  -n, --np N             number of ranks to start on this host (required without -H);\n"
+    "                         with -H or --hostfile: of the job (default: one per slot)\n"
+    "  -H, --host LIST        hosts to run on, \"host0:2,host1:2\" (slots per host, default 1);\n"
+    "                         ranks fill each host's slots in order\n"
+    "  --hostfile FILE        hosts to run on, one \"HOST slots=N\" a line ('#' comments)\n"
+    "  --launch-agent CMD     start the ranks of another host with \"CMD HOST COMMAND\"\n"
+    "                         (default ssh; may have arguments, \"ssh -p 2222\"); ranks of\n"
+    "                         localhost or this host's name start directly\n"
     "  -p, --prefix           prefix each output line with \"[R] \", R the global rank\n"
+    "                         (\"[R@HOST] \" in a job started with -H or --hostfile)\n"
     "  -x NAME[=VALUE]        export NAME (with VALUE, or batonrun's own value) to the ranks;\n"
-    "                         may be repeated\n"
+    "                         may be repeated; other hosts get these and every BATON_*\n"
     "  --timeout SECONDS      stop the job and exit with 124 if it runs longer\n"
     "  --kill-grace SECONDS   time between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
-    "  --world-size W         multi-host jobs: total number of ranks\n"
-    "  --rank-offset K        multi-host jobs: global rank of this host's first rank\n"
-    "  --root HOST:PORT       multi-host jobs: rendezvous address, hosted by global rank 0\n"
+    "  --world-size W         one batonrun per host by hand: total number of ranks\n"
+    "  --rank-offset K        one batonrun per host by hand: global rank of this host's\n"
+    "                         first rank\n"
+    "  --root HOST:PORT       one batonrun per host by hand: rendezvous address, hosted by\n"
+    "                         global rank 0\n"
     "  --bind-to POLICY       core, numa, none or auto (default, or BATON_BIND): auto binds\n"
     "                         each rank to a core of its own, spread over NUMA nodes, when\n"
     "                         there are enough cores, else to a NUMA node\n"
@@ -41,6 +52,12 @@ const char kUsage[] =
     "either BATON_UNIQUE_ID (single host: batonrun hosts the rendezvous) or BATON_ROOT\n"
     "(with --root). If a rank fails, the others are stopped and batonrun exits with the\n"
     "failed rank's status (128+N for signal N).\n"
+    "\n"
+    "With -H or --hostfile, batonrun runs itself (the same path) on every host through the\n"
+    "launch agent, with --world-size, --rank-offset and the job's environment (given on the\n"
+    "agent's stdin, so the rendezvous secret is on no command line); the rendezvous is served\n"
+    "here, on BATON_SOCKET_IFNAME or the interface of the route to the first other host. A rank\n"
+    "that fails, or a host whose agent dies, stops the job on every host.\n"
     "\n"
     "Signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR2 sent to batonrun are passed on\n"
     "to every rank. SIGUSR1 is not: it makes batonrun print the flight recorders of its\n"
@@ -113,7 +130,8 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
         name = arg.substr(0, eq);
         inline_value = std::string(arg.substr(eq + 1));
       }
-    } else if (arg.size() > 2 && (arg[1] == 'n' || arg[1] == 'x') && arg != "-np") {
+    } else if (arg.size() > 2 && (arg[1] == 'n' || arg[1] == 'x' || arg[1] == 'H') &&
+               arg != "-np") {
       name = arg.substr(0, 2);
       inline_value = std::string(arg.substr(2));
     }
@@ -177,6 +195,21 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
       if (!value) return ParseOutcome::kUsageError;
       if (!ValidRoot(*value)) return bad_value(*value, "HOST:PORT");
       options->root = *value;
+    } else if (name == "-H" || name == "--host" || name == "--hostfile" ||
+               name == "--launch-agent" || name == "--remote-host") {
+      std::optional<std::string> value = take_value();
+      if (!value) return ParseOutcome::kUsageError;
+      if (value->empty()) return bad_value(*value, "a non-empty value");
+      if (name == "--hostfile") {
+        options->hostfile = *value;
+      } else if (name == "--launch-agent") {
+        options->launch_agent = *value;
+      } else if (name == "--remote-host") {
+        options->remote_host = *value;
+      } else {
+        // Repeated -H add up, as in mpirun.
+        options->host_list += (options->host_list.empty() ? "" : ",") + *value;
+      }
     } else if (name == "--bind-to") {
       std::optional<std::string> value = take_value();
       if (!value) return ParseOutcome::kUsageError;
@@ -206,6 +239,28 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
   }
 
   options->command.assign(argv + i, argv + argc);
+  if (options->MultiHost()) {
+    if (!options->host_list.empty() && !options->hostfile.empty()) {
+      *error = "-H and --hostfile cannot be combined";
+      return ParseOutcome::kUsageError;
+    }
+    if (options->world_size || options->rank_offset || !options->root.empty() ||
+        !options->remote_host.empty()) {
+      *error =
+          "-H and --hostfile place every rank: --world-size, --rank-offset and --root "
+          "are for jobs started by hand, one batonrun per host";
+      return ParseOutcome::kUsageError;
+    }
+    if (options->command.empty()) {
+      *error = "missing the program to run";
+      return ParseOutcome::kUsageError;
+    }
+    return ParseOutcome::kRun;  // -n is checked against the hosts' slots once they are read.
+  }
+  if (!options->remote_host.empty() && (!options->world_size || !options->root.empty())) {
+    *error = "--remote-host is batonrun's own: it needs --world-size and no --root";
+    return ParseOutcome::kUsageError;
+  }
   if (options->num_ranks == 0) {
     *error = "missing -n N (the number of ranks)";
     return ParseOutcome::kUsageError;
@@ -223,7 +278,7 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
   // Ranks on other hosts cannot receive a unique id made here, so a job that does not fit on
   // this host must say where its rendezvous is.
   bool spans_hosts = options->WorldSize() != options->num_ranks;
-  if (spans_hosts && options->root.empty()) {
+  if (spans_hosts && options->root.empty() && options->remote_host.empty()) {
     *error = "a job with --world-size larger than -n needs --root HOST:PORT";
     return ParseOutcome::kUsageError;
   }

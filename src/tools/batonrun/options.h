@@ -21,6 +21,15 @@ struct Options {
   std::string bind_to;               // --bind-to; empty: BATON_BIND, else auto.
   bool report_bindings = false;      // --report-bindings
   int dump_pid = 0;                  // --dump PID: print its ranks' flight recorders and exit
+  // Multi-host jobs started from here (-H or --hostfile); both empty: the ranks run on this host.
+  std::string host_list;             // -H, --host: "host0:2,host1:2"
+  std::string hostfile;              // --hostfile FILE
+  std::string launch_agent = "ssh";  // --launch-agent: runs "AGENT HOST COMMAND"
+  // Internal (--remote-host LABEL): this batonrun runs one host's part of a job that a launching
+  // batonrun started; it reads the job's environment from stdin and stops when stdin closes.
+  std::string remote_host;
+
+  bool MultiHost() const { return !host_list.empty() || !hostfile.empty(); }
 
   int WorldSize() const { return world_size.value_or(num_ranks); }
   int RankOffset() const { return rank_offset.value_or(0); }
