@@ -6,6 +6,8 @@
 CPU tensors; the unique id travels through the process group's Store.
 """
 
+import atexit as _atexit
+
 import torch.distributed as _dist
 
 try:
@@ -21,6 +23,10 @@ BatonBackend = _baton_torch.BatonBackend
 def _create_backend(store, rank, size, timeout):
     return BatonBackend(store, rank, size, timeout)
 
+
+# Before the interpreter's finalization, while the workers can still take the
+# GIL to free tensors (backend.h, ShutdownAll).
+_atexit.register(_baton_torch._shutdown_all)
 
 if "baton" not in _dist.Backend.backend_list:
     _dist.Backend.register_backend("baton", _create_backend, devices=["cpu"])

@@ -12,6 +12,13 @@ namespace {
 
 constexpr char kUniqueIdKey[] = "baton_unique_id";
 
+// Every live backend, for ShutdownAll.
+std::mutex live_mutex;
+std::vector<BatonBackend*>& LiveBackends() {
+  static auto* live = new std::vector<BatonBackend*>();  // never destroyed: used at exit
+  return *live;
+}
+
 std::exception_ptr BackendError(const std::string& message) {
   return std::make_exception_ptr(
       c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
@@ -144,6 +151,7 @@ void Worker::Stop() {
     stop_ = true;
   }
   cv_.notify_all();
+  // Jobs hold no reference to their backend, so this never runs on the worker itself.
   if (thread_.joinable()) thread_.join();
 }
 
@@ -202,11 +210,23 @@ BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
   // Baton's timeout is whole seconds without progress; round up.
   config.timeout = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
   Check(batonCommInitRankConfig(&comm_, size, id, rank, &config), "creating the communicator");
+  std::lock_guard<std::mutex> lock(live_mutex);
+  LiveBackends().push_back(this);
 }
 
 BatonBackend::~BatonBackend() {
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    auto& live = LiveBackends();
+    live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  }
   worker_.Stop();
   if (comm_ != nullptr) batonCommDestroy(comm_);
+}
+
+void BatonBackend::ShutdownAll() {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  for (BatonBackend* backend : LiveBackends()) backend->worker_.Stop();
 }
 
 void BatonBackend::Check(batonResult_t result, const char* what) const {

@@ -76,6 +76,13 @@ class BatonBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "baton"; }
 
+  // Runs the queued work, then stops every live backend's worker thread.
+  // Called at Python's exit (baton/torch.py), while the worker may still take
+  // the GIL to free a tensor: during the interpreter's finalization a thread
+  // that asks for the GIL is ended through a forced unwind, which aborts when
+  // it crosses a destructor.
+  static void ShutdownAll();
+
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,

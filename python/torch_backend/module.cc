@@ -17,4 +17,7 @@ PYBIND11_MODULE(_baton_torch, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>());
+  m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
+        py::call_guard<py::gil_scoped_release>(),
+        "Runs the queued work and stops every baton backend's worker (at exit).");
 }
