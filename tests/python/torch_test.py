@@ -22,7 +22,7 @@ import baton.torch  # noqa: F401 - registers "baton"
 
 mode = sys.argv[1]
 warnings.filterwarnings("ignore", category=FutureWarning)  # all_reduce_coalesced
-timeout = datetime.timedelta(seconds=float(os.environ.get("BATON_TEST_PG_TIMEOUT", "30")))
+timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_TEST_PG_TIMEOUT", "30")))
 dist.init_process_group("gloo", timeout=timeout)
 rank, size = dist.get_rank(), dist.get_world_size()
 gloo = dist.group.WORLD
