@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
-          dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev)
+          dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev
+          python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -30,8 +31,22 @@ if [ -d /usr/local/cuda/bin ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
 
+# Python: a virtual environment in .venv (git-ignored) with torch 2.x, NumPy and
+# mpi4py from PyPI, for the baton package, its torch backend and their peers
+# (docs/python.md: what torch's wheel pulls in and how long it takes).
+# Skipped when it is complete; SETUP_PYTHON=0 skips it altogether.
+venv_made=0
+if [ "${SETUP_PYTHON:-1}" != 0 ] && ! .venv/bin/python3 -c "import torch, numpy, mpi4py" 2>/dev/null; then
+  [ -x .venv/bin/python3 ] || /usr/bin/python3 -m venv .venv
+  echo "setup: installing torch, numpy and mpi4py into .venv (about 5 GB)"
+  .venv/bin/pip install -q --disable-pip-version-check torch numpy mpi4py
+  venv_made=1
+fi
+
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release
+elif [ "$venv_made" = 1 ]; then
+  meson setup --reconfigure build >/dev/null  # finds the new venv's Python and torch
 fi
 # A clean build stays clean: any compiler warning in what this run built
 # fails the set-up (and so CI), naming the lines.

@@ -1,0 +1,590 @@
+#include "backend.h"
+
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace baton_torch {
+namespace {
+
+constexpr char kUniqueIdKey[] = "baton_unique_id";
+
+// Every live backend, for ShutdownAll.
+std::mutex live_mutex;
+std::vector<BatonBackend*>& LiveBackends() {
+  static auto* live = new std::vector<BatonBackend*>();  // never destroyed: used at exit
+  return *live;
+}
+
+std::exception_ptr BackendError(const std::string& message) {
+  return std::make_exception_ptr(
+      c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
+}
+
+// Baton's datatype for t's dtype; torch dtypes Baton lacks throw.
+batonDataType_t DataType(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kChar:
+      return batonInt8;
+    case at::kByte:
+      return batonUint8;
+    case at::kBool:
+      return batonUint8;
+    case at::kInt:
+      return batonInt32;
+    case at::kUInt32:
+      return batonUint32;
+    case at::kLong:
+      return batonInt64;
+    case at::kUInt64:
+      return batonUint64;
+    case at::kHalf:
+      return batonFloat16;
+    case at::kFloat:
+      return batonFloat32;
+    case at::kDouble:
+      return batonFloat64;
+    case at::kBFloat16:
+      return batonBfloat16;
+    case at::kFloat8_e4m3fn:
+      return batonFloat8e4m3;
+    case at::kFloat8_e5m2:
+      return batonFloat8e5m2;
+    default:
+      TORCH_CHECK(false, "baton backend: no Baton datatype for ", t.scalar_type());
+  }
+}
+
+void CheckTensor(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.defined(), "baton backend: ", what, ": undefined tensor");
+  TORCH_CHECK(t.device().is_cpu(), "baton backend: ", what,
+              ": only CPU tensors are supported (got ", t.device(), ")");
+  TORCH_CHECK(t.layout() == at::kStrided, "baton backend: ", what, ": only dense tensors");
+  TORCH_CHECK(t.is_contiguous(), "baton backend: ", what, ": the tensor must be contiguous");
+  DataType(t);
+}
+
+// The one tensor of a single-device call.
+at::Tensor& Single(std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK(tensors.size() == 1, "baton backend: ", what, " takes one tensor per rank, got ",
+              tensors.size());
+  CheckTensor(tensors[0], what);
+  return tensors[0];
+}
+
+void CheckSameKind(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  CheckTensor(b, what);
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "baton backend: ", what,
+              ": tensors of different dtypes (", a.scalar_type(), ", ", b.scalar_type(), ")");
+}
+
+std::vector<size_t> Numels(const std::vector<at::Tensor>& tensors) {
+  std::vector<size_t> n;
+  n.reserve(tensors.size());
+  for (const auto& t : tensors) n.push_back(static_cast<size_t>(t.numel()));
+  return n;
+}
+
+std::vector<size_t> Offsets(const std::vector<size_t>& counts) {
+  std::vector<size_t> displs(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
+  return displs;
+}
+
+bool AllEqual(const std::vector<size_t>& v) {
+  return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
+}
+
+// The tensors' elements back to back in one new flat tensor.
+at::Tensor Flatten(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
+  return at::cat(flat);
+}
+
+// Copies consecutive pieces of flat into each of outputs.
+void Unflatten(const at::Tensor& flat, std::vector<at::Tensor>& outputs) {
+  int64_t at_element = 0;
+  for (auto& out : outputs) {
+    out.copy_(flat.narrow(0, at_element, out.numel()).view(out.sizes()));
+    at_element += out.numel();
+  }
+}
+
+}  // namespace
+
+// ---- BatonWork ----
+
+BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
+
+void BatonWork::Complete(std::exception_ptr error) {
+  // The future first: once wait() returns, DDP reads the future's value.
+  if (error) {
+    future_->setError(error);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(error);
+}
+
+// ---- Worker ----
+
+Worker::Worker() : thread_([this] { Run(); }) {}
+
+Worker::~Worker() {
+  Stop();
+}
+
+void Worker::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  // Jobs hold no reference to their backend, so this never runs on the worker itself.
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!stop_) {
+      queue_.push_back({std::move(work), std::move(job)});
+      cv_.notify_all();
+      return;
+    }
+  }
+  work->Complete(BackendError("baton backend: the process group is shut down"));
+}
+
+void Worker::Run() {
+  for (;;) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      // No deadline: an idle backend waits for work; each Baton call has its own.
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr error;
+    try {
+      item.job();
+    } catch (const std::exception& e) {
+      error = BackendError(e.what());
+    } catch (...) {
+      error = BackendError("baton backend: unknown error");
+    }
+    item.work->Complete(error);
+  }
+}
+
+// ---- BatonBackend ----
+
+BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                           std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size) {
+  batonUniqueId id{};
+  if (rank == 0) {
+    Check(batonGetUniqueId(&id), "getting a unique id");
+    store->set(kUniqueIdKey, std::vector<uint8_t>(id.internal, id.internal + sizeof id.internal));
+  } else {
+    std::vector<uint8_t> bytes = store->get(kUniqueIdKey);
+    TORCH_CHECK(bytes.size() == sizeof id.internal, "baton backend: the store holds a ",
+                bytes.size(), "-byte unique id, expected ", sizeof id.internal);
+    std::memcpy(id.internal, bytes.data(), sizeof id.internal);
+  }
+  batonConfig_t config = BATON_CONFIG_INITIALIZER;
+  config.commName = "torch";
+  // Baton's timeout is whole seconds without progress; round up.
+  config.timeout = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
+  Check(batonCommInitRankConfig(&comm_, size, id, rank, &config), "creating the communicator");
+  std::lock_guard<std::mutex> lock(live_mutex);
+  LiveBackends().push_back(this);
+}
+
+BatonBackend::~BatonBackend() {
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    auto& live = LiveBackends();
+    live.erase(std::remove(live.begin(), live.end(), this), live.end());
+  }
+  worker_.Stop();
+  if (comm_ != nullptr) batonCommDestroy(comm_);
+}
+
+void BatonBackend::ShutdownAll() {
+  std::lock_guard<std::mutex> lock(live_mutex);
+  for (BatonBackend* backend : LiveBackends()) backend->worker_.Stop();
+}
+
+void BatonBackend::Check(batonResult_t result, const char* what) const {
+  if (result == batonSuccess) return;
+  const char* message = batonGetLastError(comm_);
+  TORCH_CHECK(false, "baton ", what, ": ", batonGetErrorString(result),
+              (message != nullptr && *message != '\0') ? std::string(": ") + message : "");
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::Launch(c10d::OpType type,
+                                                    std::vector<at::Tensor> outputs,
+                                                    std::function<void()> job) {
+  auto work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs));
+  worker_.Enqueue(work, std::move(job));
+  return work;
+}
+
+BatonBackend::Reduction BatonBackend::MakeReduction(const c10d::ReduceOp& op,
+                                                    const at::Tensor& like) const {
+  Reduction r;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      r.op = batonSum;
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      r.op = batonProd;
+      break;
+    case c10d::ReduceOp::MIN:
+      r.op = batonMin;
+      break;
+    case c10d::ReduceOp::MAX:
+      r.op = batonMax;
+      break;
+    case c10d::ReduceOp::AVG:
+      r.op = batonAvg;
+      break;
+    case c10d::ReduceOp::PREMUL_SUM: {
+      const auto* factor = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(factor != nullptr, "baton backend: PREMUL_SUM without its factor");
+      double value = factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
+                                                     : factor->double_factor;
+      r.premul_factor = at::full({1}, value, like.options());
+      break;
+    }
+    default:
+      TORCH_CHECK(false, "baton backend: reduce op ", static_cast<int>(op.op_),
+                  " (bitwise ops) is not supported; Baton has sum, product, min, max, avg and "
+                  "premul_sum");
+  }
+  return r;
+}
+
+void BatonBackend::WithOp(const Reduction& reduction, batonDataType_t datatype,
+                          const std::function<batonResult_t(batonRedOp_t)>& call,
+                          const char* what) {
+  if (!reduction.premul_factor.defined()) {
+    Check(call(reduction.op), what);
+    return;
+  }
+  batonRedOp_t op;
+  Check(batonRedOpCreatePreMulSum(&op, reduction.premul_factor.data_ptr(), datatype,
+                                  batonScalarHostImmediate, comm_),
+        "creating the premul_sum op");
+  batonResult_t result = call(op);
+  batonRedOpDestroy(op, comm_);
+  Check(result, what);
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                       const c10d::BroadcastOptions& opts) {
+  at::Tensor t = Single(tensors, "broadcast");
+  int root = static_cast<int>(opts.rootRank);
+  return Launch(c10d::OpType::BROADCAST, tensors, [this, t, root] {
+    Check(batonBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), DataType(t), root, comm_, nullptr),
+          "broadcast");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::AllreduceOptions& opts) {
+  at::Tensor t = Single(tensors, "allreduce");
+  Reduction reduction = MakeReduction(opts.reduceOp, t);
+  return Launch(c10d::OpType::ALLREDUCE, tensors, [this, t, reduction] {
+    batonDataType_t dt = DataType(t);
+    WithOp(
+        reduction, dt,
+        [&](batonRedOp_t op) {
+          return batonAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, comm_, nullptr);
+        },
+        "allreduce");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  TORCH_CHECK(!tensors.empty(), "baton backend: allreduce_coalesced of no tensors");
+  for (const auto& t : tensors) CheckSameKind(tensors[0], t, "allreduce_coalesced");
+  Reduction reduction = MakeReduction(opts.reduceOp, tensors[0]);
+  std::vector<at::Tensor> list = tensors;
+  return Launch(c10d::OpType::ALLREDUCE_COALESCED, tensors, [this, list, reduction]() mutable {
+    // One call over the tensors side by side, as gloo does.
+    at::Tensor flat = Flatten(list);
+    batonDataType_t dt = DataType(flat);
+    WithOp(
+        reduction, dt,
+        [&](batonRedOp_t op) {
+          return batonAllReduce(flat.data_ptr(), flat.data_ptr(), flat.numel(), dt, op, comm_,
+                                nullptr);
+        },
+        "allreduce_coalesced");
+    Unflatten(flat, list);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                    const c10d::ReduceOptions& opts) {
+  at::Tensor t = Single(tensors, "reduce");
+  Reduction reduction = MakeReduction(opts.reduceOp, t);
+  int root = static_cast<int>(opts.rootRank);
+  return Launch(c10d::OpType::REDUCE, tensors, [this, t, reduction, root] {
+    batonDataType_t dt = DataType(t);
+    WithOp(
+        reduction, dt,
+        [&](batonRedOp_t op) {
+          return batonReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, root, comm_, nullptr);
+        },
+        "reduce");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& /*opts*/) {
+  at::Tensor in = Single(inputs, "allgather");
+  TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+              "baton backend: allgather needs one list of ", getSize(), " output tensors");
+  for (const auto& o : outputs[0]) CheckSameKind(in, o, "allgather");
+  std::vector<size_t> counts = Numels(outputs[0]);
+  TORCH_CHECK(counts[getRank()] == static_cast<size_t>(in.numel()),
+              "baton backend: allgather: this rank's output holds ", counts[getRank()],
+              " elements, its input ", in.numel());
+  std::vector<at::Tensor> outs = outputs[0];
+  return Launch(c10d::OpType::ALLGATHER, outs, [this, in, outs, counts]() mutable {
+    size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    at::Tensor flat = at::empty({static_cast<int64_t>(total)}, in.options());
+    batonDataType_t dt = DataType(in);
+    if (AllEqual(counts)) {
+      Check(batonAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), dt, comm_, nullptr),
+            "allgather");
+    } else {  // uneven sizes: the v-collective
+      std::vector<size_t> displs = Offsets(counts);
+      Check(batonAllGatherV(in.data_ptr(), in.numel(), flat.data_ptr(), counts.data(),
+                            displs.data(), dt, comm_, nullptr),
+            "allgather (uneven)");
+    }
+    Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                             const c10d::AllgatherOptions&) {
+  CheckTensor(input, "_allgather_base");
+  CheckSameKind(input, output, "_allgather_base");
+  TORCH_CHECK(output.numel() == input.numel() * getSize(),
+              "baton backend: _allgather_base: ", "the output holds ", output.numel(),
+              " elements, not ", getSize(), " x ", input.numel());
+  at::Tensor in = input, out = output;
+  return Launch(c10d::OpType::_ALLGATHER_BASE, {output}, [this, in, out] {
+    Check(batonAllGather(in.data_ptr(), out.data_ptr(), in.numel(), DataType(in), comm_, nullptr),
+          "_allgather_base");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs,
+                                                    const c10d::GatherOptions& opts) {
+  at::Tensor in = Single(inputs, "gather");
+  int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(root >= 0 && root < getSize(), "baton backend: gather: root ", root,
+              " is not a rank of ", getSize());
+  std::vector<at::Tensor> outs;
+  if (getRank() == root) {
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
+                "baton backend: gather needs one list of ", getSize(), " tensors at the root");
+    for (const auto& o : outputs[0]) {
+      CheckSameKind(in, o, "gather");
+      TORCH_CHECK(o.numel() == in.numel(), "baton backend: gather: outputs must match the input");
+    }
+    outs = outputs[0];
+  }
+  return Launch(c10d::OpType::GATHER, outs, [this, in, outs, root]() mutable {
+    at::Tensor flat;
+    if (!outs.empty()) flat = at::empty({in.numel() * getSize()}, in.options());
+    Check(batonGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, in.numel(),
+                      DataType(in), root, comm_, nullptr),
+          "gather");
+    if (!outs.empty()) Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                     std::vector<std::vector<at::Tensor>>& inputs,
+                                                     const c10d::ScatterOptions& opts) {
+  at::Tensor out = Single(outputs, "scatter");
+  int root = static_cast<int>(opts.rootRank);
+  TORCH_CHECK(root >= 0 && root < getSize(), "baton backend: scatter: root ", root,
+              " is not a rank of ", getSize());
+  std::vector<at::Tensor> ins;
+  if (getRank() == root) {
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+                "baton backend: scatter needs one list of ", getSize(), " tensors at the root");
+    for (const auto& i : inputs[0]) {
+      CheckSameKind(out, i, "scatter");
+      TORCH_CHECK(i.numel() == out.numel(), "baton backend: scatter: inputs must match the output");
+    }
+    ins = inputs[0];
+  }
+  return Launch(c10d::OpType::SCATTER, outputs, [this, out, ins, root] {
+    at::Tensor flat;
+    if (!ins.empty()) flat = Flatten(ins);
+    Check(batonScatter(flat.defined() ? flat.data_ptr() : nullptr, out.data_ptr(), out.numel(),
+                       DataType(out), root, comm_, nullptr),
+          "scatter");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  at::Tensor out = Single(outputs, "reduce_scatter");
+  TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
+              "baton backend: reduce_scatter needs one list of ", getSize(), " input tensors");
+  for (const auto& i : inputs[0]) CheckSameKind(out, i, "reduce_scatter");
+  std::vector<size_t> counts = Numels(inputs[0]);
+  TORCH_CHECK(counts[getRank()] == static_cast<size_t>(out.numel()),
+              "baton backend: reduce_scatter: the output holds ", out.numel(),
+              " elements, this rank's input block ", counts[getRank()]);
+  Reduction reduction = MakeReduction(opts.reduceOp, out);
+  std::vector<at::Tensor> ins = inputs[0];
+  return Launch(c10d::OpType::REDUCE_SCATTER, outputs, [this, out, ins, counts, reduction] {
+    at::Tensor flat = Flatten(ins);
+    batonDataType_t dt = DataType(out);
+    WithOp(
+        reduction, dt,
+        [&](batonRedOp_t op) {
+          return AllEqual(counts) ? batonReduceScatter(flat.data_ptr(), out.data_ptr(), out.numel(),
+                                                       dt, op, comm_, nullptr)
+                                  : batonReduceScatterV(flat.data_ptr(), out.data_ptr(),
+                                                        counts.data(), dt, op, comm_, nullptr);
+        },
+        "reduce_scatter");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  CheckTensor(output, "_reduce_scatter_base");
+  CheckSameKind(output, input, "_reduce_scatter_base");
+  TORCH_CHECK(input.numel() == output.numel() * getSize(),
+              "baton backend: ", "_reduce_scatter_base: the input holds ", input.numel(),
+              " elements, not ", getSize(), " x ", output.numel());
+  Reduction reduction = MakeReduction(opts.reduceOp, output);
+  at::Tensor in = input, out = output;
+  return Launch(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [this, in, out, reduction] {
+    batonDataType_t dt = DataType(out);
+    WithOp(
+        reduction, dt,
+        [&](batonRedOp_t op) {
+          return batonReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), dt, op, comm_,
+                                    nullptr);
+        },
+        "_reduce_scatter_base");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                           std::vector<int64_t>& output_splits,
+                                                           std::vector<int64_t>& input_splits,
+                                                           const c10d::AllToAllOptions&) {
+  CheckTensor(input, "alltoall_base");
+  CheckSameKind(input, output, "alltoall_base");
+  const int n = getSize();
+  // Split sizes count rows (the first dimension); none given: equal blocks.
+  auto counts_of = [n](const at::Tensor& t, const std::vector<int64_t>& splits, const char* what) {
+    std::vector<size_t> counts(n);
+    int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    int64_t row_elements = rows == 0 ? 0 : t.numel() / rows;
+    if (splits.empty()) {
+      TORCH_CHECK(rows % n == 0, "baton backend: alltoall_base: ", what, " has ", rows,
+                  " rows, which do not split into ", n, " equal blocks");
+      std::fill(counts.begin(), counts.end(), static_cast<size_t>(rows / n * row_elements));
+    } else {
+      TORCH_CHECK(static_cast<int>(splits.size()) == n, "baton backend: alltoall_base: ", what,
+                  " split sizes need ", n, " entries, got ", splits.size());
+      int64_t sum = 0;
+      for (int i = 0; i < n; ++i) {
+        TORCH_CHECK(splits[i] >= 0, "baton backend: alltoall_base: negative split size");
+        counts[i] = static_cast<size_t>(splits[i] * row_elements);
+        sum += splits[i];
+      }
+      TORCH_CHECK(sum == rows, "baton backend: alltoall_base: ", what, " split sizes add up to ",
+                  sum, ", the tensor has ", rows, " rows");
+    }
+    return counts;
+  };
+  std::vector<size_t> send_counts = counts_of(input, input_splits, "input");
+  std::vector<size_t> recv_counts = counts_of(output, output_splits, "output");
+  at::Tensor in = input, out = output;
+  return Launch(c10d::OpType::ALLTOALL_BASE, {output}, [this, in, out, send_counts, recv_counts] {
+    std::vector<size_t> sd = Offsets(send_counts), rd = Offsets(recv_counts);
+    Check(batonAlltoAllV(in.data_ptr(), send_counts.data(), sd.data(), out.data_ptr(),
+                         recv_counts.data(), rd.data(), DataType(in), comm_, nullptr),
+          "alltoall_base");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall(std::vector<at::Tensor>& outputs,
+                                                      std::vector<at::Tensor>& inputs,
+                                                      const c10d::AllToAllOptions&) {
+  TORCH_CHECK(
+      static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
+      "baton backend: alltoall needs ", getSize(), " input and output tensors");
+  for (const auto& t : inputs) CheckSameKind(inputs[0], t, "alltoall");
+  for (const auto& t : outputs) CheckSameKind(inputs[0], t, "alltoall");
+  std::vector<size_t> send_counts = Numels(inputs), recv_counts = Numels(outputs);
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  return Launch(
+      c10d::OpType::ALLTOALL, outputs, [this, ins, outs, send_counts, recv_counts]() mutable {
+        at::Tensor send = Flatten(ins);
+        size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
+        at::Tensor recv = at::empty({static_cast<int64_t>(total)}, send.options());
+        std::vector<size_t> sd = Offsets(send_counts), rd = Offsets(recv_counts);
+        Check(batonAlltoAllV(send.data_ptr(), send_counts.data(), sd.data(), recv.data_ptr(),
+                             recv_counts.data(), rd.data(), DataType(send), comm_, nullptr),
+              "alltoall");
+        Unflatten(recv, outs);
+      });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                  int /*tag*/) {
+  at::Tensor t = Single(tensors, "send");
+  return Launch(c10d::OpType::SEND, tensors, [this, t, dst_rank] {
+    Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, nullptr), "send");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                                  int /*tag*/) {
+  at::Tensor t = Single(tensors, "recv");
+  return Launch(c10d::OpType::RECV, tensors, [this, t, src_rank] {
+    Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, nullptr), "recv");
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions&) {
+  return Launch(c10d::OpType::BARRIER, {},
+                [this] { Check(batonBarrier(comm_, nullptr), "barrier"); });
+}
+
+}  // namespace baton_torch

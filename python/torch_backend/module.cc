@@ -1,0 +1,23 @@
+// The Python module _baton_torch: BatonBackend as a subclass of torch's
+// c10d Backend, for baton/torch.py to register under the name "baton".
+#include <pybind11/chrono.h>
+#include <torch/python.h>
+
+#include "backend.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_baton_torch, m) {
+  m.doc() = "Baton backend for torch.distributed (use `import baton.torch`)";
+  py::class_<baton_torch::BatonBackend, c10d::Backend,
+             c10::intrusive_ptr<baton_torch::BatonBackend>>(m, "BatonBackend")
+      .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                       std::chrono::milliseconds timeout) {
+             return c10::make_intrusive<baton_torch::BatonBackend>(store, rank, size, timeout);
+           }),
+           py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+           py::call_guard<py::gil_scoped_release>());
+  m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
+        py::call_guard<py::gil_scoped_release>(),
+        "Runs the queued work and stops every baton backend's worker (at exit).");
+}
