@@ -39,7 +39,7 @@ venv_made=0
 if [ "${SETUP_PYTHON:-1}" != 0 ] && ! .venv/bin/python3 -c "import torch, numpy, mpi4py" 2>/dev/null; then
   [ -x .venv/bin/python3 ] || /usr/bin/python3 -m venv .venv
   echo "setup: installing torch, numpy and mpi4py into .venv (about 5 GB)"
-  .venv/bin/pip install -q --disable-pip-version-check torch numpy mpi4py
+  .venv/bin/pip install -q --disable-pip-version-check "torch==2.15.*" numpy mpi4py
   venv_made=1
 fi
 
