@@ -37,7 +37,15 @@ namespace baton {
     "allgather)")                                                                                  \
   X(flight_recorder, "BATON_FLIGHT_RECORDER", Int, 64,                                            \
     "calls each communicator keeps in its flight recorder file in /dev/shm (0: no file)")          \
-  X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
+  X(transport, "BATON_TRANSPORT", String, "auto",                                                  \
+    "auto, shm, tcp or ib (tcp: TCP even on one host; ib: RDMA between hosts or an error)")       \
+  X(ib_hca, "BATON_IB_HCA", String, "",                                                            \
+    "RDMA devices, NCCL_IB_HCA syntax (mlx5_0:1,mlx5_1; ^mlx5_0 excludes; =mlx5_0 exact)")        \
+  X(ib_gid_index, "BATON_IB_GID_INDEX", Int, -1, "RoCE GID index (-1: a RoCE v2 IPv4 one)")        \
+  X(ib_tc, "BATON_IB_TC", Int, 0, "RDMA traffic class (RoCE: DSCP << 2)")                          \
+  X(ib_qps_per_peer, "BATON_IB_QPS_PER_PEER", Int, 1, "RDMA queue pairs per peer (1 to 8)")       \
+  X(ib_emulate, "BATON_IB_EMULATE", Bool, false,                                                   \
+    "for tests only: an emulated RDMA device over shared memory instead of libibverbs")           \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
   X(nsocks_perpeer, "BATON_NSOCKS_PERPEER", Int, 1, "TCP sockets per pair of hosts (1 to 16)")     \

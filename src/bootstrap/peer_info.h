@@ -16,7 +16,8 @@ struct PeerInfo {
   char hostname[64];
   uint8_t wants_tcp;    // BATON_TRANSPORT=tcp on this rank
   uint8_t tcp_sockets;  // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
-  uint8_t reserved[2];
+  uint8_t rdma;         // offers RDMA to ranks on other hosts (a usable device)
+  uint8_t reserved;
   // Where the rank runs (topology/machine.h): the package and NUMA node
   // holding its CPUs (-1: unbound or spanning several), and its host's size.
   int16_t package;
@@ -24,7 +25,7 @@ struct PeerInfo {
   int16_t packages;
   int16_t numa_nodes;
   int32_t cores;
-  int32_t nic_mbps;  // speed of the interface it listens on (0: unknown)
+  int32_t nic_mbps;       // speed of the interface it listens on (0: unknown)
   uint64_t machine_hash;  // MachineHash: ranks with equal ones share cores
 };
 

@@ -52,6 +52,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
     BATON_WARN(kLogInit, "no machine topology (%s): tuning assumes one package",
                st.message().c_str());
   }
+  info.rdma = rdma::RdmaOffered(config.transport.rdma, info.numa) ? 1 : 0;
   return info;
 }
 

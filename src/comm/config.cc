@@ -14,12 +14,21 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   const std::string& t = s.transport;
   if (t == "tcp" || t == "TCP" || t == "net") {
     c.transport.force_tcp = true;
+    c.transport.rdma.mode = rdma::RdmaConfig::Mode::kOff;
+  } else if (t == "ib" || t == "IB" || t == "rdma") {
+    c.transport.rdma.mode = rdma::RdmaConfig::Mode::kForce;
   } else if (t != "shm" && t != "auto" && t != "SHM") {
-    BATON_WARN(kLogEnv, "ignoring BATON_TRANSPORT=%s (use shm, tcp or auto)", t.c_str());
+    BATON_WARN(kLogEnv, "ignoring BATON_TRANSPORT=%s (use shm, tcp, ib or auto)", t.c_str());
   }
+  c.transport.rdma.hca = s.ib_hca;
+  c.transport.rdma.gid_index = static_cast<int>(std::clamp<int64_t>(s.ib_gid_index, -1, 255));
+  c.transport.rdma.traffic_class = static_cast<int>(std::clamp<int64_t>(s.ib_tc, 0, 255));
+  c.transport.rdma.qps = static_cast<int>(std::clamp<int64_t>(s.ib_qps_per_peer, 1, 8));
+  c.transport.rdma.emulate = s.ib_emulate;
   c.transport.buffsize = std::max<uint64_t>(s.buffsize, 64 << 10);
   c.transport.tcp_sockets =
       static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));
+  c.transport.rdma.buffsize = c.transport.buffsize;
   c.transport.cma = s.cma;
   c.transport.cma_threshold = s.cma_threshold;
   c.registered_min_bytes = s.registered_min_bytes;

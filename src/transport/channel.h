@@ -58,7 +58,7 @@ void Deliver(const RecvTarget& target, size_t offset, const uint8_t* data, size_
 // descriptors catch schedules that do not match (different calls).
 class Channel {
  public:
-  enum class Kind { kShm, kTcp };
+  enum class Kind { kShm, kTcp, kRdma };
   virtual ~Channel() = default;
   virtual Kind kind() const = 0;
   // `tag`, when the message opens a call on this connection: the call's

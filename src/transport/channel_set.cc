@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "bootstrap/mesh.h"
+#include "transport/rdma/rdma_channel.h"
 #include "transport/shm.h"
 #include "transport/tcp.h"
 
@@ -30,6 +31,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   auto set = std::make_unique<ChannelSet>();
   const auto& peers = *setup.peers;
   const int n = setup.nranks, me = setup.rank;
+  BATON_RETURN_IF_ERROR(rdma::CheckForcedRdma(setup.config.rdma, peers[me].numa));
   set->rank_ = me;
   set->nranks_ = n;
   set->state_source_ = setup.call_state;
@@ -51,21 +53,44 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
   set->all_shm_ = n > 1 && set->local_ranks_ == n;
 
+  rdma::RdmaPeers rdma_peers;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
     std::vector<Fd>& sockets = (*setup.mesh)[p];
     if (sockets.empty()) return InternalError("no socket to rank " + std::to_string(p));
     set->control_[p] = std::move(sockets.back());
     sockets.pop_back();
-    if (!set->channels_[p]) {
+    if (!set->channels_[p] && UsesRdma(peers[me], peers[p])) {
+      if (sockets.empty()) return InternalError("no set-up socket to rank " + std::to_string(p));
+      rdma_peers.peers.push_back(p);
+      rdma_peers.sockets.push_back(sockets[0].get());
+      rdma_peers.closed.push_back(&set->peer_closed_[p]);
+    } else if (!set->channels_[p]) {
       if (sockets.empty()) return InternalError("no data socket to rank " + std::to_string(p));
       auto ch = std::make_unique<TcpChannel>(std::move(sockets), setup.config.buffsize, p);
       set->peer_fds_[p] = ch->fds();
       set->channels_[p] = std::move(ch);
     }
   }
-  BATON_INFO(kLogInit, "rank %d: %d peers over shared memory, %d over TCP", me,
-             (int)local_peers.size(), n - 1 - (int)local_peers.size());
+  if (!rdma_peers.peers.empty()) {
+    rdma_peers.id = setup.id;
+    rdma_peers.rank = me;
+    rdma_peers.numa_node = peers[me].numa;
+    rdma_peers.deadline = setup.deadline;
+    std::vector<std::unique_ptr<Channel>> made;
+    BATON_RETURN_IF_ERROR(rdma::ConnectRdmaPeers(setup.config.rdma, rdma_peers, &made));
+    for (size_t i = 0; i < made.size(); ++i) {
+      const int p = rdma_peers.peers[i];
+      // The watchdog watches the completion fds too, so a sleep on the
+      // doorbell (shared-memory peers as well) wakes for RDMA completions.
+      set->peer_fds_[p] = static_cast<rdma::RdmaChannel*>(made[i].get())->fds();
+      set->channels_[p] = std::move(made[i]);
+      (*setup.mesh)[p].clear();  // the set-up sockets are done with
+    }
+  }
+  const int rdma_count = static_cast<int>(rdma_peers.peers.size());
+  BATON_INFO(kLogInit, "rank %d: %d peers over shared memory, %d over RDMA, %d over TCP", me,
+             (int)local_peers.size(), rdma_count, n - 1 - (int)local_peers.size() - rdma_count);
 
   set->watch_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   set->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

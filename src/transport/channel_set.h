@@ -22,6 +22,7 @@
 #include "transport/channel.h"
 #include "transport/control.h"
 #include "transport/doorbell.h"
+#include "transport/rdma/rdma_setup.h"
 
 namespace baton {
 
@@ -31,11 +32,17 @@ class ShmSegment;
 inline bool SharesMemory(const PeerInfo& a, const PeerInfo& b) {
   return a.host_hash == b.host_hash && !a.wants_tcp && !b.wants_tcp;
 }
-// Sockets between two ranks: for shared-memory pairs one, the control
+// Ranks on different hosts that both offer RDMA (PeerInfo::rdma).
+inline bool UsesRdma(const PeerInfo& a, const PeerInfo& b) {
+  return !SharesMemory(a, b) && a.rdma != 0 && b.rdma != 0;
+}
+// Sockets between two ranks: for RDMA pairs two (set-up, then control);
+// for shared-memory pairs one, the control
 // socket (set-up, death detection, failure notes); for TCP pairs the smaller
 // of the two wishes for data, then the control socket.
 inline int SocketsBetween(const PeerInfo& a, const PeerInfo& b) {
   if (SharesMemory(a, b)) return 1;
+  if (UsesRdma(a, b)) return 2;
   return std::clamp<int>(std::min(a.tcp_sockets, b.tcp_sockets), 1, kMaxSocketsPerPeer) + 1;
 }
 // The watchdog's key index of a pair's control socket.
@@ -49,6 +56,7 @@ struct TransportConfig {
   int tcp_sockets = 1;          // BATON_NSOCKS_PERPEER: sockets per TCP peer, striped
   bool cma = false;             // BATON_CMA=1: single-copy shm transfers (docs/performance.md)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
+  rdma::RdmaConfig rdma;               // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
 };
 
 // Everything needed to set up the channels of one communicator.

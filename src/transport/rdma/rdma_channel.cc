@@ -1,0 +1,311 @@
+#include "transport/rdma/rdma_channel.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace baton::rdma {
+
+namespace {
+constexpr uint32_t kCtsFlag = 0x80000000u;  // immediate data of a credit, not a chunk
+constexpr uint32_t kSeqMask = 0x7fffffffu;
+constexpr int kPollBatch = 32;
+}  // namespace
+
+Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& options, int peer_rank,
+                           const std::atomic<bool>* peer_closed,
+                           std::unique_ptr<RdmaChannel>* out) {
+  if (options.slots < 2 || options.slots > kMaxSlots || options.slot_bytes < 4096 ||
+      options.slot_bytes % 64 != 0 || options.qps < 1 || options.qps > kMaxQpsPerPeer)
+    return InvalidUsage(
+        "RDMA channel: slots (2 to 256), slot size (4 KiB or more, a multiple "
+        "of 64) or queue pairs (1 to 8) out of range");
+  std::unique_ptr<RdmaChannel> ch(new RdmaChannel());
+  ch->peer_rank_ = peer_rank;
+  ch->peer_closed_ = peer_closed;
+  ch->options_ = options;
+  ch->context_ = std::move(context);
+  ch->arrived_.assign(options.slots, -1);
+  ch->arrived_seq_.assign(options.slots, 0);
+  ch->recvs_to_post_.assign(options.qps, 0);
+  ch->outstanding_.assign(options.qps, 0);
+  ch->ready_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!ch->ready_fd_.valid()) return ErrnoError("RDMA channel: eventfd", errno);
+  Context* ctx = ch->context_.get();
+  BATON_RETURN_IF_ERROR(
+      ctx->AllocRegistered(size_t(options.slots) * options.slot_bytes, &ch->recv_slots_));
+  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(kMaxSlots * sizeof(uint64_t), &ch->cts_in_));
+  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(kMaxSlots * sizeof(uint64_t), &ch->cts_out_));
+  memset(ch->cts_in_->data(), 0, ch->cts_in_->bytes());
+  // Per queue pair, at most `slots` chunks and `slots` credits can be
+  // unconsumed at once (each side's credits bound them), so 2 * slots
+  // receives never run out; writes get slack for completions polled late.
+  const int recv_depth = 2 * static_cast<int>(options.slots) + 8;
+  const int cq_depth = options.qps * (recv_depth + ch->SendDepth()) + 16;
+  BATON_RETURN_IF_ERROR(ctx->CreateCq(cq_depth, &ch->cq_));
+  for (int q = 0; q < options.qps; ++q) {
+    std::unique_ptr<QueuePair> qp;
+    BATON_RETURN_IF_ERROR(ctx->CreateQp(ch->cq_.get(), ch->SendDepth(), recv_depth, &qp));
+    BATON_RETURN_IF_ERROR(qp->PostRecvs(static_cast<uint64_t>(q), recv_depth));
+    ch->qps_.push_back(std::move(qp));
+  }
+  *out = std::move(ch);
+  return Status::Ok();
+}
+
+RdmaChannel::~RdmaChannel() = default;
+
+int RdmaChannel::SendDepth() const {
+  return 4 * static_cast<int>(kMaxSlots) + 16;
+}
+
+RdmaEndpoint RdmaChannel::endpoint() const {
+  RdmaEndpoint e;
+  e.slots = options_.slots;
+  e.slot_bytes = options_.slot_bytes;
+  e.slots_addr = reinterpret_cast<uint64_t>(recv_slots_->data());
+  e.slots_rkey = recv_slots_->rkey();
+  e.cts_addr = reinterpret_cast<uint64_t>(cts_in_->data());
+  e.cts_rkey = cts_in_->rkey();
+  e.nqps = static_cast<uint32_t>(qps_.size());
+  for (size_t q = 0; q < qps_.size(); ++q) e.qps[q] = qps_[q]->address();
+  return e;
+}
+
+Status RdmaChannel::Connect(const RdmaEndpoint& remote) {
+  if (remote.nqps != qps_.size())
+    return InvalidUsage("RDMA: rank " + std::to_string(peer_rank_) + " has " +
+                        std::to_string(remote.nqps) + " queue pairs per peer, this rank " +
+                        std::to_string(qps_.size()) + " (set BATON_IB_QPS_PER_PEER alike)");
+  if (remote.slots < 2 || remote.slots > kMaxSlots || remote.slot_bytes < 4096 ||
+      remote.slot_bytes % 64 != 0)
+    return InvalidUsage("RDMA: rank " + std::to_string(peer_rank_) + " sent a bad slot layout");
+  remote_ = remote;
+  BATON_RETURN_IF_ERROR(
+      context_->AllocRegistered(size_t(remote.slots) * remote.slot_bytes, &send_staging_));
+  for (size_t q = 0; q < qps_.size(); ++q)
+    BATON_RETURN_IF_ERROR(
+        qps_[q]
+            ->Connect(remote.qps[q])
+            .WithContext("RDMA connection to rank " + std::to_string(peer_rank_)));
+  connected_ = true;
+  return Status::Ok();
+}
+
+std::vector<int> RdmaChannel::fds() const {
+  return {cq_->fd(), ready_fd_.get()};
+}
+
+Status RdmaChannel::Failed() const {
+  return failure_;
+}
+
+uint64_t RdmaChannel::CtsWord(uint32_t slot) const {
+  // Written by the peer's NIC; the completion that announced it (or a
+  // later one) was polled before, so an acquire load sees it.
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(cts_in_->data()) + slot,
+                         __ATOMIC_ACQUIRE);
+}
+
+Status RdmaChannel::Apply(const Completion& c) {
+  if (!c.ok) {
+    const std::string what = "RDMA to/from rank " + std::to_string(peer_rank_) + ": " + c.error;
+    if (c.error.find("retry") != std::string::npos)
+      failure_ = RemoteError(what + " (the peer died, or the link is down)");
+    else
+      failure_ = SystemError(what);
+    return failure_;
+  }
+  const size_t q = static_cast<size_t>(c.wr_id);
+  if (q >= qps_.size()) return failure_ = InternalError("RDMA: completion of an unknown QP");
+  if (c.op == Completion::Op::kWrite) {
+    --outstanding_[q];
+    return Status::Ok();
+  }
+  ++recvs_to_post_[q];
+  if (c.imm & kCtsFlag) return Status::Ok();  // the credit is in cts_in_ already
+  const uint64_t delta = (c.imm - recv_seq_) & kSeqMask;
+  if (delta >= options_.slots || c.byte_len > options_.slot_bytes)
+    return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                    " wrote a chunk outside the window of slots");
+  const uint64_t seq = recv_seq_ + delta;
+  const uint32_t slot = static_cast<uint32_t>(seq % options_.slots);
+  arrived_[slot] = c.byte_len;
+  arrived_seq_[slot] = seq;
+  return Status::Ok();
+}
+
+Status RdmaChannel::PollCompletions() {
+  if (!failure_.ok()) return failure_;
+  uint64_t v;
+  if (read(ready_fd_.get(), &v, sizeof(v)) < 0) {
+    // EAGAIN: nothing was stashed.
+  }
+  cq_->DrainEvents();
+  std::vector<Completion> stashed;
+  stashed.swap(stashed_);
+  for (const Completion& c : stashed) BATON_RETURN_IF_ERROR(Apply(c));
+  Completion batch[kPollBatch];
+  for (;;) {
+    int got = 0;
+    BATON_RETURN_IF_ERROR(cq_->Poll(batch, kPollBatch, &got));
+    for (int i = 0; i < got; ++i) BATON_RETURN_IF_ERROR(Apply(batch[i]));
+    if (got < kPollBatch) break;
+  }
+  for (size_t q = 0; q < qps_.size(); ++q) {
+    if (recvs_to_post_[q] == 0) continue;
+    BATON_RETURN_IF_ERROR(qps_[q]->PostRecvs(q, recvs_to_post_[q]));
+    recvs_to_post_[q] = 0;
+  }
+  return PostPendingCts();
+}
+
+Status RdmaChannel::PostCts(uint64_t seq) {
+  pending_cts_.push_back(seq);
+  return PostPendingCts();
+}
+
+Status RdmaChannel::PostPendingCts() {
+  while (!pending_cts_.empty()) {
+    const uint64_t seq = pending_cts_.front();
+    const size_t q = seq % qps_.size();
+    if (outstanding_[q] >= SendDepth()) break;
+    const uint32_t slot = static_cast<uint32_t>(seq % options_.slots);
+    uint64_t* word = reinterpret_cast<uint64_t*>(cts_out_->data()) + slot;
+    *word = seq / options_.slots + 1;
+    BATON_RETURN_IF_ERROR(qps_[q]->PostWrite(
+        q, *cts_out_, reinterpret_cast<uint8_t*>(word), sizeof(*word),
+        remote_.cts_addr + slot * sizeof(uint64_t), remote_.cts_rkey, true, kCtsFlag | slot));
+    ++outstanding_[q];
+    pending_cts_.erase(pending_cts_.begin());
+  }
+  return Status::Ok();
+}
+
+Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                                 size_t* done) {
+  if (bytes == 0) return Status::Ok();
+  if (!connected_) return InternalError("RDMA channel used before it was connected");
+  BATON_RETURN_IF_ERROR(PollCompletions());
+  if (!send_active_) {
+    send_active_ = true;
+    send_off_ = 0;
+  }
+  bool first = send_off_ == 0;
+  bool moved = false;
+  while (send_off_ < bytes) {
+    const uint64_t seq = send_seq_;
+    const uint32_t slot = static_cast<uint32_t>(seq % remote_.slots);
+    if (CtsWord(slot) < seq / remote_.slots) break;  // no credit for this slot yet
+    const size_t q = seq % qps_.size();
+    if (outstanding_[q] >= SendDepth()) break;
+    uint8_t* stage = send_staging_->data() + size_t(slot) * remote_.slot_bytes;
+    size_t used = 0;
+    if (first) {
+      RdmaMessageHeader h;
+      h.magic = kRdmaHeaderMagic;
+      h.bytes = bytes;
+      if (tag != nullptr) {
+        h.flags = kRdmaHeaderTagged;
+        h.tag = *tag;
+      }
+      memcpy(stage, &h, sizeof(h));
+      used = sizeof(h);
+    }
+    const size_t n = std::min<size_t>(remote_.slot_bytes - used, bytes - send_off_);
+    memcpy(stage + used, src + send_off_, n);
+    BATON_RETURN_IF_ERROR(qps_[q]->PostWrite(
+        q, *send_staging_, stage, used + n, remote_.slots_addr + size_t(slot) * remote_.slot_bytes,
+        remote_.slots_rkey, true, static_cast<uint32_t>(seq & kSeqMask)));
+    ++outstanding_[q];
+    ++send_seq_;
+    send_off_ += n;
+    first = false;
+    moved = true;
+  }
+  *done = send_off_;
+  if (send_off_ == bytes) send_active_ = false;
+  if (!moved && send_off_ < bytes && peer_closed_ != nullptr &&
+      peer_closed_->load(std::memory_order_acquire))
+    return RemoteError("rank " + std::to_string(peer_rank_) +
+                       " closed its connection (process died or aborted)");
+  return Status::Ok();
+}
+
+Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
+  if (bytes == 0) return Status::Ok();
+  if (!connected_) return InternalError("RDMA channel used before it was connected");
+  BATON_RETURN_IF_ERROR(PollCompletions());
+  bool moved = false;
+  while (!(recv_active_ && recv_off_ == bytes)) {
+    const uint32_t slot = static_cast<uint32_t>(recv_seq_ % options_.slots);
+    if (arrived_[slot] < 0 || arrived_seq_[slot] != recv_seq_) break;
+    const uint8_t* data = recv_slots_->data() + size_t(slot) * options_.slot_bytes;
+    size_t len = static_cast<size_t>(arrived_[slot]);
+    if (!recv_active_) {
+      RdmaMessageHeader h;
+      if (len < sizeof(h))
+        return failure_ = InternalError("RDMA: a message from rank " + std::to_string(peer_rank_) +
+                                        " without its header");
+      memcpy(&h, data, sizeof(h));
+      if (h.magic != kRdmaHeaderMagic)
+        return InvalidUsage("rank " + std::to_string(peer_rank_) +
+                            " sent a message without Baton's RDMA header (another version of "
+                            "Baton, or its stream is out of step with this rank's)");
+      BATON_RETURN_IF_ERROR(CheckOpening(target, h.flags & kRdmaHeaderTagged ? &h.tag : nullptr));
+      if (h.bytes != bytes) return Mismatch(CallMismatch::Kind::kSize, nullptr, h.bytes);
+      recv_active_ = true;
+      recv_off_ = 0;
+      data += sizeof(h);
+      len -= sizeof(h);
+    }
+    if (recv_off_ + len > bytes)
+      return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                      " sent more than its message's size");
+    Deliver(target, recv_off_, data, len);
+    recv_off_ += len;
+    arrived_[slot] = -1;
+    BATON_RETURN_IF_ERROR(PostCts(recv_seq_));
+    ++recv_seq_;
+    moved = true;
+  }
+  *done = recv_active_ ? recv_off_ : 0;
+  if (recv_active_ && recv_off_ == bytes) recv_active_ = false;
+  if (!moved && *done < bytes && peer_closed_ != nullptr &&
+      peer_closed_->load(std::memory_order_acquire))
+    return RemoteError("rank " + std::to_string(peer_rank_) +
+                       " closed its connection (process died or aborted)");
+  return Status::Ok();
+}
+
+void RdmaChannel::AddWaitFds(bool /*sending*/, int peer, WaitSet* ws) const {
+  // Arm, then poll once more: a completion that came before the arming
+  // fires no event, so it is stashed for the next progress call and the
+  // eventfd makes the wait return at once.
+  Completion batch[kPollBatch];
+  int got = 0;
+  Status st = cq_->Arm();
+  if (st.ok()) st = cq_->Poll(batch, kPollBatch, &got);
+  if (!st.ok()) {
+    Completion broken;
+    broken.ok = false;
+    broken.error = st.message();
+    stashed_.push_back(broken);
+  }
+  for (int i = 0; i < got; ++i) stashed_.push_back(batch[i]);
+  if (!stashed_.empty()) {
+    uint64_t one = 1;
+    if (write(ready_fd_.get(), &one, sizeof(one)) < 0) {
+      // The counter cannot overflow from single increments.
+    }
+  }
+  ws->tcp.push_back({cq_->fd(), POLLIN, 0});
+  ws->tcp_keys.push_back(WatchKey(peer, 0));
+  ws->tcp.push_back({ready_fd_.get(), POLLIN, 0});
+  ws->tcp_keys.push_back(WatchKey(peer, 1));
+}
+
+}  // namespace baton::rdma

@@ -1,0 +1,130 @@
+// RdmaChannel: the Channel protocol over reliable-connected queue pairs
+// (verbs.h), NCCL's IB transport pattern.
+//
+// Each direction has `slots` receive slots of `slot_bytes` in the
+// receiver's registered memory. The sender copies a chunk of the message
+// into its own registered staging slot and RDMA-writes it, with immediate
+// data, into the receiver's slot of the same index; the immediate carries
+// the chunk's sequence number (slot = seq % slots). The first chunk of a
+// message starts with a 64-byte header (magic and version, size, call
+// descriptor), checked before any byte is delivered.
+//
+// Flow control is a clear-to-send FIFO in the sender's registered memory,
+// one word per slot: after delivering chunk seq the receiver RDMA-writes
+// seq / slots + 1 into word seq % slots, so the sender may write chunk s
+// once word s % slots >= s / slots. Those writes carry immediate data too,
+// so a sender out of credits sleeps on its completion channel rather than
+// spinning on memory.
+//
+// Chunks are spread over the connection's queue pairs round-robin; the
+// receiver consumes them in sequence order whatever order the completions
+// come in. Every write is signaled: error completions fail the channel
+// (retry exceeded: the peer is gone), and the send queue's depth is bounded.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "base/fd.h"
+#include "transport/channel.h"
+#include "transport/rdma/verbs.h"
+
+namespace baton::rdma {
+
+// The start of the first chunk of every message.
+struct RdmaMessageHeader {
+  uint32_t magic = 0;
+  uint32_t flags = 0;  // kRdmaHeaderTagged: `tag` is set
+  uint64_t bytes = 0;
+  CallDescriptor tag;
+  uint8_t pad[24] = {};
+};
+static_assert(sizeof(RdmaMessageHeader) == 64, "the header fills one 64-byte unit");
+inline constexpr uint32_t kRdmaHeaderMagic = 0x42544e81;  // "BTN", RDMA format 1
+inline constexpr uint32_t kRdmaHeaderTagged = 1;
+inline constexpr int kMaxQpsPerPeer = 8;
+inline constexpr uint32_t kMaxSlots = 256;
+
+// This end's memory, as the peer must know it (exchanged at set-up).
+struct RdmaEndpoint {
+  uint32_t slots = 0;
+  uint32_t slot_bytes = 0;
+  uint64_t slots_addr = 0;  // receive slots
+  uint32_t slots_rkey = 0;
+  uint32_t cts_rkey = 0;
+  uint64_t cts_addr = 0;  // clear-to-send words, written by the peer
+  uint32_t nqps = 0;
+  uint32_t reserved = 0;
+  QpAddress qps[kMaxQpsPerPeer];
+};
+
+class RdmaChannel : public Channel {
+ public:
+  struct Options {
+    uint32_t slots = 8;
+    uint32_t slot_bytes = 512 << 10;  // a multiple of 64
+    int qps = 1;
+  };
+  // Creates the local half: memory, completion queue, queue pairs with
+  // their receives posted. `peer_closed` (may be null) is the watchdog's
+  // flag for the peer's control socket.
+  static Status Create(std::shared_ptr<Context> context, const Options& options, int peer_rank,
+                       const std::atomic<bool>* peer_closed, std::unique_ptr<RdmaChannel>* out);
+  ~RdmaChannel() override;
+  RdmaEndpoint endpoint() const;
+  // Connects to the peer's half (its endpoint() from set-up).
+  Status Connect(const RdmaEndpoint& remote);
+
+  Kind kind() const override { return Kind::kRdma; }
+  Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
+                      size_t* done) override;
+  Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
+  void AddWaitFds(bool sending, int peer, WaitSet* ws) const override;
+  // The completion channel's fd and the channel's own wake-up eventfd.
+  std::vector<int> fds() const;
+
+ private:
+  RdmaChannel() = default;
+  // Polls the completion queue (and what AddWaitFds stashed) and applies
+  // what came: credits, arrived chunks, errors.
+  Status PollCompletions();
+  Status Apply(const Completion& c);
+  Status Failed() const;
+  uint64_t CtsWord(uint32_t slot) const;
+  Status PostCts(uint64_t seq);
+  Status PostPendingCts();
+  int SendDepth() const;
+
+  int peer_rank_ = -1;
+  const std::atomic<bool>* peer_closed_ = nullptr;
+  Options options_;
+  RdmaEndpoint remote_;
+  bool connected_ = false;
+  Status failure_;
+
+  // Send side.
+  uint64_t send_seq_ = 0;     // chunks posted
+  bool send_active_ = false;  // a message is part way
+  size_t send_off_ = 0;       // of it, bytes posted
+  // Receive side.
+  uint64_t recv_seq_ = 0;         // chunks consumed
+  std::vector<int64_t> arrived_;  // per slot: bytes of the chunk there, -1: none
+  std::vector<uint64_t> arrived_seq_;
+  bool recv_active_ = false;
+  size_t recv_off_ = 0;
+  std::vector<int> recvs_to_post_;     // per queue pair
+  std::vector<int> outstanding_;       // signaled writes not completed, per queue pair
+  std::vector<uint64_t> pending_cts_;  // chunks consumed whose credit waits for room
+
+  // Verbs objects, released in reverse order: queue pairs first.
+  std::shared_ptr<Context> context_;
+  std::unique_ptr<MemoryRegion> recv_slots_, send_staging_, cts_in_, cts_out_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::vector<std::unique_ptr<QueuePair>> qps_;
+  mutable std::vector<Completion> stashed_;  // polled by AddWaitFds
+  Fd ready_fd_;                              // eventfd: stashed_ is not empty
+};
+
+}  // namespace baton::rdma

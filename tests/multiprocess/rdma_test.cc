@@ -1,0 +1,150 @@
+// Collectives over the RDMA transport on the emulated device: every rank a
+// simulated host of its own (BATON_HOSTID), or two hosts of several ranks
+// (shared memory inside, RDMA between), 1 to 8 ranks, every datatype, sizes
+// up to 64 MiB. Results are compared with a plain loop over all ranks'
+// inputs (small integers, exact in every type). Also the fallback to TCP
+// without a device and BATON_TRANSPORT=ib's error.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/mp_harness.h"
+#include "common/reference.h"
+
+namespace {
+
+using baton_test::Options;
+using baton_test::RankContext;
+using baton_test::RunRanks;
+
+Options Emulated(int extra_ids = 0) {
+  Options o;
+  o.env = {{"BATON_IB_EMULATE", "1"}, {"BATON_IB_QPS_PER_PEER", "2"}};
+  o.init_comm = false;
+  o.extra_ids = extra_ids;
+  o.deadline = std::chrono::seconds(240);
+  return o;
+}
+
+// Rank r on simulated host r % hosts.
+batonComm_t Join(RankContext& ctx, int hosts) {
+  setenv("BATON_HOSTID", ("rdma-host-" + std::to_string(ctx.rank() % hosts)).c_str(), 1);
+  batonComm_t comm = nullptr;
+  MP_EXPECT_EQ(ctx, batonCommInitRank(&comm, ctx.nranks(), ctx.id(), ctx.rank()), batonSuccess)
+      << ctx.LastError();
+  ctx.set_comm(comm);
+  return comm;
+}
+
+void CheckAllReduce(RankContext& ctx, batonComm_t comm, batonDataType_t t, batonRedOp_t op,
+                    size_t count) {
+  const int n = ctx.nranks(), r = ctx.rank();
+  const size_t es = SizeOf(t);
+  std::vector<uint8_t> in(count * es), out(count * es);
+  for (size_t i = 0; i < count; ++i) Store(t, in.data(), i, ExactInput(t, op, r, n, i));
+  MP_ASSERT_OK(ctx, batonAllReduce(in.data(), out.data(), count, t, op, comm, nullptr));
+  for (size_t i = 0; i < count; ++i) {
+    const double want = ExactExpected(t, op, n, i);
+    const double got = Load(t, out.data(), i);
+    if (got != want) {
+      MP_FAIL(ctx) << "allreduce type " << t << " count " << count << " element " << i << ": "
+                   << got << " != " << want;
+      return;
+    }
+  }
+}
+
+void CheckOthers(RankContext& ctx, batonComm_t comm, size_t count) {
+  const int n = ctx.nranks(), r = ctx.rank();
+  std::vector<int32_t> mine(count), all(count * n), back(count);
+  for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(r * 1000003 + i);
+  MP_ASSERT_OK(ctx, batonAllGather(mine.data(), all.data(), count, batonInt32, comm, nullptr));
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; i += 997)
+      MP_EXPECT_EQ(ctx, all[p * count + i], static_cast<int32_t>(p * 1000003 + i));
+  std::vector<int32_t> bcast(count);
+  if (r == n - 1) bcast = mine;
+  MP_ASSERT_OK(ctx,
+               batonBroadcast(bcast.data(), bcast.data(), count, batonInt32, n - 1, comm, nullptr));
+  for (size_t i = 0; i < count; i += 991)
+    MP_EXPECT_EQ(ctx, bcast[i], static_cast<int32_t>((n - 1) * 1000003 + i));
+  // reduce-scatter of all[] (the same on every rank): n times each block.
+  MP_ASSERT_OK(
+      ctx, batonReduceScatter(all.data(), back.data(), count, batonInt32, batonSum, comm, nullptr));
+  for (size_t i = 0; i < count; i += 983)
+    MP_EXPECT_EQ(ctx, back[i], static_cast<int32_t>(n * (r * 1000003 + i)));
+  // alltoall: block p of rank r holds r*n+p.
+  std::vector<int32_t> send(count * n), recv(count * n);
+  for (int p = 0; p < n; ++p)
+    std::fill(send.begin() + p * count, send.begin() + (p + 1) * count, r * n + p);
+  MP_ASSERT_OK(ctx, batonAlltoAll(send.data(), recv.data(), count, batonInt32, comm, nullptr));
+  for (int p = 0; p < n; ++p) MP_EXPECT_EQ(ctx, recv[p * count + count / 2], p * n + r);
+}
+
+TEST(RdmaEmulated, EveryDatatypeOneToEightRanks) {
+  for (int n = 1; n <= 8; ++n) {
+    RunRanks(
+        n,
+        [&](RankContext& ctx) {
+          batonComm_t comm = Join(ctx, n);
+          if (comm == nullptr) return;
+          for (int t = 0; t < batonNumTypes; ++t)
+            for (size_t count : {size_t(1), size_t(1000), size_t(300000)})
+              CheckAllReduce(ctx, comm, static_cast<batonDataType_t>(t), batonSum, count);
+          CheckAllReduce(ctx, comm, batonInt32, batonMax, 12345);
+          CheckAllReduce(ctx, comm, batonFloat32, batonAvg, 12345);
+          CheckOthers(ctx, comm, 70000);
+        },
+        Emulated());
+  }
+}
+
+TEST(RdmaEmulated, SixtyFourMiBAndMixedHosts) {
+  for (auto [n, hosts] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{6, 3}}) {
+    RunRanks(
+        n,
+        [&, hosts = hosts](RankContext& ctx) {
+          batonComm_t comm = Join(ctx, hosts);
+          if (comm == nullptr) return;
+          CheckAllReduce(ctx, comm, batonFloat32, batonSum, (64u << 20) / 4);
+          CheckOthers(ctx, comm, 1 << 20);
+        },
+        Emulated());
+  }
+}
+
+TEST(RdmaFallback, AutoWithoutADeviceUsesTcp) {
+  Options o;
+  o.init_comm = false;
+  RunRanks(
+      3,
+      [&](RankContext& ctx) {
+        batonComm_t comm = Join(ctx, 3);
+        if (comm == nullptr) return;
+        CheckAllReduce(ctx, comm, batonFloat32, batonSum, 100000);
+      },
+      o);
+}
+
+TEST(RdmaFallback, ForcedWithoutADeviceFailsClearly) {
+  Options o;
+  o.init_comm = false;
+  o.env = {{"BATON_TRANSPORT", "ib"}, {"BATON_TIMEOUT", "20"}};
+  RunRanks(
+      2,
+      [&](RankContext& ctx) {
+        setenv("BATON_HOSTID", ("rdma-host-" + std::to_string(ctx.rank())).c_str(), 1);
+        batonComm_t comm = nullptr;
+        const batonResult_t r = batonCommInitRank(&comm, ctx.nranks(), ctx.id(), ctx.rank());
+        MP_EXPECT_EQ(ctx, r, batonSystemError);
+        const std::string msg = ctx.LastError();
+        MP_EXPECT_TRUE(ctx, msg.find("BATON_TRANSPORT=ib") != std::string::npos &&
+                                (msg.find("no RDMA device") != std::string::npos ||
+                                 msg.find("without libibverbs") != std::string::npos))
+            << msg;
+      },
+      o);
+}
+
+}  // namespace
