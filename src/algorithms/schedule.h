@@ -35,6 +35,11 @@ struct Op {
   // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
   // bitwise identical results on every rank.
   bool incoming_first = false;
+  // A PreMulSum call's scalar (one element of datatype), set where the op
+  // reads this rank's own input (launch/premul.cc; algorithms leave it
+  // null). kRecv: reduce_with is that input, multiplied by the scalar
+  // before the reduction; kCopy: dst = src * scalar.
+  const uint8_t* scale = nullptr;
   // kSend/kRecv: the call it belongs to (index into Schedule::calls). The
   // first message of each call on a connection carries its descriptor.
   uint16_t call = 0;
