@@ -161,8 +161,8 @@ template <typename T, bool kOwnFirst, bool kIoIsOwn>
 void ScaleReduceInPlace(T* __restrict__ io, const T* __restrict__ operand, size_t n, Accum<T> s) {
   for (size_t i = 0; i < n; ++i) {
     const Accum<T> a = LoadAcc<T>(io[i]), b = LoadAcc<T>(operand[i]);
-    io[i] = StoreAcc<T>(kIoIsOwn ? ScaledSum<T, kOwnFirst>(a, b, s)
-                                 : ScaledSum<T, kOwnFirst>(b, a, s));
+    io[i] =
+        StoreAcc<T>(kIoIsOwn ? ScaledSum<T, kOwnFirst>(a, b, s) : ScaledSum<T, kOwnFirst>(b, a, s));
   }
 }
 

@@ -105,9 +105,9 @@ bool FuseScale(Span input, Span output, batonDataType_t dt, const uint8_t* scale
   const std::vector<Span> unwritten = written.Gaps(Intersect(output, input));
   for (const Span& g : unwritten)
     for (int i : raw_reads)
-      if (!Intersect(g, Of(s->ops[i].kind == Op::Kind::kRecv ? s->ops[i].reduce_with
-                                                              : s->ops[i].src,
-                           s->ops[i].bytes))
+      if (!Intersect(g,
+                     Of(s->ops[i].kind == Op::Kind::kRecv ? s->ops[i].reduce_with : s->ops[i].src,
+                        s->ops[i].bytes))
                .empty())
         return false;
 
@@ -157,7 +157,7 @@ void ScaleWholeInput(Collective collective, const uint8_t* scale, size_t count, 
 
 }  // namespace
 
-void BuildPreMulSum(Collective collective, const PreMulScalar& scalar, BuildFn build,
+bool BuildPreMulSum(Collective collective, const PreMulScalar& scalar, BuildFn build,
                     const CollArgs& a, Schedule* s) {
   const size_t es = DatatypeSize(a.datatype);
   // Scaling each rank's input once, before any partial sum, is what makes
@@ -168,7 +168,7 @@ void BuildPreMulSum(Collective collective, const PreMulScalar& scalar, BuildFn b
     if (!st.ok()) {
       // Never a sum with a wrong scalar: the schedule does not run.
       if (s->build_error.ok()) s->build_error = st.WithContext("reading the PreMulSum scalar");
-      return;
+      return false;
     }
   }
   // The ops point at the scalar: it lives in schedule memory.
@@ -181,10 +181,11 @@ void BuildPreMulSum(Collective collective, const PreMulScalar& scalar, BuildFn b
   const size_t first = s->ops.size();
   build(sum, s);
   if (FuseScale(Of(a.send, count * es), Of(a.recv, out_count * es), a.datatype, scale, first, s))
-    return;
+    return true;
   s->ops.resize(first);
   ScaleWholeInput(collective, scale, count, &sum, s);
   build(sum, s);
+  return false;
 }
 
 }  // namespace baton

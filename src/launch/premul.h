@@ -20,8 +20,9 @@ namespace baton {
 // hold input and no step writes (one rank, in place) are scaled in place.
 // A schedule whose reads of the input do not fall on such boundaries is
 // built the old way instead: the whole input scaled first, then the sum.
-// A device scalar is read now; a failure goes to s->build_error.
-void BuildPreMulSum(Collective collective, const PreMulScalar& scalar, BuildFn build,
+// A device scalar is read now; a failure goes to s->build_error. Returns
+// whether the scaling was fused (false: the whole-input pass ran).
+bool BuildPreMulSum(Collective collective, const PreMulScalar& scalar, BuildFn build,
                     const CollArgs& a, Schedule* s);
 
 }  // namespace baton
