@@ -19,6 +19,8 @@ void Schedule::Append(Schedule&& other) {
     scratch[scratch_used++].swap(other.scratch[i]);
   }
   other.scratch_used = 0;
+  for (auto& block : other.filled) filled.push_back(std::move(block));
+  other.filled.clear();
 }
 
 }  // namespace baton

@@ -127,7 +127,7 @@ bool FuseScale(Span input, Span output, batonDataType_t dt, const uint8_t* scale
   size_t total = 0;
   for (int i : raw_sends) total += s->ops[i].bytes;
   if (total == 0) return true;
-  uint8_t* block = s->AllocScratch(total);
+  uint8_t* block = s->AllocFilled(total);
   std::map<std::pair<const uint8_t*, uint64_t>, const uint8_t*> copies;
   const size_t es = DatatypeSize(dt);
   for (int i : raw_sends) {

@@ -94,7 +94,9 @@ void RunCase(const Case& c, int p, size_t count, bool in_place, batonDataType_t 
     ASSERT_TRUE(BuildPreMulSum(c.collective, scalar, c.build, a, &schedules[r]))
         << what << ": not fused";
     ASSERT_TRUE(schedules[r].build_error.ok()) << what;
-    if (plain_checks) ASSERT_TRUE(CheckSchedule(schedules[r])) << what << " rank " << r;
+    if (plain_checks) {
+      ASSERT_TRUE(CheckSchedule(schedules[r])) << what << " rank " << r;
+    }
   }
   std::vector<SimRankStats> stats;
   const Status st = SimulateSchedules(schedules, &stats);
