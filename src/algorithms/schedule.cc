@@ -1,5 +1,7 @@
 #include "algorithms/schedule.h"
 
+#include <utility>
+
 namespace baton {
 
 void Schedule::Append(Schedule&& other) {
@@ -19,8 +21,11 @@ void Schedule::Append(Schedule&& other) {
     scratch[scratch_used++].swap(other.scratch[i]);
   }
   other.scratch_used = 0;
-  for (auto& block : other.filled) filled.push_back(std::move(block));
-  other.filled.clear();
+  for (size_t i = 0; i < other.filled_used; ++i) {
+    if (filled_used == filled.size()) filled.emplace_back();
+    std::swap(filled[filled_used++], other.filled[i]);
+  }
+  other.filled_used = 0;
 }
 
 }  // namespace baton

@@ -80,9 +80,15 @@ struct Schedule {
   std::vector<std::vector<uint8_t>> scratch;
   size_t scratch_used = 0;
   // Memory the schedule owns that its builder fills completely before
-  // anything reads it (PreMulSum's scaled chunks): not zeroed, which for
-  // tens of MiB is a pass over memory saved; freed by clear().
-  std::vector<std::unique_ptr<uint8_t[]>> filled;
+  // anything reads it (PreMulSum's scaled chunks): not zeroed, and kept
+  // for the next call, since a fresh block of tens of MiB costs its page
+  // faults again each time (blocks [0, filled_used) are live).
+  struct FilledBlock {
+    std::unique_ptr<uint8_t[]> data;
+    size_t bytes = 0;
+  };
+  std::vector<FilledBlock> filled;
+  size_t filled_used = 0;
 
   // Largest block clear() keeps for reuse; bigger ones go back to the heap
   // rather than pinning memory between calls.
@@ -97,8 +103,13 @@ struct Schedule {
   }
   // `bytes` of memory, uninitialized, that lives until clear().
   uint8_t* AllocFilled(size_t bytes) {
-    filled.push_back(std::make_unique_for_overwrite<uint8_t[]>(bytes));
-    return filled.back().get();
+    if (filled_used == filled.size()) filled.emplace_back();
+    FilledBlock& block = filled[filled_used++];
+    if (block.bytes < bytes) {
+      block.data = std::make_unique_for_overwrite<uint8_t[]>(bytes);
+      block.bytes = bytes;
+    }
+    return block.data.get();
   }
   // Appends an op and returns its index (for dependencies).
   int Add(const Op& op) {
@@ -111,8 +122,7 @@ struct Schedule {
     ops.clear();
     calls.clear();
     registered.valid = false;
-    if (!filled.empty()) [[unlikely]]
-      filled.clear();
+    filled_used = 0;
     if (!build_error.ok()) [[unlikely]]
       build_error = Status::Ok();
     for (auto& block : scratch)
