@@ -1,5 +1,7 @@
 #include "algorithms/schedule.h"
 
+#include <utility>
+
 namespace baton {
 
 void Schedule::Append(Schedule&& other) {
@@ -19,6 +21,11 @@ void Schedule::Append(Schedule&& other) {
     scratch[scratch_used++].swap(other.scratch[i]);
   }
   other.scratch_used = 0;
+  for (size_t i = 0; i < other.filled_used; ++i) {
+    if (filled_used == filled.size()) filled.emplace_back();
+    std::swap(filled[filled_used++], other.filled[i]);
+  }
+  other.filled_used = 0;
 }
 
 }  // namespace baton

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "algorithms/collective.h"
@@ -35,6 +36,11 @@ struct Op {
   // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
   // bitwise identical results on every rank.
   bool incoming_first = false;
+  // A PreMulSum call's scalar (one element of datatype), set where the op
+  // reads this rank's own input (launch/premul.cc; algorithms leave it
+  // null). kRecv: reduce_with is that input, multiplied by the scalar
+  // before the reduction; kCopy: dst = src * scalar.
+  const uint8_t* scale = nullptr;
   // kSend/kRecv: the call it belongs to (index into Schedule::calls). The
   // first message of each call on a connection carries its descriptor.
   uint16_t call = 0;
@@ -73,6 +79,16 @@ struct Schedule {
   // messages.
   std::vector<std::vector<uint8_t>> scratch;
   size_t scratch_used = 0;
+  // Memory the schedule owns that its builder fills completely before
+  // anything reads it (PreMulSum's scaled chunks): not zeroed, and kept
+  // for the next call, since a fresh block of tens of MiB costs its page
+  // faults again each time (blocks [0, filled_used) are live).
+  struct FilledBlock {
+    std::unique_ptr<uint8_t[]> data;
+    size_t bytes = 0;
+  };
+  std::vector<FilledBlock> filled;
+  size_t filled_used = 0;
 
   // Largest block clear() keeps for reuse; bigger ones go back to the heap
   // rather than pinning memory between calls.
@@ -85,6 +101,16 @@ struct Schedule {
     block.assign(bytes, 0);
     return block.data();
   }
+  // `bytes` of memory, uninitialized, that lives until clear().
+  uint8_t* AllocFilled(size_t bytes) {
+    if (filled_used == filled.size()) filled.emplace_back();
+    FilledBlock& block = filled[filled_used++];
+    if (block.bytes < bytes) {
+      block.data = std::make_unique_for_overwrite<uint8_t[]>(bytes);
+      block.bytes = bytes;
+    }
+    return block.data.get();
+  }
   // Appends an op and returns its index (for dependencies).
   int Add(const Op& op) {
     ops.push_back(op);
@@ -96,6 +122,7 @@ struct Schedule {
     ops.clear();
     calls.clear();
     registered.valid = false;
+    filled_used = 0;
     if (!build_error.ok()) [[unlikely]]
       build_error = Status::Ok();
     for (auto& block : scratch)

@@ -12,7 +12,9 @@
 
 namespace baton {
 void RunCopyOp(const Op& op) {
-  if (op.post_divisor > 1) {
+  if (op.scale != nullptr) [[unlikely]] {
+    ScaleCopy(op.dst, op.src, op.bytes / DatatypeSize(op.datatype), op.datatype, op.scale);
+  } else if (op.post_divisor > 1) {
     ReduceCopyArgs args{};
     args.srcs[0] = op.src;
     args.nsrcs = 1;
@@ -36,6 +38,7 @@ RecvTarget RecvTargetOf(const Op& op) {
   t.op = op.redop;
   t.post_divisor = op.post_divisor;
   t.incoming_first = op.incoming_first;
+  t.scale = op.scale;
   t.elem_size = static_cast<uint32_t>(DatatypeSize(op.datatype));
   return t;
 }

@@ -138,6 +138,51 @@ void ReduceTyped(const ReduceCopyArgs& args) {
   ReduceBlocked<T, Op, kDiv>(srcs, args.nsrcs, dsts, args.ndsts, n, divisor);
 }
 
+// The PreMulSum step (ScaleReduceRange's arithmetic, same functors and
+// order) in stride-1 loops the compiler vectorizes for the baseline ISA:
+// restrict pointers when dst overlaps neither operand, an in-place loop
+// when it is one of them (a runtime alias check would otherwise send the
+// in-place case to scalar code).
+template <typename T, bool kOwnFirst>
+BATON_HD_INLINE Accum<T> ScaledSum(Accum<T> own, Accum<T> other, Accum<T> s) {
+  const Accum<T> scaled = FuncProd<T>()(own, s);
+  return kOwnFirst ? FuncSum<T>()(scaled, other) : FuncSum<T>()(other, scaled);
+}
+
+template <typename T, bool kOwnFirst>
+void ScaleReduceApart(T* __restrict__ dst, const T* __restrict__ own, const T* __restrict__ other,
+                      size_t n, Accum<T> s) {
+  for (size_t i = 0; i < n; ++i)
+    dst[i] = StoreAcc<T>(ScaledSum<T, kOwnFirst>(LoadAcc<T>(own[i]), LoadAcc<T>(other[i]), s));
+}
+
+// kIoIsOwn: io holds the own input (and gets the result); else the other.
+template <typename T, bool kOwnFirst, bool kIoIsOwn>
+void ScaleReduceInPlace(T* __restrict__ io, const T* __restrict__ operand, size_t n, Accum<T> s) {
+  for (size_t i = 0; i < n; ++i) {
+    const Accum<T> a = LoadAcc<T>(io[i]), b = LoadAcc<T>(operand[i]);
+    io[i] =
+        StoreAcc<T>(kIoIsOwn ? ScaledSum<T, kOwnFirst>(a, b, s) : ScaledSum<T, kOwnFirst>(b, a, s));
+  }
+}
+
+template <typename T, bool kOwnFirst>
+void ScaleReduceTyped(T* dst, const T* own, const T* other, size_t n, T scalar, size_t bytes) {
+  const Accum<T> s = LoadAcc<T>(scalar);
+  const bool overlaps_own = RangesOverlap(dst, own, bytes);
+  const bool overlaps_other = RangesOverlap(dst, other, bytes);
+  if (!overlaps_own && !overlaps_other) {
+    ScaleReduceApart<T, kOwnFirst>(dst, own, other, n, s);
+  } else if (dst == own && !overlaps_other) {
+    ScaleReduceInPlace<T, kOwnFirst, true>(dst, other, n, s);
+  } else if (dst == other && !overlaps_own) {
+    ScaleReduceInPlace<T, kOwnFirst, false>(dst, own, n, s);
+  } else {
+    // own == other == dst: the core's loop reads each element before writing.
+    ScaleReduceRange<T>(own, other, dst, 0, n, 1, scalar, kOwnFirst);
+  }
+}
+
 // ---- Kernel level ----------------------------------------------------------
 
 constexpr int kLevelUnset = -1;
@@ -304,6 +349,24 @@ void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, con
     T s;
     memcpy(&s, scalar, sizeof(T));
     ScaleCopyRange<T>(static_cast<const T*>(src), static_cast<T*>(dst), 0, count, 1, s);
+  });
+}
+
+void ScaleReduce(void* dst, const void* own, const void* other, size_t count, batonDataType_t dt,
+                 const void* scalar, bool own_first) {
+  DispatchDatatype(dt, [&](auto type_tag) {
+    using T = typename decltype(type_tag)::type;
+    T s;
+    memcpy(&s, scalar, sizeof(T));
+    auto* d = static_cast<T*>(dst);
+    const auto* x = static_cast<const T*>(own);
+    const auto* y = static_cast<const T*>(other);
+    const size_t bytes = count * sizeof(T);
+    if (own_first) {
+      ScaleReduceTyped<T, true>(d, x, y, count, s, bytes);
+    } else {
+      ScaleReduceTyped<T, false>(d, x, y, count, s, bytes);
+    }
   });
 }
 

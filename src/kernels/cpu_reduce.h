@@ -49,6 +49,13 @@ void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonData
 // dst may equal src; otherwise they must not overlap.
 void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, const void* scalar);
 
+// A PreMulSum step that reads this rank's own input: dst[i] = own[i] *
+// *scalar + other[i] (own_first; else other[i] + own[i] * *scalar), the
+// product kept in the accumulation type (ScaleReduceRange in
+// reduce_copy.h). dst may equal own or other; no other overlap.
+void ScaleReduce(void* dst, const void* own, const void* other, size_t count, batonDataType_t dt,
+                 const void* scalar, bool own_first);
+
 // ---- Kernel implementation (BATON_KERNELS) ---------------------------------
 //
 // ReduceCopy runs one of these; all give bit-identical results (NaN payloads

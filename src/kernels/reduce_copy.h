@@ -449,6 +449,34 @@ BATON_HD void ScaleCopyRange(const T* src, T* dst, size_t begin, size_t end, siz
   for (size_t i = begin; i < end; i += stride) dst[i] = StoreAcc<T>(mul(LoadAcc<T>(src[i]), s));
 }
 
+// A PreMulSum reduction step with this rank's own input as one operand:
+// dst[i] = own[i] * scalar + other[i] (own_first) or other[i] + own[i] *
+// scalar, for the indices begin, begin + stride, ... < end. The product
+// stays in the accumulation type and the sum rounds once into T, so fp16,
+// bf16 and fp8 round once per step instead of once for the product and
+// again for the sum; for the other types (accumulated in T) it is exactly
+// ScaleCopyRange followed by a FuncSum step. Multiply and add are separate
+// expressions (no FMA contraction: see the top of this file). dst may be
+// own or other.
+template <typename T>
+BATON_HD void ScaleReduceRange(const T* own, const T* other, T* dst, size_t begin, size_t end,
+                               size_t stride, T scalar, bool own_first) {
+  const FuncProd<T> mul;
+  const FuncSum<T> add;
+  const Accum<T> s = LoadAcc<T>(scalar);
+  if (own_first) {
+    for (size_t i = begin; i < end; i += stride) {
+      const Accum<T> scaled = mul(LoadAcc<T>(own[i]), s);
+      dst[i] = StoreAcc<T>(add(scaled, LoadAcc<T>(other[i])));
+    }
+  } else {
+    for (size_t i = begin; i < end; i += stride) {
+      const Accum<T> scaled = mul(LoadAcc<T>(own[i]), s);
+      dst[i] = StoreAcc<T>(add(LoadAcc<T>(other[i]), scaled));
+    }
+  }
+}
+
 // ---- Host-side dispatch ----------------------------------------------------
 
 // Carries a type through a generic lambda: fn(TypeTag<float>{}).

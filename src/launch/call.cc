@@ -11,38 +11,11 @@
 #include "base/log.h"
 #include "cuda/cuda_device.h"
 #include "launch/group.h"
+#include "launch/premul.h"
 #include "tuning/select.h"
 
 namespace baton {
 namespace {
-
-// A PreMulSum call's first step, run when its schedule is built (that is,
-// when the call runs: now, on its stream, or at batonGroupEnd, so a device
-// scalar is read then): this rank's input times the scalar, in one
-// reduce-copy pass, into the buffer that then enters a plain sum. That is
-// recvbuff where it holds exactly the input's shape (allreduce, the root of
-// reduce), which makes the sum in place; otherwise memory of the schedule.
-// Scaling each rank's input once, before any partial sum, is what makes
-// the result sum_r (scalar_r * x_r) whichever algorithm adds the terms.
-void ScaleInput(Collective collective, const PreMulScalar& scalar, CollArgs* a, Schedule* s) {
-  const size_t elem = DatatypeSize(a->datatype);
-  const size_t count = a->count * (collective == Collective::kReduceScatter ? a->nranks : 1);
-  uint64_t value = scalar.value;
-  if (scalar.residence == batonScalarDevice) {
-    Status st = ReadScalarAtCall(scalar.pointer, &value, elem);
-    if (!st.ok()) {
-      // Never a sum with a wrong scalar: the schedule does not run.
-      if (s->build_error.ok()) s->build_error = st.WithContext("reading the PreMulSum scalar");
-      return;
-    }
-  }
-  const bool into_recv = collective == Collective::kAllReduce ||
-                         (collective == Collective::kReduce && a->rank == a->root);
-  void* dst = into_recv ? a->recv : s->AllocScratch(count * elem);
-  if (count > 0) PreMultiply(dst, a->send, count, a->datatype, &value);
-  a->send = dst;
-  a->op = batonSum;
-}
 
 // What builds a call's schedule from its arguments: an algorithm's builder,
 // or (build == nullptr) a send to or receive from `peer`. A plain value, so
@@ -52,7 +25,7 @@ struct Builder {
   int peer = -1;
   bool is_send = false;
   CallDescriptor call;  // what the call's first message on each connection carries
-  // PreMulSum: scale this rank's input first (ScaleInput).
+  // PreMulSum: the sum with this rank's input scaled (launch/premul.h).
   bool premul = false;
   Collective collective = Collective::kAllReduce;
   PreMulScalar scalar;
@@ -63,10 +36,8 @@ struct Builder {
   void operator()(const CollArgs& a, Schedule* s) const {
     const size_t first = s->ops.size();
     const auto index = static_cast<uint16_t>(s->calls.size());
-    if (premul) {
-      CollArgs scaled = a;
-      ScaleInput(collective, scalar, &scaled, s);
-      build(scaled, s);
+    if (premul) [[unlikely]] {
+      BuildPreMulSum(collective, scalar, build, a, s);
     } else if (build != nullptr) {
       build(a, s);
     } else if (is_send) {

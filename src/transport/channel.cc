@@ -12,6 +12,11 @@ void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len
     return;
   }
   const uint8_t* local = t.reduce_with + offset;
+  if (t.scale != nullptr) [[unlikely]] {
+    ScaleReduce(t.dst + offset, local, data, len / t.elem_size, t.datatype, t.scale,
+                !t.incoming_first);
+    return;
+  }
   ReduceInto(t.dst + offset, t.incoming_first ? data : local, t.incoming_first ? local : data,
              len / t.elem_size, t.datatype, t.op, t.post_divisor);
 }

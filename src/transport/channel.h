@@ -27,6 +27,9 @@ struct RecvTarget {
   uint32_t post_divisor = 0;
   uint32_t elem_size = 1;
   bool incoming_first = false;  // dst = incoming op reduce_with
+  // PreMulSum: reduce_with is this rank's own input, multiplied by *scale
+  // (one element of datatype) in the same pass (op is a sum).
+  const uint8_t* scale = nullptr;
   // This message opens this rank's call `*opens` on the connection: it must
   // start with the peer's descriptor of the same call. Null: the message
   // continues the call, and must not start another.

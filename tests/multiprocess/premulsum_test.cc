@@ -8,13 +8,16 @@
 #include <baton.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "algorithms/collective.h"
 #include "common/mp_harness.h"
 #include "common/reference.h"
 
@@ -170,6 +173,116 @@ TEST_P(PreMulSumTest, AllReduceReduceReduceScatter) {
 INSTANTIATE_TEST_SUITE_P(Ranks, PreMulSumTest,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4, 7),
                                             ::testing::Values("shm", "tcp")),
+                         [](const auto& info) {
+                           return std::string(std::get<1>(info.param)) + "_" +
+                                  std::to_string(std::get<0>(info.param)) + "ranks";
+                         });
+
+// Every algorithm family (BATON_ALGO) that implements allreduce, reduce or
+// reduce-scatter, each on its own communicator: the scaling is fused into
+// whichever steps of its schedule read the input (launch/premul.h), so each
+// family is checked, at sizes 0, 1, odd and large (many chunks), in and
+// out of place, against the same reference.
+void EveryAlgorithm(RankContext& ctx, bool uniform_hosts) {
+  const int rank = ctx.rank(), n = ctx.nranks();
+  const char* kAlgos[] = {"ring", "rhd", "tree", "binomial", "hier"};
+  const char* kColls[] = {"allreduce", "reduce", "reducescatter"};
+  struct Shape {
+    batonDataType_t type;
+    size_t count;
+  };
+  const Shape kShapes[] = {{batonFloat32, 0},     {batonFloat32, 1}, {batonFloat32, 7},
+                           {batonFloat32, 70001}, {batonInt32, 301}, {batonFloat16, 301},
+                           {batonUint8, 33},      {batonBfloat16, 9}};
+  for (size_t a = 0; a < std::size(kAlgos); ++a) {
+    const std::string algo = kAlgos[a];
+    if (algo == "hier" && !uniform_hosts) continue;
+    setenv("BATON_ALGO", algo.c_str(), 1);
+    batonComm_t comm = nullptr;
+    MP_ASSERT_OK(ctx, batonCommInitRank(&comm, n, ctx.extra_id(static_cast<int>(a)), ctx.rank()));
+    for (const char* coll : kColls) {
+      baton::Collective c;
+      baton::Algorithm al;
+      if (!baton::CollectiveFromName(coll, &c) || !baton::AlgorithmFromName(algo.c_str(), &al) ||
+          !baton::Implements(c, al))
+        continue;
+      for (const Shape& shape : kShapes) {
+        const batonDataType_t t = shape.type;
+        const size_t count = shape.count, es = SizeOf(t);
+        uint64_t scalar = 0;
+        Store(t, reinterpret_cast<uint8_t*>(&scalar), 0, Scalar(t, rank));
+        batonRedOp_t op = batonSum;
+        MP_ASSERT_OK(ctx,
+                     batonRedOpCreatePreMulSum(&op, &scalar, t, batonScalarHostImmediate, comm));
+        for (bool in_place : {false, true}) {
+          const std::string what = std::string(coll) + "/" + algo + " type " + std::to_string(t) +
+                                   " count " + std::to_string(count) +
+                                   (in_place ? " in place" : "");
+          ctx.SetStep(what);
+          const std::string cs = coll;
+          const int root = n / 2;
+          const size_t total = count * (cs == "reducescatter" ? n : 1);
+          std::vector<uint8_t> in = Fill(t, rank, n, total), out(count * es + 1, 0xee);
+          const std::vector<uint8_t> original = in;
+          uint8_t* recv =
+              in_place ? in.data() + (cs == "reducescatter" ? rank * count * es : 0) : out.data();
+          if (cs == "allreduce") {
+            MP_EXPECT_OK(ctx, batonAllReduce(in.data(), recv, count, t, op, comm, nullptr)) << what;
+          } else if (cs == "reduce") {
+            MP_EXPECT_OK(ctx, batonReduce(in.data(), recv, count, t, op, root, comm, nullptr))
+                << what;
+          } else {
+            MP_EXPECT_OK(ctx, batonReduceScatter(in.data(), recv, count, t, op, comm, nullptr))
+                << what;
+          }
+          if (cs != "reduce" || rank == root)
+            MP_EXPECT_EQ(ctx, Wrong(t, n, recv, count, cs == "reducescatter" ? rank * count : 0),
+                         0u)
+                << what;
+          if (!in_place)
+            MP_EXPECT_EQ(ctx, memcmp(in.data(), original.data(), total * es), 0)
+                << what << ": input modified";
+          if (ctx.failed()) return;
+        }
+        MP_EXPECT_OK(ctx, batonRedOpDestroy(op, comm));
+      }
+    }
+    MP_EXPECT_OK(ctx, batonCommDestroy(comm));
+  }
+}
+
+class PreMulSumAlgorithmsTest : public ::testing::TestWithParam<std::tuple<int, const char*>> {};
+
+TEST_P(PreMulSumAlgorithmsTest, EveryFamily) {
+  const auto [nranks, transport] = GetParam();
+  const std::string where = transport;
+  // "hostsK": rank r on simulated host r mod K, connected over TCP.
+  const int hosts = where.rfind("hosts", 0) == 0 ? std::stoi(where.substr(5)) : 1;
+  Options options;
+  options.init_comm = false;
+  options.unique_id = false;
+  options.extra_ids = 5;
+  options.env = {{"BATON_TRANSPORT", hosts > 1 ? "auto" : transport}};
+  RunRanks(
+      nranks,
+      [&](RankContext& ctx) {
+        if (hosts > 1) {
+          const std::string host = "simulated-host-" + std::to_string(ctx.rank() % hosts);
+          setenv("BATON_HOSTID", host.c_str(), 1);
+        }
+        EveryAlgorithm(ctx, nranks % hosts == 0);
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PreMulSumAlgorithmsTest,
+                         ::testing::Values(std::make_tuple(1, "shm"), std::make_tuple(2, "shm"),
+                                           std::make_tuple(3, "shm"), std::make_tuple(4, "shm"),
+                                           std::make_tuple(5, "shm"), std::make_tuple(6, "tcp"),
+                                           std::make_tuple(7, "shm"), std::make_tuple(8, "shm"),
+                                           std::make_tuple(9, "shm"), std::make_tuple(16, "shm"),
+                                           std::make_tuple(4, "hosts2"),
+                                           std::make_tuple(9, "hosts3")),
                          [](const auto& info) {
                            return std::string(std::get<1>(info.param)) + "_" +
                                   std::to_string(std::get<0>(info.param)) + "ranks";
