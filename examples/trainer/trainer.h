@@ -14,6 +14,7 @@
 #include "data.h"
 #include "model.h"
 #include "options.h"
+#include "timeline.h"
 
 namespace trainer {
 
@@ -82,6 +83,7 @@ class TrainingRun {
   int start_epoch = 0;
   long global_step = 0;
   long total_steps = 0;  // of the whole run (--epochs), set by each mode for the schedule
+  Timeline* timeline = nullptr;  // --trace: the trainer's events (null: none)
 
  private:
   void TrainSync();

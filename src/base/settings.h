@@ -37,6 +37,11 @@ namespace baton {
     "allgather)")                                                                                  \
   X(flight_recorder, "BATON_FLIGHT_RECORDER", Int, 64,                                            \
     "calls each communicator keeps in its flight recorder file in /dev/shm (0: no file)")          \
+  X(trace_file, "BATON_TRACE_FILE", String, "",                                                    \
+    "write a Chrome trace-event timeline of every call; each rank writes FILE.rankN.json at "      \
+    "destroy, batonrun merges them into FILE")                                                     \
+  X(trace_events, "BATON_TRACE_EVENTS", Int, 100000,                                               \
+    "calls each communicator's timeline holds; later ones are counted as dropped")                 \
   X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
