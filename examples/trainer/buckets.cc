@@ -71,10 +71,11 @@ void GradientAverager::Launch(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   size_t count = bucket.end - bucket.begin;
   // The allreduce itself is Baton's event, on the thread that runs it (a host stream's).
-  Timeline::Scope span(timeline_, "launch bucket",
-                       timeline_ != nullptr && timeline_->on()
-                           ? "\"bucket\":" + std::to_string(b) + ",\"count\":" + std::to_string(count)
-                           : std::string());
+  Timeline::Scope span(
+      timeline_, "launch bucket",
+      timeline_ != nullptr && timeline_->on()
+          ? "\"bucket\":" + std::to_string(b) + ",\"count\":" + std::to_string(count)
+          : std::string());
   // A host stream or a synchronous call reads the buffer now: the backend's results must be
   // complete. On the device's communication stream the allreduce waits for them instead, while
   // the backend goes on with the layers below.

@@ -73,9 +73,10 @@ void Timeline::Write() const {
                           : std::string(",\"ph\":\"i\",\"s\":\"t\"");
     text += ",\"args\":{" + e.args + "}}";
   }
-  text += "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"producer\":\"baton-train\","
-          "\"clock\":\"CLOCK_REALTIME\",\"rank\":" +
-          pid + ",\"dropped\":" + std::to_string(dropped_) + "}}\n";
+  text +=
+      "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"producer\":\"baton-train\","
+      "\"clock\":\"CLOCK_REALTIME\",\"rank\":" +
+      pid + ",\"dropped\":" + std::to_string(dropped_) + "}}\n";
   std::FILE* f = std::fopen(path_.c_str(), "w");
   if (f == nullptr) throw TrainError("--trace: cannot open " + path_ + ": " + std::strerror(errno));
   const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();

@@ -338,10 +338,10 @@ void TrainingRun::Run() {
 }
 
 void TrainingRun::TrainSync() {
-  GradientAverager averager(
-      comm, backend, model, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
-      static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap, opt.fp16_allreduce,
-      timeline);
+  GradientAverager averager(comm, backend, model,
+                            static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
+                            static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap,
+                            opt.fp16_allreduce, timeline);
   if (rank == 0 && opt.overlap) {
     std::printf("gradient buckets (reverse layer order):");
     for (const GradientBucket& b : averager.buckets()) {

@@ -42,6 +42,8 @@ namespace baton {
     "destroy, batonrun merges them into FILE")                                                     \
   X(trace_events, "BATON_TRACE_EVENTS", Int, 100000,                                               \
     "calls each communicator's timeline holds; later ones are counted as dropped")                 \
+  X(trace_list, "BATON_TRACE_LIST", String, "",                                                    \
+    "set by batonrun: a file where ranks note the BATON_TRACE_FILE they write, for the merge")     \
   X(transport, "BATON_TRANSPORT", String, "auto", "auto, shm or tcp (tcp: TCP even on one host)")  \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \

@@ -12,10 +12,10 @@
 #include "algorithms/rhd.h"
 #include "algorithms/ring.h"
 #include "base/log.h"
+#include "base/trace_file.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
 #include "bootstrap/rendezvous.h"
-#include "base/trace_file.h"
 #include "comm/host_ipc.h"
 #include "exec/call_check.h"
 #include "topology/binding.h"
@@ -154,8 +154,14 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
     trace.track = comm->config_.trace_rank >= 0 ? comm->config_.trace_rank : rank;
     trace.path = TraceRankFile(comm->config_.trace_file, trace.track,
                                index == 1 ? "" : "comm" + std::to_string(index));
-    trace.capacity = static_cast<uint32_t>(
-        std::clamp<int64_t>(comm->config_.trace_events, 1, int64_t{1} << 24));
+    trace.capacity =
+        static_cast<uint32_t>(std::clamp<int64_t>(comm->config_.trace_events, 1, int64_t{1} << 24));
+    trace.base = comm->config_.trace_file;
+    if (trace.base.front() != '/') {
+      char cwd[4096];
+      if (getcwd(cwd, sizeof(cwd)) != nullptr) trace.base = std::string(cwd) + "/" + trace.base;
+    }
+    trace.list = comm->config_.trace_list;
     trace.comm_rank = rank;
     trace.nranks = nranks;
     trace.comm_id = id.comm_id;
@@ -214,7 +220,9 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   return Status::Ok();
 }
 
-Communicator::~Communicator() { WriteTraceLocked(); }
+Communicator::~Communicator() {
+  WriteTraceLocked();
+}
 
 void Communicator::WriteTrace() {
   std::lock_guard<std::mutex> lock(run_mu_);

@@ -1,5 +1,6 @@
 #include "comm/trace_recorder.h"
 
+#include <fcntl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "algorithms/call_description.h"
 #include "base/datatype.h"
+#include "base/fd.h"
 
 namespace baton {
 namespace {
@@ -76,8 +78,7 @@ void DescribeEvent(const TraceEvent& e, std::string* name, std::string* args) {
     *args += text;
     if (Reduces(c)) {
       *args += ",\"op\":\"";
-      *args += d.op == kCallOpPreMulSum ? "premulsum"
-                                        : RedOpName(static_cast<batonRedOp_t>(d.op));
+      *args += d.op == kCallOpPreMulSum ? "premulsum" : RedOpName(static_cast<batonRedOp_t>(d.op));
       *args += "\"";
     }
     if (HasRoot(c)) *args += ",\"root\":" + std::to_string(d.root);
@@ -89,8 +90,8 @@ void DescribeEvent(const TraceEvent& e, std::string* name, std::string* args) {
   } else {
     *name = d.kind == kCallKindBarrier ? "barrier" : "internal";
   }
-  snprintf(text, sizeof(text), ",\"sent\":%" PRIu64 ",\"received\":%" PRIu64 ",\"peers\":[",
-           e.sent, e.received);
+  snprintf(text, sizeof(text), ",\"sent\":%" PRIu64 ",\"received\":%" PRIu64 ",\"peers\":[", e.sent,
+           e.received);
   *args += text;
   for (int i = 0; i < e.peer_count; ++i) {
     if (i > 0) *args += ',';
@@ -164,8 +165,8 @@ std::string TraceEventsJson(const TraceRecorderConfig& config, const TraceEvent*
   std::string out = "{\"ph\":\"M\",\"pid\":" + pid +
                     ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " + pid + " (" +
                     JsonEscaped(config.host) + ")\"}},\n";
-  out += "{\"ph\":\"M\",\"pid\":" + pid + ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" +
-         pid + "}}";
+  out += "{\"ph\":\"M\",\"pid\":" + pid +
+         ",\"name\":\"process_sort_index\",\"args\":{\"sort_index\":" + pid + "}}";
   std::set<int32_t> tids;
   for (size_t i = 0; i < count; ++i) tids.insert(events[i].tid);
   for (const int32_t tid : tids) {
@@ -189,7 +190,7 @@ std::string TraceEventsJson(const TraceRecorderConfig& config, const TraceEvent*
   return out;
 }
 
-Status TraceRecorder::Write() const {
+Status TraceRecorder::Write() {
   const std::string events = TraceEventsJson(config_, events_.get(), used_, NowNs());
   char comm_id[24];
   snprintf(comm_id, sizeof(comm_id), "%016" PRIx64, config_.comm_id);
@@ -198,8 +199,8 @@ Status TraceRecorder::Write() const {
            "\"otherData\":{\"producer\":\"Baton %d.%d.%d\",\"clock\":\"CLOCK_REALTIME\","
            "\"rank\":%d,\"comm_rank\":%d,\"nranks\":%d,\"comm_id\":\"%s\",\"events\":%zu,"
            "\"capacity\":%u,\"dropped\":%" PRIu64 "}",
-           BATON_MAJOR, BATON_MINOR, BATON_PATCH, config_.track, config_.comm_rank,
-           config_.nranks, comm_id, used_, config_.capacity, dropped_);
+           BATON_MAJOR, BATON_MINOR, BATON_PATCH, config_.track, config_.comm_rank, config_.nranks,
+           comm_id, used_, config_.capacity, dropped_);
   std::string text = "{\"traceEvents\":[\n" + events;
   if (dropped_ > 0) {
     // Shown on the rank's track, and kept by a merge (otherData is not).
@@ -224,6 +225,16 @@ Status TraceRecorder::Write() const {
     const int err = errno;
     unlink(tmp.c_str());
     return ErrnoError("renaming " + tmp + " to " + config_.path, err);
+  }
+  if (!noted_ && !config_.list.empty()) {
+    // One line appended in one write (O_APPEND: the ranks' lines do not
+    // mix). Never created here: without batonrun's file nobody merges.
+    noted_ = true;
+    const Fd list(open(config_.list.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+    const std::string line = config_.base + "\n";
+    if (!list.valid() ||
+        write(list.get(), line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      return ErrnoError("noting the timeline in " + config_.list, errno);
   }
   return Status::Ok();
 }

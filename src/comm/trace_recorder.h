@@ -29,13 +29,15 @@ namespace baton {
 
 // Who writes the timeline, and where.
 struct TraceRecorderConfig {
-  std::string path;           // the rank's file (base/trace_file.h)
-  uint32_t capacity = 1;      // events the buffer holds (at least 1)
-  int track = 0;              // the process track: the job's rank (BATON_RANK), else comm_rank
+  std::string path;       // the rank's file (base/trace_file.h)
+  std::string base;       // BATON_TRACE_FILE, absolute
+  std::string list;       // BATON_TRACE_LIST: where to note `base` once written ("": nowhere)
+  uint32_t capacity = 1;  // events the buffer holds (at least 1)
+  int track = 0;          // the process track: the job's rank (BATON_RANK), else comm_rank
   int comm_rank = 0;
   int nranks = 1;
   uint64_t comm_id = 0;
-  std::string comm_name;      // batonConfig_t.commName
+  std::string comm_name;  // batonConfig_t.commName
   std::string host;
 };
 
@@ -51,8 +53,8 @@ struct TraceEvent {
   uint8_t peer_count = 0;
   bool more_peers = false;
   bool is_send = false;  // point-to-point: a send (numbering clears it in words)
-  uint16_t group = 1;  // calls run together with it (a group), itself included
-  int32_t tid = 0;     // the thread that ran it
+  uint16_t group = 1;    // calls run together with it (a group), itself included
+  int32_t tid = 0;       // the thread that ran it
   int32_t result = batonSuccess;
 };
 
@@ -70,8 +72,9 @@ class TraceRecorder {
 
   // Writes every event so far to config().path (through a temporary file,
   // so a reader never sees half of one). Calls that have not ended yet are
-  // written up to now and marked unfinished.
-  Status Write() const;
+  // written up to now and marked unfinished. The first time, notes the base
+  // path in config().list for batonrun.
+  Status Write();
 
   const TraceRecorderConfig& config() const { return config_; }
   size_t size() const { return used_; }
@@ -88,6 +91,7 @@ class TraceRecorder {
   size_t open_first_ = 0;  // the events End completes
   size_t open_count_ = 0;
   uint64_t dropped_ = 0;
+  bool noted_ = false;
 };
 
 // The JSON text of `events` as Chrome trace events on `config.track`,

@@ -18,9 +18,8 @@ namespace {
 
 CallDescriptor Numbered(Collective c, uint32_t seq, uint64_t count) {
   CallDescriptor d;
-  MakeCallDescriptor(&d, static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c)),
-                     count, batonFloat32, batonSum, 0, static_cast<uint8_t>(Algorithm::kRing),
-                     false);
+  MakeCallDescriptor(&d, static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c)), count,
+                     batonFloat32, batonSum, 0, static_cast<uint8_t>(Algorithm::kRing), false);
   d.seq = seq;
   return d;
 }
@@ -91,7 +90,8 @@ TEST(TraceRecorderTest, AGroupThatDoesNotFitIsDroppedWhole) {
   Schedule group;
   group.Add(Message(Op::Kind::kSend, 1, 16, 0));
   group.Add(Message(Op::Kind::kRecv, 2, 32, 1));
-  trace.Begin(group, {Numbered(Collective::kAllReduce, 2, 4), Numbered(Collective::kAllGather, 3, 4)});
+  trace.Begin(group,
+              {Numbered(Collective::kAllReduce, 2, 4), Numbered(Collective::kAllGather, 3, 4)});
   trace.End(batonSuccess);
   EXPECT_EQ(trace.size(), 1u);
   EXPECT_EQ(trace.dropped(), 2u);
@@ -104,7 +104,8 @@ TEST(TraceRecorderTest, GroupCallsGetTheirOwnBytesAndPeers) {
   group.Add(Message(Op::Kind::kSend, 1, 16, 0));
   group.Add(Message(Op::Kind::kRecv, 2, 32, 1));
   group.Add(Message(Op::Kind::kCopy, -1, 64, 1));
-  trace.Begin(group, {Numbered(Collective::kAllReduce, 2, 4), Numbered(Collective::kAllGather, 3, 4)});
+  trace.Begin(group,
+              {Numbered(Collective::kAllReduce, 2, 4), Numbered(Collective::kAllGather, 3, 4)});
   trace.End(batonTimeout);
   ASSERT_EQ(trace.size(), 2u);
   EXPECT_EQ(trace.event(0).sent, 32u);
@@ -133,8 +134,8 @@ TEST(TraceRecorderTest, AnUnfinishedCallIsWrittenAsSuch) {
   TraceRecorder trace(Config(4));
   Schedule s;
   trace.Begin(s, {Numbered(Collective::kReduce, 7, 1)});
-  const std::string json = TraceEventsJson(trace.config(), &trace.event(0), 1,
-                                           trace.event(0).begin_ns + 1500);
+  const std::string json =
+      TraceEventsJson(trace.config(), &trace.event(0), 1, trace.event(0).begin_ns + 1500);
   EXPECT_NE(json.find("\"unfinished\":true"), std::string::npos) << json;
   EXPECT_NE(json.find("\"dur\":1.500"), std::string::npos) << json;
   EXPECT_NE(json.find("\"root\":0"), std::string::npos) << json;

@@ -124,10 +124,13 @@ int main(int argc, char** argv) {
   // The clock file times come from, so that every file the ranks write counts.
   timespec start;
   clock_gettime(CLOCK_REALTIME_COARSE, &start);
+  const std::string trace_list = PrepareTraceList();
   Job job(options, &signals, std::move(rendezvous_var), PlanRankBindings(options));
   if (launcher.valid()) job.WatchLauncher(std::move(launcher));
   int status = job.Run();
-  MergeJobTrace(options, static_cast<double>(start.tv_sec) + static_cast<double>(start.tv_nsec) * 1e-9);
+  MergeJobTrace(options,
+                static_cast<double>(start.tv_sec) + static_cast<double>(start.tv_nsec) * 1e-9,
+                trace_list);
   fflush(stdout);
   return status;
 }

@@ -1,6 +1,7 @@
 #include "tools/batonrun/trace_merge.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -52,6 +53,13 @@ size_t PastValue(const std::string& s, size_t open) {
     }
   }
   return std::string::npos;
+}
+
+// A relative path as the ranks see it (they run where batonrun runs).
+std::string Absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[4096];
+  return getcwd(cwd, sizeof(cwd)) != nullptr ? std::string(cwd) + "/" + path : path;
 }
 
 // The BATON_TRACE_FILE the ranks see: the last -x that sets it, else ours.
@@ -147,9 +155,10 @@ bool MergeTraceFiles(const std::vector<std::string>& inputs, const std::string& 
     }
     sources += "\"";
   }
-  merged += "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"producer\":\"batonrun\","
-            "\"clock\":\"CLOCK_REALTIME\",\"merged\":[" +
-            sources + "]}}\n";
+  merged +=
+      "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"producer\":\"batonrun\","
+      "\"clock\":\"CLOCK_REALTIME\",\"merged\":[" +
+      sources + "]}}\n";
   const std::string tmp = out + ".tmp" + std::to_string(getpid());
   {
     std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
@@ -168,9 +177,10 @@ bool MergeTraceFiles(const std::vector<std::string>& inputs, const std::string& 
   return true;
 }
 
-void MergeJobTrace(const Options& options, double job_start) {
-  const std::string base = JobTraceFile(options);
-  if (base.empty()) return;
+namespace {
+
+// One BATON_TRACE_FILE of the job (see MergeJobTrace).
+void MergeJobTraceOf(const Options& options, double job_start, const std::string& base) {
   const int first = options.RankOffset();
   const int count = options.num_ranks;
   const std::vector<std::string> inputs = RankTraceFiles(base, first, count, job_start);
@@ -193,6 +203,33 @@ void MergeJobTrace(const Options& options, double job_start) {
   for (const std::string& path : inputs) unlink(path.c_str());
   fprintf(stderr, "batonrun: timeline of %d rank%s (%zu file%s) in %s\n", count,
           count == 1 ? "" : "s", inputs.size(), inputs.size() == 1 ? "" : "s", out.c_str());
+}
+
+}  // namespace
+
+std::string PrepareTraceList() {
+  const char* tmp = getenv("TMPDIR");
+  const std::string path = std::string(tmp != nullptr && tmp[0] == '/' ? tmp : "/tmp") +
+                           "/batonrun-traces." + std::to_string(getpid());
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return "";
+  close(fd);
+  setenv(baton::SettingName::trace_list, path.c_str(), 1);
+  return path;
+}
+
+void MergeJobTrace(const Options& options, double job_start, const std::string& list) {
+  std::vector<std::string> bases;
+  if (std::string base = JobTraceFile(options); !base.empty()) bases.push_back(Absolute(base));
+  if (!list.empty()) {
+    std::ifstream in(list);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) bases.push_back(line);
+    unlink(list.c_str());
+  }
+  std::sort(bases.begin(), bases.end());
+  bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+  for (const std::string& base : bases) MergeJobTraceOf(options, job_start, base);
 }
 
 }  // namespace batonrun

@@ -31,11 +31,19 @@ bool TraceEventsOf(const std::string& json, std::string* events, std::string* er
 bool MergeTraceFiles(const std::vector<std::string>& inputs, const std::string& out,
                      std::string* error);
 
-// After a job: when the ranks were given BATON_TRACE_FILE (batonrun's
-// environment or -x), merges the files its ranks wrote since
-// `job_start` (seconds since the epoch) into that path, or into
+// Before a job: creates the file where the ranks note the BATON_TRACE_FILE
+// they write (a program may set it itself, as baton-train --trace does)
+// and exports its path as BATON_TRACE_LIST to them. Returns the path ("":
+// none could be made; then only a BATON_TRACE_FILE given to batonrun is
+// merged).
+std::string PrepareTraceList();
+
+// After a job: for each BATON_TRACE_FILE the ranks were given (batonrun's
+// environment or -x) or noted in `list`, merges the files its ranks wrote
+// since `job_start` (seconds since the epoch) into that path, or into
 // STEM.ranksA-B.json when this batonrun started only part of the job;
-// removes the merged rank files and says where the timeline is on stderr.
-void MergeJobTrace(const Options& options, double job_start);
+// removes the merged rank files and `list`, and says where the timeline is
+// on stderr.
+void MergeJobTrace(const Options& options, double job_start, const std::string& list);
 
 }  // namespace batonrun
