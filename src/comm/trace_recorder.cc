@@ -4,6 +4,9 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -103,15 +106,45 @@ void DescribeEvent(const TraceEvent& e, std::string* name, std::string* args) {
   if (e.result != batonSuccess)
     *args += std::string(",\"result\":\"") +
              batonGetErrorString(static_cast<batonResult_t>(e.result)) + "\"";
-  if (e.end_ns < 0) *args += ",\"unfinished\":true";
+  if (e.end < 0) *args += ",\"unfinished\":true";
 }
 
 }  // namespace
 
-int64_t TraceRecorder::NowNs() {
+int64_t TraceClock::RealtimeNs() {
   timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+int64_t TraceClock::Ticks() {
+#if defined(__x86_64__)
+  return static_cast<int64_t>(__rdtsc());
+#else
+  return RealtimeNs();
+#endif
+}
+
+TraceClock TraceClock::Now() {
+  TraceClock now;
+  now.ticks = Ticks();
+  now.realtime_ns = RealtimeNs();
+  return now;
+}
+
+int64_t TraceClock::ToNs(int64_t ticks, const TraceClock& from, const TraceClock& to) {
+#if defined(__x86_64__)
+  const int64_t span = to.ticks - from.ticks;
+  const double ns_per_tick =
+      span > 0 ? static_cast<double>(to.realtime_ns - from.realtime_ns) / static_cast<double>(span)
+               : 0.0;
+  return from.realtime_ns +
+         static_cast<int64_t>(static_cast<double>(ticks - from.ticks) * ns_per_tick);
+#else
+  (void)from;
+  (void)to;
+  return ticks;
+#endif
 }
 
 TraceRecorder::TraceRecorder(TraceRecorderConfig config) : config_(std::move(config)) {
@@ -121,7 +154,7 @@ TraceRecorder::TraceRecorder(TraceRecorderConfig config) : config_(std::move(con
 }
 
 void TraceRecorder::Begin(const Schedule& schedule, const std::vector<CallDescriptor>& numbered) {
-  const int64_t now = NowNs();
+  const int64_t now = TraceClock::Ticks();
   const size_t n = numbered.size();
   open_count_ = 0;
   if (n > config_.capacity - used_) {
@@ -132,7 +165,7 @@ void TraceRecorder::Begin(const Schedule& schedule, const std::vector<CallDescri
   for (size_t i = 0; i < n; ++i) {
     TraceEvent& e = events_[used_ + i];
     e = TraceEvent{};
-    e.begin_ns = now;
+    e.begin = now;
     memcpy(e.words, &numbered[i], sizeof(e.words));
     e.group = static_cast<uint16_t>(std::min<size_t>(n, UINT16_MAX));
     e.tid = tid;
@@ -151,16 +184,16 @@ void TraceRecorder::Begin(const Schedule& schedule, const std::vector<CallDescri
 
 void TraceRecorder::End(batonResult_t result) {
   if (open_count_ == 0) return;
-  const int64_t now = NowNs();
+  const int64_t now = TraceClock::Ticks();
   for (size_t i = open_first_; i < open_first_ + open_count_; ++i) {
-    events_[i].end_ns = now;
+    events_[i].end = now;
     events_[i].result = result;
   }
   open_count_ = 0;
 }
 
 std::string TraceEventsJson(const TraceRecorderConfig& config, const TraceEvent* events,
-                            size_t count, int64_t now_ns) {
+                            size_t count, const TraceClock& from, const TraceClock& now) {
   const std::string pid = std::to_string(config.track);
   std::string out = "{\"ph\":\"M\",\"pid\":" + pid +
                     ",\"name\":\"process_name\",\"args\":{\"name\":\"rank " + pid + " (" +
@@ -182,16 +215,19 @@ std::string TraceEventsJson(const TraceRecorderConfig& config, const TraceEvent*
   for (size_t i = 0; i < count; ++i) {
     const TraceEvent& e = events[i];
     DescribeEvent(e, &name, &args);
-    const int64_t end = e.end_ns >= 0 ? e.end_ns : std::max(now_ns, e.begin_ns);
+    const int64_t begin = TraceClock::ToNs(e.begin, from, now);
+    const int64_t end =
+        e.end >= 0 ? TraceClock::ToNs(e.end, from, now) : std::max(now.realtime_ns, begin);
     out += ",\n{\"ph\":\"X\",\"cat\":\"baton\",\"name\":\"" + name + "\",\"pid\":" + pid +
-           ",\"tid\":" + std::to_string(e.tid) + ",\"ts\":" + Micros(e.begin_ns) +
-           ",\"dur\":" + Micros(end - e.begin_ns) + ",\"args\":{" + args + comm;
+           ",\"tid\":" + std::to_string(e.tid) + ",\"ts\":" + Micros(begin) +
+           ",\"dur\":" + Micros(end - begin) + ",\"args\":{" + args + comm;
   }
   return out;
 }
 
 Status TraceRecorder::Write() {
-  const std::string events = TraceEventsJson(config_, events_.get(), used_, NowNs());
+  const std::string events =
+      TraceEventsJson(config_, events_.get(), used_, created_, TraceClock::Now());
   char comm_id[24];
   snprintf(comm_id, sizeof(comm_id), "%016" PRIx64, config_.comm_id);
   char other[512];

@@ -41,14 +41,30 @@ struct TraceRecorderConfig {
   std::string host;
 };
 
+// The timeline's clock: CLOCK_REALTIME in the file, read as the TSC on x86
+// (a third of clock_gettime's cost, which on a 1 us call matters; see
+// docs/tracing.md) and converted with the rate seen between two points
+// where both were read. Elsewhere ticks are CLOCK_REALTIME nanoseconds.
+struct TraceClock {
+  static int64_t Ticks();
+  static int64_t RealtimeNs();
+  // Now, on both clocks.
+  static TraceClock Now();
+  int64_t ticks = 0;
+  int64_t realtime_ns = 0;
+  // The CLOCK_REALTIME nanoseconds of `ticks`, by the rate between `from`
+  // and `to` (identity without a TSC).
+  static int64_t ToNs(int64_t ticks, const TraceClock& from, const TraceClock& to);
+};
+
 // One call as the timeline holds it.
 struct TraceEvent {
   static constexpr int kPeers = 8;  // peers kept per call; more only set more_peers
-  int64_t begin_ns = 0;
-  int64_t end_ns = -1;     // -1: not ended (still running when written)
-  uint64_t words[3] = {};  // the numbered CallDescriptor
-  uint64_t sent = 0;       // bytes its schedule sends
-  uint64_t received = 0;   // and receives
+  int64_t begin = 0;                // in TraceClock ticks
+  int64_t end = -1;                 // -1: not ended (still running when written)
+  uint64_t words[3] = {};           // the numbered CallDescriptor
+  uint64_t sent = 0;                // bytes its schedule sends
+  uint64_t received = 0;            // and receives
   int32_t peers[kPeers] = {};
   uint8_t peer_count = 0;
   bool more_peers = false;
@@ -81,12 +97,10 @@ class TraceRecorder {
   uint64_t dropped() const { return dropped_; }
   const TraceEvent& event(size_t i) const { return events_[i]; }
 
-  // CLOCK_REALTIME in nanoseconds: the timeline's clock.
-  static int64_t NowNs();
-
  private:
   TraceRecorderConfig config_;
-  std::unique_ptr<TraceEvent[]> events_;  // config_.capacity, allocated once
+  TraceClock created_ = TraceClock::Now();  // with Write's now, the ticks' rate
+  std::unique_ptr<TraceEvent[]> events_;    // config_.capacity, allocated once
   size_t used_ = 0;
   size_t open_first_ = 0;  // the events End completes
   size_t open_count_ = 0;
@@ -97,7 +111,9 @@ class TraceRecorder {
 // The JSON text of `events` as Chrome trace events on `config.track`,
 // with the metadata records naming the track and its threads, one record
 // per line: the traceEvents of a rank's file, also what tests compare.
+// Ticks become times by the rate between `from` and `now`; an unfinished
+// event ends at `now`.
 std::string TraceEventsJson(const TraceRecorderConfig& config, const TraceEvent* events,
-                            size_t count, int64_t now_ns);
+                            size_t count, const TraceClock& from, const TraceClock& now);
 
 }  // namespace baton

@@ -66,7 +66,7 @@ TEST(TraceRecorderTest, AFullBufferCountsWhatItDrops) {
     CallDescriptor d;
     StoreCallWords(&d, trace.event(i).words[0], trace.event(i).words[1], trace.event(i).words[2]);
     EXPECT_EQ(d.seq, i + 1);  // the first calls are kept
-    EXPECT_LE(trace.event(i).begin_ns, trace.event(i).end_ns);
+    EXPECT_LE(trace.event(i).begin, trace.event(i).end);
     EXPECT_EQ(trace.event(i).sent, 8u);
     EXPECT_EQ(trace.event(i).received, 8u);
     EXPECT_EQ(trace.event(i).peer_count, 2);
@@ -117,7 +117,7 @@ TEST(TraceRecorderTest, GroupCallsGetTheirOwnBytesAndPeers) {
   EXPECT_EQ(trace.event(1).peers[0], 2);
   EXPECT_EQ(trace.event(0).group, 2);
   EXPECT_EQ(trace.event(1).result, batonTimeout);
-  EXPECT_EQ(trace.event(0).begin_ns, trace.event(1).begin_ns);
+  EXPECT_EQ(trace.event(0).begin, trace.event(1).begin);
 }
 
 TEST(TraceRecorderTest, ManyPeersAreCutShort) {
@@ -130,14 +130,32 @@ TEST(TraceRecorderTest, ManyPeersAreCutShort) {
   EXPECT_TRUE(trace.event(0).more_peers);
 }
 
-TEST(TraceRecorderTest, AnUnfinishedCallIsWrittenAsSuch) {
+TEST(TraceRecorderTest, TicksBecomeRealtimeAndUnfinishedCallsEndNow) {
   TraceRecorder trace(Config(4));
   Schedule s;
   trace.Begin(s, {Numbered(Collective::kReduce, 7, 1)});
-  const std::string json =
-      TraceEventsJson(trace.config(), &trace.event(0), 1, trace.event(0).begin_ns + 1500);
+  trace.Begin(s, {Numbered(Collective::kReduce, 8, 1)});
+  TraceEvent events[2] = {trace.event(0), trace.event(1)};
+  // Two ticks a nanosecond... on x86; elsewhere ticks are nanoseconds.
+  TraceClock from, now;
+  from.ticks = 0;
+  from.realtime_ns = 1'000'000'000;
+  now.ticks = 3000;
+  now.realtime_ns = 1'000'000'000 + 6000;
+#if !defined(__x86_64__)
+  now.realtime_ns = 1'000'000'000 + 3000;
+  from.realtime_ns = 0;
+#endif
+  events[0].begin = 1000;
+  events[0].end = 1500;
+  events[1].begin = 2000;  // unfinished: ends at now
+  const std::string json = TraceEventsJson(trace.config(), events, 2, from, now);
+#if defined(__x86_64__)
+  EXPECT_NE(json.find("\"ts\":1000002.000,\"dur\":1.000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ts\":1000004.000,\"dur\":2.000"), std::string::npos) << json;
+#endif
   EXPECT_NE(json.find("\"unfinished\":true"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"dur\":1.500"), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"unfinished\":true"), json.rfind("\"unfinished\":true")) << json;
   EXPECT_NE(json.find("\"root\":0"), std::string::npos) << json;
 }
 
