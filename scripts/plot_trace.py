@@ -54,7 +54,7 @@ def draw(ax, rows, t0, lo, hi):
                       else CALL_COLOURS.get(e["name"], OTHER_CALL))
             height = 0.3 if e["name"] == "launch bucket" else 0.8
             ax.barh(-y, max(end - start, (hi - lo) / 2000), left=start, height=height,
-                    color=colour, edgecolor="none")
+                    color=colour, edgecolor="white", linewidth=0.4)
         ticks.append(-y)
         rank, label = key
         labels.append(f"rank {rank}: {label.replace('Baton calls ', 'Baton ')}")

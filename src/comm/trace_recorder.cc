@@ -149,8 +149,9 @@ int64_t TraceClock::ToNs(int64_t ticks, const TraceClock& from, const TraceClock
 
 TraceRecorder::TraceRecorder(TraceRecorderConfig config) : config_(std::move(config)) {
   config_.capacity = std::max<uint32_t>(config_.capacity, 1);
-  // Not initialized: pages are touched only as events fill them.
-  events_ = std::make_unique_for_overwrite<TraceEvent[]>(config_.capacity);
+  // Initialized, so every page is touched now: a page fault on a call
+  // costs more than the rest of its recording (docs/tracing.md).
+  events_ = std::make_unique<TraceEvent[]>(config_.capacity);
 }
 
 void TraceRecorder::Begin(const Schedule& schedule, const std::vector<CallDescriptor>& numbered) {
