@@ -29,8 +29,13 @@ std::vector<GradientBucket> AssignBuckets(const std::vector<LayerSlice>& layers,
 
 GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& model,
                                    size_t first_cap_bytes, size_t cap_bytes, bool overlap,
-                                   bool fp16)
-    : comm_(comm), backend_(backend), model_(model), overlap_(overlap), fp16_(fp16) {
+                                   bool fp16, Timeline* timeline)
+    : comm_(comm),
+      backend_(backend),
+      model_(model),
+      overlap_(overlap),
+      fp16_(fp16),
+      timeline_(timeline) {
   if (void* device_stream = backend_.comm_stream(); device_stream != nullptr) {
     // Baton takes a cudaStream_t cast to batonStream_t and orders each allreduce on it
     // (docs/cuda.md); the backend orders that stream with its math (launch, finish).
@@ -65,6 +70,12 @@ void GradientAverager::LayerDone(int layer) {
 void GradientAverager::Launch(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   size_t count = bucket.end - bucket.begin;
+  // The allreduce itself is Baton's event, on the thread that runs it (a host stream's).
+  Timeline::Scope span(
+      timeline_, "launch bucket",
+      timeline_ != nullptr && timeline_->on()
+          ? "\"bucket\":" + std::to_string(b) + ",\"count\":" + std::to_string(count)
+          : std::string());
   // A host stream or a synchronous call reads the buffer now: the backend's results must be
   // complete. On the device's communication stream the allreduce waits for them instead, while
   // the backend goes on with the layers below.

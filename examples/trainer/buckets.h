@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "model.h"
+#include "timeline.h"
 
 namespace trainer {
 
@@ -39,7 +40,7 @@ std::vector<GradientBucket> AssignBuckets(const std::vector<LayerSlice>& layers,
 class GradientAverager {
  public:
   GradientAverager(batonComm_t comm, Backend& backend, Mlp& model, size_t first_cap_bytes,
-                   size_t cap_bytes, bool overlap, bool fp16);
+                   size_t cap_bytes, bool overlap, bool fp16, Timeline* timeline = nullptr);
   ~GradientAverager();
   GradientAverager(const GradientAverager&) = delete;
   GradientAverager& operator=(const GradientAverager&) = delete;
@@ -72,6 +73,7 @@ class GradientAverager {
   // Where the allreduces go: the backend's device stream, a Baton host stream made here (host
   // backend with overlap), or null (host backend without overlap: synchronous calls).
   batonStream_t stream_ = nullptr;
+  Timeline* timeline_;  // --trace: each bucket's launch (null: none)
   Buffer half_;  // fp16 staging in backend memory, same layout as the gradients (2 per float)
 };
 

@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "data.h"
 #include "options.h"
+#include "timeline.h"
 #include "trainer.h"
 #include "util.h"
 
@@ -110,6 +111,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // Baton records its calls on the same timeline (FILE.rankN.json beside ours).
+  if (!options.trace.empty()) setenv("BATON_TRACE_FILE", options.trace.c_str(), 1);
   batonComm_t comm = nullptr;
   batonResult_t joined;
   if (LauncherRank() == "?" && std::getenv("BATON_ROOT") == nullptr) {
@@ -149,10 +152,13 @@ int main(int argc, char** argv) {
                   ? trainer::MakeCudaBackend(LocalRank(rank))
                   : trainer::MakeCpuBackend(BlasThreads(options, world));
     trainer::DataSplit data = LoadData(options, comm, rank);
+    trainer::Timeline timeline(options.trace, rank);
     {
       trainer::TrainingRun run(comm, options, *backend, data);
+      run.timeline = &timeline;
       run.Run();
     }
+    timeline.Write();
     batonResult_t r = batonCommDestroy(comm);
     if (r != batonSuccess) {
       std::fprintf(stderr, "baton-train: rank %d: batonCommDestroy: %s\n", rank,

@@ -44,6 +44,8 @@ Output and state
   --check-replicas        compare a parameter hash across ranks after every step
   --print-hash            print a hash of the final parameters
   --max-steps N           at most N steps per epoch
+  --trace FILE            write a timeline of this job (Baton's calls and the trainer's steps,
+                          forward, backward, buckets) to FILE as Chrome trace JSON (Perfetto)
   --stop-after N          stop after epoch N as if interrupted (the schedule still spans --epochs)
   --blas-threads N        OpenBLAS threads per rank (default: cores / ranks on this host)
 Device
@@ -189,6 +191,8 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->check_replicas = true;
     } else if (flag == "--print-hash") {
       o->print_hash = true;
+    } else if (flag == "--trace") {
+      o->trace = args.Value(flag);
     } else if (flag == "--max-steps") {
       o->max_steps = args.Integer(flag, 1, 1L << 40);
     } else if (flag == "--device") {

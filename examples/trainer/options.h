@@ -53,6 +53,7 @@ struct Options {
   long max_steps = 0;  // > 0: at most this many steps per epoch (quick tests)
   bool progress = true;
   bool print_hash = false;
+  std::string trace;  // --trace FILE: the job's timeline (docs/tracing.md)
 };
 
 // Parses argv; on --help sets *help_text and returns true; throws TrainError on a bad option.

@@ -173,6 +173,7 @@ void TrainingRun::Progress(int epoch, long step, long steps, const EpochStats& s
 
 void TrainingRun::FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
                               long samples_trained) {
+  Timeline::Scope span(timeline, "end of epoch", "\"epoch\":" + std::to_string(epoch + 1));
   backend.Synchronize();
   BatchStats test = Evaluate(model.params());
   BatchStats ema_test;
@@ -337,9 +338,10 @@ void TrainingRun::Run() {
 }
 
 void TrainingRun::TrainSync() {
-  GradientAverager averager(
-      comm, backend, model, static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
-      static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap, opt.fp16_allreduce);
+  GradientAverager averager(comm, backend, model,
+                            static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
+                            static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap,
+                            opt.fp16_allreduce, timeline);
   if (rank == 0 && opt.overlap) {
     std::printf("gradient buckets (reverse layer order):");
     for (const GradientBucket& b : averager.buckets()) {
@@ -362,12 +364,26 @@ void TrainingRun::TrainSync() {
     double epoch_start = NowSeconds();
     for (long step = 0; step < part.steps; ++step) {
       double t0 = NowSeconds();
-      BatchStats b = ForwardBatch(order, part, step, true);
-      model.Backward([&](int layer) { averager.LayerDone(layer); });
-      stats.comm_wait_s += averager.Finish();
-      lr = LearningRate(global_step, world);
-      optimizer.Step(model.params(), model.grads(), lr);
-      if (ema) ema->Update(model.params());
+      Timeline::Scope step_span(timeline, "step", "\"step\":" + std::to_string(global_step));
+      BatchStats b;
+      {
+        Timeline::Scope span(timeline, "forward");
+        b = ForwardBatch(order, part, step, true);
+      }
+      {
+        Timeline::Scope span(timeline, "backward");
+        model.Backward([&](int layer) { averager.LayerDone(layer); });
+      }
+      {
+        Timeline::Scope span(timeline, "finish allreduces");
+        stats.comm_wait_s += averager.Finish();
+      }
+      {
+        Timeline::Scope span(timeline, "optimizer");
+        lr = LearningRate(global_step, world);
+        optimizer.Step(model.params(), model.grads(), lr);
+        if (ema) ema->Update(model.params());
+      }
       ++global_step;
       stats.step_s += NowSeconds() - t0;
       stats.loss_sum += b.loss_sum;

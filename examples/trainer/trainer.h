@@ -14,6 +14,7 @@
 #include "data.h"
 #include "model.h"
 #include "options.h"
+#include "timeline.h"
 
 namespace trainer {
 
@@ -81,7 +82,8 @@ class TrainingRun {
   std::unique_ptr<ParameterEma> ema;
   int start_epoch = 0;
   long global_step = 0;
-  long total_steps = 0;  // of the whole run (--epochs), set by each mode for the schedule
+  long total_steps = 0;          // of the whole run (--epochs), set by each mode for the schedule
+  Timeline* timeline = nullptr;  // --trace: the trainer's events (null: none)
 
  private:
   void TrainSync();

@@ -238,6 +238,7 @@ batonResult_t batonCommFinalize(batonComm_t comm) {
   if (!c.comm) return Fail(fn, NotLiveError(c));
   // Host-stream work holds the communicator until it has run.
   c.comm->WaitPending();
+  c.comm->WriteTrace();
   const batonResult_t error = c.comm->async_error();
   if (error != batonSuccess)
     return Fail(fn, Status(error, "the communicator failed: " + c.comm->last_error()),

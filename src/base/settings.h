@@ -37,6 +37,13 @@ namespace baton {
     "allgather)")                                                                                  \
   X(flight_recorder, "BATON_FLIGHT_RECORDER", Int, 64,                                            \
     "calls each communicator keeps in its flight recorder file in /dev/shm (0: no file)")          \
+  X(trace_file, "BATON_TRACE_FILE", String, "",                                                    \
+    "write a Chrome trace-event timeline of every call; each rank writes FILE.rankN.json at "      \
+    "destroy, batonrun merges them into FILE")                                                     \
+  X(trace_events, "BATON_TRACE_EVENTS", Int, 100000,                                               \
+    "calls each communicator's timeline holds; later ones are counted as dropped")                 \
+  X(trace_list, "BATON_TRACE_LIST", String, "",                                                    \
+    "set by batonrun: a file where ranks note the BATON_TRACE_FILE they write, for the merge")     \
   X(transport, "BATON_TRANSPORT", String, "auto",                                                  \
     "auto, shm, tcp or ib (tcp: TCP even on one host; ib: RDMA between hosts or an error)")       \
   X(ib_hca, "BATON_IB_HCA", String, "",                                                            \

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "algorithms/rhd.h"
 #include "algorithms/ring.h"
 #include "base/log.h"
+#include "base/trace_file.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
 #include "bootstrap/rendezvous.h"
@@ -144,6 +146,32 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
       std::string(mine.hostname, strnlen(mine.hostname, sizeof(mine.hostname))), name);
   if (comm->recorder_ == nullptr) return ErrnoError("mmap (flight recorder)", errno);
 
+  if (!comm->config_.trace_file.empty()) {
+    // The first traced communicator of this process writes FILE.rankN.json,
+    // later ones FILE.rankN.commK.json (base/trace_file.h).
+    static std::atomic<int> traced{0};
+    const int index = ++traced;
+    TraceRecorderConfig trace;
+    trace.track = comm->config_.trace_rank >= 0 ? comm->config_.trace_rank : rank;
+    trace.path = TraceRankFile(comm->config_.trace_file, trace.track,
+                               index == 1 ? "" : "comm" + std::to_string(index));
+    trace.capacity =
+        static_cast<uint32_t>(std::clamp<int64_t>(comm->config_.trace_events, 1, int64_t{1} << 24));
+    trace.base = comm->config_.trace_file;
+    if (trace.base.front() != '/') {
+      char cwd[4096];
+      if (getcwd(cwd, sizeof(cwd)) != nullptr) trace.base = std::string(cwd) + "/" + trace.base;
+    }
+    trace.list = comm->config_.trace_list;
+    trace.comm_rank = rank;
+    trace.nranks = nranks;
+    trace.comm_id = id.comm_id;
+    trace.comm_name = name;
+    trace.host = std::string(mine.hostname, strnlen(mine.hostname, sizeof(mine.hostname)));
+    comm->trace_ = std::make_unique<TraceRecorder>(std::move(trace));
+    BATON_INFO(kLogInit, "tracing calls to %s", comm->trace_->config().path.c_str());
+  }
+
   FlightRecorder* recorder = comm->recorder_.get();
   ChannelSetup setup{&id,      rank,
                      nranks,   &comm->peers_,
@@ -193,7 +221,20 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   return Status::Ok();
 }
 
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  WriteTraceLocked();
+}
+
+void Communicator::WriteTrace() {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  WriteTraceLocked();
+}
+
+void Communicator::WriteTraceLocked() {
+  if (trace_ == nullptr) return;
+  if (const Status st = trace_->Write(); !st.ok())
+    BATON_WARN(kLogInit, "BATON_TRACE_FILE: %s", st.message().c_str());
+}
 
 CollArgs Communicator::MakeArgs(const void* send, void* recv, size_t count,
                                 batonDataType_t datatype, batonRedOp_t op, int root) const {
@@ -274,6 +315,8 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     const uint64_t record = recorder_->Begin(w0, w1, w2);
     if (i == 0) first_record_ = record;
   }
+  if (trace_ != nullptr) [[unlikely]]
+    trace_->Begin(schedule, numbered_);
   // Tell the peers this rank is in these collectives without a registered
   // record: a peer waiting with one takes the ordinary path too.
   if (const uint32_t numbered = collective_calls_ - first_collective; numbered != 0) {
@@ -285,6 +328,8 @@ void Communicator::NumberCalls(const Schedule& schedule) {
 
 void Communicator::EndCalls(batonResult_t result) {
   for (size_t i = 0; i < numbered_.size(); ++i) recorder_->End(first_record_ + i, result);
+  if (trace_ != nullptr) [[unlikely]]
+    trace_->End(result);
 }
 
 Status Communicator::CheckAgreementLocked() {

@@ -21,6 +21,7 @@
 #include "comm/flight_recorder.h"
 #include "comm/red_ops.h"
 #include "comm/registrations.h"
+#include "comm/trace_recorder.h"
 #include "exec/executor.h"
 #include "topology/comm_topology.h"
 #include "transport/channel_set.h"
@@ -91,6 +92,11 @@ class Communicator {
   // `why` (empty: that this rank aborted its communicator).
   void Abort(const std::string& why = "");
 
+  // BATON_TRACE_FILE: writes this communicator's timeline so far to its
+  // rank's file (batonCommFinalize; the destructor writes it again, with
+  // every call). Without a timeline it does nothing.
+  void WriteTrace();
+
   // First asynchronous (or communication) error, batonSuccess if none.
   batonResult_t async_error() const { return async_error_.load(); }
 
@@ -120,6 +126,9 @@ class Communicator {
   uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]
   std::unique_ptr<ChannelSet> channels_;
   std::unique_ptr<Executor> executor_;
+  // BATON_TRACE_FILE's timeline (null without one); guarded by run_mu_.
+  std::unique_ptr<TraceRecorder> trace_;
+  void WriteTraceLocked();
 
   std::mutex run_mu_;
   Schedule reusable_;  // guarded by run_mu_

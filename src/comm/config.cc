@@ -11,6 +11,11 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.timeout_s = TimeoutSeconds(s);
   c.check = s.check;
   c.flight_recorder = s.flight_recorder;
+  c.trace_file = s.trace_file;
+  c.trace_events = s.trace_events;
+  c.trace_list = s.trace_list;
+  if (int64_t rank = -1; ParseInt(s.rank, &rank) && rank >= 0 && rank < (int64_t{1} << 30))
+    c.trace_rank = static_cast<int>(rank);
   const std::string& t = s.transport;
   if (t == "tcp" || t == "TCP" || t == "net") {
     c.transport.force_tcp = true;

@@ -22,6 +22,10 @@ struct CommConfig {
   // call (then on the ordinary path).
   uint64_t registered_min_bytes = 256 << 10;
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
+  std::string trace_file;         // BATON_TRACE_FILE (empty: no timeline)
+  int64_t trace_events = 100000;  // BATON_TRACE_EVENTS
+  int trace_rank = -1;            // BATON_RANK, the timeline's track (-1: the comm rank)
+  std::string trace_list;         // BATON_TRACE_LIST (set by batonrun)
   TransportConfig transport;      // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
   size_t chunk_bytes = 0;         // BATON_CHUNKSIZE (0: the cost model chooses)
   bool calibrate = false;         // BATON_CALIBRATE

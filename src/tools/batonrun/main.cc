@@ -25,9 +25,13 @@
 //
 // SPDX-License-Identifier: BSD-3-Clause
 
+#include <time.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "base/settings.h"
 #include "baton.h"
@@ -38,6 +42,7 @@
 #include "tools/batonrun/options.h"
 #include "tools/batonrun/remote_launch.h"
 #include "tools/batonrun/signals.h"
+#include "tools/batonrun/trace_merge.h"
 
 using baton::SettingName;
 using namespace batonrun;  // NOLINT: main is batonrun's entry point
@@ -45,6 +50,17 @@ using namespace batonrun;  // NOLINT: main is batonrun's entry point
 int main(int argc, char** argv) {
   Options options;
   std::string error;
+  if (argc >= 2 && strcmp(argv[1], "--merge-trace") == 0) {
+    if (argc < 4) {
+      fprintf(stderr, "batonrun: usage: batonrun --merge-trace OUT IN...\n");
+      return kExitUsage;
+    }
+    if (!MergeTraceFiles(std::vector<std::string>(argv + 3, argv + argc), argv[2], &error)) {
+      fprintf(stderr, "batonrun: --merge-trace: %s\n", error.c_str());
+      return kExitLauncherError;
+    }
+    return 0;
+  }
   switch (ParseArgs(argc, argv, &options, &error)) {
     case ParseOutcome::kHelp:
       fputs(kUsage, stdout);
@@ -105,9 +121,16 @@ int main(int argc, char** argv) {
     rendezvous_var = std::string(SettingName::unique_id) + "=" + baton::UniqueIdToHex(id);
   }
 
+  // The clock file times come from, so that every file the ranks write counts.
+  timespec start;
+  clock_gettime(CLOCK_REALTIME_COARSE, &start);
+  const std::string trace_list = PrepareTraceList();
   Job job(options, &signals, std::move(rendezvous_var), PlanRankBindings(options));
   if (launcher.valid()) job.WatchLauncher(std::move(launcher));
   int status = job.Run();
+  MergeJobTrace(options,
+                static_cast<double>(start.tv_sec) + static_cast<double>(start.tv_nsec) * 1e-9,
+                trace_list);
   fflush(stdout);
   return status;
 }

@@ -45,6 +45,7 @@ const char kUsage[] =
     "  --report-bindings      print each rank's CPUs to stderr\n"
     "  --dump PID             print the flight recorders (last calls, and where the ranks\n"
     "                         diverge) of the ranks of batonrun PID, or of rank PID, and exit\n"
+    "  --merge-trace OUT IN...  merge timelines (BATON_TRACE_FILE files) into OUT and exit\n"
     "  -h, --help             show this help and exit\n"
     "  --version              show the version and exit\n"
     "\n"
