@@ -258,6 +258,14 @@ Status LoadMachine(const std::string& xml_path, Machine* out) {
   hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   if (!xml_path.empty() && hwloc_topology_set_xml(t, xml_path.c_str()) != 0)
     return ErrnoError("hwloc cannot read the topology file " + xml_path, errno);
+    // Without hwloc's x86 backend, which binds this thread to every core in
+    // turn to read CPUID there: each move waits for that core, which on a busy
+    // or oversubscribed host costs every rank tens of milliseconds per core.
+    // Linux's sysfs gives the packages, cores, NUMA nodes and caches used here.
+#if HWLOC_API_VERSION >= 0x00020100
+  if (xml_path.empty())
+    hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+#endif
   if (hwloc_topology_load(t) != 0)
     return ErrnoError(
         "hwloc_topology_load" + (xml_path.empty() ? std::string() : " (" + xml_path + ")"), errno);

@@ -59,14 +59,29 @@ Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr
   // MAP_POPULATE: the owner (the receiving rank, already bound) faults every
   // page in now, so the kernel's first-touch policy puts its rings on the
   // owner's NUMA node rather than on whichever sender writes a slot first.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Only for small segments: one ring per local peer makes a host's memory
+  // grow with the square of its ranks, so larger segments fault each ring
+  // in when its owner first receives on it (ShmChannel::ProgressRecv).
+  const bool populate = bytes <= kShmPopulateAllBytes;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0),
+                 fd, 0);
   int e = errno;
   close(fd);
   if (p == MAP_FAILED) return ErrnoError("mmap(" + name + ")", e);
   seg->base_ = static_cast<uint8_t*>(p);
   seg->size_ = bytes;
+  seg->populated_ = populate;
   *out = std::move(seg);
   return Status::Ok();
+}
+
+void ShmSegment::PopulateRing(uint32_t index) const {
+  if (index >= layout_.nrings) return;
+  // MADV_POPULATE_WRITE (Linux 5.14) faults the range in writable; older
+  // kernels refuse it, and the pages then come on first touch as before.
+  constexpr int kMadvPopulateWrite = 23;
+  if (madvise(ring(index), layout_.ring_stride, kMadvPopulateWrite) != 0)
+    BATON_TRACE(kLogShm, "madvise(MADV_POPULATE_WRITE): %s", strerror(errno));
 }
 
 Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* out) {
@@ -125,7 +140,8 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
       recv_ring_(own->ring(recv_index)),
       peer_bell_(&peer->header()->bell),
       peer_closed_(peer_closed),
-      peer_rank_(peer_rank) {}
+      peer_rank_(peer_rank),
+      recv_ring_populated_(own->populated()) {}
 
 Status ShmChannel::PeerGone() const {
   return RemoteError("rank " + std::to_string(peer_rank_) +
@@ -265,6 +281,10 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
 }
 
 Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
+  if (__builtin_expect(!recv_ring_populated_, 0)) {
+    own_->PopulateRing(recv_index_);
+    recv_ring_populated_ = true;
+  }
   const uint32_t nslots = own_->layout().nslots;
   bool consumed = false;
   while (*done < bytes) {
