@@ -6,7 +6,7 @@
 // alpha-beta model whose figures are flags (docs/scaling.md measures them).
 //
 //   scaling_plan [--ranks-per-host 8] [--root-window 256] [--alpha-us 50]
-//                [--beta-gbps 1] [--connect-us 200]
+//                [--beta-gbps 1] [--connect-us 100]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -33,18 +33,25 @@ using baton::Schedule;
 struct Model {
   double alpha_us = 50;     // one bootstrap message: latency + handling
   double beta_gbps = 1;     // bootstrap bytes per second (GB/s)
-  double connect_us = 200;  // one authenticated connection, both sides
+  double connect_us = 100;  // one authenticated connection, both sides
 };
 
 double PredictMs(const baton::BootstrapPlan& plan, const BootstrapStats& stats, const Model& m) {
   double us = 0;
   for (const auto& round : plan.rounds) {
-    uint64_t most = 0;
-    for (const auto& msg : round.messages) most = std::max(most, msg.bytes);
-    // The root answers one message after another; everyone else in parallel.
-    size_t to_root = 0;
-    for (const auto& msg : round.messages) to_root += msg.to == baton::kPlanRoot;
-    us += m.alpha_us * std::max<size_t>(1, to_root) + most / (m.beta_gbps * 1e3);
+    // Ranks move their messages in parallel; the root handles its own one
+    // after another, so its messages and bytes add up.
+    uint64_t most = 0, root_bytes = 0;
+    size_t root_messages = 0;
+    for (const auto& msg : round.messages) {
+      most = std::max(most, msg.bytes);
+      if (msg.to == baton::kPlanRoot || msg.from == baton::kPlanRoot) {
+        ++root_messages;
+        root_bytes += msg.bytes;
+      }
+    }
+    us += m.alpha_us * std::max<size_t>(1, root_messages) +
+          std::max(most, root_bytes) / (m.beta_gbps * 1e3);
   }
   return (us + stats.eager_connections * m.connect_us) / 1e3;
 }
