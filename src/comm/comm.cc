@@ -42,7 +42,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   info.cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   const Machine* machine = nullptr;
   std::vector<int> pus;
-  const Status st = CachedMachine(config.topo_file, &machine);
+  const Status st = CachedMachine(config.topo_file, &machine, /*with_devices=*/false);
   if (st.ok() && CurrentAffinity(&pus).ok()) {
     const Placement where = PlacementOf(*machine, pus);
     info.package = static_cast<int16_t>(where.package);
