@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,6 +26,18 @@ bool SlotPublished(uint64_t word, uint64_t slot) {
 }
 size_t RoundUp(size_t x, size_t a) {
   return (x + a - 1) / a * a;
+}
+
+// Asks for the pages of [addr, addr + bytes) on the NUMA node this thread
+// runs on (MPOL_PREFERRED), best effort: without it they land wherever
+// they are first touched.
+void PreferThisNode(void* addr, size_t bytes) {
+  unsigned cpu = 0, node = 0;
+  if (syscall(SYS_getcpu, &cpu, &node, nullptr) != 0 || node >= 63) return;
+  constexpr int kMpolPreferred = 1;
+  const unsigned long mask = 1ul << node;
+  if (syscall(SYS_mbind, addr, bytes, kMpolPreferred, &mask, 64ul, 0u) != 0)
+    BATON_TRACE(kLogShm, "mbind: %s", strerror(errno));
 }
 }  // namespace
 
@@ -60,8 +73,10 @@ Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr
   // page in now, so the kernel's first-touch policy puts its rings on the
   // owner's NUMA node rather than on whichever sender writes a slot first.
   // Only for small segments: one ring per local peer makes a host's memory
-  // grow with the square of its ranks, so larger segments fault each ring
-  // in when its owner first receives on it (ShmChannel::ProgressRecv).
+  // grow with the square of its ranks. Larger segments get their pages as
+  // slots are first written, by whichever side, and a preference for the
+  // owner's NUMA node keeps them there (the policy belongs to the shared
+  // file, so it holds for the peers' faults too).
   const bool populate = bytes <= kShmPopulateAllBytes;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0),
                  fd, 0);
@@ -70,18 +85,9 @@ Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr
   if (p == MAP_FAILED) return ErrnoError("mmap(" + name + ")", e);
   seg->base_ = static_cast<uint8_t*>(p);
   seg->size_ = bytes;
-  seg->populated_ = populate;
+  if (!populate) PreferThisNode(p, bytes);
   *out = std::move(seg);
   return Status::Ok();
-}
-
-void ShmSegment::PopulateRing(uint32_t index) const {
-  if (index >= layout_.nrings) return;
-  // MADV_POPULATE_WRITE (Linux 5.14) faults the range in writable; older
-  // kernels refuse it, and the pages then come on first touch as before.
-  constexpr int kMadvPopulateWrite = 23;
-  if (madvise(ring(index), layout_.ring_stride, kMadvPopulateWrite) != 0)
-    BATON_TRACE(kLogShm, "madvise(MADV_POPULATE_WRITE): %s", strerror(errno));
 }
 
 Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* out) {
@@ -140,8 +146,7 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
       recv_ring_(own->ring(recv_index)),
       peer_bell_(&peer->header()->bell),
       peer_closed_(peer_closed),
-      peer_rank_(peer_rank),
-      recv_ring_populated_(own->populated()) {}
+      peer_rank_(peer_rank) {}
 
 Status ShmChannel::PeerGone() const {
   return RemoteError("rank " + std::to_string(peer_rank_) +
@@ -281,10 +286,6 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
 }
 
 Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
-  if (__builtin_expect(!recv_ring_populated_, 0)) {
-    own_->PopulateRing(recv_index_);
-    recv_ring_populated_ = true;
-  }
   const uint32_t nslots = own_->layout().nslots;
   bool consumed = false;
   while (*done < bytes) {

@@ -14,9 +14,9 @@
 namespace baton {
 
 constexpr uint32_t kShmMaxSlots = 256;
-// Segments up to this size are faulted in whole at creation (16 local peers
-// at the default BATON_BUFFSIZE); larger ones ring by ring on first use.
-constexpr size_t kShmPopulateAllBytes = size_t(64) << 20;
+// Segments up to this size are faulted in whole at creation (8 local ranks
+// at the default BATON_BUFFSIZE); larger ones page by page as slots are used.
+constexpr size_t kShmPopulateAllBytes = size_t(32) << 20;
 // Bounds a peer's segment header must respect (one ring per local peer;
 // BATON_BUFFSIZE split into slots of at most 1 GiB).
 constexpr uint32_t kShmMaxRings = 1u << 16;
@@ -118,11 +118,6 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
   void Unlink();
-  // Whether Create faulted every page in (small segments only); otherwise
-  // each ring's owner faults its ring in when it first receives on it.
-  bool populated() const { return populated_; }
-  // Faults in the pages of ring `index` (ours), best effort.
-  void PopulateRing(uint32_t index) const;
   uint8_t* base() const { return base_; }
   size_t size() const { return size_; }
   ShmSegmentHeader* header() const { return reinterpret_cast<ShmSegmentHeader*>(base_); }
@@ -151,7 +146,6 @@ class ShmSegment {
   uint8_t* base_ = nullptr;
   size_t size_ = 0;
   bool owner_linked_ = false;
-  bool populated_ = false;
   Layout layout_;
   friend void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots,
                              uint32_t slot_bytes);
@@ -195,10 +189,6 @@ class ShmChannel : public Channel {
   int peer_rank_;
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
   uint64_t recv_tail_ = 0;                       // consumer's view
-  // Whether our receive ring's pages are in: faulted in by this rank on
-  // its first receive unless the whole segment was populated at creation
-  // (see ShmSegment::Create), so memory grows with the peers that send.
-  bool recv_ring_populated_ = false;
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;
