@@ -296,13 +296,13 @@ Status MeshBuilder::Run() {
     std::vector<uint8_t> drop(active_.size(), 0);
     for (size_t k = 0; k < which.size(); ++k) {
       Handshake& h = active_[which[k]];
-      if (fds[k + 1].revents == 0) {
-        if (!h.outgoing && Clock::now() >= h.deadline) {
-          BATON_INFO(kLogBootstrap, "dropped a silent connection");
-          drop[which[k]] = 1;
-        }
+      // A silent (or dribbling) client is dropped at its deadline.
+      if (!h.outgoing && Clock::now() >= h.deadline) {
+        BATON_INFO(kLogBootstrap, "dropped a connection that did not finish its handshake");
+        drop[which[k]] = 1;
         continue;
       }
+      if (fds[k + 1].revents == 0) continue;
       bool complete = false;
       Status st = Progress(&h, &complete);
       if (st.ok() && complete) st = Finish(&h);
