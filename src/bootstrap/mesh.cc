@@ -140,6 +140,11 @@ Status MeshBuilder::StepDone(Handshake* h) {
     if (h->index < 0 || h->index >= static_cast<int>((*sockets_)[h->peer].size()) ||
         (*sockets_)[h->peer][h->index].valid())
       return InvalidUsage("unexpected socket index " + std::to_string(h->index));
+    // A hello of this communicator: a rank, perhaps slowed by an
+    // oversubscribed host. Dropping it now would leave it holding a socket
+    // this rank then waits for until BATON_TIMEOUT, so it gets the whole
+    // creation's deadline, as the connects do.
+    h->deadline = deadline_;
     return MakePairChallenge(id_, h->hello, &h->challenge);
   }
   if (h->step == 2 && !PairProofValid(id_, h->hello, h->challenge, h->proof))
@@ -296,15 +301,15 @@ Status MeshBuilder::Run() {
     std::vector<uint8_t> drop(active_.size(), 0);
     for (size_t k = 0; k < which.size(); ++k) {
       Handshake& h = active_[which[k]];
+      bool complete = false;
+      Status st;
+      if (fds[k + 1].revents != 0) st = Progress(&h, &complete);
       // A silent (or dribbling) client is dropped at its deadline.
-      if (!h.outgoing && Clock::now() >= h.deadline) {
-        BATON_INFO(kLogBootstrap, "dropped a connection that did not finish its handshake");
+      if (st.ok() && !complete && !h.outgoing && Clock::now() >= h.deadline) {
+        BATON_INFO(kLogBootstrap, "dropped a connection that sent no hello of this communicator");
         drop[which[k]] = 1;
         continue;
       }
-      if (fds[k + 1].revents == 0) continue;
-      bool complete = false;
-      Status st = Progress(&h, &complete);
       if (st.ok() && complete) st = Finish(&h);
       if (!st.ok()) {
         if (h.outgoing) return st.WithContext("connecting to " + Who(h));
