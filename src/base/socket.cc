@@ -230,6 +230,14 @@ int PollOne(pollfd* p, Deadline deadline) {
   }
 }
 
+}  // namespace
+
+bool WaitsCancelled() {
+  return tls_cancel != nullptr && tls_cancel->load(std::memory_order_relaxed);
+}
+
+namespace {
+
 Status Cancelled() {
   return InvalidUsage("the communicator was aborted while it was being created");
 }

@@ -68,6 +68,11 @@ Status AcceptWithDeadline(int listen_fd, Deadline deadline, Fd* out);
 Status SendAll(int fd, const void* buf, size_t len, Deadline deadline);
 Status RecvAll(int fd, void* buf, size_t len, Deadline deadline);
 
+// Whether this thread's socket waits have been cancelled (CancelScope, in
+// base/deadline.h): for loops that poll many sockets themselves, in slices
+// of kCancelSliceMs.
+bool WaitsCancelled();
+
 Status SetNonBlocking(int fd, bool nonblocking);
 void SetNoDelay(int fd);
 

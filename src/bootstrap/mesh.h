@@ -16,8 +16,9 @@ namespace baton {
 
 // Connects every pair of ranks with sockets_per_peer[p] authenticated TCP
 // sockets (at least 1; both ends must ask for the same number): rank r
-// connects to each lower rank and accepts each higher one. (*sockets)[p]
-// holds the sockets to peer p in order (empty for self).
+// connects to each lower rank and accepts each higher one, all at once in
+// one event loop (the listener is left non-blocking). (*sockets)[p] holds
+// the sockets to peer p in order (empty for self), blocking.
 Status ConnectMesh(const UniqueIdData& id, int rank, int listen_fd,
                    const std::vector<PeerInfo>& peers, const std::vector<int>& sockets_per_peer,
                    Deadline deadline, std::vector<std::vector<Fd>>* sockets);

@@ -42,7 +42,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   info.cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
   const Machine* machine = nullptr;
   std::vector<int> pus;
-  const Status st = CachedMachine(config.topo_file, &machine);
+  const Status st = CachedMachine(config.topo_file, &machine, /*with_devices=*/false);
   if (st.ok() && CurrentAffinity(&pus).ok()) {
     const Placement where = PlacementOf(*machine, pus);
     info.package = static_cast<int16_t>(where.package);
@@ -118,6 +118,10 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   comm->config_.name = name;
   SetLogRank(rank);
   const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
+  const auto started = Clock::now();
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+  };
 
   SockAddr addr, bound;
   std::string ifname;
@@ -125,7 +129,10 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   Fd listener;
   BATON_RETURN_IF_ERROR(ListenOn(addr, &listener, &bound));
   const PeerInfo mine = LocalPeerInfo(rank, bound, ifname, comm->config_);
+  const double local_ms = ms_since(started);
   BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
+  const double rendezvous_ms = ms_since(started) - local_ms;
+  const auto mesh_started = Clock::now();
   std::vector<int> sockets_per_peer(nranks, 0);
   for (int p = 0; p < nranks; ++p)
     if (p != rank) sockets_per_peer[p] = SocketsBetween(comm->peers_[rank], comm->peers_[p]);
@@ -133,6 +140,7 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   BATON_RETURN_IF_ERROR(
       ConnectMesh(id, rank, listener.get(), comm->peers_, sockets_per_peer, deadline, &mesh));
   listener.reset();
+  const double mesh_ms = ms_since(mesh_started);
 
   // Several hosts on one machine (containers, network namespaces): their
   // launchers bound ranks without seeing each other, so BATON_BIND binds
@@ -177,7 +185,9 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
                      nranks,   &comm->peers_,
                      &mesh,    comm->config_.transport,
                      deadline, [recorder] { return recorder->Latest(); }};
+  const auto channels_started = Clock::now();
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
+  const double channels_ms = ms_since(channels_started);
 
   // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
   // "Waiting"): yield on every poll when this machine has more ranks than
@@ -217,6 +227,11 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   BATON_INFO(kLogInit, "rank %d of %d ready%s%s (%d local ranks, host %s, pid %d)", rank, nranks,
              name.empty() ? "" : ": ", name.c_str(), comm->channels_->local_ranks(), mine.hostname,
              mine.pid);
+  BATON_INFO(kLogInit,
+             "created in %.1f ms: this rank's info %.1f, rendezvous %.1f, connections %.1f, "
+             "channels %.1f, the rest %.1f",
+             ms_since(started), local_ms, rendezvous_ms, mesh_ms, channels_ms,
+             ms_since(started) - local_ms - rendezvous_ms - mesh_ms - channels_ms);
   *out = std::move(comm);
   return Status::Ok();
 }

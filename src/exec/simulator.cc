@@ -1,5 +1,7 @@
 #include "exec/simulator.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -81,6 +83,69 @@ Status SimulateSchedules(const std::vector<Schedule>& schedules, std::vector<Sim
       return InternalError(std::to_string(q.size()) + " messages from rank " +
                            std::to_string(key.first) + " to rank " + std::to_string(key.second) +
                            " were never received");
+  return Status::Ok();
+}
+
+Status SimulateBootstrap(const BootstrapPlan& plan, uint64_t peer_info_bytes,
+                         BootstrapStats* stats) {
+  *stats = BootstrapStats{};
+  const int n = plan.nranks;
+  const size_t words = (static_cast<size_t>(n) + 63) / 64;
+  // known[r]: which ranks' PeerInfo rank r holds; the root is row n.
+  std::vector<uint64_t> known((n + 1) * words, 0), at_start;
+  for (int r = 0; r < n; ++r) known[r * words + r / 64] |= uint64_t{1} << (r % 64);
+  auto row = [&](std::vector<uint64_t>& m, int who) { return &m[(who < 0 ? n : who) * words]; };
+  std::vector<uint64_t> traffic(n + 1, 0);
+  std::vector<std::vector<int>> partners(n + 1);
+  for (const PlanRound& round : plan.rounds) {
+    at_start = known;
+    std::vector<int> fan_in(n + 1, 0);
+    for (const PlanMessage& m : round.messages) {
+      if (m.from < kPlanRoot || m.from >= n || m.to < kPlanRoot || m.to >= n || m.from == m.to)
+        return InternalError("plan round '" + round.what + "' has a message from " +
+                             std::to_string(m.from) + " to " + std::to_string(m.to));
+      const int from = m.from < 0 ? n : m.from, to = m.to < 0 ? n : m.to;
+      if (m.carries_table) {
+        const uint64_t* src = row(at_start, m.from);
+        uint64_t* dst = row(known, m.to);
+        uint64_t count = 0;
+        for (size_t w = 0; w < words; ++w) {
+          count += std::popcount(src[w]);
+          dst[w] |= src[w];
+        }
+        if (count * peer_info_bytes != m.bytes)
+          return InternalError("plan round '" + round.what + "': " + std::to_string(m.bytes) +
+                               " bytes from " + std::to_string(m.from) + ", who knows " +
+                               std::to_string(count) + " ranks");
+      }
+      ++fan_in[to];
+      traffic[from] += m.bytes;
+      traffic[to] += m.bytes;
+      partners[from].push_back(to);
+      partners[to].push_back(from);
+      stats->messages++;
+      stats->bytes += m.bytes;
+    }
+    stats->rounds++;
+    stats->root_fan_in = std::max(stats->root_fan_in, fan_in[n]);
+    stats->rank_fan_in =
+        std::max(stats->rank_fan_in, *std::max_element(fan_in.begin(), fan_in.end() - 1));
+  }
+  for (int r = 0; r < n; ++r) {
+    const uint64_t* mine = row(known, r);
+    for (int q = 0; q < n; ++q)
+      if (!(mine[q / 64] >> (q % 64) & 1))
+        return InternalError("after the plan, rank " + std::to_string(r) +
+                             " lacks the PeerInfo of rank " + std::to_string(q));
+    stats->rank_bytes = std::max(stats->rank_bytes, traffic[r]);
+    std::sort(partners[r].begin(), partners[r].end());
+    const size_t distinct =
+        std::unique(partners[r].begin(), partners[r].end()) - partners[r].begin();
+    stats->bootstrap_peers = std::max(stats->bootstrap_peers, distinct);
+  }
+  stats->root_bytes = traffic[n];
+  for (uint32_t c : plan.eager_connections)
+    stats->eager_connections = std::max(stats->eager_connections, c);
   return Status::Ok();
 }
 

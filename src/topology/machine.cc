@@ -250,14 +250,23 @@ int Machine::CoreOfPu(int pu) const {
   return -1;
 }
 
-Status LoadMachine(const std::string& xml_path, Machine* out) {
+Status LoadMachine(const std::string& xml_path, Machine* out, bool with_devices) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return ErrnoError("hwloc_topology_init", errno);
   TopologyPtr topology(raw);
   hwloc_topology_t t = topology.get();
-  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  hwloc_topology_set_io_types_filter(
+      t, with_devices ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
   if (!xml_path.empty() && hwloc_topology_set_xml(t, xml_path.c_str()) != 0)
     return ErrnoError("hwloc cannot read the topology file " + xml_path, errno);
+    // Without hwloc's x86 backend, which binds this thread to every core in
+    // turn to read CPUID there: each move waits for that core, which on a busy
+    // or oversubscribed host costs every rank tens of milliseconds per core.
+    // Linux's sysfs gives the packages, cores, NUMA nodes and caches used here.
+#if HWLOC_API_VERSION >= 0x00020100
+  if (xml_path.empty())
+    hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
+#endif
   if (hwloc_topology_load(t) != 0)
     return ErrnoError(
         "hwloc_topology_load" + (xml_path.empty() ? std::string() : " (" + xml_path + ")"), errno);
@@ -279,19 +288,27 @@ Status LoadMachine(const std::string& xml_path, Machine* out) {
     if (!core.pus.empty()) m.cores.push_back(std::move(core));
   }
   if (m.cores.empty()) return InternalError("hwloc found no cores in " + m.source);
-  ReadDevices(t, &m);
+  if (with_devices) ReadDevices(t, &m);
   *out = std::move(m);
   return Status::Ok();
 }
 
-Status CachedMachine(const std::string& xml_path, const Machine** out) {
+Status CachedMachine(const std::string& xml_path, const Machine** out, bool with_devices) {
   static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<Machine>> machines;
+  // Keyed by path and parts; a full machine also answers for the CPUs.
+  static std::map<std::pair<std::string, bool>, std::unique_ptr<Machine>> machines;
   std::lock_guard<std::mutex> lock(mu);
-  std::unique_ptr<Machine>& m = machines[xml_path];
+  if (!with_devices) {
+    auto full = machines.find({xml_path, true});
+    if (full != machines.end() && full->second != nullptr) {
+      *out = full->second.get();
+      return Status::Ok();
+    }
+  }
+  std::unique_ptr<Machine>& m = machines[{xml_path, with_devices}];
   if (m == nullptr) {
     auto loaded = std::make_unique<Machine>();
-    BATON_RETURN_IF_ERROR(LoadMachine(xml_path, loaded.get()));
+    BATON_RETURN_IF_ERROR(LoadMachine(xml_path, loaded.get(), with_devices));
     m = std::move(loaded);
   }
   *out = m.get();

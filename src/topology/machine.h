@@ -85,12 +85,14 @@ struct Machine {
 };
 
 // This machine when `xml_path` is empty, else the hwloc XML export at that
-// path. batonSystemError when hwloc cannot load it.
-Status LoadMachine(const std::string& xml_path, Machine* out);
+// path. batonSystemError when hwloc cannot load it. Without `with_devices`
+// only packages, NUMA nodes and cores are read (no GPUs or NICs): hwloc's
+// PCI discovery is most of its cost, which every rank pays at creation.
+Status LoadMachine(const std::string& xml_path, Machine* out, bool with_devices = true);
 
 // The same, loaded once per process (and per file) and kept: hwloc takes
 // milliseconds to look at a machine, and the machine does not change.
-Status CachedMachine(const std::string& xml_path, const Machine** out);
+Status CachedMachine(const std::string& xml_path, const Machine** out, bool with_devices = true);
 
 // The PUs this process may run on (its CPU affinity), as OS indices.
 Status CurrentAffinity(std::vector<int>* pus);

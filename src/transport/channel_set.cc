@@ -89,8 +89,18 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
     }
   }
   const int rdma_count = static_cast<int>(rdma_peers.peers.size());
-  BATON_INFO(kLogInit, "rank %d: %d peers over shared memory, %d over RDMA, %d over TCP", me,
-             (int)local_peers.size(), rdma_count, n - 1 - (int)local_peers.size() - rdma_count);
+  // What this rank holds: control and data sockets (and RDMA completion
+  // descriptors), and the shared-memory segments it mapped.
+  int descriptors = 0;
+  for (int p = 0; p < n; ++p)
+    descriptors += set->control_[p].valid() + static_cast<int>(set->peer_fds_[p].size());
+  size_t mapped = 0;
+  for (const auto& seg : set->segments_) mapped += seg->size();
+  BATON_INFO(kLogInit,
+             "rank %d: %d peers over shared memory, %d over RDMA, %d over TCP; %d descriptors, "
+             "%zu shared-memory segments mapped (%.1f MiB of address space)",
+             me, (int)local_peers.size(), rdma_count, n - 1 - (int)local_peers.size() - rdma_count,
+             descriptors, set->segments_.size(), mapped / 1048576.0);
 
   set->watch_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   set->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));

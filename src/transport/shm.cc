@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,6 +26,18 @@ bool SlotPublished(uint64_t word, uint64_t slot) {
 }
 size_t RoundUp(size_t x, size_t a) {
   return (x + a - 1) / a * a;
+}
+
+// Asks for the pages of [addr, addr + bytes) on the NUMA node this thread
+// runs on (MPOL_PREFERRED), best effort: without it they land wherever
+// they are first touched.
+void PreferThisNode(void* addr, size_t bytes) {
+  unsigned cpu = 0, node = 0;
+  if (syscall(SYS_getcpu, &cpu, &node, nullptr) != 0 || node >= 63) return;
+  constexpr int kMpolPreferred = 1;
+  const unsigned long mask = 1ul << node;
+  if (syscall(SYS_mbind, addr, bytes, kMpolPreferred, &mask, 64ul, 0u) != 0)
+    BATON_TRACE(kLogShm, "mbind: %s", strerror(errno));
 }
 }  // namespace
 
@@ -59,12 +72,20 @@ Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr
   // MAP_POPULATE: the owner (the receiving rank, already bound) faults every
   // page in now, so the kernel's first-touch policy puts its rings on the
   // owner's NUMA node rather than on whichever sender writes a slot first.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Only for small segments: one ring per local peer makes a host's memory
+  // grow with the square of its ranks. Larger segments get their pages as
+  // slots are first written, by whichever side, and a preference for the
+  // owner's NUMA node keeps them there (the policy belongs to the shared
+  // file, so it holds for the peers' faults too).
+  const bool populate = bytes <= kShmPopulateAllBytes;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0),
+                 fd, 0);
   int e = errno;
   close(fd);
   if (p == MAP_FAILED) return ErrnoError("mmap(" + name + ")", e);
   seg->base_ = static_cast<uint8_t*>(p);
   seg->size_ = bytes;
+  if (!populate) PreferThisNode(p, bytes);
   *out = std::move(seg);
   return Status::Ok();
 }

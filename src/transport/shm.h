@@ -14,6 +14,9 @@
 namespace baton {
 
 constexpr uint32_t kShmMaxSlots = 256;
+// Segments up to this size are faulted in whole at creation (8 local ranks
+// at the default BATON_BUFFSIZE); larger ones page by page as slots are used.
+constexpr size_t kShmPopulateAllBytes = size_t(32) << 20;
 // Bounds a peer's segment header must respect (one ring per local peer;
 // BATON_BUFFSIZE split into slots of at most 1 GiB).
 constexpr uint32_t kShmMaxRings = 1u << 16;

@@ -24,7 +24,8 @@ TcpChannel::TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_r
   staged_.assign(k, 0);
   for (size_t i = 0; i < k; ++i) {
     SetNoDelay(sockets_[i].get());
-    staging_[i].resize(std::max<size_t>(staging_bytes / k, 4096));
+    staging_[i].length = std::max<size_t>(staging_bytes / k, 4096);
+    staging_[i].bytes = std::make_unique_for_overwrite<uint8_t[]>(staging_[i].length);
   }
 }
 
@@ -163,7 +164,7 @@ Status TcpChannel::RecvHeader(const RecvTarget& target, bool* complete) {
 
 void TcpChannel::DeliverStaged(const RecvTarget& target, size_t socket) {
   Part& part = recv_parts_[socket];
-  std::vector<uint8_t>& staging = staging_[socket];
+  Staging& staging = staging_[socket];
   size_t& staged = staged_[socket];
   const size_t whole = staged / target.elem_size * target.elem_size;
   if (whole == 0) return;
@@ -213,7 +214,7 @@ Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
                    MSG_DONTWAIT);
         if (n > 0) part.moved += n;
       } else {
-        std::vector<uint8_t>& staging = staging_[i];
+        Staging& staging = staging_[i];
         size_t& staged = staged_[i];
         size_t want = std::min(staging.size() - staged, part.length - part.moved - staged);
         n = ::recv(fd, staging.data() + staged, want, MSG_DONTWAIT);

@@ -1,7 +1,9 @@
 // TCP transport between hosts (or between any ranks with BATON_TRANSPORT=tcp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "base/fd.h"
@@ -69,8 +71,17 @@ class TcpChannel : public Channel {
   bool recv_planned_ = false;  // the parts of the next message are planned; its header is coming
   TcpMessageHeader send_header_, recv_header_;
   size_t send_header_done_ = 0, recv_header_done_ = 0;
-  std::vector<std::vector<uint8_t>> staging_;  // per socket
-  std::vector<size_t> staged_;                 // bytes of a partial element, per socket
+  // Per socket. Not zero-filled: its pages come when first written, so a
+  // rank's memory grows with the peers it receives reductions from, not
+  // with the communicator's size.
+  struct Staging {
+    std::unique_ptr<uint8_t[]> bytes;
+    size_t length = 0;
+    uint8_t* data() const { return bytes.get(); }
+    size_t size() const { return length; }
+  };
+  std::vector<Staging> staging_;
+  std::vector<size_t> staged_;  // bytes of a partial element, per socket
   int peer_rank_;
 };
 

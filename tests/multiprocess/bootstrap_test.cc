@@ -84,6 +84,29 @@ TEST(BootstrapTest, ForeignConnectionsAreDropped) {
   }));
 }
 
+// More ranks than one rank's connects in flight (64): the mesh's event loop
+// makes 78 sockets per rank over TCP while it accepts, and shared memory
+// uses segments above the size populated at creation.
+class ManyRanksTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ManyRanksTest, FormTheMeshAndReduce) {
+  const int n = 40;
+  batonUniqueId id;
+  ASSERT_EQ(batonGetUniqueId(&id), batonSuccess);
+  const char* transport = GetParam();
+  EXPECT_TRUE(ForkRanks(
+      n,
+      [&](int rank) {
+        setenv("BATON_TRANSPORT", transport, 1);
+        batonComm_t comm;
+        if (batonCommInitRank(&comm, n, id, rank) != batonSuccess) return 1;
+        return CheckAllReduce(comm);
+      },
+      120));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ManyRanksTest, ::testing::Values("tcp", "shm"));
+
 // A server at the id's address that does not hold the id's secret (another
 // job's rendezvous, or someone who learnt the address) cannot hand a rank a
 // table: the reply's MAC does not check, and init says so.
