@@ -15,6 +15,7 @@
 #pragma once
 
 #include <baton.h>
+#include <pthread.h>
 
 #include <cstdint>
 #include <memory>
@@ -106,6 +107,8 @@ class TraceRecorder {
   size_t open_count_ = 0;
   uint64_t dropped_ = 0;
   bool noted_ = false;
+  pthread_t tid_thread_{};  // the thread tid_ belongs to
+  int32_t tid_ = 0;
 };
 
 // The JSON text of `events` as Chrome trace events on `config.track`,
