@@ -35,7 +35,6 @@
 
 #include "base/settings.h"
 #include "baton.h"
-#include "bootstrap/unique_id.h"
 #include "tools/batonrun/binding_plan.h"
 #include "tools/batonrun/flight_table.h"
 #include "tools/batonrun/job.h"
@@ -111,14 +110,7 @@ int main(int argc, char** argv) {
     // A single-host job needs no network at all: unless the user chose an interface, the
     // rendezvous and every rank's sockets stay on loopback (the ranks inherit this variable).
     setenv(SettingName::socket_ifname, "lo", /*overwrite=*/0);
-    batonUniqueId id;
-    batonResult_t result = batonGetUniqueId(&id);
-    if (result != batonSuccess) {
-      fprintf(stderr, "batonrun: cannot create the rendezvous: batonGetUniqueId failed (%d): %s\n",
-              static_cast<int>(result), batonGetLastError(nullptr));
-      return kExitLauncherError;
-    }
-    rendezvous_var = std::string(SettingName::unique_id) + "=" + baton::UniqueIdToHex(id);
+    if (!ServeRendezvous(&rendezvous_var)) return kExitLauncherError;
   }
 
   // The clock file times come from, so that every file the ranks write counts.

@@ -438,6 +438,18 @@ void MultiHostJob::SignalAll(int sig) {
 
 }  // namespace
 
+bool ServeRendezvous(std::string* assignment) {
+  batonUniqueId id;
+  const batonResult_t result = batonGetUniqueId(&id);
+  if (result != batonSuccess) {
+    fprintf(stderr, "batonrun: cannot create the rendezvous: batonGetUniqueId failed (%d): %s\n",
+            static_cast<int>(result), batonGetLastError(nullptr));
+    return false;
+  }
+  *assignment = std::string(SettingName::unique_id) + "=" + baton::UniqueIdToHex(id);
+  return true;
+}
+
 int RunMultiHostJob(const Options& options, SignalWatcher* signals) {
   std::vector<HostSlots> hosts;
   std::vector<HostRanks> placement;
@@ -463,15 +475,9 @@ int RunMultiHostJob(const Options& options, SignalWatcher* signals) {
     std::string ifname = InterfaceTowards(remote->name);
     if (!ifname.empty()) setenv(SettingName::socket_ifname, ifname.c_str(), /*overwrite=*/0);
   }
-  // Served by a library thread of this process for as long as the job runs (see main.cc).
-  batonUniqueId id;
-  batonResult_t result = batonGetUniqueId(&id);
-  if (result != batonSuccess) {
-    fprintf(stderr, "batonrun: cannot create the rendezvous: batonGetUniqueId failed (%d): %s\n",
-            static_cast<int>(result), batonGetLastError(nullptr));
-    return kExitLauncherError;
-  }
-  env.push_back(std::string(SettingName::unique_id) + "=" + baton::UniqueIdToHex(id));
+  std::string rendezvous_var;
+  if (!ServeRendezvous(&rendezvous_var)) return kExitLauncherError;
+  env.push_back(std::move(rendezvous_var));
   MultiHostJob job(options, signals, std::move(placement), EncodeEnvironment(env));
   return job.Run();
 }

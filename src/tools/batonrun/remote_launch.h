@@ -25,6 +25,11 @@ inline constexpr char kStopRequest = 'S';     // Stop the ranks quietly: the job
 inline constexpr char kTimeoutRequest = 'T';  // The job timed out: print flight recorders, stop.
 inline constexpr char kDumpRequest = 'D';     // Print the flight recorders; the job goes on.
 
+// Creates a unique id whose rendezvous this process serves (a library thread) for as long as
+// it runs, on BATON_SOCKET_IFNAME, and sets *assignment to "BATON_UNIQUE_ID=<hex>" for the
+// ranks; false, with the reason printed, when it cannot.
+bool ServeRendezvous(std::string* assignment);
+
 // The launching side: places the ranks on the hosts of -H or --hostfile, serves the rendezvous,
 // starts and supervises the hosts' batonruns, and returns batonrun's exit status.
 int RunMultiHostJob(const Options& options, SignalWatcher* signals);
