@@ -115,6 +115,24 @@ void Unflatten(const at::Tensor& flat, std::vector<at::Tensor>& outputs) {
   }
 }
 
+// Gather's outputs or scatter's inputs: one list of `size` tensors like
+// `like` at the root (returned), nothing elsewhere (empty).
+std::vector<at::Tensor> RootList(std::vector<std::vector<at::Tensor>>& lists,
+                                 const at::Tensor& like, int root, int rank, int size,
+                                 const char* what) {
+  TORCH_CHECK(root >= 0 && root < size, "baton backend: ", what, ": root ", root,
+              " is not a rank of ", size);
+  if (rank != root) return {};
+  TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size,
+              "baton backend: ", what, " needs one list of ", size, " tensors at the root");
+  for (const auto& t : lists[0]) {
+    CheckSameKind(like, t, what);
+    TORCH_CHECK(t.numel() == like.numel(), "baton backend: ", what,
+                ": every tensor of the root's list must have as many elements as this rank's");
+  }
+  return lists[0];
+}
+
 }  // namespace
 
 // ---- BatonWork ----
@@ -404,19 +422,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::
                                                     std::vector<at::Tensor>& inputs,
                                                     const c10d::GatherOptions& opts) {
   at::Tensor in = Single(inputs, "gather");
-  int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "baton backend: gather: root ", root,
-              " is not a rank of ", getSize());
-  std::vector<at::Tensor> outs;
-  if (getRank() == root) {
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
-                "baton backend: gather needs one list of ", getSize(), " tensors at the root");
-    for (const auto& o : outputs[0]) {
-      CheckSameKind(in, o, "gather");
-      TORCH_CHECK(o.numel() == in.numel(), "baton backend: gather: outputs must match the input");
-    }
-    outs = outputs[0];
-  }
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> outs = RootList(outputs, in, root, getRank(), getSize(), "gather");
   return Launch(c10d::OpType::GATHER, outs, [this, in, outs, root]() mutable {
     at::Tensor flat;
     if (!outs.empty()) flat = at::empty({in.numel() * getSize()}, in.options());
@@ -431,19 +438,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::scatter(std::vector<at::Tensor>& ou
                                                      std::vector<std::vector<at::Tensor>>& inputs,
                                                      const c10d::ScatterOptions& opts) {
   at::Tensor out = Single(outputs, "scatter");
-  int root = static_cast<int>(opts.rootRank);
-  TORCH_CHECK(root >= 0 && root < getSize(), "baton backend: scatter: root ", root,
-              " is not a rank of ", getSize());
-  std::vector<at::Tensor> ins;
-  if (getRank() == root) {
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
-                "baton backend: scatter needs one list of ", getSize(), " tensors at the root");
-    for (const auto& i : inputs[0]) {
-      CheckSameKind(out, i, "scatter");
-      TORCH_CHECK(i.numel() == out.numel(), "baton backend: scatter: inputs must match the output");
-    }
-    ins = inputs[0];
-  }
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> ins = RootList(inputs, out, root, getRank(), getSize(), "scatter");
   return Launch(c10d::OpType::SCATTER, outputs, [this, out, ins, root] {
     at::Tensor flat;
     if (!ins.empty()) flat = Flatten(ins);

@@ -84,6 +84,16 @@ bool RetryableConnectError(int err) {
          err == EAGAIN || err == ECONNRESET;
 }
 
+// After a connect that failed with `err`: a retry later (backing off from
+// 1 to 100 ms), or the error when retrying cannot help.
+Status RetryConnectLater(const SockAddr& addr, int err, Clock::time_point now, Handshake* h) {
+  if (!RetryableConnectError(err)) return ErrnoError("connect " + addr.ToString(), err);
+  h->fd.reset();
+  h->retry_at = now + std::chrono::milliseconds(h->retry_delay_ms);
+  h->retry_delay_ms = std::min(h->retry_delay_ms * 2, 100);
+  return Status::Ok();
+}
+
 // The whole mesh of one rank as one event loop: its own connects and the
 // accepts of higher ranks' connects progress together, so no rank waits for
 // another to finish its connects before it is answered.
@@ -158,16 +168,9 @@ Status MeshBuilder::Progress(Handshake* h, bool* complete) {
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(h->fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err == 0) {
-      h->connecting = false;
-    } else if (RetryableConnectError(err)) {
-      h->fd.reset();
-      h->retry_at = Clock::now() + std::chrono::milliseconds(h->retry_delay_ms);
-      h->retry_delay_ms = std::min(h->retry_delay_ms * 2, 100);
-      return Status::Ok();
-    } else {
-      return ErrnoError("connect " + FromWire(peers_[h->peer].listen_addr).ToString(), err);
-    }
+    if (err != 0)
+      return RetryConnectLater(FromWire(peers_[h->peer].listen_addr), err, Clock::now(), h);
+    h->connecting = false;
   }
   while (h->step < kHandshakeSteps) {
     size_t len = 0;
@@ -274,14 +277,9 @@ Status MeshBuilder::Run() {
       Handshake& h = active_[i];
       if (h.outgoing && !h.fd.valid()) {  // waiting to connect (again)
         if (h.retry_at <= now) {
-          BATON_RETURN_IF_ERROR(StartConnect(FromWire(peers_[h.peer].listen_addr), &h));
-          if (!h.fd.valid()) {
-            if (!RetryableConnectError(errno))
-              return ErrnoError("connect " + FromWire(peers_[h.peer].listen_addr).ToString(),
-                                errno);
-            h.retry_at = now + std::chrono::milliseconds(h.retry_delay_ms);
-            h.retry_delay_ms = std::min(h.retry_delay_ms * 2, 100);
-          }
+          const SockAddr addr = FromWire(peers_[h.peer].listen_addr);
+          BATON_RETURN_IF_ERROR(StartConnect(addr, &h));
+          if (!h.fd.valid()) BATON_RETURN_IF_ERROR(RetryConnectLater(addr, errno, now, &h));
         }
         if (!h.fd.valid()) {
           timeout_ms = std::min<int>(

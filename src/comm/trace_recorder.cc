@@ -18,6 +18,7 @@
 #include "algorithms/call_description.h"
 #include "base/datatype.h"
 #include "base/fd.h"
+#include "base/files.h"
 
 namespace baton {
 namespace {
@@ -259,20 +260,7 @@ Status TraceRecorder::Write() {
   }
   text += "\n],\n\"displayTimeUnit\":\"ns\",\n" + std::string(other) + "}\n";
 
-  const std::string tmp = config_.path + ".tmp" + std::to_string(getpid());
-  FILE* file = fopen(tmp.c_str(), "w");
-  if (file == nullptr) return ErrnoError("opening " + tmp, errno);
-  const bool written = fwrite(text.data(), 1, text.size(), file) == text.size();
-  const int saved = errno;
-  if (fclose(file) != 0 || !written) {
-    unlink(tmp.c_str());
-    return ErrnoError("writing " + tmp, written ? errno : saved);
-  }
-  if (rename(tmp.c_str(), config_.path.c_str()) != 0) {
-    const int err = errno;
-    unlink(tmp.c_str());
-    return ErrnoError("renaming " + tmp + " to " + config_.path, err);
-  }
+  BATON_RETURN_IF_ERROR(WriteFileAtomically(config_.path, text));
   if (!noted_ && !config_.list.empty()) {
     // One line appended in one write (O_APPEND: the ranks' lines do not
     // mix). Never created here: without batonrun's file nobody merges.

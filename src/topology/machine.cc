@@ -259,11 +259,11 @@ Status LoadMachine(const std::string& xml_path, Machine* out, bool with_devices)
       t, with_devices ? HWLOC_TYPE_FILTER_KEEP_IMPORTANT : HWLOC_TYPE_FILTER_KEEP_NONE);
   if (!xml_path.empty() && hwloc_topology_set_xml(t, xml_path.c_str()) != 0)
     return ErrnoError("hwloc cannot read the topology file " + xml_path, errno);
-    // Without hwloc's x86 backend, which binds this thread to every core in
-    // turn to read CPUID there: each move waits for that core, which on a busy
-    // or oversubscribed host costs every rank tens of milliseconds per core.
-    // Linux's sysfs gives the packages, cores, NUMA nodes and caches used here.
 #if HWLOC_API_VERSION >= 0x00020100
+  // Without hwloc's x86 backend, which binds this thread to every core in
+  // turn to read CPUID there: each move waits for that core, which on a busy
+  // or oversubscribed host costs every rank tens of milliseconds per core.
+  // Linux's sysfs gives the packages, cores, NUMA nodes and caches used here.
   if (xml_path.empty())
     hwloc_topology_set_components(t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "x86");
 #endif

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/files.h"
 #include "base/settings.h"
 #include "base/trace_file.h"
 
@@ -159,19 +160,8 @@ bool MergeTraceFiles(const std::vector<std::string>& inputs, const std::string& 
       "\n],\n\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"producer\":\"batonrun\","
       "\"clock\":\"CLOCK_REALTIME\",\"merged\":[" +
       sources + "]}}\n";
-  const std::string tmp = out + ".tmp" + std::to_string(getpid());
-  {
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    if (file) file << merged;
-    if (!file || !file.flush()) {
-      *error = "cannot write " + tmp + ": " + strerror(errno);
-      unlink(tmp.c_str());
-      return false;
-    }
-  }
-  if (rename(tmp.c_str(), out.c_str()) != 0) {
-    *error = "cannot rename " + tmp + " to " + out + ": " + strerror(errno);
-    unlink(tmp.c_str());
+  if (const baton::Status st = baton::WriteFileAtomically(out, merged); !st.ok()) {
+    *error = "cannot write " + out + ": " + st.message();
     return false;
   }
   return true;

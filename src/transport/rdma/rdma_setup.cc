@@ -98,8 +98,10 @@ std::unique_ptr<Provider> MakeProvider(const RdmaConfig& config, std::string* wh
 
 namespace {
 
-// Ok with the chosen device, or why there is none.
-bool FindDevice(const RdmaConfig& config, int numa_node, DeviceInfo* device, std::string* why) {
+// Ok with the chosen device (and, when asked, the provider that listed
+// it, to open it), or why there is none.
+bool FindDevice(const RdmaConfig& config, int numa_node, DeviceInfo* device, std::string* why,
+                std::unique_ptr<Provider>* provider_out = nullptr) {
   std::unique_ptr<Provider> provider = MakeProvider(config, why);
   if (!provider) return false;
   std::vector<DeviceInfo> devices;
@@ -108,7 +110,9 @@ bool FindDevice(const RdmaConfig& config, int numa_node, DeviceInfo* device, std
     *why = st.message();
     return false;
   }
-  return ChooseDevice(devices, ParseHcaFilter(config.hca), numa_node, device, why);
+  if (!ChooseDevice(devices, ParseHcaFilter(config.hca), numa_node, device, why)) return false;
+  if (provider_out != nullptr) *provider_out = std::move(provider);
+  return true;
 }
 
 }  // namespace
@@ -207,9 +211,9 @@ Status ConnectRdmaPeers(const RdmaConfig& config, const RdmaPeers& peers,
                         std::vector<std::unique_ptr<Channel>>* channels) {
   std::string why;
   DeviceInfo device;
-  if (!FindDevice(config, peers.numa_node, &device, &why))
+  std::unique_ptr<Provider> provider;
+  if (!FindDevice(config, peers.numa_node, &device, &why, &provider))
     return SystemError("RDMA set-up: " + why);
-  std::unique_ptr<Provider> provider = MakeProvider(config, &why);
   std::unique_ptr<Context> opened;
   BATON_RETURN_IF_ERROR(provider->Open(device, config.gid_index, config.traffic_class, &opened)
                             .WithContext("RDMA device " + device.name));
