@@ -68,6 +68,14 @@ def _output(obj, what):
     return arr
 
 
+def _holds(arr, nbytes, what):
+    """arr, when it holds at least nbytes: Baton reads or writes that many, and a shorter
+    buffer would be overrun."""
+    if arr.nbytes < nbytes:
+        raise ValueError(f"{what} has {arr.nbytes} bytes, the call needs {nbytes}")
+    return arr
+
+
 def _ptr(arr):
     return arr.ctypes.data_as(ctypes.c_void_p) if arr is not None else None
 
@@ -223,6 +231,7 @@ class Comm:
         send = _input(send)
         if self.rank == root:
             out = np.empty_like(send) if out is None else _output(out, "out")
+            _holds(out, send.nbytes, "out")
         else:
             out = None
         dt = _lib.datatype_of(send, datatype)
@@ -234,7 +243,7 @@ class Comm:
         send = _input(send)
         if out is None:
             out = np.empty((self.size,) + send.shape, send.dtype)
-        out = _output(out, "out")
+        out = _holds(_output(out, "out"), self.size * send.nbytes, "out")
         dt = _lib.datatype_of(send, datatype)
         return self._call("batonAllGather", [_ptr(send), _ptr(out), send.size, dt], out,
                           (send, out), async_op, "allgather")
@@ -245,7 +254,7 @@ class Comm:
         counts = self._counts(counts, "allgatherv")
         if out is None:
             out = np.empty(sum(counts), send.dtype)
-        out = _output(out, "out")
+        out = _holds(_output(out, "out"), sum(counts) * send.itemsize, "out")
         dt = _lib.datatype_of(send, datatype)
         c, d = _lib.size_array(counts), _lib.size_array(self._displs(counts))
         return self._call("batonAllGatherV", [_ptr(send), send.size, _ptr(out), c, d, dt], out,
@@ -259,6 +268,7 @@ class Comm:
                              f"{self.size} equal blocks")
         n = send.size // self.size
         out = np.empty(n, send.dtype) if out is None else _output(out, "out")
+        _holds(out, n * send.itemsize, "out")
         dt = _lib.datatype_of(send, datatype)
         return self._call("batonReduceScatter", [_ptr(send), _ptr(out), n, dt, _lib.op_code(op)],
                           out, (send, out), async_op, "reduce_scatter")
@@ -267,7 +277,9 @@ class Comm:
         """Block `rank` (counts[rank] elements) of the reduction of every rank's send."""
         send = _input(send).reshape(-1)
         counts = self._counts(counts, "reduce_scatterv")
+        _holds(send, sum(counts) * send.itemsize, "send")
         out = np.empty(counts[self.rank], send.dtype) if out is None else _output(out, "out")
+        _holds(out, counts[self.rank] * send.itemsize, "out")
         dt = _lib.datatype_of(send, datatype)
         return self._call("batonReduceScatterV", [_ptr(send), _ptr(out), _lib.size_array(counts),
                                                   dt, _lib.op_code(op)], out, (send, out),
@@ -280,6 +292,7 @@ class Comm:
             raise ValueError(f"alltoall: {send.size} elements do not split into {self.size} "
                              f"equal blocks")
         out = np.empty_like(send) if out is None else _output(out, "out")
+        _holds(out, send.nbytes, "out")
         dt = _lib.datatype_of(send, datatype)
         return self._call("batonAlltoAll", [_ptr(send), _ptr(out), send.size // self.size, dt],
                           out, (send, out), async_op, "alltoall")
@@ -289,7 +302,9 @@ class Comm:
         send = _input(send).reshape(-1)
         sc = self._counts(sendcounts, "alltoallv sendcounts")
         rc = self._counts(recvcounts, "alltoallv recvcounts")
+        _holds(send, sum(sc) * send.itemsize, "send")
         out = np.empty(sum(rc), send.dtype) if out is None else _output(out, "out")
+        _holds(out, sum(rc) * send.itemsize, "out")
         dt = _lib.datatype_of(send, datatype)
         args = [_ptr(send), _lib.size_array(sc), _lib.size_array(self._displs(sc)), _ptr(out),
                 _lib.size_array(rc), _lib.size_array(self._displs(rc)), dt]
@@ -300,7 +315,7 @@ class Comm:
         send = _input(send)
         if self.rank == root:
             out = np.empty((self.size,) + send.shape, send.dtype) if out is None else out
-            out = _output(out, "out")
+            out = _holds(_output(out, "out"), self.size * send.nbytes, "out")
         else:
             out = None
         dt = _lib.datatype_of(send, datatype)
@@ -313,7 +328,7 @@ class Comm:
         if self.rank == root:
             if send is None:
                 raise ValueError("scatter: the root must pass send")
-            send = _input(send)
+            send = _holds(_input(send), self.size * out.nbytes, "send")
         else:
             send = None
         dt = _lib.datatype_of(out, datatype)

@@ -154,6 +154,14 @@ expect_error("bad counts", ValueError, "counts",
 expect_error("read-only out", ValueError, "writable",
              lambda: comm.broadcast(np.zeros(4).view().setflags(write=False) or
                                     np.broadcast_to(np.zeros(1), (4,))))
+# Buffers too small for the call: an error before Baton touches them, never an overrun
+# (cases where every rank's buffer is short, so every rank raises).
+expect_error("short allgather out", ValueError, "the call needs",
+             lambda: comm.allgather(np.zeros(4, np.float32), out=np.zeros(4, np.float32)))
+expect_error("short alltoallv send", ValueError, "the call needs",
+             lambda: comm.alltoallv(np.zeros(1, np.float32), [2] * size, [1] * size))
+expect_error("short reduce_scatterv send", ValueError, "the call needs",
+             lambda: comm.reduce_scatterv(np.zeros(size, np.float32), [2] * size))
 check("after errors", comm.allreduce(np.ones(2, np.int32)), np.full(2, size, np.int32))
 
 comm.barrier()
