@@ -253,6 +253,12 @@ class ValueGenerator {
     const int64_t per_rank = Props(type).exact_limit / (scale * std::max(nranks, 1));
     // Small values keep fp16/bf16 exact; 100 is plenty of variety to catch misplaced elements.
     magnitude_ = std::clamp<int64_t>(per_rank, 1, 100);
+    // fp8 cannot hold a sum of one unit per rank beyond a few ranks (e5m2:
+    // 9 is not representable), so only as many ranks as stay exact
+    // contribute; the others send zeros, which still catch misplaced data.
+    active_ranks_ = per_rank >= 1
+                        ? nranks
+                        : static_cast<int>(std::max<int64_t>(1, Props(type).exact_limit / scale));
     doublings_ = std::min(Props(type).max_doublings, nranks);
   }
 
@@ -261,6 +267,7 @@ class ValueGenerator {
   int64_t Value(uint64_t rank_key, int rank, size_t index) const {
     const uint64_t h = Mix(rank_key + index);
     if (prod_) return (rank < doublings_ && (h & 1)) ? 2 : 1;
+    if (rank >= active_ranks_) return 0;
     const uint64_t span = signed_ ? 2 * magnitude_ + 1 : magnitude_ + 1;
     const auto v = static_cast<int64_t>(((h >> 32) * span) >> 32);  // uniform in [0, span)
     return signed_ ? v - magnitude_ : v;
@@ -271,6 +278,7 @@ class ValueGenerator {
   bool prod_;
   bool signed_;
   int64_t magnitude_;
+  int active_ranks_;
   int doublings_;
 };
 

@@ -244,7 +244,8 @@ bool ReduceCopySimd(const ReduceCopyArgs& args) {
   }
   if (level == static_cast<int>(CpuKernelLevel::kPortable)) return false;
   SimdOptions options;
-  options.non_temporal_min_bytes = g_non_temporal_min_bytes.load(std::memory_order_relaxed);
+  options.non_temporal_min_bytes =
+      args.non_temporal ? 0 : g_non_temporal_min_bytes.load(std::memory_order_relaxed);
   if (level == static_cast<int>(CpuKernelLevel::kAvx512)) return ReduceCopyAvx512(args, options);
   return ReduceCopyAvx2(args, options);
 }

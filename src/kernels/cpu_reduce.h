@@ -33,6 +33,10 @@ struct ReduceCopyArgs {
   batonDataType_t datatype = batonFloat32;
   batonRedOp_t op = batonSum;  // batonAvg reduces as batonSum
   uint32_t post_divisor = 0;   // 0 or 1: none; > 1: divide the result (avg final step)
+  // Streaming stores (they bypass the caches and skip the read for
+  // ownership) where the destinations' alignment allows, whatever the
+  // size: for outputs nobody reads again within the call.
+  bool non_temporal = false;
 };
 
 // Runs one step. Arguments out of range (nsrcs, ndsts, datatype, op) are a
