@@ -6,7 +6,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #pragma once
 
-
 #include <gtest/gtest.h>
 #include <math.h>
 #include <stdint.h>
@@ -26,7 +25,6 @@
 #include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
 #include "unit/kernel_reference.h"
-
 
 namespace baton::kernel_test {
 
@@ -139,7 +137,7 @@ using ElementGenerator = uint64_t (*)(batonDataType_t, FastRng&);
 
 // Runs one ReduceCopy case against the reference; reports the first mismatch.
 inline ::testing::AssertionResult RunCase(const Case& c, FastRng& rng,
-                                   ElementGenerator generate = RandomElement) {
+                                          ElementGenerator generate = RandomElement) {
   const size_t size = DatatypeSize(c.dt);
   const size_t bytes = c.count * size;
   std::vector<GuardedBuffer> src_bufs;
