@@ -114,7 +114,7 @@ Status PeerMapping::Open(const SharedAllocInfo& info, PeerMapping* out) {
   // Opening another process's descriptor through /proc needs the same
   // permission as ptrace-reading it (same user, Yama permitting), as CMA.
   const std::string path = "/proc/" + std::to_string(info.pid) + "/fd/" + std::to_string(info.fd);
-  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(open(path.c_str(), O_RDWR | O_CLOEXEC));
   if (!fd.valid()) return ErrnoError("open(" + path + ")", errno);
   struct stat st {};
   if (fstat(fd.get(), &st) != 0) return ErrnoError("fstat(" + path + ")", errno);
@@ -126,7 +126,7 @@ Status PeerMapping::Open(const SharedAllocInfo& info, PeerMapping* out) {
                        ", " + std::to_string(st.st_size) + " bytes; expected inode " +
                        std::to_string(info.inode) + ", " + std::to_string(info.size) +
                        " bytes): the peer runs in another pid namespace?");
-  void* p = mmap(nullptr, info.size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  void* p = mmap(nullptr, info.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (p == MAP_FAILED) return ErrnoError("mmap(" + path + ")", errno);
   out->Reset();
   out->base_ = static_cast<uint8_t*>(p);

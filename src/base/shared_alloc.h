@@ -39,12 +39,14 @@ bool FindSharedAlloc(const void* ptr, size_t bytes, SharedAllocInfo* out);
 // a buffer still registered on a live communicator is refused.
 void PinSharedAlloc(uint64_t serial, int delta);
 
-// A peer's allocation mapped read-only into this process; unmapped when
-// destroyed. Open fails (never maps something else) when the descriptor
+// A peer's allocation mapped into this process, readable and writable (a
+// registered allreduce writes its share of the result into the peers'
+// outputs); unmapped when destroyed. Open fails (never maps something else) when the descriptor
 // cannot be opened through /proc (another user, another pid namespace,
 // ptrace restrictions) or what it opens is not the allocation `info`
-// names (its inode differs: `pid` means another process here). The mapping holds the pages: a peer
-// that frees or dies leaves them readable here until then.
+// names (its inode differs: `pid` means another process here). The
+// mapping holds the pages: a peer that frees or dies leaves them mapped
+// here until then.
 class PeerMapping {
  public:
   static Status Open(const SharedAllocInfo& info, PeerMapping* out);
@@ -54,7 +56,7 @@ class PeerMapping {
   PeerMapping(const PeerMapping&) = delete;
   PeerMapping& operator=(const PeerMapping&) = delete;
   ~PeerMapping();
-  const uint8_t* base() const { return base_; }
+  uint8_t* base() const { return base_; }
 
  private:
   void Reset();

@@ -27,10 +27,8 @@ static_assert(kMaxIpcStepSources <= kMaxReduceSrcs, "an IPC plan step is one red
 // otherwise pin every allocation its peers ever freed).
 constexpr size_t kMaxMappings = 64;
 
-// Allreduce chunks: small enough that a chunk a rank just reduced is still
-// in the shared cache when its peers copy it, large enough that waiting
-// for the chunk's progress word is a small share of its time.
-constexpr size_t kChunkBytes = 512 << 10;
+// The write-everywhere allreduce's scratch piece: well inside a core's L2.
+constexpr size_t kScratchBytes = 64 << 10;
 
 }  // namespace
 
@@ -142,55 +140,68 @@ void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_
   }
 }
 
-// Allreduce as the IPC plan does it (rank r reduces part r of all inputs
-// into its output, then copies the other parts from their owners'
-// outputs), cut into chunks that each rank announces on its progress word
-// as it finishes them, so a peer copies a chunk while it is still in the
-// shared cache: each input byte is read from memory once and each output
-// byte written once, which is the roofline's 2pn (docs/performance.md);
-// the unchunked plan reads the reduced parts from memory a second time.
-// Every rank cuts every part into the same number of chunks, so the
-// progress counts agree. In place is safe: a rank overwrites its part q
-// only after q announced it had read every input of that chunk.
-Status RunPipelinedAllReduce(ChannelSet& ch, const IpcCall& c,
-                             const std::vector<const uint8_t*>& send_base,
-                             const std::vector<const uint8_t*>& recv_base, double timeout_s,
-                             uint64_t* progress) {
+// Allreduce that writes everywhere: rank r reduces part r of every input
+// and stores the result into every rank's output with streaming stores, so
+// each input byte is read from memory once and each output byte written
+// once, with no read for ownership (docs/performance.md, "Registered
+// buffers", has the measurements against the earlier scheme, which copied
+// the other ranks' parts out of their outputs). Up to kMaxReduceDsts ranks one reduce-copy writes every output;
+// beyond that the part is reduced piece by piece into a cache-sized
+// scratch buffer and copied out from there. Only the end needs a barrier:
+// only rank r reads or writes part r of any buffer, in place included, and
+// a rank returns only after every peer has finished writing into its output.
+Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
+                            const std::vector<const uint8_t*>& send_base,
+                            const std::vector<const uint8_t*>& recv_base, double timeout_s,
+                            HostIpcState* st) {
   const int n = c.nranks, me = c.rank;
-  const size_t es = DatatypeSize(c.datatype), count = c.count;
-  const size_t max_part = (count + n - 1) / n;
-  const size_t chunks = std::max<size_t>(1, (max_part * es + kChunkBytes - 1) / kChunkBytes);
+  const size_t es = DatatypeSize(c.datatype);
   const uint32_t divisor = c.op == batonAvg ? static_cast<uint32_t>(n) : 0;
-  auto* out = const_cast<uint8_t*>(recv_base[me]);
+  const bool direct = n <= kMaxReduceDsts;
+  // Direct: pieces of a few MiB keep an abort within reach of a long
+  // reduction. Through scratch: pieces that stay in the core's cache.
+  const size_t piece = std::max<size_t>(1, (direct ? size_t{4} << 20 : kScratchBytes) / es);
+  if (!direct) st->scratch.resize(piece * es);
+  size_t pb, pe;
+  Partition(c.count, n, me, &pb, &pe);
   std::vector<const uint8_t*> inputs(n);
-  for (size_t j = 0; j < chunks; ++j) {
-    size_t pb, pe, cb, ce;
-    Partition(count, n, me, &pb, &pe);
-    Partition(pe - pb, chunks, j, &cb, &ce);
-    if (ce > cb) {
-      const size_t off = (pb + cb) * es;
-      inputs[0] = send_base[me] + off;
-      for (int q = 0, k = 1; q < n; ++q)
-        if (q != me) inputs[k++] = send_base[q] + off;
-      ReduceInputs(inputs, out + off, ce - cb, c.datatype, c.op, divisor);
+  std::vector<uint8_t*> outputs(n);
+  for (size_t b = pb; b < pe; b += piece) {
+    if (ch.aborted()) return RemoteError("communicator was aborted");
+    const size_t off = b * es, count = std::min(piece, pe - b);
+    // Own first; the others staggered, so the ranks do not all write one
+    // peer's buffer at once.
+    for (int k = 0; k < n; ++k) {
+      const int q = (me + k) % n;
+      inputs[k] = send_base[q] + off;
+      outputs[k] = const_cast<uint8_t*>(recv_base[q]) + off;
     }
-    const uint64_t done = *progress + j + 1;
-    ch.PublishProgress(done);
-    for (int k = 1; k < n; ++k) {
-      const int q = (me + k) % n;  // staggered: the ranks do not all read one peer at once
-      Partition(count, n, q, &pb, &pe);
-      Partition(pe - pb, chunks, j, &cb, &ce);
-      if (ce == cb) continue;
-      BATON_RETURN_IF_ERROR(WaitForPeer(ch, q, timeout_s, "an allreduce chunk",
-                                        [&] { return ch.PeerProgress(q) >= done; }));
-      const size_t off = (pb + cb) * es;
-      std::memcpy(out + off, recv_base[q] + off, (ce - cb) * es);
+    ReduceCopyArgs args;
+    args.datatype = c.datatype;
+    args.op = c.op;
+    args.non_temporal = true;
+    args.count = count;
+    if (direct) {
+      args.nsrcs = n;
+      for (int k = 0; k < n; ++k) args.srcs[k] = inputs[k];
+      args.ndsts = n;
+      for (int k = 0; k < n; ++k) args.dsts[k] = outputs[k];
+      args.post_divisor = divisor;
+      ReduceCopy(args);
+      continue;
+    }
+    ReduceInputs(inputs, st->scratch.data(), count, c.datatype, c.op, divisor);
+    args.nsrcs = 1;
+    args.srcs[0] = st->scratch.data();
+    for (int k = 0; k < n; k += kMaxReduceDsts) {
+      args.ndsts = std::min(kMaxReduceDsts, n - k);
+      for (int d = 0; d < args.ndsts; ++d) args.dsts[d] = outputs[k + d];
+      ReduceCopy(args);
     }
   }
-  // Nobody returns while a peer may still read its buffers.
-  *progress += chunks + 1;
-  ch.PublishProgress(*progress);
-  return WaitAllProgress(ch, me, n, *progress, timeout_s, "the end of an allreduce");
+  st->progress += 1;
+  ch.PublishProgress(st->progress);
+  return WaitAllProgress(ch, me, n, st->progress, timeout_s, "the end of an allreduce");
 }
 
 // The other collectives: the IPC plan's phases, each followed by a barrier
@@ -348,7 +359,7 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
 
   // 4. Run.
   Status s = rc.call.collective == Collective::kAllReduce
-                 ? RunPipelinedAllReduce(ch, rc.call, send_base, recv_base, timeout_s, &st.progress)
+                 ? RunWriteAllAllReduce(ch, rc.call, send_base, recv_base, timeout_s, &st)
                  : RunPlan(ch, rc.call, send_base, recv_base, timeout_s, &st);
   if (!s.ok()) return fail(std::move(s));
   EndCalls(batonSuccess);

@@ -52,6 +52,7 @@ struct HostIpcState {
   std::list<std::pair<std::pair<int32_t, uint64_t>, PeerMapping>> mappings;
   std::vector<IpcRecord> records;
   IpcPlan plan;
+  std::vector<uint8_t> scratch;  // the allreduce's cache-sized piece (host_ipc.cc)
   uint64_t progress = 0;  // this rank's progress word (the same on every rank between calls)
   bool noted = false;     // the first registered call was logged
   // Whether every rank can map every peer's allocations, settled by the
