@@ -20,6 +20,8 @@ namespace {
 
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
 constexpr uint32_t kPairMagic = 0x52494150;   // "PAIR"
+constexpr uint32_t kBatchMagic = 0x48435442;  // "BTCH"
+constexpr uint32_t kTableMagic = 0x4c424154;  // "TABL"
 
 // The MAC of `label` (with its terminating NUL, so no label is a prefix of
 // another's input) followed by `parts`, keyed by the id's secret.
@@ -55,6 +57,12 @@ Status FillNonce(uint8_t* nonce) {
 
 bool HostnameTerminated(const PeerInfo& info) {
   return memchr(info.hostname, '\0', sizeof(info.hostname)) != nullptr;
+}
+
+Mac ListDigest(const void* data, size_t bytes) {
+  Mac digest{};
+  SHA256(static_cast<const unsigned char*>(data), bytes, digest.bytes);
+  return digest;
 }
 
 Mac SealClientHello(const UniqueIdData& id, const ClientHello& hello) {
@@ -103,10 +111,7 @@ Status CheckClientHello(const UniqueIdData& id, const ClientHello& hello) {
 }
 
 Mac TableDigest(const std::vector<PeerInfo>& table) {
-  Mac digest{};
-  SHA256(reinterpret_cast<const unsigned char*>(table.data()), table.size() * sizeof(PeerInfo),
-         digest.bytes);
-  return digest;
+  return ListDigest(table.data(), table.size() * sizeof(PeerInfo));
 }
 
 ServerReply MakeServerReply(const UniqueIdData& id, const uint8_t* client_nonce, int32_t status,
@@ -134,13 +139,91 @@ Status CheckServerReply(const UniqueIdData& id, const ClientHello& hello, Server
     return RemoteError(kForeign);
   if (!with_table) {
     reply.message[sizeof(reply.message) - 1] = '\0';
-    return RemoteError(std::string("rendezvous failed: ") + reply.message);
+    const std::string message = std::string("rendezvous failed: ") + reply.message;
+    return reply.status == batonTimeout ? TimeoutError(message) : RemoteError(message);
   }
   if (table->size() != static_cast<size_t>(hello.nranks))
     return InvalidArgument("rendezvous table of the wrong size");
   for (size_t r = 0; r < table->size(); ++r)
     if ((*table)[r].rank != static_cast<int32_t>(r) || !HostnameTerminated((*table)[r]))
       return RemoteError("rendezvous: malformed record for rank " + std::to_string(r));
+  return Status::Ok();
+}
+
+Status MakeLeaderBatch(const UniqueIdData& id, const WireAddr& leader, int count,
+                       LeaderBatch* out) {
+  memset(out, 0, sizeof(*out));  // no stack bytes in the padding sent
+  out->magic = kBatchMagic;
+  out->version = kBootstrapVersion;
+  out->comm_id = id.comm_id;
+  out->leader = leader;
+  out->count = count;
+  out->mac = Seal(id, "baton leader batch", {{out, offsetof(LeaderBatch, mac)}});
+  return Status::Ok();
+}
+
+bool LeaderBatchStartValid(const LeaderBatch& batch) {
+  return batch.magic == kBatchMagic && batch.version == kBootstrapVersion;
+}
+
+Status CheckLeaderBatch(const UniqueIdData& id, const LeaderBatch& batch) {
+  if (!LeaderBatchStartValid(batch))
+    return InvalidUsage("not a Baton leader batch of this version");
+  if (!MacEqual(batch.mac, Seal(id, "baton leader batch", {{&batch, offsetof(LeaderBatch, mac)}})))
+    return InvalidUsage("leader batch not sealed by this job's secret");
+  if (batch.comm_id != id.comm_id) return InvalidUsage("leader batch for another communicator");
+  if (batch.count < 1 || batch.count > kMaxRendezvousRanks)
+    return InvalidUsage("leader batch of " + std::to_string(batch.count) + " hellos");
+  return Status::Ok();
+}
+
+namespace {
+
+Mac SealTableHeader(const UniqueIdData& id, const TableHeader& header,
+                    const std::vector<WireAddr>& leaders, const std::vector<PeerInfo>& table) {
+  const Mac leaders_digest = ListDigest(leaders.data(), leaders.size() * sizeof(WireAddr));
+  const Mac table_digest = TableDigest(table);
+  return Seal(id, "baton rendezvous table",
+              {{&header, offsetof(TableHeader, mac)},
+               {leaders_digest.bytes, kMacBytes},
+               {table_digest.bytes, kMacBytes}});
+}
+
+}  // namespace
+
+TableHeader MakeTableHeader(const UniqueIdData& id, int32_t status, const std::string& message,
+                            const std::vector<WireAddr>& leaders,
+                            const std::vector<PeerInfo>& table) {
+  TableHeader header;
+  memset(&header, 0, sizeof(header));
+  header.magic = kTableMagic;
+  header.version = kBootstrapVersion;
+  header.comm_id = id.comm_id;
+  header.status = status;
+  header.nranks = static_cast<int32_t>(table.size());
+  header.nleaders = static_cast<int32_t>(leaders.size());
+  snprintf(header.message, sizeof(header.message), "%s", message.c_str());
+  header.mac = SealTableHeader(id, header, leaders, table);
+  return header;
+}
+
+Status CheckTableHeaderStart(const UniqueIdData& id, const TableHeader& header, int nranks) {
+  if (header.magic != kTableMagic || header.version != kBootstrapVersion)
+    return InvalidUsage("not a Baton rendezvous table of this version");
+  if (header.comm_id != id.comm_id) return InvalidUsage("table for another communicator");
+  if (header.nleaders < 1 || header.nleaders > kMaxRendezvousRanks ||
+      header.nranks != (header.status == 0 ? nranks : 0))
+    return InvalidUsage("table of " + std::to_string(header.nranks) + " ranks and " +
+                        std::to_string(header.nleaders) + " leaders");
+  return Status::Ok();
+}
+
+Status CheckTableHeader(const UniqueIdData& id, const TableHeader& header,
+                        const std::vector<WireAddr>& leaders, const std::vector<PeerInfo>& table) {
+  if (!MacEqual(header.mac, SealTableHeader(id, header, leaders, table)))
+    return RemoteError(
+        "rendezvous: the table is not from this job's server (another job's rendezvous, or a "
+        "unique id from another run?)");
   return Status::Ok();
 }
 

@@ -76,6 +76,57 @@ ServerReply MakeServerReply(const UniqueIdData& id, const uint8_t* client_nonce,
 Status CheckServerReply(const UniqueIdData& id, const ClientHello& hello, ServerReply reply,
                         const std::vector<PeerInfo>* table);
 
+// ---- Host stage: a host's leader registers its ranks, the table comes
+// down a tree of leaders (bootstrap/host_stage.h) ----
+
+// A host leader's registration with the root: where it takes the table,
+// then `count` ClientHellos exactly as its ranks sent them (the root checks
+// each, so a leader cannot add a rank that does not hold the secret).
+struct LeaderBatch {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t comm_id;
+  WireAddr leader;  // the leader's table listener
+  int32_t count;
+  int32_t reserved;
+  Mac mac;
+};
+
+Status MakeLeaderBatch(const UniqueIdData& id, const WireAddr& leader, int count,
+                       LeaderBatch* out);
+// As for hellos: the first bytes tell a foreign client already.
+inline constexpr size_t kLeaderBatchMagicBytes = 8;
+bool LeaderBatchStartValid(const LeaderBatch& batch);
+// Ok when `batch` is this communicator's and sealed by the secret.
+Status CheckLeaderBatch(const UniqueIdData& id, const LeaderBatch& batch);
+
+// The root's answer, forwarded unchanged from leader to leader: `nleaders`
+// WireAddr (every leader, in the order that makes the tree), then, when
+// status == 0, `nranks` PeerInfo. The MAC covers the header and digests of
+// both lists, keyed by the secret: TableDigest alone is an unkeyed SHA-256,
+// so anybody could make one for a forged table.
+struct TableHeader {
+  uint32_t magic;
+  uint32_t version;
+  uint64_t comm_id;
+  int32_t status;  // 0, or the batonResult_t of the rendezvous's failure
+  int32_t nranks;
+  int32_t nleaders;
+  int32_t reserved;
+  char message[120];
+  Mac mac;
+};
+
+TableHeader MakeTableHeader(const UniqueIdData& id, int32_t status, const std::string& message,
+                            const std::vector<WireAddr>& leaders,
+                            const std::vector<PeerInfo>& table);
+// Before reading the lists: the header is this communicator's and its
+// sizes are in range for `nranks` (a leader's own communicator size).
+Status CheckTableHeaderStart(const UniqueIdData& id, const TableHeader& header, int nranks);
+// Ok when the header's MAC covers these lists.
+Status CheckTableHeader(const UniqueIdData& id, const TableHeader& header,
+                        const std::vector<WireAddr>& leaders, const std::vector<PeerInfo>& table);
+
 // ---- Mesh: rank `from` connects to lower rank `to` ----
 
 struct PairHello {  // connector -> acceptor

@@ -1,6 +1,6 @@
 // The rendezvous: a server thread in the process that made the unique id
-// (or in rank 0, for BATON_ROOT jobs) collects every rank's PeerInfo and
-// answers everybody with the full table. See rendezvous.h.
+// (or in rank 0, for BATON_ROOT jobs) collects every rank's PeerInfo from
+// the host leaders and sends the table down their tree. See rendezvous.h.
 #include "bootstrap/rendezvous.h"
 
 #include <poll.h>
@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -18,6 +19,7 @@
 
 #include "base/log.h"
 #include "bootstrap/handshake.h"
+#include "bootstrap/host_stage.h"
 
 namespace baton {
 namespace {
@@ -37,6 +39,8 @@ struct ServerState {
 struct ServerRegistry {
   std::mutex mu;
   std::vector<std::shared_ptr<ServerState>> servers;
+  // Stats of the last rendezvous this process served, by comm id (tests).
+  std::vector<std::pair<uint64_t, RendezvousServerStats>> finished;
 };
 ServerRegistry& Registry() {
   alignas(ServerRegistry) static unsigned char storage[sizeof(ServerRegistry)];
@@ -77,118 +81,170 @@ void UnregisterServer(const ServerState* s) {
   }
 }
 
-// A client of the server that has not finished sending its hello.
-struct PendingClient {
-  Fd fd;
-  ClientHello hello{};
-  size_t got = 0;
+// What the root collects from the leaders' batches.
+class Collector {
+ public:
+  explicit Collector(const UniqueIdData& id) : id_(id) {}
+
+  const UniqueIdData& id() const { return id_; }
+  // Takes a whole batch (header and hellos): false when it is foreign or
+  // malformed (it is dropped); a batch that makes the rendezvous fail sets
+  // failure().
+  bool Take(const std::vector<uint8_t>& buf);
+  bool complete() const { return nranks_ >= 0 && joined_ == nranks_; }
+  const std::string& failure() const { return failure_; }
+  void Fail(std::string why) { failure_ = std::move(why); }
+  int joined() const { return joined_; }
+  int nranks() const { return nranks_; }
+  const std::vector<WireAddr>& leaders() const { return leaders_; }
+  const std::vector<PeerInfo>& table() const { return table_; }
+
+ private:
+  const UniqueIdData id_;
+  std::vector<WireAddr> leaders_;
+  std::vector<PeerInfo> table_;
+  std::vector<bool> have_;
+  int nranks_ = -1, joined_ = 0;
+  std::string failure_;
 };
 
-void SendReply(const PendingClient& client, const UniqueIdData& id, int32_t status,
-               const std::string& message, const Mac& table_digest, Deadline deadline,
-               const std::vector<PeerInfo>* table) {
-  const ServerReply reply = MakeServerReply(id, client.hello.nonce, status, message, table_digest);
-  Status st = SendAll(client.fd.get(), &reply, sizeof(reply), deadline);
-  if (st.ok() && table)
-    st = SendAll(client.fd.get(), table->data(), table->size() * sizeof(PeerInfo), deadline);
-  if (!st.ok()) BATON_WARN(kLogBootstrap, "rendezvous: reply failed: %s", st.message().c_str());
+bool Collector::Take(const std::vector<uint8_t>& buf) {
+  LeaderBatch batch;
+  memcpy(&batch, buf.data(), sizeof(batch));
+  std::vector<ClientHello> hellos(batch.count);
+  memcpy(hellos.data(), buf.data() + sizeof(batch), hellos.size() * sizeof(ClientHello));
+  for (const ClientHello& h : hellos) {
+    const Status valid = CheckClientHello(id_, h);
+    if (!valid.ok()) {
+      BATON_INFO(kLogBootstrap, "rendezvous: dropped a batch: %s", valid.message().c_str());
+      return false;
+    }
+  }
+  // Known before any hello counts, so that a failure reaches this leader.
+  if (std::none_of(leaders_.begin(), leaders_.end(), [&](const WireAddr& a) {
+        return memcmp(&a, &batch.leader, sizeof(a)) == 0;
+      }))
+    leaders_.push_back(batch.leader);
+  for (const ClientHello& h : hellos) {
+    if (nranks_ >= 0 && h.nranks != nranks_) {
+      failure_ = "ranks disagree on the communicator size (" + std::to_string(nranks_) + " and " +
+                 std::to_string(h.nranks) + ")";
+      return true;
+    }
+    if (nranks_ < 0) {
+      nranks_ = h.nranks;
+      table_.resize(nranks_);
+      have_.assign(nranks_, false);
+    }
+    if (have_[h.rank]) {
+      failure_ = "rank " + std::to_string(h.rank) + " joined twice";
+      return true;
+    }
+    have_[h.rank] = true;
+    table_[h.rank] = h.info;
+    table_[h.rank].rank = h.rank;
+    ++joined_;
+  }
+  return true;
 }
 
-// The server loop: accepts clients, drops foreign or malformed ones, and
-// answers everyone with the full table once all ranks are in.
-void ServeRendezvous(std::shared_ptr<ServerState> state) {
-  Deadline deadline = DeadlineIn(state->timeout_s);
-  std::vector<PendingClient> pending;
-  std::vector<PendingClient> joined_clients;
-  std::vector<PeerInfo> table;
-  std::vector<bool> have;
-  int nranks = -1, joined = 0;
-  std::string failure;
+// Reads what arrived on a leader's connection: true once it is done with
+// (taken, dropped or closed).
+bool ReadBatch(Incoming* in, Collector* collector, RendezvousServerStats* stats) {
+  ReadResult r = ReadSome(in);
+  if (in->buf.size() == sizeof(LeaderBatch) && in->got >= kLeaderBatchMagicBytes) {
+    LeaderBatch batch;
+    memcpy(&batch, in->buf.data(), sizeof(batch));
+    if (!LeaderBatchStartValid(batch)) {
+      BATON_INFO(kLogBootstrap, "rendezvous: dropped a foreign connection");
+      return true;
+    }
+    if (in->got == sizeof(batch)) {
+      const Status valid = CheckLeaderBatch(collector->id(), batch);
+      if (!valid.ok()) {
+        BATON_INFO(kLogBootstrap, "rendezvous: dropped a connection: %s", valid.message().c_str());
+        return true;
+      }
+      in->buf.resize(sizeof(batch) + batch.count * sizeof(ClientHello));
+      r = ReadSome(in);
+    }
+  }
+  if (r == ReadResult::kDone) {
+    if (collector->Take(in->buf)) stats->batches++;
+    return true;
+  }
+  if (r == ReadResult::kClosed)
+    BATON_INFO(kLogBootstrap, "rendezvous: dropped a malformed or foreign connection");
+  return r == ReadResult::kClosed ||
+         Clock::now() - in->since > std::chrono::milliseconds(kSilentDropMs);
+}
 
-  while (failure.empty() && (nranks < 0 || joined < nranks)) {
+// The server loop: reads leaders' batches, at most kRootWindow at once,
+// until every rank is in (or the rendezvous fails), then sends the table,
+// or why it failed, down the tree of leaders.
+void ServeRendezvous(std::shared_ptr<ServerState> state) {
+  const Deadline deadline = DeadlineIn(state->timeout_s);
+  std::vector<Incoming> pending;
+  Collector collector(state->id);
+  RendezvousServerStats stats;
+  int32_t failure_code = batonRemoteError;
+
+  while (collector.failure().empty() && !collector.complete()) {
     std::vector<pollfd> fds;
-    fds.push_back({state->listener.get(), POLLIN, 0});
+    const bool accepting = pending.size() < static_cast<size_t>(kRootWindow);
+    fds.push_back({state->listener.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
     for (auto& c : pending) fds.push_back({c.fd.get(), POLLIN, 0});
     int n = poll(fds.data(), fds.size(), std::min(MillisLeft(deadline), 1000));
     if (n < 0 && errno != EINTR) {
-      failure = std::string("poll: ") + strerror(errno);
+      collector.Fail(std::string("poll: ") + strerror(errno));
       break;
     }
     if (Clock::now() >= deadline) {
-      failure = "rendezvous timed out with " + std::to_string(joined) + " of " +
-                (nranks < 0 ? std::string("?") : std::to_string(nranks)) + " ranks joined";
+      collector.Fail("rendezvous timed out with " + std::to_string(collector.joined()) + " of " +
+                     (collector.nranks() < 0 ? std::string("?")
+                                             : std::to_string(collector.nranks())) +
+                     " ranks joined");
+      failure_code = batonTimeout;
       break;
     }
-    if (n <= 0) continue;
-    // Read from pending clients first (indices stay valid), then accept.
-    for (size_t i = pending.size(); i-- > 0;) {
-      if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      PendingClient& c = pending[i];
-      ssize_t r = recv(c.fd.get(), reinterpret_cast<char*>(&c.hello) + c.got,
-                       sizeof(c.hello) - c.got, MSG_DONTWAIT);
-      bool drop = r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
-      if (r > 0) c.got += r;
-      // Check the magic as soon as it is in, so a foreign client is
-      // dropped without waiting for the rest.
-      if (!drop && c.got >= kClientHelloMagicBytes && !ClientHelloStartValid(c.hello)) drop = true;
-      if (!drop && c.got == sizeof(c.hello)) {
-        const ClientHello& h = c.hello;
-        const Status valid = CheckClientHello(state->id, h);
-        if (!valid.ok()) {
-          BATON_INFO(kLogBootstrap, "rendezvous: dropped a connection: %s",
-                     valid.message().c_str());
-          drop = true;
-        } else if (nranks >= 0 && h.nranks != nranks) {
-          failure = "ranks disagree on the communicator size (" + std::to_string(nranks) + " and " +
-                    std::to_string(h.nranks) + ")";
-          joined_clients.push_back(std::move(c));
-          pending.erase(pending.begin() + i);
-          continue;
-        } else {
-          if (nranks < 0) {
-            nranks = h.nranks;
-            table.resize(nranks);
-            have.assign(nranks, false);
-          }
-          if (have[h.rank]) {
-            failure = "rank " + std::to_string(h.rank) + " joined twice";
-          } else {
-            have[h.rank] = true;
-            table[h.rank] = h.info;
-            table[h.rank].rank = h.rank;
-            ++joined;
-          }
-          joined_clients.push_back(std::move(c));
-          pending.erase(pending.begin() + i);
-          continue;
-        }
-      }
-      if (drop) {
-        BATON_INFO(kLogBootstrap, "rendezvous: dropped a malformed or foreign connection");
-        pending.erase(pending.begin() + i);
-      }
-    }
-    if (fds[0].revents & POLLIN) {
+    // Read pending leaders first (indices stay valid), then accept.
+    for (size_t i = pending.size(); i-- > 0 && collector.failure().empty();)
+      if (ReadBatch(&pending[i], &collector, &stats)) pending.erase(pending.begin() + i);
+    if (accepting && (fds[0].revents & POLLIN)) {
       int fd = accept4(state->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
-        if (pending.size() < 4096) {
-          pending.push_back(PendingClient{Fd(fd)});
-        } else {
-          close(fd);
-        }
+        Incoming in;
+        in.fd = Fd(fd);
+        in.buf.resize(sizeof(LeaderBatch));
+        pending.push_back(std::move(in));
+        stats.connections++;
+        stats.peak_open = std::max(stats.peak_open, static_cast<int>(pending.size()));
       }
     }
   }
-  const Deadline reply_deadline = DeadlineIn(std::min(state->timeout_s, 30.0));
-  const Mac digest = TableDigest(failure.empty() ? table : std::vector<PeerInfo>{});
-  for (const auto& client : joined_clients) {
-    if (failure.empty()) {
-      SendReply(client, state->id, 0, "", digest, reply_deadline, &table);
-    } else {
-      SendReply(client, state->id, batonRemoteError, failure, digest, reply_deadline, nullptr);
-    }
-  }
+  pending.clear();
+  const std::string& failure = collector.failure();
+  const std::vector<PeerInfo> no_table;
+  const TableHeader header =
+      MakeTableHeader(state->id, failure.empty() ? 0 : failure_code, failure, collector.leaders(),
+                      failure.empty() ? collector.table() : no_table);
   if (!failure.empty()) BATON_WARN(kLogBootstrap, "rendezvous failed: %s", failure.c_str());
+  stats.ranks = collector.joined();
+  stats.leaders = static_cast<int>(collector.leaders().size());
+  BATON_INFO(kLogBootstrap,
+             "rendezvous: %d ranks from %d host leaders in %d connections (at most %d open)",
+             stats.ranks, stats.leaders, stats.connections, stats.peak_open);
+  if (!collector.leaders().empty())
+    SendTableDown(collector.leaders(), -1,
+                  TableMessage(header, collector.leaders(),
+                               failure.empty() ? collector.table() : no_table),
+                  DeadlineIn(std::min(state->timeout_s > 0 ? state->timeout_s : 30.0, 30.0)));
+  {
+    std::lock_guard<std::mutex> lock(Registry().mu);
+    auto& finished = Registry().finished;
+    if (finished.size() >= 16) finished.erase(finished.begin());
+    finished.emplace_back(state->id.comm_id, stats);
+  }
   UnregisterServer(state.get());
 }
 
@@ -229,24 +285,18 @@ Status CreateUniqueId(const std::string& ifname_spec, double timeout_s, batonUni
 
 Status Rendezvous(const UniqueIdData& id, int nranks, int rank, const PeerInfo& mine,
                   Deadline deadline, std::vector<PeerInfo>* all) {
-  SockAddr root = FromWire(id.root);
-  Fd fd;
-  BATON_RETURN_IF_ERROR(ConnectWithRetry(root, deadline, &fd).WithContext("rendezvous"));
-  ClientHello hello;
-  BATON_RETURN_IF_ERROR(MakeClientHello(id, nranks, rank, mine, &hello));
-  BATON_RETURN_IF_ERROR(
-      SendAll(fd.get(), &hello, sizeof(hello), deadline).WithContext("rendezvous"));
-  ServerReply reply;
-  Status st = RecvAll(fd.get(), &reply, sizeof(reply), deadline);
-  if (st.code() == batonTimeout)
-    return TimeoutError("rendezvous at " + root.ToString() +
-                        " timed out waiting for all ranks to join (BATON_TIMEOUT)");
-  BATON_RETURN_IF_ERROR(st.WithContext("rendezvous at " + root.ToString()));
-  if (reply.status != 0) return CheckServerReply(id, hello, reply, nullptr);
-  all->resize(nranks);
-  BATON_RETURN_IF_ERROR(RecvAll(fd.get(), all->data(), nranks * sizeof(PeerInfo), deadline)
-                            .WithContext("rendezvous"));
-  return CheckServerReply(id, hello, reply, all);
+  return HostRendezvous(id, nranks, rank, mine, deadline, all);
+}
+
+bool FinishedRendezvousStats(uint64_t comm_id, RendezvousServerStats* out) {
+  std::lock_guard<std::mutex> lock(Registry().mu);
+  for (const auto& [id, stats] : Registry().finished) {
+    if (id == comm_id) {
+      *out = stats;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace baton

@@ -1,8 +1,10 @@
 // The rendezvous: turns a unique id into the table of every rank's PeerInfo.
 // The process that makes the id (batonGetUniqueId, or rank 0 of a
-// BATON_ROOT job) serves it from a background thread; every rank connects,
-// proves the id's secret and sends its PeerInfo, and gets the whole table
-// back once all ranks are in.
+// BATON_ROOT job) serves it from a background thread. Ranks reach it
+// through their host's leader (bootstrap/host_stage.h): each leader sends
+// its ranks' sealed hellos in batches over short connections, at most
+// kRootWindow read at once; once all ranks are in, the root sends the table
+// to the first leaders of a tree over the leaders, which pass it on.
 //
 // A foreign or malformed connection is dropped as soon as its magic or
 // secret is wrong; everything has a deadline, so a missing rank makes every
@@ -11,6 +13,7 @@
 
 #include <baton.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,18 @@ Status CreateUniqueId(const std::string& ifname_spec, double timeout_s, batonUni
 // only in this process: a forked child forgets it and closes its copy of
 // the listener.
 Status StartRendezvousServer(Fd listener, const UniqueIdData& id, double timeout_s);
+
+// What the root saw, for tests: it sees hosts, not ranks.
+struct RendezvousServerStats {
+  int ranks = 0;        // ranks registered
+  int leaders = 0;      // distinct host leaders
+  int connections = 0;  // connections accepted (leaders' batches, foreign ones)
+  int batches = 0;      // batches taken
+  int peak_open = 0;    // most connections open at once
+};
+// The stats of a rendezvous with `comm_id` this process served and that
+// has ended; false when there is none (the last 16 are kept).
+bool FinishedRendezvousStats(uint64_t comm_id, RendezvousServerStats* out);
 
 // Joins the rendezvous as `rank` of `nranks`, returning all ranks' info
 // indexed by rank.

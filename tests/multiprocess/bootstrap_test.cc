@@ -22,6 +22,8 @@
 #include "base/socket.h"
 #include "baton.h"
 #include "bootstrap/handshake.h"
+#include "bootstrap/host_stage.h"
+#include "bootstrap/rendezvous.h"
 #include "bootstrap/unique_id.h"
 
 namespace baton {
@@ -109,7 +111,7 @@ INSTANTIATE_TEST_SUITE_P(Transports, ManyRanksTest, ::testing::Values("tcp", "sh
 
 // A server at the id's address that does not hold the id's secret (another
 // job's rendezvous, or someone who learnt the address) cannot hand a rank a
-// table: the reply's MAC does not check, and init says so.
+// table: the table's MAC does not check, and init says so.
 TEST(BootstrapTest, ImpostorRendezvousIsRefused) {
   SockAddr any;
   ASSERT_TRUE(ParseHostPort("127.0.0.1:0", &any).ok());
@@ -127,19 +129,21 @@ TEST(BootstrapTest, ImpostorRendezvousIsRefused) {
   std::thread server([&] {
     Fd fd;
     if (!AcceptWithDeadline(listener.get(), DeadlineIn(20), &fd).ok()) return;
+    LeaderBatch batch;
     ClientHello hello;
+    if (!RecvAll(fd.get(), &batch, sizeof(batch), DeadlineIn(20)).ok()) return;
     if (!RecvAll(fd.get(), &hello, sizeof(hello), DeadlineIn(20)).ok()) return;
     std::vector<PeerInfo> table(2, hello.info);
     table[0].rank = 0;
     table[1].rank = 1;
-    const ServerReply reply = MakeServerReply(impostor, hello.nonce, 0, "", TableDigest(table));
-    (void)SendAll(fd.get(), &reply, sizeof(reply), DeadlineIn(20));
-    (void)SendAll(fd.get(), table.data(), table.size() * sizeof(PeerInfo), DeadlineIn(20));
-    char byte;
-    (void)RecvAll(fd.get(), &byte, 1, DeadlineIn(20));  // until the rank hangs up
+    const std::vector<WireAddr> leaders{batch.leader};
+    const TableHeader header = MakeTableHeader(impostor, 0, "", leaders, table);
+    SendTableDown(leaders, -1, TableMessage(header, leaders, table), DeadlineIn(20));
   });
+  setenv("BATON_TIMEOUT", "20", 1);
   batonComm_t comm = nullptr;
   const batonResult_t rc = batonCommInitRank(&comm, 2, EncodeUniqueId(data), 1);
+  unsetenv("BATON_TIMEOUT");
   const std::string error = batonGetLastError(nullptr);
   server.join();
   EXPECT_EQ(rc, batonRemoteError);
