@@ -87,10 +87,10 @@ class Collector {
   explicit Collector(const UniqueIdData& id) : id_(id) {}
 
   const UniqueIdData& id() const { return id_; }
-  // Takes a whole batch (header and hellos): false when it is foreign or
-  // malformed (it is dropped); a batch that makes the rendezvous fail sets
-  // failure().
-  bool Take(const std::vector<uint8_t>& buf);
+  // Takes a whole batch (header and hellos), returning its leader's index,
+  // or -1 when it is foreign or malformed (it is dropped); a batch that
+  // makes the rendezvous fail sets failure().
+  int Take(const std::vector<uint8_t>& buf);
   bool complete() const { return nranks_ >= 0 && joined_ == nranks_; }
   const std::string& failure() const { return failure_; }
   void Fail(std::string why) { failure_ = std::move(why); }
@@ -108,7 +108,7 @@ class Collector {
   std::string failure_;
 };
 
-bool Collector::Take(const std::vector<uint8_t>& buf) {
+int Collector::Take(const std::vector<uint8_t>& buf) {
   LeaderBatch batch;
   memcpy(&batch, buf.data(), sizeof(batch));
   std::vector<ClientHello> hellos(batch.count);
@@ -117,40 +117,41 @@ bool Collector::Take(const std::vector<uint8_t>& buf) {
     const Status valid = CheckClientHello(id_, h);
     if (!valid.ok()) {
       BATON_INFO(kLogBootstrap, "rendezvous: dropped a batch: %s", valid.message().c_str());
-      return false;
+      return -1;
     }
   }
   // Known before any hello counts, so that a failure reaches this leader.
-  if (std::none_of(leaders_.begin(), leaders_.end(), [&](const WireAddr& a) {
-        return memcmp(&a, &batch.leader, sizeof(a)) == 0;
-      }))
-    leaders_.push_back(batch.leader);
+  int leader = 0;
+  while (leader < static_cast<int>(leaders_.size()) &&
+         memcmp(&leaders_[leader], &batch.leader, sizeof(batch.leader)) != 0)
+    ++leader;
+  if (leader == static_cast<int>(leaders_.size())) leaders_.push_back(batch.leader);
   for (const ClientHello& h : hellos) {
-    if (nranks_ >= 0 && h.nranks != nranks_) {
-      failure_ = "ranks disagree on the communicator size (" + std::to_string(nranks_) + " and " +
-                 std::to_string(h.nranks) + ")";
-      return true;
-    }
     if (nranks_ < 0) {
       nranks_ = h.nranks;
       table_.resize(nranks_);
       have_.assign(nranks_, false);
     }
-    if (have_[h.rank]) {
+    // After a failure, only which ranks came counts: the root answers late
+    // ranks with the failure until every rank has had it.
+    if (failure_.empty() && h.nranks != nranks_)
+      failure_ = "ranks disagree on the communicator size (" + std::to_string(nranks_) + " and " +
+                 std::to_string(h.nranks) + ")";
+    else if (failure_.empty() && have_[h.rank])
       failure_ = "rank " + std::to_string(h.rank) + " joined twice";
-      return true;
-    }
+    if (h.rank >= nranks_ || have_[h.rank]) continue;
     have_[h.rank] = true;
     table_[h.rank] = h.info;
     table_[h.rank].rank = h.rank;
     ++joined_;
   }
-  return true;
+  return leader;
 }
 
 // Reads what arrived on a leader's connection: true once it is done with
-// (taken, dropped or closed).
-bool ReadBatch(Incoming* in, Collector* collector, RendezvousServerStats* stats) {
+// (taken, dropped or closed); `*leader` gets the index of a taken batch's
+// leader.
+bool ReadBatch(Incoming* in, Collector* collector, RendezvousServerStats* stats, int* leader) {
   ReadResult r = ReadSome(in);
   if (in->buf.size() == sizeof(LeaderBatch) && in->got >= kLeaderBatchMagicBytes) {
     LeaderBatch batch;
@@ -170,7 +171,8 @@ bool ReadBatch(Incoming* in, Collector* collector, RendezvousServerStats* stats)
     }
   }
   if (r == ReadResult::kDone) {
-    if (collector->Take(in->buf)) stats->batches++;
+    *leader = collector->Take(in->buf);
+    if (*leader >= 0) stats->batches++;
     return true;
   }
   if (r == ReadResult::kClosed)
@@ -179,37 +181,61 @@ bool ReadBatch(Incoming* in, Collector* collector, RendezvousServerStats* stats)
          Clock::now() - in->since > std::chrono::milliseconds(kSilentDropMs);
 }
 
+// Sends the table, or why the rendezvous failed, to `leaders` and, down
+// the tree, to theirs.
+void Answer(const ServerState& state, const Collector& collector, int32_t status,
+            const std::vector<WireAddr>& leaders) {
+  const std::vector<PeerInfo> no_table;
+  const std::vector<PeerInfo>& table = status == 0 ? collector.table() : no_table;
+  const TableHeader header = MakeTableHeader(state.id, status, collector.failure(), leaders, table);
+  SendTableDown(leaders, -1, TableMessage(header, leaders, table),
+                DeadlineIn(std::min(state.timeout_s > 0 ? state.timeout_s : 30.0, 30.0)));
+}
+
 // The server loop: reads leaders' batches, at most kRootWindow at once,
-// until every rank is in (or the rendezvous fails), then sends the table,
-// or why it failed, down the tree of leaders.
+// until every rank is in, then sends the table down the tree of leaders.
+// When the rendezvous fails, every leader known gets the reason, and the
+// root goes on answering late leaders with it until all ranks have come
+// or its deadline.
 void ServeRendezvous(std::shared_ptr<ServerState> state) {
   const Deadline deadline = DeadlineIn(state->timeout_s);
   std::vector<Incoming> pending;
   Collector collector(state->id);
   RendezvousServerStats stats;
   int32_t failure_code = batonRemoteError;
+  bool answered = false;
 
-  while (collector.failure().empty() && !collector.complete()) {
+  while (!collector.complete()) {
+    if (!collector.failure().empty() && !answered) {
+      BATON_WARN(kLogBootstrap, "rendezvous failed: %s", collector.failure().c_str());
+      Answer(*state, collector, failure_code, collector.leaders());
+      answered = true;
+    }
     std::vector<pollfd> fds;
     const bool accepting = pending.size() < static_cast<size_t>(kRootWindow);
     fds.push_back({state->listener.get(), static_cast<short>(accepting ? POLLIN : 0), 0});
     for (auto& c : pending) fds.push_back({c.fd.get(), POLLIN, 0});
     int n = poll(fds.data(), fds.size(), std::min(MillisLeft(deadline), 1000));
-    if (n < 0 && errno != EINTR) {
+    if (n < 0 && errno != EINTR && collector.failure().empty())
       collector.Fail(std::string("poll: ") + strerror(errno));
-      break;
-    }
     if (Clock::now() >= deadline) {
-      collector.Fail("rendezvous timed out with " + std::to_string(collector.joined()) + " of " +
-                     (collector.nranks() < 0 ? std::string("?")
-                                             : std::to_string(collector.nranks())) +
-                     " ranks joined");
-      failure_code = batonTimeout;
+      if (collector.failure().empty()) {
+        collector.Fail("rendezvous timed out with " + std::to_string(collector.joined()) +
+                       " of " +
+                       (collector.nranks() < 0 ? std::string("?")
+                                               : std::to_string(collector.nranks())) +
+                       " ranks joined");
+        failure_code = batonTimeout;
+      }
       break;
     }
     // Read pending leaders first (indices stay valid), then accept.
-    for (size_t i = pending.size(); i-- > 0 && collector.failure().empty();)
-      if (ReadBatch(&pending[i], &collector, &stats)) pending.erase(pending.begin() + i);
+    for (size_t i = pending.size(); i-- > 0;) {
+      int leader = -1;
+      if (!ReadBatch(&pending[i], &collector, &stats, &leader)) continue;
+      pending.erase(pending.begin() + i);
+      if (answered && leader >= 0) Answer(*state, collector, failure_code, {collector.leaders()[leader]});
+    }
     if (accepting && (fds[0].revents & POLLIN)) {
       int fd = accept4(state->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd >= 0) {
@@ -223,22 +249,17 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
     }
   }
   pending.clear();
-  const std::string& failure = collector.failure();
-  const std::vector<PeerInfo> no_table;
-  const TableHeader header =
-      MakeTableHeader(state->id, failure.empty() ? 0 : failure_code, failure, collector.leaders(),
-                      failure.empty() ? collector.table() : no_table);
-  if (!failure.empty()) BATON_WARN(kLogBootstrap, "rendezvous failed: %s", failure.c_str());
   stats.ranks = collector.joined();
   stats.leaders = static_cast<int>(collector.leaders().size());
   BATON_INFO(kLogBootstrap,
              "rendezvous: %d ranks from %d host leaders in %d connections (at most %d open)",
              stats.ranks, stats.leaders, stats.connections, stats.peak_open);
-  if (!collector.leaders().empty())
-    SendTableDown(collector.leaders(), -1,
-                  TableMessage(header, collector.leaders(),
-                               failure.empty() ? collector.table() : no_table),
-                  DeadlineIn(std::min(state->timeout_s > 0 ? state->timeout_s : 30.0, 30.0)));
+  if (!answered) {
+    if (!collector.failure().empty())
+      BATON_WARN(kLogBootstrap, "rendezvous failed: %s", collector.failure().c_str());
+    Answer(*state, collector, collector.failure().empty() ? 0 : failure_code,
+           collector.leaders());
+  }
   {
     std::lock_guard<std::mutex> lock(Registry().mu);
     auto& finished = Registry().finished;
