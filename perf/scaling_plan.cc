@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -39,12 +40,14 @@ struct Model {
 double PredictMs(const baton::BootstrapPlan& plan, const BootstrapStats& stats, const Model& m) {
   double us = 0;
   for (const auto& round : plan.rounds) {
-    // Ranks move their messages in parallel; the root handles its own one
-    // after another, so its messages and bytes add up.
+    // Ranks move their messages in parallel, each sending its own one after
+    // another (a leader passes the table to each child in turn); the root
+    // handles all of its own, in and out, one after another.
     uint64_t most = 0, root_bytes = 0;
     size_t root_messages = 0;
+    std::map<int, uint64_t> sent;
     for (const auto& msg : round.messages) {
-      most = std::max(most, msg.bytes);
+      most = std::max(most, sent[msg.from] += msg.bytes);
       if (msg.to == baton::kPlanRoot || msg.from == baton::kPlanRoot) {
         ++root_messages;
         root_bytes += msg.bytes;
@@ -112,8 +115,8 @@ int main(int argc, char** argv) {
   }
   printf("%d ranks per host, root window %d; model: alpha %.0f us, %.1f GB/s, connection %.0f us\n",
          rph, window, model.alpha_us, model.beta_gbps, model.connect_us);
-  printf("\n%-6s %-10s %6s %9s %8s %8s %10s %10s %6s %9s\n", "ranks", "plan", "rounds", "messages",
-         "root-in", "rank-in", "root MB", "rank MB", "conns", "pred ms");
+  printf("\n%-6s %-10s %6s %9s %8s %8s %10s %10s %6s %6s %9s\n", "ranks", "plan", "rounds",
+         "messages", "root-in", "rank-in", "root MB", "rank MB", "peers", "conns", "pred ms");
   for (int n : {1024, 2048, 4096, 8192, 16384}) {
     baton::PlanShape shape{n, rph, sizeof(baton::PeerInfo), sizeof(baton::WireAddr)};
     for (const auto& plan : {baton::PlanStarMesh(shape), baton::PlanHierarchical(shape, window)}) {
@@ -123,10 +126,10 @@ int main(int argc, char** argv) {
         fprintf(stderr, "%s at %d ranks: %s\n", plan.name.c_str(), n, ok.message().c_str());
         return 1;
       }
-      printf("%-6d %-10s %6zu %9zu %8d %8d %10.1f %10.1f %6u %9.1f\n", n,
+      printf("%-6d %-10s %6zu %9zu %8d %8d %10.1f %10.1f %6zu %6u %9.1f\n", n,
              plan.name.rfind("star", 0) == 0 ? "star+mesh" : "hier+lazy", st.rounds, st.messages,
              st.root_fan_in, st.rank_fan_in, st.root_bytes / 1e6, st.rank_bytes / 1e6,
-             st.eager_connections, PredictMs(plan, st, model));
+             st.bootstrap_peers, st.eager_connections, PredictMs(plan, st, model));
     }
   }
   struct Coll {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/table_tree.h"
+
 namespace baton {
 namespace {
 
@@ -46,7 +48,7 @@ BootstrapPlan PlanStarMesh(const PlanShape& shape) {
 
 BootstrapPlan PlanHierarchical(const PlanShape& shape, int root_window) {
   BootstrapPlan plan;
-  plan.name = "host leaders + recursive doubling + lazy connections";
+  plan.name = "host leaders + table tree + lazy connections";
   plan.nranks = shape.nranks;
   const int hosts = plan.hosts = HostsOf(shape);
   plan.root_window = std::max(1, std::min(root_window, hosts));
@@ -58,61 +60,36 @@ BootstrapPlan PlanHierarchical(const PlanShape& shape, int root_window) {
       local.messages.push_back({r, LeaderOf(shape, h), info, true});
   plan.rounds.push_back(std::move(local));
 
-  // The root holds at most root_window registrations at once: one round
-  // per window (each a short connection: an address in, nothing kept).
+  // The root reads at most root_window leaders' batches at once (short
+  // connections: the host's hellos in, nothing kept open).
   for (int first = 0; first < hosts; first += plan.root_window) {
-    PlanRound reg{"leaders register with the root", {}};
+    PlanRound reg{"leaders register their hosts with the root", {}};
     for (int h = first; h < std::min(hosts, first + plan.root_window); ++h)
-      reg.messages.push_back({LeaderOf(shape, h), kPlanRoot, shape.address_bytes, false});
+      reg.messages.push_back(
+          {LeaderOf(shape, h), kPlanRoot, RanksOnHost(shape, h) * info, true});
     plan.rounds.push_back(std::move(reg));
   }
-  int pow2 = 1, steps = 0;
-  while (pow2 * 2 <= hosts) {
-    pow2 *= 2;
-    ++steps;
-  }
-  const int extra = hosts - pow2;
-  PlanRound partners{"partner addresses from the root", {}};
-  for (int h = 0; h < hosts; ++h)
-    partners.messages.push_back(
-        {kPlanRoot, LeaderOf(shape, h), shape.address_bytes * (steps + (extra > 0)), false});
-  plan.rounds.push_back(std::move(partners));
-
-  // Recursive doubling among the first pow2 leaders; the others fold in
-  // before and are answered after. Bytes: the host tables the sender has.
-  std::vector<uint64_t> ranks_known(hosts);
-  for (int h = 0; h < hosts; ++h) ranks_known[h] = RanksOnHost(shape, h);
-  if (extra > 0) {
-    PlanRound fold{"extra leaders fold in", {}};
-    for (int h = pow2; h < hosts; ++h) {
-      fold.messages.push_back(
-          {LeaderOf(shape, h), LeaderOf(shape, h - pow2), ranks_known[h] * info, true});
-      ranks_known[h - pow2] += ranks_known[h];
-    }
-    plan.rounds.push_back(std::move(fold));
-  }
-  for (int bit = 1; bit < pow2; bit *= 2) {
-    PlanRound round{"leaders allgather (recursive doubling)", {}};
-    std::vector<uint64_t> next = ranks_known;
-    for (int h = 0; h < pow2; ++h) {
-      round.messages.push_back(
-          {LeaderOf(shape, h), LeaderOf(shape, h ^ bit), ranks_known[h] * info, true});
-      next[h ^ bit] += ranks_known[h];
-    }
-    ranks_known = std::move(next);
-    plan.rounds.push_back(std::move(round));
-  }
-  if (extra > 0) {
-    PlanRound unfold{"extra leaders get the table", {}};
-    for (int h = pow2; h < hosts; ++h)
-      unfold.messages.push_back(
-          {LeaderOf(shape, h - pow2), LeaderOf(shape, h), ranks_known[h - pow2] * info, true});
-    plan.rounds.push_back(std::move(unfold));
+  // The table down the tree over the leaders (in registration order, here
+  // host order): one round per level.
+  const uint64_t table = info * shape.nranks;
+  std::vector<int> level = {-1};
+  while (true) {
+    PlanRound down{"table down the tree of leaders", {}};
+    std::vector<int> next;
+    for (int node : level)
+      for (int child : TableTreeChildren(node, hosts)) {
+        down.messages.push_back(
+            {node < 0 ? kPlanRoot : LeaderOf(shape, node), LeaderOf(shape, child), table, true});
+        next.push_back(child);
+      }
+    if (next.empty()) break;
+    plan.rounds.push_back(std::move(down));
+    level = std::move(next);
   }
   PlanRound hand_out{"leaders hand the table to their ranks", {}};
   for (int h = 0; h < hosts; ++h)
     for (int r = LeaderOf(shape, h) + 1; r < LeaderOf(shape, h) + RanksOnHost(shape, h); ++r)
-      hand_out.messages.push_back({LeaderOf(shape, h), r, info * shape.nranks, true});
+      hand_out.messages.push_back({LeaderOf(shape, h), r, table, true});
   plan.rounds.push_back(std::move(hand_out));
   plan.eager_connections = RingNeighbours(shape.nranks);
   return plan;

@@ -1,7 +1,8 @@
 // The plan of a communicator's creation, as messages per round: pure, so
 // that the simulator (exec/simulator.h) can run it at sizes no machine here
-// can launch. PlanStarMesh is how Baton creates a communicator today;
-// PlanHierarchical is the design docs/scaling.md moves to.
+// can launch. PlanStarMesh is how Baton created a communicator before
+// issue 19; PlanHierarchical is the host-leader rendezvous it runs now, with
+// the lazy connections of docs/scaling.md's plan.
 #pragma once
 
 #include <cstdint>
@@ -49,16 +50,17 @@ struct PlanShape {
   uint64_t address_bytes = 0;    // sizeof(WireAddr): a registration
 };
 
-// Today: every rank registers with the root and gets the whole table back
+// Before: every rank registers with the root and gets the whole table back
 // (root fan-in n), then connects to every other rank.
 BootstrapPlan PlanStarMesh(const PlanShape& shape);
 
-// The design: ranks register with their host's leader (the first to bind a
-// host-local name), leaders with the root in windows of `root_window`; the
-// root answers each leader with the addresses of its recursive-doubling
-// partners; the leaders allgather their hosts' tables by recursive doubling
-// (ceil(log2 hosts) rounds, plus two when hosts is not a power of two) and
-// hand the table to their ranks; each rank connects to its ring neighbours.
+// What Baton builds (bootstrap/host_stage.h): ranks register with their
+// host's leader (the first to bind a host-local name), leaders send their
+// hosts' hellos to the root, which reads `root_window` of them at once; when
+// all are in, the root sends the table down a tree over the leaders
+// (base/table_tree.h, in host order; one round per level: about
+// log2(hosts)), and each leader hands it to its ranks; each rank connects to
+// its ring neighbours (the rest on first use).
 BootstrapPlan PlanHierarchical(const PlanShape& shape, int root_window);
 
 }  // namespace baton

@@ -310,14 +310,6 @@ Status Leader::Run(Fd host_listener, const ClientHello& hello, const PeerInfo& m
 
 }  // namespace
 
-std::vector<int> TableTreeChildren(int self, int nleaders) {
-  std::vector<int> children;
-  const int64_t first = (static_cast<int64_t>(self) + 1) * kTableTreeFanout;
-  for (int64_t c = first; c < first + kTableTreeFanout && c < nleaders; ++c)
-    children.push_back(static_cast<int>(c));
-  return children;
-}
-
 ReadResult ReadSome(Incoming* in) {
   while (in->got < in->buf.size()) {
     const ssize_t r =

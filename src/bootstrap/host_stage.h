@@ -6,7 +6,8 @@
 // batches over short TCP connections, takes the table from its parent in a
 // tree over the leaders, passes it to its children and hands every rank of
 // its host its sealed reply and the table. The root thus sees hosts, not
-// ranks, and sends the table to kTableTreeFanout leaders only.
+// ranks, and sends the table to kTableTreeFanout leaders only (the tree,
+// base/table_tree.h, is over the leaders in the order the root lists them).
 #pragma once
 
 #include <cstddef>
@@ -18,25 +19,19 @@
 #include "base/fd.h"
 #include "base/socket.h"
 #include "base/status.h"
+#include "base/table_tree.h"
 #include "bootstrap/handshake.h"
 #include "bootstrap/peer_info.h"
 #include "bootstrap/unique_id.h"
 
 namespace baton {
 
-// The table tree: node 0 is the root, leader i (in the order of the table
-// message's leader list) is node i + 1; node v sends to leaders
-// [v * fanout, v * fanout + fanout).
-inline constexpr int kTableTreeFanout = 2;
 // How many leader connections the root reads at once; the others wait in
 // its listen backlog. Each carries one batch and is closed.
 inline constexpr int kRootWindow = 256;
 // A connection that has not sent its whole message in this time is dropped
 // (a silent foreign client must not hold a slot).
 inline constexpr int kSilentDropMs = 5000;
-
-// Leaders that node `self + 1` sends the table to (self -1: the root).
-std::vector<int> TableTreeChildren(int self, int nleaders);
 
 // A message still arriving on a non-blocking socket: `buf` is sized to
 // what is expected so far.

@@ -265,5 +265,36 @@ TEST(TableTreeTest, EveryLeaderHasOneParent) {
   }
 }
 
+// A leader that cannot take the table (here: leader 0's listener is
+// closed) is routed around: its children get the table from its parent.
+TEST(TableTreeTest, DeadLeaderIsRoutedAround) {
+  const int n = 6;
+  SockAddr any;
+  ASSERT_TRUE(ParseHostPort("127.0.0.1:0", &any).ok());
+  std::vector<Fd> listeners(n);
+  std::vector<WireAddr> leaders(n);
+  for (int i = 0; i < n; ++i) {
+    SockAddr bound;
+    ASSERT_TRUE(ListenOn(any, &listeners[i], &bound).ok());
+    leaders[i] = ToWire(bound);
+  }
+  listeners[0].reset();
+  const std::vector<uint8_t> message(100000, 0x5c);
+  std::thread root([&] { SendTableDown(leaders, -1, message, DeadlineIn(20)); });
+  // The root's children are 0 and 1; 0's are 2 and 3; 1 would serve 4, 5.
+  for (int i : {1, 2, 3}) {
+    Fd fd;
+    ASSERT_TRUE(AcceptWithDeadline(listeners[i].get(), DeadlineIn(20), &fd).ok()) << i;
+    std::vector<uint8_t> got(message.size());
+    ASSERT_TRUE(RecvAll(fd.get(), got.data(), got.size(), DeadlineIn(20)).ok()) << i;
+    EXPECT_EQ(got, message) << i;
+  }
+  root.join();
+  for (int i : {4, 5}) {
+    Fd fd;
+    EXPECT_FALSE(AcceptWithDeadline(listeners[i].get(), DeadlineIn(0.05), &fd).ok()) << i;
+  }
+}
+
 }  // namespace
 }  // namespace baton

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "algorithms/bootstrap_plan.h"
+#include "base/table_tree.h"
 #include "bootstrap/peer_info.h"
 #include "exec/simulator.h"
 
@@ -39,24 +40,27 @@ TEST(PlanTest, HierarchicalIsLogarithmicWithBoundedFanIn) {
       const Status ok = SimulateBootstrap(plan, sizeof(PeerInfo), &st);
       ASSERT_TRUE(ok.ok()) << ok.message();
       const int hosts = (n + rph - 1) / rph;
-      const int log_hosts = static_cast<int>(std::ceil(std::log2(std::max(1, hosts))));
+      // The tree over the leaders has floor(log2(hosts + 1)) levels.
+      const int levels = static_cast<int>(std::floor(std::log2(hosts + 1)));
       const int windows = (hosts + window - 1) / window;
-      // local, windows, partners, log2 rounds (+2 folding), hand-out.
-      EXPECT_LE(st.rounds, static_cast<size_t>(3 + windows + log_hosts + 2));
+      // local, windows, the tree's levels, hand-out.
+      EXPECT_EQ(st.rounds, static_cast<size_t>(1 + windows + levels + 1));
       EXPECT_LE(st.root_fan_in, std::min(window, hosts));
       EXPECT_LE(st.rank_fan_in, std::max(1, rph - 1));
       EXPECT_LE(st.eager_connections, 2u);
-      // A leader talks to its ranks, the root and its log2 partners.
-      EXPECT_LE(st.bootstrap_peers, static_cast<size_t>(rph - 1 + 1 + log_hosts + 1));
+      // A leader talks to its ranks, the root, its parent and its children.
+      EXPECT_LE(st.bootstrap_peers, static_cast<size_t>(rph - 1 + 1 + 1 + kTableTreeFanout));
+      // The root sends the table to kTableTreeFanout leaders, not to every rank.
+      EXPECT_LE(st.root_bytes, uint64_t(n) * sizeof(PeerInfo) * (kTableTreeFanout + 1));
     }
   }
 }
 
 TEST(PlanTest, LostMessageIsCaught) {
   BootstrapPlan plan = PlanHierarchical(Shape(64, 8), 256);
-  // Drop one recursive-doubling message: its receiver misses a host.
+  // Drop one message of the tree: its receiver misses the table.
   for (auto& round : plan.rounds) {
-    if (round.what.find("recursive doubling") != std::string::npos) {
+    if (round.what.find("tree") != std::string::npos) {
       round.messages.pop_back();
       break;
     }
