@@ -8,6 +8,10 @@ same sizes. Runs are interleaved (every size and variant once per round) so
 that a noisy machine spreads its noise evenly; medians are printed.
 
   perf/init_scaling.py --sizes 8,16,32,64,128 --rounds 5 [--build build]
+  perf/init_scaling.py --variants shm,tcp --before ../before/build   # before/after
+
+With --before, every Baton variant also runs from that build (another
+checkout's, e.g. main's), interleaved with this one's as "VARIANT-before".
 
 Raises the soft RLIMIT_NOFILE to the hard limit: every rank holds sockets.
 """
@@ -52,6 +56,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--variants", default="shm,tcp,mpi")
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--before", help="another build to compare with (its init_scaling)")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -61,13 +66,18 @@ def main():
             os.path.join(args.build, "perf", "peers", "mpi_init_scaling"))):
         print("no mpirun or mpi_init_scaling: skipping Open MPI")
         variants.remove("mpi")
+    if args.before:
+        variants = [w for v in variants
+                    for w in ([v] if v == "mpi" else [v + "-before", v])]
     walls = {(v, n): [] for v in variants for n in sizes}
     inits = {(v, n): [] for v in variants for n in sizes}
     for r in range(args.rounds):
         for n in sizes:
             for v in variants:
+                before = v.endswith("-before")
                 wall, init = (run_mpi(args.build, n, args.timeout) if v == "mpi" else
-                              run_baton(args.build, n, v, args.timeout))
+                              run_baton(args.before if before else args.build, n,
+                                        v.removesuffix("-before"), args.timeout))
                 walls[(v, n)].append(wall)
                 if init is not None:
                     inits[(v, n)].append(init)
