@@ -65,8 +65,7 @@ BootstrapPlan PlanHierarchical(const PlanShape& shape, int root_window) {
   for (int first = 0; first < hosts; first += plan.root_window) {
     PlanRound reg{"leaders register their hosts with the root", {}};
     for (int h = first; h < std::min(hosts, first + plan.root_window); ++h)
-      reg.messages.push_back(
-          {LeaderOf(shape, h), kPlanRoot, RanksOnHost(shape, h) * info, true});
+      reg.messages.push_back({LeaderOf(shape, h), kPlanRoot, RanksOnHost(shape, h) * info, true});
     plan.rounds.push_back(std::move(reg));
   }
   // The table down the tree over the leaders (in registration order, here

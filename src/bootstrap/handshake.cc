@@ -246,8 +246,7 @@ Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, 
   if (hello.to_rank != rank || hello.from_rank <= rank || hello.from_rank >= nranks ||
       hello.index < 0)
     return InvalidUsage("mesh hello from rank " + std::to_string(hello.from_rank) + " to " +
-                        std::to_string(hello.to_rank) + " is not for rank " +
-                        std::to_string(rank));
+                        std::to_string(hello.to_rank) + " is not for rank " + std::to_string(rank));
   return Status::Ok();
 }
 
@@ -269,8 +268,8 @@ bool PairChallengeValid(const UniqueIdData& id, const PairHello& hello,
 
 PairProof MakePairProof(const UniqueIdData& id, const PairHello& hello,
                         const PairChallenge& challenge) {
-  return PairProof{Seal(id, "baton mesh connect",
-                        {{&hello, sizeof(hello)}, {challenge.nonce, kNonceBytes}})};
+  return PairProof{
+      Seal(id, "baton mesh connect", {{&hello, sizeof(hello)}, {challenge.nonce, kNonceBytes}})};
 }
 
 bool PairProofValid(const UniqueIdData& id, const PairHello& hello, const PairChallenge& challenge,

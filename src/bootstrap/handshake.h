@@ -92,8 +92,7 @@ struct LeaderBatch {
   Mac mac;
 };
 
-Status MakeLeaderBatch(const UniqueIdData& id, const WireAddr& leader, int count,
-                       LeaderBatch* out);
+Status MakeLeaderBatch(const UniqueIdData& id, const WireAddr& leader, int count, LeaderBatch* out);
 // As for hellos: the first bytes tell a foreign client already.
 inline constexpr size_t kLeaderBatchMagicBytes = 8;
 bool LeaderBatchStartValid(const LeaderBatch& batch);
@@ -150,8 +149,7 @@ struct PairProof {  // connector -> acceptor
   Mac mac;
 };
 
-Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int index,
-                     PairHello* out);
+Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int index, PairHello* out);
 // Ok when `hello` is addressed to `rank` of `nranks` from a higher rank of
 // this communicator (the socket index is the caller's to check).
 Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks);

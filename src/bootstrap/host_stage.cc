@@ -78,13 +78,14 @@ Status WaitTimedOut(const SockAddr& root) {
 
 // A rank that is not its host's leader: the star protocol of one rank
 // with the root, spoken to the leader over the unix socket.
-Status JoinLeader(const Fd& fd, const UniqueIdData& id, const ClientHello& hello,
-                  Deadline deadline, std::vector<PeerInfo>* all) {
+Status JoinLeader(const Fd& fd, const UniqueIdData& id, const ClientHello& hello, Deadline deadline,
+                  std::vector<PeerInfo>* all) {
   const SockAddr root = FromWire(id.root);
   auto lost = [](Status st) {
-    return RemoteError("rendezvous: lost this host's leader (the host's first rank to join: "
-                       "did it exit or crash?): " +
-                       st.message());
+    return RemoteError(
+        "rendezvous: lost this host's leader (the host's first rank to join: "
+        "did it exit or crash?): " +
+        st.message());
   };
   Status st = SendAll(fd.get(), &hello, sizeof(hello), deadline);
   if (!st.ok()) return st.code() == batonTimeout ? WaitTimedOut(root) : lost(st);
@@ -127,8 +128,7 @@ class Leader {
 
  private:
   Status WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent);
-  void ReadLocals(const std::vector<pollfd>& fds, size_t first,
-                  std::vector<ClientHello>* unsent);
+  void ReadLocals(const std::vector<pollfd>& fds, size_t first, std::vector<ClientHello>* unsent);
   void ReadTables(const std::vector<pollfd>& fds, size_t first);
   void Accept(int listener, size_t header_bytes, std::vector<Incoming>* into);
 
@@ -250,8 +250,10 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
     ReadLocals(fds, 2, &unsent);
     ReadTables(fds, tables_first);
     if (!forged_.ok()) return forged_;
-    if (fds[0].revents & POLLIN) Accept(host_listener_.get(), sizeof(ClientHello), &arriving_locals_);
-    if (fds[1].revents & POLLIN) Accept(tree_listener_.get(), sizeof(TableHeader), &arriving_tables_);
+    if (fds[0].revents & POLLIN)
+      Accept(host_listener_.get(), sizeof(ClientHello), &arriving_locals_);
+    if (fds[1].revents & POLLIN)
+      Accept(tree_listener_.get(), sizeof(TableHeader), &arriving_tables_);
   }
   return Status::Ok();
 }
@@ -346,14 +348,15 @@ void SendTableDown(const std::vector<WireAddr>& leaders, int self,
     todo.pop_front();
     const SockAddr addr = FromWire(leaders[child]);
     Fd fd;
-    Status st =
-        ConnectWithRetry(addr, std::min(deadline, DeadlineIn(kTreeHopConnectSeconds)), &fd);
+    Status st = ConnectWithRetry(addr, std::min(deadline, DeadlineIn(kTreeHopConnectSeconds)), &fd);
     if (st.ok())
       st = SendAll(fd.get(), message.data(), message.size(),
                    std::min(deadline, DeadlineIn(kTreeHopSendSeconds)));
     if (!st.ok()) {
-      BATON_WARN(kLogBootstrap, "rendezvous: leader at %s did not take the table (%s); sending "
-                 "to its children instead", addr.ToString().c_str(), st.message().c_str());
+      BATON_WARN(kLogBootstrap,
+                 "rendezvous: leader at %s did not take the table (%s); sending "
+                 "to its children instead",
+                 addr.ToString().c_str(), st.message().c_str());
       for (int c : TableTreeChildren(child, nleaders)) todo.push_back(c);
     }
   }

@@ -220,11 +220,10 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
       collector.Fail(std::string("poll: ") + strerror(errno));
     if (Clock::now() >= deadline) {
       if (collector.failure().empty()) {
-        collector.Fail("rendezvous timed out with " + std::to_string(collector.joined()) +
-                       " of " +
-                       (collector.nranks() < 0 ? std::string("?")
-                                               : std::to_string(collector.nranks())) +
-                       " ranks joined");
+        collector.Fail(
+            "rendezvous timed out with " + std::to_string(collector.joined()) + " of " +
+            (collector.nranks() < 0 ? std::string("?") : std::to_string(collector.nranks())) +
+            " ranks joined");
         failure_code = batonTimeout;
       }
       break;
@@ -234,7 +233,8 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
       int leader = -1;
       if (!ReadBatch(&pending[i], &collector, &stats, &leader)) continue;
       pending.erase(pending.begin() + i);
-      if (answered && leader >= 0) Answer(*state, collector, failure_code, {collector.leaders()[leader]});
+      if (answered && leader >= 0)
+        Answer(*state, collector, failure_code, {collector.leaders()[leader]});
     }
     if (accepting && (fds[0].revents & POLLIN)) {
       int fd = accept4(state->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -257,8 +257,7 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
   if (!answered) {
     if (!collector.failure().empty())
       BATON_WARN(kLogBootstrap, "rendezvous failed: %s", collector.failure().c_str());
-    Answer(*state, collector, collector.failure().empty() ? 0 : failure_code,
-           collector.leaders());
+    Answer(*state, collector, collector.failure().empty() ? 0 : failure_code, collector.leaders());
   }
   {
     std::lock_guard<std::mutex> lock(Registry().mu);

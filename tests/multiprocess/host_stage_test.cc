@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <utility>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/socket.h"
@@ -189,9 +189,8 @@ void ExpectEveryRankFails(int processes, const char* reason,
 }
 
 TEST(HostStageTest, SizeMismatchFailsEveryRank) {
-  ExpectEveryRankFails(5, "disagree on the communicator size", [](int r) {
-    return std::make_pair(r == 4 ? 6 : 5, r);
-  });
+  ExpectEveryRankFails(5, "disagree on the communicator size",
+                       [](int r) { return std::make_pair(r == 4 ? 6 : 5, r); });
 }
 
 TEST(HostStageTest, DuplicateRankFailsEveryRank) {
