@@ -99,18 +99,6 @@ Status JoinLeader(const Fd& fd, const UniqueIdData& id, const ClientHello& hello
   return CheckServerReply(id, hello, reply, all);
 }
 
-// Registers `hellos` with the root over one short connection.
-Status SendBatch(const UniqueIdData& id, const WireAddr& me, const std::vector<ClientHello>& hellos,
-                 Deadline deadline) {
-  const SockAddr root = FromWire(id.root);
-  Fd fd;
-  BATON_RETURN_IF_ERROR(ConnectWithRetry(root, deadline, &fd));
-  LeaderBatch batch;
-  BATON_RETURN_IF_ERROR(MakeLeaderBatch(id, me, static_cast<int>(hellos.size()), &batch));
-  BATON_RETURN_IF_ERROR(SendAll(fd.get(), &batch, sizeof(batch), deadline));
-  return SendAll(fd.get(), hellos.data(), hellos.size() * sizeof(ClientHello), deadline);
-}
-
 // A rank of this host, waiting for its reply.
 struct Local {
   Fd fd;
@@ -128,6 +116,7 @@ class Leader {
 
  private:
   Status WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent);
+  Status SendBatch(const WireAddr& me, const std::vector<ClientHello>& hellos);
   void ReadLocals(const std::vector<pollfd>& fds, size_t first, std::vector<ClientHello>* unsent);
   void ReadTables(const std::vector<pollfd>& fds, size_t first);
   void Accept(int listener, size_t header_bytes, std::vector<Incoming>* into);
@@ -137,6 +126,8 @@ class Leader {
   const Deadline deadline_;
   const SockAddr root_;
   Fd host_listener_, tree_listener_;
+  Fd root_conn_;  // open until kLeaderLingerMs after the last batch
+  Clock::time_point last_batch_;
   std::vector<Local> locals_;
   std::vector<Incoming> arriving_locals_, arriving_tables_;
   std::vector<uint8_t> message_;  // the table message, once in
@@ -229,19 +220,48 @@ void Leader::ReadTables(const std::vector<pollfd>& fds, size_t first) {
   }
 }
 
+// Registers `hellos` with the root, on the connection of the last batch
+// while it is open (once more on a new one if that fails: the root may
+// have dropped it).
+Status Leader::SendBatch(const WireAddr& me, const std::vector<ClientHello>& hellos) {
+  LeaderBatch batch;
+  BATON_RETURN_IF_ERROR(MakeLeaderBatch(id_, me, static_cast<int>(hellos.size()), &batch));
+  for (int attempt = 0;; ++attempt) {
+    if (!root_conn_.valid()) BATON_RETURN_IF_ERROR(ConnectWithRetry(root_, deadline_, &root_conn_));
+    Status st = SendAll(root_conn_.get(), &batch, sizeof(batch), deadline_);
+    if (st.ok())
+      st = SendAll(root_conn_.get(), hellos.data(), hellos.size() * sizeof(ClientHello), deadline_);
+    if (st.ok()) {
+      last_batch_ = Clock::now();
+      return st;
+    }
+    root_conn_.reset();
+    if (attempt == 1) return st;
+  }
+}
+
 Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent) {
   while (message_.empty()) {
     if (!unsent.empty()) {
-      BATON_RETURN_IF_ERROR(
-          SendBatch(id_, me, unsent, deadline_).WithContext("rendezvous at " + root_.ToString()));
+      BATON_RETURN_IF_ERROR(SendBatch(me, unsent).WithContext("rendezvous at " + root_.ToString()));
       unsent.clear();
+    }
+    int wait_ms = std::min(MillisLeft(deadline_), kCancelSliceMs);
+    if (root_conn_.valid()) {
+      const auto idle =
+          std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_batch_);
+      if (idle.count() >= kLeaderLingerMs) {
+        root_conn_.reset();
+      } else {
+        wait_ms = std::min<int>(wait_ms, kLeaderLingerMs - idle.count());
+      }
     }
     std::vector<pollfd> fds;
     fds.push_back({host_listener_.get(), POLLIN, 0});
     fds.push_back({tree_listener_.get(), POLLIN, 0});
     for (const auto& in : arriving_locals_) fds.push_back({in.fd.get(), POLLIN, 0});
     for (const auto& in : arriving_tables_) fds.push_back({in.fd.get(), POLLIN, 0});
-    const int n = poll(fds.data(), fds.size(), std::min(MillisLeft(deadline_), kCancelSliceMs));
+    const int n = poll(fds.data(), fds.size(), wait_ms);
     if (n < 0 && errno != EINTR) return ErrnoError("poll", errno);
     if (WaitsCancelled())
       return InvalidUsage("the communicator was aborted while it was being created");
@@ -267,6 +287,7 @@ Status Leader::Run(Fd host_listener, const ClientHello& hello, const PeerInfo& m
   BATON_RETURN_IF_ERROR(SetNonBlocking(tree_listener_.get(), true));
   const WireAddr me = ToWire(tree_bound);
   Status waited = WaitForTable(me, {hello});
+  root_conn_.reset();
   host_listener_.reset();
   tree_listener_.reset();
 

@@ -3,11 +3,10 @@
 // the host (abstract names belong to a network namespace, so simulated
 // hosts in namespaces each get their own). The first rank to bind the name
 // leads: it forwards its own and its ranks' sealed hellos to the root in
-// batches over short TCP connections, takes the table from its parent in a
-// tree over the leaders, passes it to its children and hands every rank of
-// its host its sealed reply and the table. The root thus sees hosts, not
-// ranks, and sends the table to kTableTreeFanout leaders only (the tree,
-// base/table_tree.h, is over the leaders in the order the root lists them).
+// batches as they come, over a TCP connection it closes when idle, takes the table from its parent
+// in a tree over the leaders, passes it to its children and hands every rank of its host its sealed
+// reply and the table. The root thus sees hosts, not ranks, and sends the table to kTableTreeFanout
+// leaders only (the tree, base/table_tree.h, is over the leaders in the order the root lists them).
 #pragma once
 
 #include <cstddef>
@@ -27,8 +26,12 @@
 namespace baton {
 
 // How many leader connections the root reads at once; the others wait in
-// its listen backlog. Each carries one batch and is closed.
+// its listen backlog.
 inline constexpr int kRootWindow = 256;
+// A leader sends each rank's hello as it comes, on one connection that it
+// closes this long after its last batch: the ranks of a host, started
+// together, share one connection, and the root's window turns over.
+inline constexpr int kLeaderLingerMs = 20;
 // A connection that has not sent its whole message in this time is dropped
 // (a silent foreign client must not hold a slot).
 inline constexpr int kSilentDropMs = 5000;

@@ -148,37 +148,48 @@ int Collector::Take(const std::vector<uint8_t>& buf) {
   return leader;
 }
 
-// Reads what arrived on a leader's connection: true once it is done with
-// (taken, dropped or closed); `*leader` gets the index of a taken batch's
-// leader.
-bool ReadBatch(Incoming* in, Collector* collector, RendezvousServerStats* stats, int* leader) {
-  ReadResult r = ReadSome(in);
-  if (in->buf.size() == sizeof(LeaderBatch) && in->got >= kLeaderBatchMagicBytes) {
-    LeaderBatch batch;
-    memcpy(&batch, in->buf.data(), sizeof(batch));
-    if (!LeaderBatchStartValid(batch)) {
-      BATON_INFO(kLogBootstrap, "rendezvous: dropped a foreign connection");
-      return true;
-    }
-    if (in->got == sizeof(batch)) {
-      const Status valid = CheckLeaderBatch(collector->id(), batch);
-      if (!valid.ok()) {
-        BATON_INFO(kLogBootstrap, "rendezvous: dropped a connection: %s", valid.message().c_str());
+// Reads what arrived on a leader's connection, batch after batch: true
+// once it is done with (closed, dropped, or silent too long); `taken` gets
+// the index of each taken batch's leader.
+bool ReadBatches(Incoming* in, Collector* collector, RendezvousServerStats* stats,
+                 std::vector<int>* taken) {
+  for (;;) {
+    ReadResult r = ReadSome(in);
+    if (in->buf.size() == sizeof(LeaderBatch) && in->got >= kLeaderBatchMagicBytes) {
+      LeaderBatch batch;
+      memcpy(&batch, in->buf.data(), sizeof(batch));
+      if (!LeaderBatchStartValid(batch)) {
+        BATON_INFO(kLogBootstrap, "rendezvous: dropped a foreign connection");
         return true;
       }
-      in->buf.resize(sizeof(batch) + batch.count * sizeof(ClientHello));
-      r = ReadSome(in);
+      if (in->got == sizeof(batch)) {
+        const Status valid = CheckLeaderBatch(collector->id(), batch);
+        if (!valid.ok()) {
+          BATON_INFO(kLogBootstrap, "rendezvous: dropped a connection: %s",
+                     valid.message().c_str());
+          return true;
+        }
+        in->buf.resize(sizeof(batch) + batch.count * sizeof(ClientHello));
+        r = ReadSome(in);
+      }
     }
+    if (r == ReadResult::kDone) {
+      const int leader = collector->Take(in->buf);
+      if (leader < 0) return true;
+      stats->batches++;
+      taken->push_back(leader);
+      in->buf.assign(sizeof(LeaderBatch), 0);  // the next batch, if any
+      in->got = 0;
+      in->since = Clock::now();
+      continue;
+    }
+    if (r == ReadResult::kClosed) {
+      if (in->got != 0)
+        BATON_INFO(kLogBootstrap, "rendezvous: dropped a malformed or foreign connection");
+      return true;
+    }
+    return Clock::now() - in->since > std::chrono::milliseconds(kSilentDropMs);
   }
-  if (r == ReadResult::kDone) {
-    *leader = collector->Take(in->buf);
-    if (*leader >= 0) stats->batches++;
-    return true;
-  }
-  if (r == ReadResult::kClosed)
-    BATON_INFO(kLogBootstrap, "rendezvous: dropped a malformed or foreign connection");
-  return r == ReadResult::kClosed ||
-         Clock::now() - in->since > std::chrono::milliseconds(kSilentDropMs);
 }
 
 // Sends the table, or why the rendezvous failed, to `leaders` and, down
@@ -192,7 +203,8 @@ void Answer(const ServerState& state, const Collector& collector, int32_t status
                 DeadlineIn(std::min(state.timeout_s > 0 ? state.timeout_s : 30.0, 30.0)));
 }
 
-// The server loop: reads leaders' batches, at most kRootWindow at once,
+// The server loop: reads leaders' batches, from at most kRootWindow
+// connections at once,
 // until every rank is in, then sends the table down the tree of leaders.
 // When the rendezvous fails, every leader known gets the reason, and the
 // root goes on answering late leaders with it until all ranks have come
@@ -204,12 +216,14 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
   RendezvousServerStats stats;
   int32_t failure_code = batonRemoteError;
   bool answered = false;
+  std::vector<bool> told;  // after a failure: which leaders have the reason
 
   while (!collector.complete()) {
     if (!collector.failure().empty() && !answered) {
       BATON_WARN(kLogBootstrap, "rendezvous failed: %s", collector.failure().c_str());
       Answer(*state, collector, failure_code, collector.leaders());
       answered = true;
+      told.assign(collector.leaders().size(), true);
     }
     std::vector<pollfd> fds;
     const bool accepting = pending.size() < static_cast<size_t>(kRootWindow);
@@ -230,11 +244,15 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
     }
     // Read pending leaders first (indices stay valid), then accept.
     for (size_t i = pending.size(); i-- > 0;) {
-      int leader = -1;
-      if (!ReadBatch(&pending[i], &collector, &stats, &leader)) continue;
-      pending.erase(pending.begin() + i);
-      if (answered && leader >= 0)
+      std::vector<int> taken;
+      if (ReadBatches(&pending[i], &collector, &stats, &taken)) pending.erase(pending.begin() + i);
+      for (int leader : taken) {
+        if (!answered) continue;
+        if (told.size() <= static_cast<size_t>(leader)) told.resize(leader + 1, false);
+        if (told[leader]) continue;
+        told[leader] = true;
         Answer(*state, collector, failure_code, {collector.leaders()[leader]});
+      }
     }
     if (accepting && (fds[0].revents & POLLIN)) {
       int fd = accept4(state->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
