@@ -236,6 +236,11 @@ bool WaitsCancelled() {
   return tls_cancel != nullptr && tls_cancel->load(std::memory_order_relaxed);
 }
 
+int PollSliceMs(Deadline deadline) {
+  const int ms = MillisLeft(deadline);
+  return tls_cancel != nullptr ? std::min(ms, kCancelSliceMs) : ms;
+}
+
 namespace {
 
 Status Cancelled() {

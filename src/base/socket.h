@@ -72,6 +72,9 @@ Status RecvAll(int fd, void* buf, size_t len, Deadline deadline);
 // base/deadline.h): for loops that poll many sockets themselves, in slices
 // of kCancelSliceMs.
 bool WaitsCancelled();
+// How long such a loop may wait in one poll: until `deadline`, or
+// kCancelSliceMs while a CancelScope is active (idle waits stay asleep).
+int PollSliceMs(Deadline deadline);
 
 Status SetNonBlocking(int fd, bool nonblocking);
 void SetNoDelay(int fd);

@@ -135,16 +135,15 @@ class Leader {
 };
 
 void Leader::Accept(int listener, size_t header_bytes, std::vector<Incoming>* into) {
-  const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-  if (fd < 0) return;
-  if (into->size() >= kMaxArriving) {
-    Fd drop(fd);
-    return;
+  for (;;) {  // every connection waiting
+    const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    Incoming in;
+    in.fd = Fd(fd);
+    if (into->size() >= kMaxArriving) continue;  // closed
+    in.buf.resize(header_bytes);
+    into->push_back(std::move(in));
   }
-  Incoming in;
-  in.fd = Fd(fd);
-  in.buf.resize(header_bytes);
-  into->push_back(std::move(in));
 }
 
 void Leader::ReadLocals(const std::vector<pollfd>& fds, size_t first,
@@ -246,7 +245,10 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
       BATON_RETURN_IF_ERROR(SendBatch(me, unsent).WithContext("rendezvous at " + root_.ToString()));
       unsent.clear();
     }
-    int wait_ms = std::min(MillisLeft(deadline_), kCancelSliceMs);
+    int wait_ms = PollSliceMs(deadline_);
+    // Wake to drop silent connections.
+    if (!arriving_locals_.empty() || !arriving_tables_.empty())
+      wait_ms = std::min(wait_ms, kSilentDropMs / 5);
     if (root_conn_.valid()) {
       const auto idle =
           std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_batch_);

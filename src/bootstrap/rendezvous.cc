@@ -245,7 +245,11 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
     // Read pending leaders first (indices stay valid), then accept.
     for (size_t i = pending.size(); i-- > 0;) {
       std::vector<int> taken;
-      if (ReadBatches(&pending[i], &collector, &stats, &taken)) pending.erase(pending.begin() + i);
+      const bool done =
+          fds[i + 1].revents != 0
+              ? ReadBatches(&pending[i], &collector, &stats, &taken)
+              : Clock::now() - pending[i].since > std::chrono::milliseconds(kSilentDropMs);
+      if (done) pending.erase(pending.begin() + i);
       for (int leader : taken) {
         if (!answered) continue;
         if (told.size() <= static_cast<size_t>(leader)) told.resize(leader + 1, false);
@@ -254,16 +258,17 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
         Answer(*state, collector, failure_code, {collector.leaders()[leader]});
       }
     }
-    if (accepting && (fds[0].revents & POLLIN)) {
+    // Every connection waiting, up to the window.
+    while (accepting && (fds[0].revents & POLLIN) &&
+           pending.size() < static_cast<size_t>(kRootWindow)) {
       int fd = accept4(state->listener.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (fd >= 0) {
-        Incoming in;
-        in.fd = Fd(fd);
-        in.buf.resize(sizeof(LeaderBatch));
-        pending.push_back(std::move(in));
-        stats.connections++;
-        stats.peak_open = std::max(stats.peak_open, static_cast<int>(pending.size()));
-      }
+      if (fd < 0) break;
+      Incoming in;
+      in.fd = Fd(fd);
+      in.buf.resize(sizeof(LeaderBatch));
+      pending.push_back(std::move(in));
+      stats.connections++;
+      stats.peak_open = std::max(stats.peak_open, static_cast<int>(pending.size()));
     }
   }
   pending.clear();
