@@ -6,12 +6,15 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <sys/random.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <mutex>
+#include <new>
 
 #include "base/socket.h"
 
@@ -22,6 +25,24 @@ constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
 constexpr uint32_t kPairMagic = 0x52494150;   // "PAIR"
 constexpr uint32_t kBatchMagic = 0x48435442;  // "BTCH"
 constexpr uint32_t kTableMagic = 0x4c424154;  // "TABL"
+
+// libcrypto takes internal locks (EVP fetches) in every HMAC and SHA-256.
+// A process that forks ranks while its rendezvous thread hashes would give
+// a child a lock held by a thread it does not have, and the child's first
+// hello would wait forever (seen: 2 of 64 forked ranks). Every hash here
+// holds this mutex, and fork waits for it (pthread_atfork), so no child is
+// made in the middle of one. Static storage, never destroyed: detached
+// threads may hash while the process exits.
+std::mutex& CryptoMutex() {
+  alignas(std::mutex) static unsigned char storage[sizeof(std::mutex)];
+  static std::mutex* mu = [] {
+    auto* m = ::new (storage) std::mutex();
+    pthread_atfork([] { CryptoMutex().lock(); }, [] { CryptoMutex().unlock(); },
+                   [] { CryptoMutex().unlock(); });
+    return m;
+  }();
+  return *mu;
+}
 
 // The MAC of `label` (with its terminating NUL, so no label is a prefix of
 // another's input) followed by `parts`, keyed by the id's secret.
@@ -42,6 +63,7 @@ Mac Seal(const UniqueIdData& id, const char* label, std::initializer_list<Part> 
   }
   Mac mac{};
   unsigned int mac_len = 0;
+  std::lock_guard<std::mutex> lock(CryptoMutex());
   HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer, used, mac.bytes, &mac_len);
   return mac;
 }
@@ -61,6 +83,7 @@ bool HostnameTerminated(const PeerInfo& info) {
 
 Mac ListDigest(const void* data, size_t bytes) {
   Mac digest{};
+  std::lock_guard<std::mutex> lock(CryptoMutex());
   SHA256(static_cast<const unsigned char*>(data), bytes, digest.bytes);
   return digest;
 }

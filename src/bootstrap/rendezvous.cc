@@ -16,6 +16,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <unordered_map>
 
 #include "base/log.h"
 #include "bootstrap/handshake.h"
@@ -102,6 +103,7 @@ class Collector {
  private:
   const UniqueIdData id_;
   std::vector<WireAddr> leaders_;
+  std::unordered_map<std::string, int> leader_index_;  // by the address's bytes
   std::vector<PeerInfo> table_;
   std::vector<bool> have_;
   int nranks_ = -1, joined_ = 0;
@@ -121,11 +123,11 @@ int Collector::Take(const std::vector<uint8_t>& buf) {
     }
   }
   // Known before any hello counts, so that a failure reaches this leader.
-  int leader = 0;
-  while (leader < static_cast<int>(leaders_.size()) &&
-         memcmp(&leaders_[leader], &batch.leader, sizeof(batch.leader)) != 0)
-    ++leader;
-  if (leader == static_cast<int>(leaders_.size())) leaders_.push_back(batch.leader);
+  const auto [known, added] = leader_index_.try_emplace(
+      std::string(reinterpret_cast<const char*>(&batch.leader), sizeof(batch.leader)),
+      static_cast<int>(leaders_.size()));
+  if (added) leaders_.push_back(batch.leader);
+  const int leader = known->second;
   for (const ClientHello& h : hellos) {
     if (nranks_ < 0) {
       nranks_ = h.nranks;
