@@ -14,7 +14,6 @@
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
-#include <new>
 
 #include "base/socket.h"
 
@@ -31,18 +30,13 @@ constexpr uint32_t kTableMagic = 0x4c424154;  // "TABL"
 // a child a lock held by a thread it does not have, and the child's first
 // hello would wait forever (seen: 2 of 64 forked ranks). Every hash here
 // holds this mutex, and fork waits for it (pthread_atfork), so no child is
-// made in the middle of one. Static storage, never destroyed: detached
-// threads may hash while the process exits.
-std::mutex& CryptoMutex() {
-  alignas(std::mutex) static unsigned char storage[sizeof(std::mutex)];
-  static std::mutex* mu = [] {
-    auto* m = ::new (storage) std::mutex();
-    pthread_atfork([] { CryptoMutex().lock(); }, [] { CryptoMutex().unlock(); },
-                   [] { CryptoMutex().unlock(); });
-    return m;
-  }();
-  return *mu;
-}
+// made in the middle of one (std::mutex's destructor is trivial, so
+// detached threads may still hash while the process exits).
+constinit std::mutex crypto_mutex;  // constant-initialized: no guard to fork inside
+// Registered when the library loads, before any thread can hash.
+[[maybe_unused]] const int crypto_fork_handlers =
+    pthread_atfork([] { crypto_mutex.lock(); }, [] { crypto_mutex.unlock(); },
+                   [] { crypto_mutex.unlock(); });
 
 // The MAC of `label` (with its terminating NUL, so no label is a prefix of
 // another's input) followed by `parts`, keyed by the id's secret.
@@ -63,7 +57,7 @@ Mac Seal(const UniqueIdData& id, const char* label, std::initializer_list<Part> 
   }
   Mac mac{};
   unsigned int mac_len = 0;
-  std::lock_guard<std::mutex> lock(CryptoMutex());
+  std::lock_guard<std::mutex> lock(crypto_mutex);
   HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer, used, mac.bytes, &mac_len);
   return mac;
 }
@@ -83,7 +77,7 @@ bool HostnameTerminated(const PeerInfo& info) {
 
 Mac ListDigest(const void* data, size_t bytes) {
   Mac digest{};
-  std::lock_guard<std::mutex> lock(CryptoMutex());
+  std::lock_guard<std::mutex> lock(crypto_mutex);
   SHA256(static_cast<const unsigned char*>(data), bytes, digest.bytes);
   return digest;
 }
