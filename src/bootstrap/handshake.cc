@@ -34,9 +34,8 @@ constexpr uint32_t kTableMagic = 0x4c424154;  // "TABL"
 // detached threads may still hash while the process exits).
 constinit std::mutex crypto_mutex;  // constant-initialized: no guard to fork inside
 // Registered when the library loads, before any thread can hash.
-[[maybe_unused]] const int crypto_fork_handlers =
-    pthread_atfork([] { crypto_mutex.lock(); }, [] { crypto_mutex.unlock(); },
-                   [] { crypto_mutex.unlock(); });
+[[maybe_unused]] const int crypto_fork_handlers = pthread_atfork(
+    [] { crypto_mutex.lock(); }, [] { crypto_mutex.unlock(); }, [] { crypto_mutex.unlock(); });
 
 // The MAC of `label` (with its terminating NUL, so no label is a prefix of
 // another's input) followed by `parts`, keyed by the id's secret.
