@@ -32,7 +32,7 @@ def get_unique_id():
     """A fresh unique id (bytes) to hand to every rank for init_rank; this process serves it."""
     uid = _lib.UniqueId()
     _lib.check(_lib.lib.batonGetUniqueId(ctypes.byref(uid)), what="get_unique_id")
-    return bytes(uid.internal)
+    return bytes(uid)  # all 128 bytes (uid.internal, a c_char array, stops at a NUL)
 
 
 def init():
@@ -46,8 +46,8 @@ def init_rank(nranks, unique_id, rank, timeout=None, name=None):
     """Joins a communicator of nranks ranks made from get_unique_id()'s bytes."""
     if len(unique_id) != _lib.UNIQUE_ID_BYTES:
         raise ValueError(f"unique_id must be {_lib.UNIQUE_ID_BYTES} bytes, not {len(unique_id)}")
-    uid = _lib.UniqueId()
-    ctypes.memmove(uid.internal, bytes(unique_id), _lib.UNIQUE_ID_BYTES)
+    # (uid.internal reads as a bytes copy: the id is copied into the structure itself)
+    uid = _lib.UniqueId.from_buffer_copy(bytes(unique_id))
     cfg = _lib.make_config(name, timeout)
     handle = _lib.c_comm()
     _lib.check(_lib.lib.batonCommInitRankConfig(ctypes.byref(handle), int(nranks), uid, int(rank),

@@ -142,6 +142,13 @@ check("split nocolor", np.array([none is None]), np.array([rank == 0]))
 if none is not None:
     none.destroy()
 
+# init_rank from get_unique_id's bytes (128 of them, NULs included), sent by broadcast.
+uid = np.frombuffer(baton.get_unique_id(), np.uint8).copy() if rank == 0 else np.zeros(128, np.uint8)
+comm.broadcast(uid, root=0)
+second = baton.init_rank(size, uid.tobytes(), rank, timeout=30)
+check("init_rank allreduce", second.allreduce(np.array([rank + 1])), np.array([size * (size + 1) // 2]))
+second.destroy()
+
 # Errors: Baton's message as an exception (the communicator stays usable).
 expect_error("bad root", baton.InvalidArgumentError, "root",
              lambda: comm.broadcast(np.zeros(4, np.float32), root=size + 3))
