@@ -19,11 +19,6 @@ std::vector<BatonBackend*>& LiveBackends() {
   return *live;
 }
 
-std::exception_ptr BackendError(const std::string& message) {
-  return std::make_exception_ptr(
-      c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
-}
-
 // Baton's datatype for t's dtype; torch dtypes Baton lacks throw.
 batonDataType_t DataType(const at::Tensor& t) {
   switch (t.scalar_type()) {
@@ -135,79 +130,6 @@ std::vector<at::Tensor> RootList(std::vector<std::vector<at::Tensor>>& lists,
 
 }  // namespace
 
-// ---- BatonWork ----
-
-BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type),
-      outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
-
-void BatonWork::Complete(std::exception_ptr error) {
-  // The future first: once wait() returns, DDP reads the future's value.
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
-  finish(error);
-}
-
-// ---- Worker ----
-
-Worker::Worker() : thread_([this] { Run(); }) {}
-
-Worker::~Worker() {
-  Stop();
-}
-
-void Worker::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stop_ && !thread_.joinable()) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  // Jobs hold no reference to their backend, so this never runs on the worker itself.
-  if (thread_.joinable()) thread_.join();
-}
-
-void Worker::Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stop_) {
-      queue_.push_back({std::move(work), std::move(job)});
-      cv_.notify_all();
-      return;
-    }
-  }
-  work->Complete(BackendError("baton backend: the process group is shut down"));
-}
-
-void Worker::Run() {
-  for (;;) {
-    Item item;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      // No deadline: an idle backend waits for work; each Baton call has its own.
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    std::exception_ptr error;
-    try {
-      item.job();
-    } catch (const std::exception& e) {
-      error = BackendError(e.what());
-    } catch (...) {
-      error = BackendError("baton backend: unknown error");
-    }
-    item.work->Complete(error);
-  }
-}
-
 // ---- BatonBackend ----
 
 BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -256,9 +178,9 @@ void BatonBackend::Check(batonResult_t result, const char* what) const {
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::Launch(c10d::OpType type,
                                                     std::vector<at::Tensor> outputs,
-                                                    std::function<void()> job) {
+                                                    std::function<void()> job, bool p2p) {
   auto work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs));
-  worker_.Enqueue(work, std::move(job));
+  worker_.Enqueue(work, std::move(job), p2p);
   return work;
 }
 
@@ -401,6 +323,60 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
             "allgather (uneven)");
     }
     Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(!inputs.empty() && output_lists.size() == inputs.size(),
+              "baton backend: allgather_coalesced needs one output list per input tensor");
+  std::vector<at::Tensor> outs;  // rank-major: rank r's tensors in input order
+  for (int r = 0; r < getSize(); ++r) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CheckSameKind(inputs[0], inputs[i], "allgather_coalesced");
+      TORCH_CHECK(static_cast<int>(output_lists[i].size()) == getSize(),
+                  "baton backend: allgather_coalesced: output list ", i, " needs ", getSize(),
+                  " tensors");
+      const at::Tensor& o = output_lists[i][r];
+      CheckSameKind(inputs[0], o, "allgather_coalesced");
+      TORCH_CHECK(o.numel() == inputs[i].numel(), "baton backend: allgather_coalesced: output ",
+                  i, " of rank ", r, " holds ", o.numel(), " elements, input ", i, " ",
+                  inputs[i].numel());
+      outs.push_back(o);
+    }
+  }
+  std::vector<at::Tensor> ins = inputs;
+  return Launch(c10d::OpType::ALLGATHER_COALESCED, outs, [this, ins, outs]() mutable {
+    at::Tensor send = Flatten(ins);
+    at::Tensor flat = at::empty({send.numel() * getSize()}, send.options());
+    Check(batonAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), DataType(send), comm_,
+                         nullptr),
+          "allgather_coalesced");
+    Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "baton backend: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
+              inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckTensor(inputs[i], "allgather_into_tensor_coalesced");
+    CheckSameKind(inputs[i], outputs[i], "allgather_into_tensor_coalesced");
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(),
+                "baton backend: allgather_into_tensor_coalesced: output ", i, " holds ",
+                outputs[i].numel(), " elements, not ", getSize(), " x ", inputs[i].numel());
+  }
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  return Launch(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs, [this, ins, outs] {
+    for (size_t i = 0; i < ins.size(); ++i) {
+      Check(batonAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(),
+                           DataType(ins[i]), comm_, nullptr),
+            "allgather_into_tensor_coalesced");
+    }
   });
 }
 
@@ -567,7 +543,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tenso
   at::Tensor t = Single(tensors, "send");
   return Launch(c10d::OpType::SEND, tensors, [this, t, dst_rank] {
     Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, nullptr), "send");
-  });
+  }, /*p2p=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -575,12 +551,23 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tenso
   at::Tensor t = Single(tensors, "recv");
   return Launch(c10d::OpType::RECV, tensors, [this, t, src_rank] {
     Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, nullptr), "recv");
-  });
+  }, /*p2p=*/true);
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false, "baton backend: recv without a source (recvAnysource) is not supported: "
+              "Baton's C API has no receive from any rank (batonRecv names its peer); pass src=");
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions&) {
   return Launch(c10d::OpType::BARRIER, {},
                 [this] { Check(batonBarrier(comm_, nullptr), "barrier"); });
+}
+
+void BatonBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool /*wait_all_ranks*/) {
+  // Baton's barrier reports the ranks that did not arrive when it times out;
+  // the call's own timeout cannot be shorter than the communicator's.
+  barrier(opts)->wait();
 }
 
 }  // namespace baton_torch
