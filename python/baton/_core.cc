@@ -25,7 +25,7 @@ namespace {
 
 constexpr std::array<size_t, batonNumTypes> kTypeSizes = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
 constexpr std::array<const char*, batonNumTypes> kTypeNames = {
-    "int8",    "uint8",   "int32",    "uint32",      "int64",      "uint64",
+    "int8",    "uint8",   "int32",   "uint32",   "int64",       "uint64",
     "float16", "float32", "float64", "bfloat16", "float8_e4m3", "float8_e5m2"};
 
 // Set by _init from the package: _lib.check(result, comm, what), the
@@ -97,16 +97,24 @@ class Buffer {
 int TypeOfFormat(const char* format, size_t itemsize) {
   if (*format == '@' || *format == '=' || *format == '<') ++format;
   if (format[0] == '\0' || format[1] != '\0') return -1;
-  switch (format[0]) {
-    case 'e': return batonFloat16;
-    case 'f': return batonFloat32;
-    case 'd': return batonFloat64;
-    case '?': return batonUint8;  // bool as bytes, as the torch backend does
-    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n':
-      return itemsize == 1 ? batonInt8 : itemsize == 4 ? batonInt32 : itemsize == 8 ? batonInt64 : -1;
-    case 'B': case 'c': case 'H': case 'I': case 'L': case 'Q': case 'N':
-      return itemsize == 1 ? batonUint8 : itemsize == 4 ? batonUint32 : itemsize == 8 ? batonUint64 : -1;
-    default: return -1;
+  const char code = format[0];
+  const int by_size[9] = {-1, batonInt8, -1, -1, batonInt32, -1, -1, -1, batonInt64};
+  if (std::strchr("bhilqn", code) != nullptr || std::strchr("BcHILQN", code) != nullptr) {
+    int signed_type = itemsize <= 8 ? by_size[itemsize] : -1;
+    bool is_unsigned = code == 'c' || (code >= 'A' && code <= 'Z');
+    return signed_type < 0 ? -1 : signed_type + (is_unsigned ? 1 : 0);  // uint* follows int*
+  }
+  switch (code) {
+    case 'e':
+      return batonFloat16;
+    case 'f':
+      return batonFloat32;
+    case 'd':
+      return batonFloat64;
+    case '?':
+      return batonUint8;  // bool as bytes, as the torch backend does
+    default:
+      return -1;
   }
 }
 
@@ -119,7 +127,8 @@ int DatatypeOf(const Buffer& buf, PyObject* datatype) {
       PyErr_Format(PyExc_TypeError,
                    "Baton has no datatype for buffer format '%s' (%zu-byte elements); int8, "
                    "uint8, int32, uint32, int64, uint64, float16, float32, float64, bool (or "
-                   "datatype='bfloat16' on uint16)", buf.format(), buf.itemsize());
+                   "datatype='bfloat16' on uint16)",
+                   buf.format(), buf.itemsize());
     }
     return code;
   }
@@ -136,7 +145,8 @@ int DatatypeOf(const Buffer& buf, PyObject* datatype) {
     if (v >= 0 && v < batonNumTypes) code = static_cast<int>(v);
   }
   if (code < 0) {
-    PyErr_Format(PyExc_ValueError, "unknown datatype %R; one of bfloat16, float16, float32, "
+    PyErr_Format(PyExc_ValueError,
+                 "unknown datatype %R; one of bfloat16, float16, float32, "
                  "float64, float8_e4m3, float8_e5m2, int32, int64, int8, uint32, uint64, uint8",
                  datatype);
     return -1;
@@ -180,9 +190,12 @@ struct Call {
   const char* what = "";
 };
 
-bool Start(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const char* what,
-           Call* call) {
+bool Start(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const char* what, Call* call) {
   call->what = what;
+  if (g_check == nullptr) {
+    PyErr_SetString(PyExc_RuntimeError, "baton._core: use it through the baton package");
+    return false;
+  }
   if (nargs != want) {
     PyErr_Format(PyExc_TypeError, "_core.%s takes %zd arguments, not %zd", what, want, nargs);
     return false;
@@ -205,15 +218,16 @@ bool Start(PyObject* const* args, Py_ssize_t nargs, Py_ssize_t want, const char*
 template <typename F>
 PyObject* Run(const Call& call, F&& fn) {
   batonResult_t r;
-  Py_BEGIN_ALLOW_THREADS
-  r = fn();
-  Py_END_ALLOW_THREADS
-  if (r == batonSuccess) Py_RETURN_NONE;
-  PyObject* res = PyObject_CallFunction(g_check, "iKs", static_cast<int>(r),
-                                        static_cast<unsigned long long>(
-                                            reinterpret_cast<uintptr_t>(call.comm)),
-                                        call.what);
+  Py_BEGIN_ALLOW_THREADS r = fn();
+  Py_END_ALLOW_THREADS if (r == batonSuccess) Py_RETURN_NONE;
+  PyObject* res = PyObject_CallFunction(
+      g_check, "iKs", static_cast<int>(r),
+      static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(call.comm)), call.what);
   Py_XDECREF(res);
+  if (!PyErr_Occurred()) {
+    PyErr_Format(PyExc_RuntimeError, "%s: Baton failed with result %d", call.what,
+                 static_cast<int>(r));
+  }
   return nullptr;  // check() raised (or failed itself)
 }
 
@@ -250,6 +264,18 @@ bool Counts(PyObject* obj, int nranks, const char* what, std::vector<size_t>* co
   return ok;
 }
 
+// The block each rank gets when `elements` split into equal ones per rank.
+bool Blocks(size_t elements, batonComm_t comm, const char* what, size_t* block) {
+  size_t nranks = static_cast<size_t>(CommSize(comm));
+  if (nranks == 0 || elements % nranks != 0) {
+    PyErr_Format(PyExc_ValueError, "%s: %zu elements do not split into %zu equal blocks", what,
+                 elements, nranks);
+    return false;
+  }
+  *block = elements / nranks;
+  return true;
+}
+
 size_t Sum(const std::vector<size_t>& v) {
   size_t s = 0;
   for (size_t x : v) s += x;
@@ -268,8 +294,7 @@ PyObject* AllReduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   int op = dt < 0 ? -1 : OpOf(args[4]);
   if (PyErr_Occurred()) return nullptr;
   if (out.bytes() != send.bytes()) {
-    return PyErr_Format(PyExc_ValueError, "out has %zu bytes, send %zu", out.bytes(),
-                        send.bytes());
+    return PyErr_Format(PyExc_ValueError, "out has %zu bytes, send %zu", out.bytes(), send.bytes());
   }
   size_t n = send.bytes() / kTypeSizes[dt];
   return Run(c, [&] {
@@ -359,15 +384,11 @@ PyObject* ReduceScatter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   int dt = DatatypeOf(send, args[5]);
   int op = dt < 0 ? -1 : OpOf(args[4]);
   if (PyErr_Occurred()) return nullptr;
-  size_t elements = send.bytes() / kTypeSizes[dt];
-  size_t nranks = static_cast<size_t>(CommSize(c.comm));
-  if (nranks == 0 || elements % nranks != 0) {
-    return PyErr_Format(PyExc_ValueError,
-                        "reduce_scatter: %zu elements do not split into %zu equal blocks",
-                        elements, nranks);
+  size_t n = 0;
+  if (!Blocks(send.bytes() / kTypeSizes[dt], c.comm, c.what, &n) ||
+      !out.Holds(n * kTypeSizes[dt], "out")) {
+    return nullptr;
   }
-  size_t n = elements / nranks;
-  if (!out.Holds(n * kTypeSizes[dt], "out")) return nullptr;
   return Run(c, [&] {
     return batonReduceScatter(send.data(), out.data(), n, static_cast<batonDataType_t>(dt),
                               static_cast<batonRedOp_t>(op), c.comm, c.stream);
@@ -411,18 +432,14 @@ PyObject* AlltoAll(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   int dt = DatatypeOf(send, args[4]);
-  if (dt < 0) return nullptr;
-  size_t elements = send.bytes() / kTypeSizes[dt];
-  size_t nranks = static_cast<size_t>(CommSize(c.comm));
-  if (nranks == 0 || elements % nranks != 0) {
-    return PyErr_Format(PyExc_ValueError,
-                        "alltoall: %zu elements do not split into %zu equal blocks", elements,
-                        nranks);
+  size_t n = 0;
+  if (dt < 0 || !Blocks(send.bytes() / kTypeSizes[dt], c.comm, c.what, &n) ||
+      !out.Holds(send.bytes(), "out")) {
+    return nullptr;
   }
-  if (!out.Holds(send.bytes(), "out")) return nullptr;
   return Run(c, [&] {
-    return batonAlltoAll(send.data(), out.data(), elements / nranks,
-                         static_cast<batonDataType_t>(dt), c.comm, c.stream);
+    return batonAlltoAll(send.data(), out.data(), n, static_cast<batonDataType_t>(dt), c.comm,
+                         c.stream);
   });
 }
 
@@ -538,31 +555,38 @@ PyObject* LibraryPath(PyObject*, PyObject*) {
 }
 
 #define BATON_FAST(name, fn) \
-  {name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_FASTCALL, nullptr}
-PyMethodDef kMethods[] = {
-    BATON_FAST("allreduce", AllReduce),
-    BATON_FAST("broadcast", Broadcast),
-    BATON_FAST("reduce", Reduce),
-    BATON_FAST("allgather", AllGather),
-    BATON_FAST("allgatherv", AllGatherV),
-    BATON_FAST("reduce_scatter", ReduceScatter),
-    BATON_FAST("reduce_scatterv", ReduceScatterV),
-    BATON_FAST("alltoall", AlltoAll),
-    BATON_FAST("alltoallv", AlltoAllV),
-    BATON_FAST("gather", Gather),
-    BATON_FAST("scatter", Scatter),
-    BATON_FAST("send", Send),
-    BATON_FAST("recv", Recv),
-    BATON_FAST("barrier", Barrier),
-    {"_init", Init, METH_VARARGS, nullptr},
-    {"library_path", LibraryPath, METH_NOARGS, nullptr},
-    {nullptr, nullptr, 0, nullptr}};
+  { name, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(fn)), METH_FASTCALL, nullptr }
+PyMethodDef kMethods[] = {BATON_FAST("allreduce", AllReduce),
+                          BATON_FAST("broadcast", Broadcast),
+                          BATON_FAST("reduce", Reduce),
+                          BATON_FAST("allgather", AllGather),
+                          BATON_FAST("allgatherv", AllGatherV),
+                          BATON_FAST("reduce_scatter", ReduceScatter),
+                          BATON_FAST("reduce_scatterv", ReduceScatterV),
+                          BATON_FAST("alltoall", AlltoAll),
+                          BATON_FAST("alltoallv", AlltoAllV),
+                          BATON_FAST("gather", Gather),
+                          BATON_FAST("scatter", Scatter),
+                          BATON_FAST("send", Send),
+                          BATON_FAST("recv", Recv),
+                          BATON_FAST("barrier", Barrier),
+                          {"_init", Init, METH_VARARGS, nullptr},
+                          {"library_path", LibraryPath, METH_NOARGS, nullptr},
+                          {nullptr, nullptr, 0, nullptr}};
 #undef BATON_FAST
 
-PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_core",
-                       "The baton package's collectives over the C API (docs/python.md).", -1,
-                       kMethods, nullptr, nullptr, nullptr, nullptr};
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
+                       "_core",
+                       "The baton package's collectives over the C API (docs/python.md).",
+                       -1,
+                       kMethods,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr};
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__core() { return PyModule_Create(&kModule); }
+PyMODINIT_FUNC PyInit__core() {
+  return PyModule_Create(&kModule);
+}

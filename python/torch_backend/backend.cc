@@ -340,8 +340,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
                   " tensors");
       const at::Tensor& o = output_lists[i][r];
       CheckSameKind(inputs[0], o, "allgather_coalesced");
-      TORCH_CHECK(o.numel() == inputs[i].numel(), "baton backend: allgather_coalesced: output ",
-                  i, " of rank ", r, " holds ", o.numel(), " elements, input ", i, " ",
+      TORCH_CHECK(o.numel() == inputs[i].numel(), "baton backend: allgather_coalesced: output ", i,
+                  " of rank ", r, " holds ", o.numel(), " elements, input ", i, " ",
                   inputs[i].numel());
       outs.push_back(o);
     }
@@ -373,8 +373,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return Launch(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs, [this, ins, outs] {
     for (size_t i = 0; i < ins.size(); ++i) {
-      Check(batonAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(),
-                           DataType(ins[i]), comm_, nullptr),
+      Check(batonAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), DataType(ins[i]),
+                           comm_, nullptr),
             "allgather_into_tensor_coalesced");
     }
   });
@@ -541,21 +541,28 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall(std::vector<at::Tensor>& o
 c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                   int /*tag*/) {
   at::Tensor t = Single(tensors, "send");
-  return Launch(c10d::OpType::SEND, tensors, [this, t, dst_rank] {
-    Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, nullptr), "send");
-  }, /*p2p=*/true);
+  return Launch(
+      c10d::OpType::SEND, tensors,
+      [this, t, dst_rank] {
+        Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, nullptr), "send");
+      },
+      /*p2p=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                   int /*tag*/) {
   at::Tensor t = Single(tensors, "recv");
-  return Launch(c10d::OpType::RECV, tensors, [this, t, src_rank] {
-    Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, nullptr), "recv");
-  }, /*p2p=*/true);
+  return Launch(
+      c10d::OpType::RECV, tensors,
+      [this, t, src_rank] {
+        Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, nullptr), "recv");
+      },
+      /*p2p=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false, "baton backend: recv without a source (recvAnysource) is not supported: "
+  TORCH_CHECK(false,
+              "baton backend: recv without a source (recvAnysource) is not supported: "
               "Baton's C API has no receive from any rank (batonRecv names its peer); pass src=");
 }
 
