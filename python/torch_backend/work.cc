@@ -121,7 +121,7 @@ void Worker::Run() {
     if (q.items.front().p2p) {
       while (n < q.items.size() && q.items[n].p2p) ++n;
       auto linger_end = q.items.front().queued + kP2pLinger;
-      bool ready = q.stop || n < q.items.size() || q.flush_before > q.items[n - 1].seq ||
+      bool ready = q.stop || n < q.items.size() || q.flush_before > q.items.front().seq ||
                    std::chrono::steady_clock::now() >= linger_end;
       if (!ready) {
         q.cv.wait_until(lock, linger_end);

@@ -222,6 +222,15 @@ def uneven():
         return [got]
     compare("isend/irecv same order", pairs, [torch.full((1 << 22,), float(left))])
 
+    def batch(g):
+        got = torch.empty(1 << 22)
+        ops = [dist.P2POp(dist.isend, torch.full((1 << 22,), float(rank) + 0.5), right, group=g),
+               dist.P2POp(dist.irecv, got, left, group=g)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return [got]
+    compare("batch_isend_irecv", batch, [torch.full((1 << 22,), left + 0.5)])
+
     # all_gather_coalesced: every rank's tensors in one allgather.
     def gather_coalesced(g):
         ins = [torch.full((3,), float(rank)), torch.full((2, 2), float(10 * rank + 1))]
