@@ -1,8 +1,9 @@
 // BatonBackend: a torch.distributed (c10d) backend over Baton's public C API
-// for CPU tensors. Every operation is checked when it is called (a bad
-// argument throws at once), then queued on the backend's worker thread
-// (work.h), which runs the Baton calls in order and completes the operation's
-// Work and its future (docs/python.md).
+// for CPU tensors (and CUDA ones in a few calls, cuda_ops.cc). Every
+// operation is checked when it is called (a bad argument throws at once),
+// then queued on the backend's worker thread (work.h), which runs the Baton
+// calls in order and completes the operation's Work and its future
+// (docs/python.md).
 #pragma once
 
 #include <baton.h>
@@ -91,6 +92,19 @@ class BatonBackend : public c10d::Backend {
   // p2p: a send or recv (work.h: run in a group with the ones queued beside it).
   c10::intrusive_ptr<c10d::Work> Launch(c10d::OpType type, std::vector<at::Tensor> outputs,
                                         std::function<void()> job, bool p2p = false);
+  // A call that also takes CUDA tensors: job(nullptr) on the worker for CPU
+  // tensors, job(the current CUDA stream) through LaunchOnStream for CUDA ones.
+  c10::intrusive_ptr<c10d::Work> Dispatch(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                          const at::Tensor& like,
+                                          std::function<void(batonStream_t)> job);
+  // CUDA tensors (cuda_ops.cc), as NCCL's backend orders them: once the worker
+  // has run what was queued before (the calls keep one order on every rank),
+  // job queues the Baton calls on the caller's current stream of like's
+  // device, and the Work completes at once, its future after them on that
+  // stream.
+  c10::intrusive_ptr<c10d::Work> LaunchOnStream(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                                const at::Tensor& like,
+                                                const std::function<void(batonStream_t)>& job);
   // Throws the Baton error of a failed call, with its message.
   void Check(batonResult_t result, const char* what) const;
   // A torch ReduceOp as Baton's: a built-in op, or PREMUL_SUM's factor as a

@@ -28,6 +28,7 @@ struct WorkQueue {
   bool stop = false;
   uint64_t next_seq = 0;
   uint64_t flush_before = 0;  // point-to-point items numbered below this may run
+  uint64_t done_before = 0;   // items numbered below this have run
 };
 
 std::exception_ptr BackendError(const std::string& message) {
@@ -52,12 +53,12 @@ std::exception_ptr Capture(const std::function<void()>& fn) {
 
 // ---- BatonWork ----
 
-BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
+BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+                     std::vector<c10::Device> devices)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
+      future_(c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
   if (auto queue = queue_.lock()) queue->Flush();
@@ -94,6 +95,13 @@ void Worker::Stop() {
   queue_->cv.notify_all();
   // Jobs hold no reference to their backend, so this never runs on the worker itself.
   if (thread_.joinable()) thread_.join();
+}
+
+void Worker::Drain() {
+  queue_->Flush();
+  std::unique_lock<std::mutex> lock(queue_->mutex);
+  const uint64_t until = queue_->next_seq;
+  queue_->cv.wait(lock, [&] { return queue_->stop || queue_->done_before >= until; });
 }
 
 void Worker::Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job, bool p2p) {
@@ -144,8 +152,11 @@ void Worker::Run() {
       }
     }
     for (size_t i = 0; i < batch.size(); ++i) batch[i].work->Complete(errors[i]);
+    const uint64_t done = batch.back().seq + 1;
     batch.clear();  // frees the tensors before the lock is taken again
     lock.lock();
+    q.done_before = done;
+    q.cv.notify_all();  // Drain
   }
 }
 

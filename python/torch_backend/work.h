@@ -29,7 +29,10 @@ struct WorkQueue;
 // (what DDP's communication hooks read) or with Baton's error.
 class BatonWork : public c10d::Work {
  public:
-  BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
+  // devices: the CUDA device of a call on CUDA tensors, whose future then
+  // completes in stream order (events on the current stream).
+  BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
+            std::vector<c10::Device> devices = {});
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -65,6 +68,10 @@ class Worker {
 
   // p2p: a batonSend or batonRecv, run inside a group with its neighbours.
   void Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job, bool p2p = false);
+  // Returns once everything queued so far has run (sends and recvs included):
+  // before a call that runs on the caller's thread. Each queued Baton call has
+  // its deadline, so this wait ends too.
+  void Drain();
   // Runs what is queued, then joins the thread; later Enqueue calls fail their Work.
   void Stop();
 

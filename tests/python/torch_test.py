@@ -355,7 +355,37 @@ def killed():
     os._exit(1 if failures else 0)
 
 
-{"collectives": collectives, "ddp": ddp, "errors": errors, "killed": killed}[mode]()
+def cuda():
+    # CUDA tensors through Baton's device buffers, on the caller's current stream; results
+    # against a CPU reference. Skipped (exit 77 on every rank) without a GPU.
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    for dtype in [torch.float32, torch.float16, torch.bfloat16, torch.int32]:
+        for n in [1, 1000, 1 << 18]:
+            inputs = [data(r, n, dtype) for r in range(size)]
+            t = inputs[rank].to(dev)
+            dist.all_reduce(t, group=bgroup)
+            same(f"cuda allreduce {dtype} x {n}", [t.cpu()], [sum(inputs).to(dtype)])
+            t = inputs[rank].to(dev)
+            dist.broadcast(t, src=size - 1, group=bgroup)
+            same(f"cuda broadcast {dtype} x {n}", [t.cpu()], [inputs[size - 1]])
+            out = torch.empty(size * n, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(out, inputs[rank].to(dev), group=bgroup)
+            same(f"cuda all_gather_into_tensor {dtype} x {n}", [out.cpu()], [torch.cat(inputs)])
+            full = [data(r, size * n, dtype) for r in range(size)]
+            out = torch.empty(n, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, full[rank].to(dev), group=bgroup)
+            same(f"cuda reduce_scatter_tensor {dtype} x {n}", [out.cpu()],
+                 [sum(full).to(dtype)[rank * n:(rank + 1) * n]])
+    expect_error("cuda alltoall", ["CUDA tensors only in"],
+                 lambda: dist.all_to_all_single(torch.empty(size, device=dev),
+                                                torch.ones(size, device=dev), group=bgroup))
+
+
+if mode == "cuda" and not torch.cuda.is_available():
+    print(f"rank {rank}: skipped: no CUDA GPU (torch {torch.__version__})")
+    sys.exit(77)
+{"collectives": collectives, "ddp": ddp, "errors": errors, "killed": killed, "cuda": cuda}[mode]()
 dist.barrier(group=gloo)
 dist.destroy_process_group()
 if rank == 0 and skipped:
