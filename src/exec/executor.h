@@ -64,6 +64,8 @@ class Executor {
   // The error to report for a failed ProgressSend/Recv on queue `q`: a
   // mismatch in words, or the note of the peer that left. Out of line: the
   // loop that calls it is the latency path.
+  // Connects the peers of `schedule` that have no channel yet.
+  [[gnu::cold, gnu::noinline]] Status ConnectPeers(const Schedule& schedule);
   [[gnu::cold, gnu::noinline]] Status ExplainFailure(Status st, const Queue& q, const Op& op,
                                                      const CallDescriptor& call, int rank);
 
