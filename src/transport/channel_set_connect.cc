@@ -125,7 +125,10 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
       // Told no: the peer (a lower rank) is dialling us, or already did.
       rejected = verdict != kAccept;
     }
-    if (st.ok() && !rejected) st = FinishPair(peer, sockets[0].get(), deadline, std::move(sockets));
+    if (st.ok() && !rejected) {
+      const int first = sockets[0].get();
+      st = FinishPair(peer, first, deadline, std::move(sockets));
+    }
     if (!st.ok() || rejected) {
       std::lock_guard<std::mutex> lock(connect_mu_);
       if (pair_[peer] == Pair::kOutgoing && !st.ok()) pair_[peer] = Pair::kNone;
@@ -249,7 +252,8 @@ void ChannelSet::AcceptOne(Fd fd) {
     incoming_[from].clear();
   }
   if (st.ok()) {
-    st = FinishPair(from, sockets[0].get(), deadline, std::move(sockets));
+    const int first = sockets[0].get();
+    st = FinishPair(from, first, deadline, std::move(sockets));
   }
   if (!st.ok()) {
     BATON_WARN(kLogNet, "the connection of %s failed: %s", PeerName(from).c_str(),
