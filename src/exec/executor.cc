@@ -77,7 +77,9 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
   if (asked_at != Clock::time_point{}) {
     for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
       CallState state;
-      if (p == rank || channels_->PeerState(p, asked_at, &state)) continue;
+      // Peers not connected (connections made on first use) are not asked.
+      if (p == rank || !channels_->connected(p) || channels_->PeerState(p, asked_at, &state))
+        continue;
       silent += (nsilent++ ? ", " : "") + Label(p);
     }
   }

@@ -42,6 +42,7 @@ Status Dial(const SockAddr& addr, Deadline deadline, Fd* out) {
       const int n = poll(&pfd, 1, std::min(MillisLeft(deadline), kCancelSliceMs));
       if (n < 0 && errno != EINTR) return ErrnoError("poll", errno);
       if (n > 0) break;
+      if (WaitsCancelled()) return InvalidUsage("the communicator was aborted");
     }
     int err = 0;
     socklen_t len = sizeof(err);
@@ -143,7 +144,7 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
     if (Clock::now() >= deadline)
       return TimeoutError("timed out waiting for the connection of " + who +
                           " (it dialled this rank first, and did not finish)");
-    if (peer_closed(peer) || aborted())
+    if (peer_closed(peer) || aborted() || WaitsCancelled())
       return RemoteError("the connection of " + who + " did not complete: aborted");
     connect_cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
   }
