@@ -232,6 +232,7 @@ class ChannelSet {
   // the sockets of a connection being accepted.
   enum class Pair : uint8_t { kNone, kOutgoing, kIncoming, kConnected };
   bool lazy_ = false;
+  double timeout_s_ = 300;  // BATON_TIMEOUT, for the handshakes of accepted connections
   UniqueIdData id_{};
   std::vector<PeerInfo> peers_;
   TransportConfig config_;

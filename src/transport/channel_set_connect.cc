@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "base/log.h"
 #include "bootstrap/handshake.h"
@@ -24,9 +25,13 @@ namespace baton {
 namespace {
 
 constexpr uint8_t kReject = 0, kAccept = 1;
-// An accepted connection that does not finish its handshake by then is
-// dropped: a rank dialling us sends all of it at once.
-constexpr double kAcceptHandshakeSeconds = 5;
+// An accepted connection that sends no hello by then is dropped: a rank
+// dialling us sends it at once. A hello of this communicator then gets
+// BATON_TIMEOUT, as in the mesh: an oversubscribed rank may be slow.
+constexpr double kAcceptHelloSeconds = 5;
+// A handshake that broke off (the peer dropped a connection it took for
+// silent) is dialled again this many times; a refusal is not.
+constexpr int kDialAttempts = 4;
 
 // One non-blocking connect, waited for until `deadline`. Unlike the mesh, a
 // refusal is not retried: every rank listens from before the rendezvous
@@ -97,6 +102,7 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
     const int k = SocketsBetween(peers_[rank_], peers_[peer]);
     const SockAddr addr = FromWire(peers_[peer].listen_addr);
     std::vector<Fd> sockets(k);
+    int attempts = 0;
     for (int index = 0; index < k && st.ok() && !rejected; ++index) {
       Fd& fd = sockets[index];
       st = Dial(addr, deadline, &fd);
@@ -119,6 +125,16 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
         st = SendAll(fd.get(), &proof, sizeof(proof), deadline);
       }
       if (st.ok()) st = RecvAll(fd.get(), &verdict, 1, deadline);
+      const bool broke_off =
+          st.code() == batonSystemError ||
+          (st.code() == batonRemoteError && st.message().find("closed") != std::string::npos);
+      if (!st.ok() && broke_off && ++attempts < kDialAttempts &&
+          Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempts));
+        st = Status::Ok();
+        --index;
+        continue;
+      }
       if (!st.ok()) {
         st = st.WithContext("connecting to " + who);
         break;
@@ -199,12 +215,12 @@ void ChannelSet::AcceptLoop() {
 }
 
 void ChannelSet::AcceptOne(Fd fd) {
-  const Deadline deadline = DeadlineIn(kAcceptHandshakeSeconds);
   PairHello hello;
   PairChallenge challenge;
   PairProof proof;
-  Status st = RecvAll(fd.get(), &hello, sizeof(hello), deadline);
+  Status st = RecvAll(fd.get(), &hello, sizeof(hello), DeadlineIn(kAcceptHelloSeconds));
   if (st.ok()) st = CheckPairHello(id_, hello, rank_, nranks_, /*any_sender=*/true);
+  const Deadline deadline = DeadlineIn(timeout_s_);
   const int from = st.ok() ? hello.from_rank : -1;
   const int k = st.ok() ? SocketsBetween(peers_[rank_], peers_[from]) : 0;
   if (st.ok() && hello.index >= k) st = InvalidUsage("unexpected socket index");
