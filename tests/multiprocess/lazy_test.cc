@@ -175,6 +175,37 @@ TEST_P(LazyTransportTest, PeerDiesBeforeItsConnection) {
       options);
 }
 
+// Rank 3 of 6 aborts right after creation; it is connected to its ring
+// neighbours 2 and 4 only. Its failure note reaches ranks 0, 1 and 5 over
+// the ring (each rank passes the first note on once), so their ring
+// allreduces fail naming rank 3, long before BATON_TIMEOUT.
+TEST_P(LazyTransportTest, FailureNoteTravelsTheRing) {
+  Options options;
+  options.env = {{"BATON_TRANSPORT", GetParam()}, {"BATON_TIMEOUT", "60"}, {"BATON_ALGO", "ring"}};
+  options.deadline = std::chrono::seconds(120);
+  RunRanks(
+      6,
+      [](RankContext& ctx) {
+        if (ctx.rank() == 3) {
+          batonCommAbort(ctx.comm());
+          ctx.set_comm(nullptr);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        std::vector<float> buf(1000, 1.0f);
+        const auto start = std::chrono::steady_clock::now();
+        const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat,
+                                               batonSum, ctx.comm(), nullptr);
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        MP_EXPECT_TRUE(ctx, r != batonSuccess);
+        const std::string why = batonGetLastError(ctx.comm());
+        MP_EXPECT_TRUE(ctx, why.find("rank 3") != std::string::npos) << why;
+        MP_EXPECT_TRUE(ctx, took < 20) << took << " s";
+      },
+      options);
+}
+
 // Both ranks of a pair need each other at once: ranks r and r + n/2 (no
 // ring neighbours) exchange in a fresh communicator, many times over.
 TEST_P(LazyTransportTest, ConnectRace) {
