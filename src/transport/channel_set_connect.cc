@@ -240,8 +240,12 @@ void ChannelSet::AcceptOne(Fd fd) {
     std::lock_guard<std::mutex> lock(connect_mu_);
     Pair& state = pair_[from];
     if (index == 0) {
-      // The rule for a pair dialling each other: the lower rank's wins.
-      accept = state == Pair::kNone || (state == Pair::kOutgoing && from < rank_);
+      // The rule for a pair dialling each other: the lower rank's wins. A
+      // first socket again from a peer whose connection is unfinished: it
+      // dials anew after its handshake broke off, so that one starts over
+      // (accepted connections finish on this thread, one at a time).
+      accept = state == Pair::kNone || state == Pair::kIncoming ||
+               (state == Pair::kOutgoing && from < rank_);
       if (accept) {
         state = Pair::kIncoming;
         incoming_[from].clear();
