@@ -146,13 +146,15 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
       const int first = sockets[0].get();
       st = FinishPair(peer, first, deadline, std::move(sockets));
     }
-    if (!st.ok() || rejected) {
+    if (st.ok() && !rejected) return Status::Ok();
+    if (!st.ok()) {
+      // The peer's connection to us may have arrived meanwhile (the peer
+      // dialled us first, then finished and left): that one stands.
       std::lock_guard<std::mutex> lock(connect_mu_);
-      if (pair_[peer] == Pair::kOutgoing && !st.ok()) pair_[peer] = Pair::kNone;
+      if (pair_[peer] == Pair::kOutgoing) pair_[peer] = Pair::kNone;
       connect_cv_.notify_all();
+      if (pair_[peer] == Pair::kNone) return st;
     }
-    if (!st.ok()) return st;
-    if (!rejected) return Status::Ok();
   }
   // The peer's own connection to us is on its way (or being accepted).
   std::unique_lock<std::mutex> lock(connect_mu_);
