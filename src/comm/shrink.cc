@@ -62,9 +62,8 @@ Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
     for (int r : survivors) {
       if (r == me) continue;
       // Connected on first use, the leader may have no control socket to r.
-      BATON_RETURN_IF_ERROR(parent.channels()
-                                ->Connect({r}, DeadlineIn(timeout_s))
-                                .WithContext("batonCommShrink"));
+      BATON_RETURN_IF_ERROR(
+          parent.channels()->Connect({r}, DeadlineIn(timeout_s)).WithContext("batonCommShrink"));
       parent.channels()->SendShrinkOffer(r, offer);
     }
   } else {

@@ -36,8 +36,8 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->nranks_ = n;
   set->state_source_ = setup.call_state;
   set->lazy_ = setup.lazy;
-  set->timeout_s_ = std::max(
-      1.0, std::chrono::duration<double>(setup.deadline - Clock::now()).count());
+  set->timeout_s_ =
+      std::max(1.0, std::chrono::duration<double>(setup.deadline - Clock::now()).count());
   set->id_ = *setup.id;
   set->peers_ = peers;
   set->config_ = setup.config;

@@ -128,8 +128,7 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
       const bool broke_off =
           st.code() == batonSystemError ||
           (st.code() == batonRemoteError && st.message().find("closed") != std::string::npos);
-      if (!st.ok() && broke_off && ++attempts < kDialAttempts &&
-          Clock::now() < deadline) {
+      if (!st.ok() && broke_off && ++attempts < kDialAttempts && Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10 * attempts));
         st = Status::Ok();
         --index;

@@ -26,8 +26,7 @@ void ChannelSet::PublishCall(uint64_t call, const void* record, size_t bytes) {
 
 ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* record,
                                               size_t bytes) const {
-  const ShmCallMailbox* box =
-      peer_segments_[peer]->mailbox();
+  const ShmCallMailbox* box = peer_segments_[peer]->mailbox();
   const uint64_t s = box->state.load(std::memory_order_acquire);
   if ((s >> 2) < call || s == (call << 2 | kMailboxWriting)) return PeerCall::kNotYet;
   if (s != (call << 2 | kMailboxRecord)) return PeerCall::kNoRecord;
@@ -48,9 +47,7 @@ void ChannelSet::PublishProgress(uint64_t steps) {
 }
 
 uint64_t ChannelSet::PeerProgress(int peer) const {
-  return peer_segments_[peer]
-      ->mailbox()
-      ->progress.load(std::memory_order_acquire);
+  return peer_segments_[peer]->mailbox()->progress.load(std::memory_order_acquire);
 }
 
 }  // namespace baton

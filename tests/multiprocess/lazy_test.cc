@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -51,8 +51,8 @@ void EveryPattern(RankContext& ctx) {
   std::vector<int64_t> mine(kCount), out(kCount * n), expect(kCount * n);
   for (size_t i = 0; i < kCount; ++i) mine[i] = Value(me, i);
 
-  MP_ASSERT_OK(ctx, batonAllReduce(mine.data(), out.data(), kCount, batonInt64, batonSum, comm,
-                                   nullptr));
+  MP_ASSERT_OK(
+      ctx, batonAllReduce(mine.data(), out.data(), kCount, batonInt64, batonSum, comm, nullptr));
   for (size_t i = 0; i < kCount; ++i) {
     int64_t sum = 0;
     for (int r = 0; r < n; ++r) sum += Value(r, i);
@@ -62,8 +62,8 @@ void EveryPattern(RankContext& ctx) {
   std::vector<int64_t> b = mine;
   MP_ASSERT_OK(ctx, batonBroadcast(b.data(), b.data(), kCount, batonInt64, root, comm, nullptr));
   for (size_t i = 0; i < kCount; ++i) MP_ASSERT_TRUE(ctx, b[i] == Value(root, i)) << "broadcast";
-  MP_ASSERT_OK(ctx, batonReduce(mine.data(), out.data(), kCount, batonInt64, batonMax, 0, comm,
-                                nullptr));
+  MP_ASSERT_OK(
+      ctx, batonReduce(mine.data(), out.data(), kCount, batonInt64, batonMax, 0, comm, nullptr));
   if (me == 0)
     for (size_t i = 0; i < kCount; ++i) MP_ASSERT_TRUE(ctx, out[i] == Value(n - 1, i)) << "reduce";
   MP_ASSERT_OK(ctx, batonAllGather(mine.data(), out.data(), kCount, batonInt64, comm, nullptr));
