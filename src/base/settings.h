@@ -55,6 +55,8 @@ namespace baton {
     "for tests only: an emulated RDMA device over shared memory instead of libibverbs")           \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
+  X(runtime_connect, "BATON_RUNTIME_CONNECT", Bool, true,                                          \
+    "1: connect each pair of ranks when a call first needs it; 0: every pair at creation")         \
   X(nsocks_perpeer, "BATON_NSOCKS_PERPEER", Int, 1, "TCP sockets per pair of hosts (1 to 16)")     \
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \

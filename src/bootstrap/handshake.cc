@@ -156,12 +156,14 @@ Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int ind
   return FillNonce(out->nonce);
 }
 
-Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks) {
+Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks,
+                      bool any_sender) {
   if (hello.magic != kPairMagic || hello.version != kBootstrapVersion)
     return InvalidUsage("not a Baton mesh hello of this version");
   if (hello.comm_id != id.comm_id) return InvalidUsage("mesh hello for another communicator");
-  if (hello.to_rank != rank || hello.from_rank <= rank || hello.from_rank >= nranks ||
-      hello.index < 0)
+  const bool sender_ok =
+      any_sender ? hello.from_rank >= 0 && hello.from_rank != rank : hello.from_rank > rank;
+  if (hello.to_rank != rank || !sender_ok || hello.from_rank >= nranks || hello.index < 0)
     return InvalidUsage("mesh hello from rank " + std::to_string(hello.from_rank) + " to " +
                         std::to_string(hello.to_rank) + " is not for rank " +
                         std::to_string(rank));

@@ -102,8 +102,11 @@ struct PairProof {  // connector -> acceptor
 Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int index,
                      PairHello* out);
 // Ok when `hello` is addressed to `rank` of `nranks` from a higher rank of
-// this communicator (the socket index is the caller's to check).
-Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks);
+// this communicator, or any other rank when `any_sender` (connections made
+// on first use, where either side may connect); the socket index is the
+// caller's to check.
+Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks,
+                      bool any_sender = false);
 Status MakePairChallenge(const UniqueIdData& id, const PairHello& hello, PairChallenge* out);
 bool PairChallengeValid(const UniqueIdData& id, const PairHello& hello,
                         const PairChallenge& challenge);

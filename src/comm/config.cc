@@ -35,6 +35,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
       static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));
   c.transport.rdma.buffsize = c.transport.buffsize;
   c.transport.cma = s.cma;
+  c.transport.runtime_connect = s.runtime_connect;
   c.transport.cma_threshold = s.cma_threshold;
   c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);

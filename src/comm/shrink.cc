@@ -59,8 +59,13 @@ Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
     BATON_RETURN_IF_ERROR(CreateUniqueId(settings.socket_ifname, timeout_s, &id));
     static_assert(sizeof(offer.unique_id) == sizeof(id.internal));
     memcpy(offer.unique_id, id.internal, sizeof(offer.unique_id));
-    for (int r : survivors)
-      if (r != me) parent.channels()->SendShrinkOffer(r, offer);
+    for (int r : survivors) {
+      if (r == me) continue;
+      // Connected on first use, the leader may have no control socket to r.
+      BATON_RETURN_IF_ERROR(
+          parent.channels()->Connect({r}, DeadlineIn(timeout_s)).WithContext("batonCommShrink"));
+      parent.channels()->SendShrinkOffer(r, offer);
+    }
   } else {
     ShrinkOffer got;
     if (!parent.channels()->WaitShrinkOffer(leader, DeadlineIn(timeout_s), &got))
