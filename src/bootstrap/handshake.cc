@@ -6,17 +6,34 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <sys/random.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <mutex>
 
 #include "base/socket.h"
 
 namespace baton {
 namespace {
+
+// Held around every OpenSSL call here; fork() takes it first (see JobHmac).
+std::mutex& CryptoMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::unique_lock<std::mutex> LockCrypto() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork([] { CryptoMutex().lock(); }, [] { CryptoMutex().unlock(); },
+                   [] { CryptoMutex().unlock(); });
+  });
+  return std::unique_lock<std::mutex>(CryptoMutex());
+}
 
 constexpr uint32_t kHelloMagic = 0x4f4c4548;  // "HELO"
 constexpr uint32_t kPairMagic = 0x52494150;   // "PAIR"
@@ -38,10 +55,7 @@ Mac Seal(const UniqueIdData& id, const char* label, std::initializer_list<Part> 
     memcpy(buffer + used, p.data, p.len);
     used += p.len;
   }
-  Mac mac{};
-  unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer, used, mac.bytes, &mac_len);
-  return mac;
+  return JobHmac(id, buffer, used);
 }
 
 bool MacEqual(const Mac& a, const Mac& b) {
@@ -102,8 +116,18 @@ Status CheckClientHello(const UniqueIdData& id, const ClientHello& hello) {
   return Status::Ok();
 }
 
+Mac JobHmac(const UniqueIdData& id, const void* data, size_t len) {
+  Mac mac{};
+  unsigned int mac_len = 0;
+  const auto lock = LockCrypto();
+  HMAC(EVP_sha256(), id.secret, kSecretBytes, static_cast<const unsigned char*>(data), len,
+       mac.bytes, &mac_len);
+  return mac;
+}
+
 Mac TableDigest(const std::vector<PeerInfo>& table) {
   Mac digest{};
+  const auto lock = LockCrypto();
   SHA256(reinterpret_cast<const unsigned char*>(table.data()), table.size() * sizeof(PeerInfo),
          digest.bytes);
   return digest;

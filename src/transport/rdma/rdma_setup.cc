@@ -1,7 +1,5 @@
 #include "transport/rdma/rdma_setup.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
 #include <cstring>
@@ -9,6 +7,7 @@
 
 #include "base/log.h"
 #include "base/socket.h"
+#include "bootstrap/handshake.h"
 #include "transport/rdma/emulated_verbs.h"
 #include "transport/rdma/rdma_channel.h"
 
@@ -158,9 +157,8 @@ void SealHello(const UniqueIdData& id, const RdmaHello& h, uint8_t* mac) {
   uint8_t buffer[sizeof(kHelloLabel) + sizeof(RdmaHello)];
   memcpy(buffer, kHelloLabel, sizeof(kHelloLabel));
   memcpy(buffer + sizeof(kHelloLabel), &h, offsetof(RdmaHello, mac));
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer,
-       sizeof(kHelloLabel) + offsetof(RdmaHello, mac), mac, &len);
+  const Mac sealed = JobHmac(id, buffer, sizeof(kHelloLabel) + offsetof(RdmaHello, mac));
+  memcpy(mac, sealed.bytes, kMacBytes);
 }
 }  // namespace
 
