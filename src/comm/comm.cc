@@ -110,12 +110,14 @@ std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
 }
 
 Status Communicator::Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
-                            std::shared_ptr<Communicator>* out, const std::string& name) {
+                            std::shared_ptr<Communicator>* out, const std::string& name,
+                            const std::string& gpu_pci) {
   auto comm = std::make_shared<Communicator>();
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   BATON_RETURN_IF_ERROR(CommConfig::FromSettings(settings, &comm->config_));
   comm->config_.name = name;
+  comm->config_.PlaceGpu(gpu_pci);
   SetLogRank(rank);
   const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
   const auto started = Clock::now();

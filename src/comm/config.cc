@@ -53,4 +53,31 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   return Status::Ok();
 }
 
+std::vector<rdma::NicPreference> GpuNicPreferences(const Machine& machine,
+                                                   const std::string& gpu_pci) {
+  std::vector<rdma::NicPreference> out;
+  for (const NicDistance& d : RdmaNicsNearGpu(machine, gpu_pci)) {
+    // Bridges only order NICs of one path class (-1: none in common).
+    const int bridges = std::clamp(d.bridges, 0, 99);
+    out.push_back({d.name, static_cast<int>(d.path) * 100 + (d.bridges < 0 ? 99 : bridges)});
+  }
+  return out;
+}
+
+void CommConfig::PlaceGpu(const std::string& gpu_pci) {
+  transport.rdma.gpu_pci = gpu_pci;
+  transport.rdma.gpu_nics.clear();
+  if (gpu_pci.empty() || transport.rdma.mode == rdma::RdmaConfig::Mode::kOff) return;
+  const Machine* machine = nullptr;
+  if (const Status st = CachedMachine(topo_file, &machine, /*with_devices=*/true); !st.ok()) {
+    BATON_WARN(kLogInit, "no machine topology (%s): the RDMA NIC is not chosen by GPU",
+               st.message().c_str());
+    return;
+  }
+  transport.rdma.gpu_nics = GpuNicPreferences(*machine, gpu_pci);
+  if (transport.rdma.gpu_nics.empty())
+    BATON_INFO(kLogInit, "GPU %s: hwloc places no RDMA NIC near it (%s): NUMA node decides",
+               gpu_pci.c_str(), machine->source.c_str());
+}
+
 }  // namespace baton

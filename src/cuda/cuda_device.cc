@@ -251,6 +251,18 @@ Status ReadScalarAtCall(const void* ptr, void* out, size_t bytes) {
   return Status::Ok();
 }
 
+std::string CudaCurrentDevicePciBusId() {
+  if (!CudaDeviceAvailable()) return "";
+  int device = 0;
+  char bus_id[32] = {};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return bus_id;
+}
+
 bool CudaDeviceAvailable() {
   static const bool available = [] {
     if (!ProcessSettings().cuda) return false;

@@ -5,8 +5,11 @@
 
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <vector>
 
+#include "comm/config.h"
+#include "topology/machine.h"
 #include "transport/rdma/emulated_verbs.h"
 #include "transport/rdma/rdma_channel.h"
 #include "transport/rdma/rdma_setup.h"
@@ -45,16 +48,78 @@ TEST(RdmaHca, ChoosesTheActiveDeviceNearestTheRank) {
                                      {"mlx5_2", 1, false, false, 1, 200000}};
   DeviceInfo chosen;
   std::string why;
-  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), 1, &chosen, &why));
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), {}, 1, &chosen, &why));
   EXPECT_EQ(chosen.name, "mlx5_1");  // mlx5_2 is on node 1 too but down
-  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), 0, &chosen, &why));
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), {}, 0, &chosen, &why));
   EXPECT_EQ(chosen.name, "mlx5_0");
-  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter("^mlx5_0"), 0, &chosen, &why));
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter("^mlx5_0"), {}, 0, &chosen, &why));
   EXPECT_EQ(chosen.name, "mlx5_1");
-  EXPECT_FALSE(ChooseDevice(devices, ParseHcaFilter("=mlx5_2"), 0, &chosen, &why));
+  EXPECT_FALSE(ChooseDevice(devices, ParseHcaFilter("=mlx5_2"), {}, 0, &chosen, &why));
   EXPECT_NE(why.find("not active"), std::string::npos) << why;
-  EXPECT_FALSE(ChooseDevice({}, ParseHcaFilter(""), 0, &chosen, &why));
+  EXPECT_FALSE(ChooseDevice({}, ParseHcaFilter(""), {}, 0, &chosen, &why));
   EXPECT_EQ(why, "no RDMA device: ibv_get_device_list found none");
+}
+
+// The GPU's nearest NIC goes before the rank's NUMA node, NICs the model
+// does not place go after those it does, and BATON_IB_HCA still rules.
+TEST(RdmaHca, ChoosesTheNicNearestTheGpuFirst) {
+  const std::vector<DeviceInfo> devices = {{"mlx5_0", 1, true, false, 0, 100000},
+                                           {"mlx5_1", 1, true, false, 1, 100000},
+                                           {"mlx5_2", 1, true, false, 1, 200000},
+                                           {"mlx5_3", 1, false, false, 0, 100000}};
+  const std::vector<NicPreference> near = {{"mlx5_3", 2}, {"mlx5_1", 102}, {"mlx5_0", 300}};
+  DeviceInfo chosen;
+  std::string why;
+  // mlx5_3 is nearest but down; mlx5_1 next, though the rank's CPUs are on
+  // node 0 and mlx5_2 is faster.
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), near, 0, &chosen, &why));
+  EXPECT_EQ(chosen.name, "mlx5_1");
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter("^mlx5_1"), near, 1, &chosen, &why));
+  EXPECT_EQ(chosen.name, "mlx5_0");  // placed by the model: before mlx5_2 on node 1
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter("mlx5_2"), near, 0, &chosen, &why));
+  EXPECT_EQ(chosen.name, "mlx5_2");
+  // Preferences naming no listed device change nothing.
+  ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), {{"mlx4_0", 0}}, 0, &chosen, &why));
+  EXPECT_EQ(chosen.name, "mlx5_0");
+}
+
+// From the hwloc export to the choice: on the DGX-2 (with its NICs) every
+// rank takes the NIC on its GPU's switch, even where its CPUs sit on the
+// other socket, and without a GPU the NUMA node decides as before.
+TEST(RdmaHca, Dgx2RanksTakeTheNicOnTheirGpusSwitch) {
+  Machine dgx;
+  const std::string xml = std::string(BATON_TEST_DATA) + "/topologies/nvidiaDGX2-nics.xml";
+  ASSERT_TRUE(LoadMachine(xml, &dgx).ok());
+  std::vector<DeviceInfo> devices;
+  for (int n = 0; n < 8; ++n)
+    devices.push_back({"mlx5_" + std::to_string(n), 1, true, false, n < 4 ? 0 : 1, 100000});
+  for (int g = 0; g < 16; ++g) {
+    const std::vector<NicPreference> near = GpuNicPreferences(dgx, dgx.gpus[g].pci);
+    ASSERT_EQ(near.size(), 8u);
+    for (int numa : {-1, 0, 1}) {
+      DeviceInfo chosen;
+      std::string why;
+      ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), near, numa, &chosen, &why));
+      EXPECT_EQ(chosen.name, "mlx5_" + std::to_string(g / 2)) << g << " " << numa;
+      // Without that NIC: the other one below the same root port.
+      ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter("^=" + chosen.name), near, numa, &chosen,
+                               &why));
+      EXPECT_EQ(chosen.name, "mlx5_" + std::to_string((g / 2) ^ 1)) << g << " " << numa;
+    }
+  }
+  EXPECT_TRUE(GpuNicPreferences(dgx, "0000:99:00.0").empty());
+  // CommConfig::PlaceGpu reads the same model (BATON_TOPO_FILE) at creation.
+  CommConfig config;
+  config.topo_file = xml;
+  config.PlaceGpu("0000:E7:00.0");
+  EXPECT_EQ(config.transport.rdma.gpu_pci, "0000:E7:00.0");
+  ASSERT_EQ(config.transport.rdma.gpu_nics.size(), 8u);
+  EXPECT_EQ(config.transport.rdma.gpu_nics[0].name, "mlx5_7");
+  config.PlaceGpu("");
+  EXPECT_TRUE(config.transport.rdma.gpu_nics.empty());
+  config.transport.rdma.mode = RdmaConfig::Mode::kOff;
+  config.PlaceGpu("0000:e7:00.0");
+  EXPECT_TRUE(config.transport.rdma.gpu_nics.empty());
 }
 
 TEST(RdmaSetup, ForcedWithoutADeviceIsAClearError) {
