@@ -246,6 +246,9 @@ int PciBridgesBetween(const Device& a, const Device& b) {
 std::string NormalizePciBusId(const std::string& bus_id) {
   unsigned domain = 0, bus = 0, dev = 0, func = 0;
   int used = 0;
+  // Hex digits and separators only: sscanf's %x would also take "0x", signs
+  // and spaces.
+  if (bus_id.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) return "";
   if (sscanf(bus_id.c_str(), "%x:%x:%x.%x%n", &domain, &bus, &dev, &func, &used) != 4 ||
       static_cast<size_t>(used) != bus_id.size() || domain > 0xffff || bus > 0xff || dev > 0x1f ||
       func > 7)

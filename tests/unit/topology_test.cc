@@ -238,7 +238,7 @@ TEST(MachineTest, NicsNearGpuOnTheOtherMachines) {
   EXPECT_TRUE(RdmaNicsNearGpu(Load("power8gpudistances.xml"), "0002:01:00.0").empty());
   EXPECT_TRUE(RdmaNicsNearGpu(Load("192em64t-24n8c2t.xml"), "0000:01:00.0").empty());  // no GPU
   for (const char* bad : {"", "0000:84:00", "0000:84:00.0x", "zz:84:00.0", "0000:184:00.0",
-                          "0000:84:20.0", "0000:84:00.8"}) {
+                          "0000:84:20.0", "0000:84:00.8", "0000:84: 0.0", "-000:84:00.0"}) {
     EXPECT_EQ(NormalizePciBusId(bad), "") << bad;
     EXPECT_TRUE(RdmaNicsNearGpu(box, bad).empty()) << bad;
   }
