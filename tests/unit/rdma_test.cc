@@ -395,10 +395,191 @@ TEST(RdmaChannelTest, BadOptionsAndLayoutsAreRefused) {
     RdmaChannel::Options bad = Small();
     bad.slot_bytes = 1000;
     EXPECT_EQ(RdmaChannel::Create(shared, bad, 1, nullptr, &ch).code(), batonInvalidUsage);
+    for (int every : {0, kMaxSignalEvery + 1}) {
+      bad = Small();
+      bad.signal_every = every;
+      EXPECT_EQ(RdmaChannel::Create(shared, bad, 1, nullptr, &ch).code(), batonInvalidUsage);
+    }
+    bad = Small();
+    bad.inline_bytes = -1;
+    EXPECT_EQ(RdmaChannel::Create(shared, bad, 1, nullptr, &ch).code(), batonInvalidUsage);
     ASSERT_TRUE(RdmaChannel::Create(shared, Small(2), 1, nullptr, &ch).ok());
     RdmaEndpoint e = ch->endpoint();
     e.nqps = 1;
     EXPECT_EQ(ch->Connect(e).code(), batonInvalidUsage);
+  }
+  EXPECT_EQ(EmulatedObjectsAlive(), 0);
+}
+
+// ---- Inline and unsignaled writes -------------------------------------------
+
+// The emulation keeps the send queue as hardware does: unsignaled writes
+// complete silently and hold their entries until a later signaled write's
+// completion is polled; inline writes take their bytes at post time.
+TEST(RdmaEmulation, SendQueueEntriesAndInlineWrites) {
+  {
+    std::unique_ptr<Provider> provider = MakeEmulatedProvider();
+    std::vector<DeviceInfo> devices;
+    ASSERT_TRUE(provider->ListDevices(&devices).ok());
+    std::unique_ptr<Context> ctx;
+    ASSERT_TRUE(provider->Open(devices[0], -1, 0, &ctx).ok());
+    std::unique_ptr<CompletionQueue> cq_a, cq_b;
+    ASSERT_TRUE(ctx->CreateCq(64, &cq_a).ok());
+    ASSERT_TRUE(ctx->CreateCq(64, &cq_b).ok());
+    std::unique_ptr<QueuePair> a, b;
+    ASSERT_TRUE(ctx->CreateQp(cq_a.get(), 4, 32, 1000, &a).ok());
+    ASSERT_TRUE(ctx->CreateQp(cq_b.get(), 4, 32, 0, &b).ok());
+    EXPECT_EQ(a->max_inline(), 512);  // granted less than asked
+    EXPECT_EQ(b->max_inline(), 0);
+    ASSERT_TRUE(a->Connect(b->address()).ok());
+    ASSERT_TRUE(b->Connect(a->address()).ok());
+    ASSERT_TRUE(b->PostRecvs(7, 32).ok());
+    std::unique_ptr<MemoryRegion> src, dst;
+    ASSERT_TRUE(ctx->AllocRegistered(4096, &src).ok());
+    ASSERT_TRUE(ctx->AllocRegistered(4096, &dst).ok());
+    const uint64_t to = reinterpret_cast<uint64_t>(dst->data());
+    auto write = [&](uint64_t wr_id, const uint8_t* from, size_t len, uint64_t offset,
+                     bool signaled, bool inline_data) {
+      WriteFlags f;
+      f.with_imm = true;
+      f.imm = static_cast<uint32_t>(wr_id);
+      f.signaled = signaled;
+      f.inline_data = inline_data;
+      return a->PostWrite(wr_id, *src, from, len, to + offset, dst->rkey(), f);
+    };
+    auto poll = [](CompletionQueue* cq, std::vector<Completion>* out) {
+      Completion batch[16];
+      int got = 0;
+      EXPECT_TRUE(cq->Poll(batch, 16, &got).ok());
+      out->assign(batch, batch + got);
+      return got;
+    };
+    std::vector<Completion> got;
+    // Three unsignaled writes and a signaled one fill the queue of 4.
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(write(i, src->data(), 64, 64 * i, false, false).ok());
+    ASSERT_TRUE(write(3, src->data(), 64, 192, true, false).ok());
+    EXPECT_EQ(write(4, src->data(), 64, 256, true, false).code(), batonSystemError);
+    EXPECT_EQ(poll(cq_a.get(), &got), 1);  // the signaled one alone
+    EXPECT_EQ(got[0].wr_id, 3u);
+    EXPECT_TRUE(got[0].ok);
+    EXPECT_EQ(poll(cq_b.get(), &got), 4);  // every write with immediate arrives
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i].imm, static_cast<uint32_t>(i));
+    // Its completion freed all four entries; unsignaled writes alone free none.
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(write(10 + i, src->data(), 8, 0, false, false).ok());
+    EXPECT_EQ(poll(cq_a.get(), &got), 0);
+    EXPECT_EQ(write(14, src->data(), 8, 0, true, false).code(), batonSystemError);
+    EXPECT_EQ(poll(cq_b.get(), &got), 4);
+
+    // Inline: the bytes as posted, from memory no region holds; others are
+    // read when the NIC gets to them.
+    ASSERT_TRUE(ctx->CreateQp(cq_a.get(), 8, 32, 64, &a).ok());
+    ASSERT_TRUE(ctx->CreateQp(cq_b.get(), 8, 32, 0, &b).ok());
+    ASSERT_TRUE(a->Connect(b->address()).ok());
+    ASSERT_TRUE(b->Connect(a->address()).ok());
+    ASSERT_TRUE(b->PostRecvs(7, 32).ok());
+    EmulatedFaults hold;
+    hold.hold_deliveries = true;
+    SetEmulatedFaults(hold);
+    uint8_t stack[64];
+    memset(stack, 'a', sizeof(stack));
+    memset(src->data(), 'x', 64);
+    ASSERT_TRUE(write(20, stack, 64, 0, false, true).ok());
+    ASSERT_TRUE(write(21, src->data(), 64, 64, true, false).ok());
+    EXPECT_EQ(write(22, stack, 65, 0, true, true).code(), batonInvalidUsage);  // over 64
+    memset(stack, 'b', sizeof(stack));
+    memset(src->data(), 'y', 64);
+    SetEmulatedFaults({});
+    EXPECT_EQ(poll(cq_a.get(), &got), 1);
+    EXPECT_EQ(got[0].wr_id, 21u);
+    EXPECT_EQ(poll(cq_b.get(), &got), 2);
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(dst->data()), 64), std::string(64, 'a'));
+    EXPECT_EQ(std::string(reinterpret_cast<char*>(dst->data()) + 64, 64), std::string(64, 'y'));
+
+    // A failed unsignaled write completes anyway, and what follows flushes.
+    EmulatedFaults fail;
+    fail.fail_write_at = 1;
+    SetEmulatedFaults(fail);
+    ASSERT_TRUE(write(30, src->data(), 8, 0, false, false).ok());
+    ASSERT_TRUE(write(31, src->data(), 8, 0, false, true).ok());
+    SetEmulatedFaults({});
+    EXPECT_EQ(poll(cq_a.get(), &got), 2);
+    EXPECT_EQ(got[0].wr_id, 30u);
+    EXPECT_FALSE(got[0].ok);
+    EXPECT_FALSE(got[1].ok);
+    EXPECT_NE(got[1].error.find("Flushed"), std::string::npos) << got[1].error;
+    a.reset();
+    b.reset();
+  }
+  EXPECT_EQ(EmulatedObjectsAlive(), 0);
+}
+
+// The channel posts credits and small messages inline and signals one
+// write in `signal_every` per queue pair; every byte still arrives, and
+// with the default interval a failing unsignaled write fails the channel.
+TEST(RdmaChannelTest, InlineAndUnsignaledWrites) {
+  for (int every : {1, 4, kMaxSignalEvery}) {
+    for (int qps : {1, 2}) {
+      {
+        RdmaChannel::Options o = Small(qps);
+        o.signal_every = every;
+        o.inline_bytes = 128;
+        Pair p(o);
+        CallDescriptor tag;
+        tag.seq = 1;
+        // Small messages: header and data in one inline write, credits too.
+        for (size_t n = 1; n <= 64; ++n) {
+          std::vector<uint8_t> src = Pattern(n, static_cast<int>(n)), dst(n, 0);
+          RecvTarget t;
+          t.dst = dst.data();
+          t.opens = &tag;
+          ASSERT_TRUE(Transfer(p, src, t, &tag).ok()) << n;
+          ASSERT_EQ(src, dst) << n;
+          ++tag.seq;
+        }
+        const RdmaChannel::Counters small_a = p.a->counters(), small_b = p.b->counters();
+        EXPECT_EQ(small_a.writes, 64u);
+        EXPECT_EQ(small_a.inlined, 64u);
+        EXPECT_EQ(small_b.writes, 64u);  // one credit a chunk
+        EXPECT_EQ(small_b.inlined, 64u);
+        // One in `every` per queue pair (round-robin: 64 / qps writes each).
+        const uint64_t per_qp = 64 / qps;
+        EXPECT_EQ(small_a.signaled, qps * (per_qp / every)) << every << " " << qps;
+        EXPECT_EQ(small_b.signaled, qps * (per_qp / every)) << every << " " << qps;
+        // Large: chunks too big to inline, far more writes than the
+        // interval; only credits go inline.
+        // 64 + 4032 bytes, then 255 full slots: no small tail to inline.
+        const size_t big_bytes = (1 << 20) - 64;
+        std::vector<uint8_t> big = Pattern(big_bytes, 3), out(big_bytes, 0);
+        RecvTarget t;
+        t.dst = out.data();
+        t.opens = &tag;
+        ASSERT_TRUE(Transfer(p, big, t, &tag).ok());
+        ASSERT_EQ(big, out);
+        const RdmaChannel::Counters a = p.a->counters(), b = p.b->counters();
+        const uint64_t chunks = a.writes - small_a.writes;
+        EXPECT_EQ(chunks, 256u);
+        EXPECT_EQ(a.inlined, small_a.inlined);
+        EXPECT_EQ(b.inlined, b.writes);
+        EXPECT_EQ(b.writes - small_b.writes, chunks);
+        EXPECT_LE(a.completed, a.signaled);
+        EXPECT_GE(a.signaled, a.writes / every - qps);
+        EXPECT_LE(a.signaled, a.writes / every + qps);
+      }
+      EXPECT_EQ(EmulatedObjectsAlive(), 0);
+    }
+  }
+  {
+    Pair p(Small());
+    EmulatedFaults f;
+    f.fail_write_at = 2;  // unsignaled with the default interval
+    SetEmulatedFaults(f);
+    std::vector<uint8_t> src = Pattern(50000, 2), dst(50000);
+    RecvTarget t;
+    t.dst = dst.data();
+    const Status st = Transfer(p, src, t, nullptr);
+    SetEmulatedFaults({});
+    EXPECT_EQ(st.code(), batonSystemError) << st.message();
+    EXPECT_NE(st.message().find("injected"), std::string::npos) << st.message();
   }
   EXPECT_EQ(EmulatedObjectsAlive(), 0);
 }

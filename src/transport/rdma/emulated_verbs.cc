@@ -26,6 +26,9 @@ namespace {
 constexpr uint64_t kMemoryMagic = 0x42544e454d554d31ull;  // "BTNEMUM1"
 constexpr size_t kMemoryHeader = 4096;
 constexpr uint64_t kInboxDepth = 4096;
+// The most inline data an emulated queue pair grants (ConnectX grants a few
+// hundred bytes).
+constexpr int kMaxInline = 512;
 
 std::atomic<int> g_alive{0};
 std::atomic<uint32_t> g_next_id{1};
@@ -155,7 +158,14 @@ class EmuCq : public CompletionQueue {
   uint32_t id = 0;
   Fd channel;
   std::mutex mu;
-  std::deque<Completion> pending;  // the poster's own write completions
+  // The poster's own write completions (with the queue pair they came from
+  // and the send queue entries they free), and the delivered immediates.
+  struct Pending {
+    Completion c;
+    uint32_t qpn = 0;
+    int frees = 0;
+  };
+  std::deque<Pending> pending;
   std::vector<EmuQp*> qps;
 
   Status Poll(Completion* out, int max, int* got) override;
@@ -182,14 +192,23 @@ class EmuQp : public QueuePair {
   std::map<uint32_t, std::unique_ptr<Mapping>> remote_memory;
   Fd poke;  // unbound datagram socket towards the peer's channel
   bool error_state = false;
+  // The send queue as hardware keeps it: an entry per write posted, freed
+  // when the write's completion is polled, or for an unsignaled write when
+  // a later signaled one's is; posting to a full queue fails.
+  int send_depth = 0;
+  int sq_used = 0;        // owner's thread (posts, and polls of its cq)
+  int unsignaled = 0;     // posted since the last signaled write
+  int inline_bytes = 0;   // granted
   struct Parked {
     uint64_t wr_id;
     const uint8_t* src;
     size_t len;
     uint64_t remote_addr;
     uint32_t rkey;
-    bool with_imm;
-    uint32_t imm;
+    WriteFlags flags;
+    int frees;                    // send queue entries its completion frees
+    std::vector<uint8_t> inlined;  // inline writes: the bytes as posted
+    const uint8_t* source() const { return flags.inline_data ? inlined.data() : src; }
   };
   std::deque<Parked> parked;
 
@@ -221,12 +240,30 @@ class EmuQp : public QueuePair {
     if (!poke.valid()) return ErrnoError("emulated verbs: socket", errno);
     return Status::Ok();
   }
+  int max_inline() const override { return inline_bytes; }
   Status PostWrite(uint64_t wr_id, const MemoryRegion& mr, const uint8_t* src, size_t len,
-                   uint64_t remote_addr, uint32_t rkey, bool with_imm, uint32_t imm) override {
+                   uint64_t remote_addr, uint32_t rkey, const WriteFlags& flags) override {
     if (remote == nullptr) return InvalidUsage("emulated verbs: write on an unconnected QP");
-    if (src < mr.data() || src + len > mr.data() + mr.bytes())
+    if (sq_used >= send_depth)
+      return SystemError("emulated verbs: send queue full (" + std::to_string(send_depth) +
+                         " writes posted whose completions were not polled)");
+    if (flags.inline_data && len > static_cast<size_t>(inline_bytes))
+      return InvalidUsage("emulated verbs: inline write of " + std::to_string(len) +
+                          " bytes, the queue pair takes " + std::to_string(inline_bytes));
+    // An inline write's source needs no registration: the NIC copies it now.
+    if (!flags.inline_data && (src < mr.data() || src + len > mr.data() + mr.bytes()))
       return InvalidUsage("emulated verbs: write source outside its memory region");
-    parked.push_back({wr_id, src, len, remote_addr, rkey, with_imm, imm});
+    Parked w{wr_id, src, len, remote_addr, rkey, flags, 0, {}};
+    if (flags.inline_data) w.inlined.assign(src, src + len);
+    ++sq_used;
+    if (flags.signaled) {
+      w.frees = unsignaled + 1;
+      unsignaled = 0;
+    } else {
+      w.frees = 0;
+      ++unsignaled;
+    }
+    parked.push_back(std::move(w));
     Flush();
     return Status::Ok();
   }
@@ -239,20 +276,25 @@ class EmuQp : public QueuePair {
   void Flush() {
     if (parked.empty() || Faults().hold_deliveries) return;
     while (!parked.empty()) {
-      Parked w = parked.front();
+      Parked w = std::move(parked.front());
       parked.pop_front();
-      Completion c;
-      c.wr_id = w.wr_id;
-      c.op = Completion::Op::kWrite;
-      c.byte_len = static_cast<uint32_t>(w.len);
+      EmuCq::Pending p;
+      p.c.wr_id = w.wr_id;
+      p.c.op = Completion::Op::kWrite;
+      p.c.byte_len = static_cast<uint32_t>(w.len);
+      p.qpn = qpn;
+      p.frees = w.frees;
       std::string error = error_state ? "Work Request Flushed Error" : Deliver(w);
       if (!error.empty()) {
-        c.ok = false;
-        c.error = error;
+        // Failed writes complete whether signaled or not, as on hardware.
+        p.c.ok = false;
+        p.c.error = error;
         error_state = true;
+      } else if (!w.flags.signaled) {
+        continue;
       }
       std::lock_guard<std::mutex> lock(cq->mu);
-      cq->pending.push_back(c);
+      cq->pending.push_back(std::move(p));
     }
   }
   // Places one write at the peer; an error completion's text, or "".
@@ -272,17 +314,17 @@ class EmuQp : public QueuePair {
     if (h->magic != kMemoryMagic || w.remote_addr < h->base ||
         w.remote_addr + w.len > h->base + h->bytes)
       return "remote access error (outside the region)";
-    if (w.with_imm) {
+    if (w.flags.with_imm) {
       const uint64_t head = remote->head.load(std::memory_order_relaxed);
       if (head >= remote->posted.load(std::memory_order_acquire))
         return "receiver not ready: no receive posted (RNR retry exceeded)";
       if (head - remote->tail.load(std::memory_order_acquire) >= kInboxDepth)
         return "emulated inbox overflow";
     }
-    memcpy(it->second->addr() + kMemoryHeader + (w.remote_addr - h->base), w.src, w.len);
-    if (w.with_imm) {
+    memcpy(it->second->addr() + kMemoryHeader + (w.remote_addr - h->base), w.source(), w.len);
+    if (w.flags.with_imm) {
       const uint64_t head = remote->head.load(std::memory_order_relaxed);
-      remote->entries[head % kInboxDepth] = {w.imm, static_cast<uint32_t>(w.len)};
+      remote->entries[head % kInboxDepth] = {w.flags.imm, static_cast<uint32_t>(w.len)};
       remote->head.store(head + 1, std::memory_order_release);
       socklen_t alen;
       sockaddr_un a = ChannelAddress(remote->pid, remote->cq_id, &alen);
@@ -295,7 +337,7 @@ class EmuQp : public QueuePair {
     return "";
   }
   // Moves delivered immediates to `into` (under the cq's lock).
-  void Collect(std::deque<Completion>* into) {
+  void Collect(std::deque<EmuCq::Pending>* into) {
     uint64_t tail = inbox->tail.load(std::memory_order_relaxed);
     const uint64_t head = inbox->head.load(std::memory_order_acquire);
     for (; tail < head && !recv_ids.empty(); ++tail) {
@@ -305,7 +347,7 @@ class EmuQp : public QueuePair {
       recv_ids.pop_front();
       c.imm = inbox->entries[tail % kInboxDepth].imm;
       c.byte_len = inbox->entries[tail % kInboxDepth].len;
-      into->push_back(c);
+      into->push_back({c, 0, 0});
     }
     inbox->tail.store(tail, std::memory_order_release);
   }
@@ -322,7 +364,13 @@ Status EmuCq::Poll(Completion* out, int max, int* got) {
   for (EmuQp* qp : qps) qp->Collect(&pending);
   int n = 0;
   while (n < max && !pending.empty()) {
-    out[n++] = std::move(pending.front());
+    Pending& p = pending.front();
+    if (p.frees > 0) {
+      // Its queue pair may be gone (destroyed with completions unpolled).
+      for (EmuQp* qp : qps)
+        if (qp->qpn == p.qpn) qp->sq_used -= p.frees;
+    }
+    out[n++] = std::move(p.c);
     pending.pop_front();
   }
   if (Faults().reverse_completions) std::reverse(out, out + n);
@@ -357,12 +405,15 @@ class EmuContext : public Context {
     *out = std::move(cq);
     return Status::Ok();
   }
-  Status CreateQp(CompletionQueue* cq, int /*send_depth*/, int recv_depth,
+  Status CreateQp(CompletionQueue* cq, int send_depth, int recv_depth, int max_inline,
                   std::unique_ptr<QueuePair>* out) override {
     if (recv_depth > static_cast<int>(kInboxDepth))
       return InvalidUsage("emulated verbs: receive queue deeper than the inbox");
+    if (send_depth < 1) return InvalidUsage("emulated verbs: a send queue of no entries");
     auto* emu_cq = static_cast<EmuCq*>(cq);
     auto qp = std::make_unique<EmuQp>();
+    qp->send_depth = send_depth;
+    qp->inline_bytes = std::clamp(max_inline, 0, kMaxInline);
     qp->qpn = g_next_id.fetch_add(1);
     BATON_RETURN_IF_ERROR(
         Mapping::Create(ObjectName(getpid(), 'q', qp->qpn), sizeof(Inbox), &qp->inbox_mapping));

@@ -15,7 +15,12 @@
 //    delivery pokes: its fd becomes readable like ibv_comp_channel's.
 //  - Writes are performed by the poster's thread at post time (or when
 //    held deliveries are released), data before the immediate data, so a
-//    receiver that sees a completion sees the bytes.
+//    receiver that sees a completion sees the bytes. Inline writes take
+//    their bytes at post time, others when performed (a held write sees
+//    later changes to its source, as a NIC may).
+//  - The send queue is bounded as on hardware: an unsignaled write makes
+//    no completion (unless it fails) and keeps its entry until a later
+//    signaled write's completion is polled; posting to a full queue fails.
 // Names carry the pid; the objects are unlinked when their owner destroys
 // them (a crashed test leaves them in /dev/shm).
 #pragma once

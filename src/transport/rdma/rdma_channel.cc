@@ -13,16 +13,22 @@ namespace {
 constexpr uint32_t kCtsFlag = 0x80000000u;  // immediate data of a credit, not a chunk
 constexpr uint32_t kSeqMask = 0x7fffffffu;
 constexpr int kPollBatch = 32;
+// A write completion's wr_id: the queue pair in the low byte, above it the
+// send queue entries the completion frees (the unsignaled writes before it
+// and itself). Receives carry the queue pair alone.
+constexpr int kWrIdQpBits = 8;
 }  // namespace
 
 Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& options, int peer_rank,
                            const std::atomic<bool>* peer_closed,
                            std::unique_ptr<RdmaChannel>* out) {
   if (options.slots < 2 || options.slots > kMaxSlots || options.slot_bytes < 4096 ||
-      options.slot_bytes % 64 != 0 || options.qps < 1 || options.qps > kMaxQpsPerPeer)
+      options.slot_bytes % 64 != 0 || options.qps < 1 || options.qps > kMaxQpsPerPeer ||
+      options.signal_every < 1 || options.signal_every > kMaxSignalEvery ||
+      options.inline_bytes < 0)
     return InvalidUsage(
         "RDMA channel: slots (2 to 256), slot size (4 KiB or more, a multiple "
-        "of 64) or queue pairs (1 to 8) out of range");
+        "of 64), queue pairs (1 to 8), signal interval (1 to 64) or inline size out of range");
   std::unique_ptr<RdmaChannel> ch(new RdmaChannel());
   ch->peer_rank_ = peer_rank;
   ch->peer_closed_ = peer_closed;
@@ -32,6 +38,7 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   ch->arrived_seq_.assign(options.slots, 0);
   ch->recvs_to_post_.assign(options.qps, 0);
   ch->outstanding_.assign(options.qps, 0);
+  ch->unsignaled_.assign(options.qps, 0);
   ch->ready_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!ch->ready_fd_.valid()) return ErrnoError("RDMA channel: eventfd", errno);
   Context* ctx = ch->context_.get();
@@ -48,7 +55,8 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   BATON_RETURN_IF_ERROR(ctx->CreateCq(cq_depth, &ch->cq_));
   for (int q = 0; q < options.qps; ++q) {
     std::unique_ptr<QueuePair> qp;
-    BATON_RETURN_IF_ERROR(ctx->CreateQp(ch->cq_.get(), ch->SendDepth(), recv_depth, &qp));
+    BATON_RETURN_IF_ERROR(
+        ctx->CreateQp(ch->cq_.get(), ch->SendDepth(), recv_depth, options.inline_bytes, &qp));
     BATON_RETURN_IF_ERROR(qp->PostRecvs(static_cast<uint64_t>(q), recv_depth));
     ch->qps_.push_back(std::move(qp));
   }
@@ -119,10 +127,11 @@ Status RdmaChannel::Apply(const Completion& c) {
       failure_ = SystemError(what);
     return failure_;
   }
-  const size_t q = static_cast<size_t>(c.wr_id);
+  const size_t q = static_cast<size_t>(c.wr_id & ((1u << kWrIdQpBits) - 1));
   if (q >= qps_.size()) return failure_ = InternalError("RDMA: completion of an unknown QP");
   if (c.op == Completion::Op::kWrite) {
-    --outstanding_[q];
+    outstanding_[q] -= static_cast<int>(c.wr_id >> kWrIdQpBits);
+    ++counters_.completed;
     return Status::Ok();
   }
   ++recvs_to_post_[q];
@@ -163,6 +172,26 @@ Status RdmaChannel::PollCompletions() {
   return PostPendingCts();
 }
 
+Status RdmaChannel::Post(size_t q, const MemoryRegion& mr, const uint8_t* src, size_t len,
+                         uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+  WriteFlags flags;
+  flags.with_imm = true;
+  flags.imm = imm;
+  flags.inline_data = len <= static_cast<size_t>(qps_[q]->max_inline());
+  // SendDepth() is far above signal_every, so a queue pair at its depth
+  // always has a signaled write in flight whose completion frees entries.
+  flags.signaled = unsignaled_[q] + 1 >= options_.signal_every;
+  const uint64_t frees = flags.signaled ? static_cast<uint64_t>(unsignaled_[q]) + 1 : 0;
+  BATON_RETURN_IF_ERROR(
+      qps_[q]->PostWrite(q | frees << kWrIdQpBits, mr, src, len, remote_addr, rkey, flags));
+  unsignaled_[q] = flags.signaled ? 0 : unsignaled_[q] + 1;
+  ++outstanding_[q];
+  ++counters_.writes;
+  counters_.signaled += flags.signaled;
+  counters_.inlined += flags.inline_data;
+  return Status::Ok();
+}
+
 Status RdmaChannel::PostCts(uint64_t seq) {
   pending_cts_.push_back(seq);
   return PostPendingCts();
@@ -176,10 +205,9 @@ Status RdmaChannel::PostPendingCts() {
     const uint32_t slot = static_cast<uint32_t>(seq % options_.slots);
     uint64_t* word = reinterpret_cast<uint64_t*>(cts_out_->data()) + slot;
     *word = seq / options_.slots + 1;
-    BATON_RETURN_IF_ERROR(qps_[q]->PostWrite(
-        q, *cts_out_, reinterpret_cast<uint8_t*>(word), sizeof(*word),
-        remote_.cts_addr + slot * sizeof(uint64_t), remote_.cts_rkey, true, kCtsFlag | slot));
-    ++outstanding_[q];
+    BATON_RETURN_IF_ERROR(Post(q, *cts_out_, reinterpret_cast<uint8_t*>(word), sizeof(*word),
+                               remote_.cts_addr + slot * sizeof(uint64_t), remote_.cts_rkey,
+                               kCtsFlag | slot));
     pending_cts_.erase(pending_cts_.begin());
   }
   return Status::Ok();
@@ -217,10 +245,9 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
     }
     const size_t n = std::min<size_t>(remote_.slot_bytes - used, bytes - send_off_);
     memcpy(stage + used, src + send_off_, n);
-    BATON_RETURN_IF_ERROR(qps_[q]->PostWrite(
-        q, *send_staging_, stage, used + n, remote_.slots_addr + size_t(slot) * remote_.slot_bytes,
-        remote_.slots_rkey, true, static_cast<uint32_t>(seq & kSeqMask)));
-    ++outstanding_[q];
+    BATON_RETURN_IF_ERROR(Post(q, *send_staging_, stage, used + n,
+                               remote_.slots_addr + size_t(slot) * remote_.slot_bytes,
+                               remote_.slots_rkey, static_cast<uint32_t>(seq & kSeqMask)));
     ++send_seq_;
     send_off_ += n;
     first = false;

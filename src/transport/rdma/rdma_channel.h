@@ -18,8 +18,13 @@
 //
 // Chunks are spread over the connection's queue pairs round-robin; the
 // receiver consumes them in sequence order whatever order the completions
-// come in. Every write is signaled: error completions fail the channel
-// (retry exceeded: the peer is gone), and the send queue's depth is bounded.
+// come in. Writes that fit the queue pair's inline data (credits, small
+// messages) are posted inline, so the NIC need not read them back from
+// memory. One write in `signal_every` per queue pair is signaled; its
+// completion frees the send queue entries of the unsignaled ones before it
+// (a failed write completes anyway: error completions fail the channel,
+// retry exceeded meaning the peer is gone), so the count of entries in use
+// stays below the send queue's depth.
 #pragma once
 
 #include <atomic>
@@ -46,6 +51,8 @@ inline constexpr uint32_t kRdmaHeaderMagic = 0x42544e81;  // "BTN", RDMA format 
 inline constexpr uint32_t kRdmaHeaderTagged = 1;
 inline constexpr int kMaxQpsPerPeer = 8;
 inline constexpr uint32_t kMaxSlots = 256;
+inline constexpr int kMaxSignalEvery = 64;
+inline constexpr int kMaxInlineBytes = 1024;  // what BATON_IB_INLINE may ask for
 
 // This end's memory, as the peer must know it (exchanged at set-up).
 struct RdmaEndpoint {
@@ -66,6 +73,15 @@ class RdmaChannel : public Channel {
     uint32_t slots = 8;
     uint32_t slot_bytes = 512 << 10;  // a multiple of 64
     int qps = 1;
+    int inline_bytes = 128;  // inline writes asked of each queue pair (0: none)
+    int signal_every = 16;   // 1 to kMaxSignalEvery: 1 signals every write
+  };
+  // What was posted, for the tests' accounting.
+  struct Counters {
+    uint64_t writes = 0;     // chunks and credits
+    uint64_t signaled = 0;   // of them, signaled
+    uint64_t inlined = 0;    // of them, inline
+    uint64_t completed = 0;  // write completions polled
   };
   // Creates the local half: memory, completion queue, queue pairs with
   // their receives posted. `peer_closed` (may be null) is the watchdog's
@@ -84,6 +100,7 @@ class RdmaChannel : public Channel {
   void AddWaitFds(bool sending, int peer, WaitSet* ws) const override;
   // The completion channel's fd and the channel's own wake-up eventfd.
   std::vector<int> fds() const;
+  const Counters& counters() const { return counters_; }
 
  private:
   RdmaChannel() = default;
@@ -94,6 +111,10 @@ class RdmaChannel : public Channel {
   Status Failed() const;
   uint64_t CtsWord(uint32_t slot) const;
   Status PostCts(uint64_t seq);
+  // Posts one write with immediate on queue pair q: inline when it fits,
+  // signaled when its turn comes.
+  Status Post(size_t q, const MemoryRegion& mr, const uint8_t* src, size_t len,
+              uint64_t remote_addr, uint32_t rkey, uint32_t imm);
   Status PostPendingCts();
   int SendDepth() const;
 
@@ -115,7 +136,9 @@ class RdmaChannel : public Channel {
   bool recv_active_ = false;
   size_t recv_off_ = 0;
   std::vector<int> recvs_to_post_;     // per queue pair
-  std::vector<int> outstanding_;       // signaled writes not completed, per queue pair
+  std::vector<int> outstanding_;       // send queue entries in use, per queue pair
+  std::vector<int> unsignaled_;        // writes since the last signaled one, per queue pair
+  Counters counters_;
   std::vector<uint64_t> pending_cts_;  // chunks consumed whose credit waits for room
 
   // Verbs objects, released in reverse order: queue pairs first.

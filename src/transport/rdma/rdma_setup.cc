@@ -251,6 +251,7 @@ Status ConnectRdmaPeers(const RdmaConfig& config, const RdmaPeers& peers,
   options.slot_bytes = static_cast<uint32_t>(
       std::clamp<uint64_t>(config.buffsize / options.slots / 4096 * 4096, 4096, 8 << 20));
   options.qps = std::clamp(config.qps, 1, kMaxQpsPerPeer);
+  options.inline_bytes = std::clamp(config.inline_bytes, 0, kMaxInlineBytes);
   const size_t n = peers.peers.size();
   std::vector<std::unique_ptr<RdmaChannel>> made(n);
   for (size_t i = 0; i < n; ++i) {
