@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "topology/machine.h"
 
 namespace baton {
 

@@ -9,7 +9,6 @@
 
 #include "base/settings.h"
 #include "base/status.h"
-#include "topology/machine.h"
 #include "transport/channel_set.h"
 #include "tuning/algorithm_filter.h"
 
@@ -52,11 +51,14 @@ struct CommConfig {
   void PlaceGpu(const std::string& gpu_pci);
 };
 
+// Not included from topology/machine.h: its names (Placement) would clash
+// with those of the layers above comm/ that include this header.
+struct Machine;
+
 // The RDMA NICs of `machine` as the transport ranks them for a rank using
 // the GPU `gpu_pci`: nearest first, the distance growing with the path
 // class and then the PCIe bridges crossed. Empty without such a GPU.
 std::vector<rdma::NicPreference> GpuNicPreferences(const Machine& machine,
                                                    const std::string& gpu_pci);
-
 
 }  // namespace baton

@@ -122,8 +122,9 @@ TEST(RdmaEmulated, SixtyFourMiBAndMixedHosts) {
   }
 }
 
-// The emulation's objects of process `pid`: its memory regions and queue
-// pair inboxes in /dev/shm, its completion channels (abstract sockets).
+// The emulation's objects of process `pid`: its memory regions, queue pair
+// inboxes and completion channels' socket files in /dev/shm, and its open
+// completion channel sockets.
 int EmulatedObjectsOf(int pid) {
   const std::string prefix = "baton-ibemu-" + std::to_string(pid) + "-";
   int count = 0;
@@ -133,7 +134,7 @@ int EmulatedObjectsOf(int pid) {
   }
   std::ifstream unix_sockets("/proc/net/unix");
   for (std::string line; std::getline(unix_sockets, line);)
-    count += line.find("@" + prefix) != std::string::npos;
+    count += line.find(prefix) != std::string::npos;  // open, even if unlinked
   return count;
 }
 

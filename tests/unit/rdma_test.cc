@@ -102,8 +102,8 @@ TEST(RdmaHca, Dgx2RanksTakeTheNicOnTheirGpusSwitch) {
       ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter(""), near, numa, &chosen, &why));
       EXPECT_EQ(chosen.name, "mlx5_" + std::to_string(g / 2)) << g << " " << numa;
       // Without that NIC: the other one below the same root port.
-      ASSERT_TRUE(ChooseDevice(devices, ParseHcaFilter("^=" + chosen.name), near, numa, &chosen,
-                               &why));
+      ASSERT_TRUE(
+          ChooseDevice(devices, ParseHcaFilter("^=" + chosen.name), near, numa, &chosen, &why));
       EXPECT_EQ(chosen.name, "mlx5_" + std::to_string((g / 2) ^ 1)) << g << " " << numa;
     }
   }
@@ -168,17 +168,22 @@ TEST(RdmaSetup, HelloIsSealedAndAddressed) {
   EXPECT_FALSE(CheckRdmaHello(id, 3, 1, hello, &got).ok());
 }
 
+// The emulated device's first port, opened (null on failure).
+std::unique_ptr<Context> OpenEmulated() {
+  std::unique_ptr<Provider> provider = MakeEmulatedProvider();
+  std::vector<DeviceInfo> devices;
+  std::unique_ptr<Context> ctx;
+  EXPECT_TRUE(provider->ListDevices(&devices).ok());
+  if (!devices.empty()) EXPECT_TRUE(provider->Open(devices[0], -1, 0, &ctx).ok());
+  return ctx;
+}
+
 // Two connected channels in this process, one emulated device.
 struct Pair {
   std::unique_ptr<RdmaChannel> a, b;
   std::atomic<bool> a_peer_closed{false}, b_peer_closed{false};
   explicit Pair(RdmaChannel::Options options) {
-    std::unique_ptr<Provider> provider = MakeEmulatedProvider();
-    std::vector<DeviceInfo> devices;
-    EXPECT_TRUE(provider->ListDevices(&devices).ok());
-    std::unique_ptr<Context> ctx;
-    EXPECT_TRUE(provider->Open(devices[0], -1, 0, &ctx).ok());
-    std::shared_ptr<Context> shared(std::move(ctx));
+    std::shared_ptr<Context> shared = OpenEmulated();
     EXPECT_TRUE(RdmaChannel::Create(shared, options, 1, &a_peer_closed, &a).ok());
     EXPECT_TRUE(RdmaChannel::Create(shared, options, 0, &b_peer_closed, &b).ok());
     EXPECT_TRUE(a->Connect(b->endpoint()).ok());
@@ -385,12 +390,8 @@ TEST(RdmaChannelTest, ReorderedCompletionsKeepTheOrder) {
 
 TEST(RdmaChannelTest, BadOptionsAndLayoutsAreRefused) {
   {
-    std::unique_ptr<Provider> provider = MakeEmulatedProvider();
-    std::vector<DeviceInfo> devices;
-    ASSERT_TRUE(provider->ListDevices(&devices).ok());
-    std::unique_ptr<Context> ctx;
-    ASSERT_TRUE(provider->Open(devices[0], -1, 0, &ctx).ok());
-    std::shared_ptr<Context> shared(std::move(ctx));
+    std::shared_ptr<Context> shared = OpenEmulated();
+    ASSERT_NE(shared, nullptr);
     std::unique_ptr<RdmaChannel> ch;
     RdmaChannel::Options bad = Small();
     bad.slot_bytes = 1000;
@@ -418,11 +419,8 @@ TEST(RdmaChannelTest, BadOptionsAndLayoutsAreRefused) {
 // completion is polled; inline writes take their bytes at post time.
 TEST(RdmaEmulation, SendQueueEntriesAndInlineWrites) {
   {
-    std::unique_ptr<Provider> provider = MakeEmulatedProvider();
-    std::vector<DeviceInfo> devices;
-    ASSERT_TRUE(provider->ListDevices(&devices).ok());
-    std::unique_ptr<Context> ctx;
-    ASSERT_TRUE(provider->Open(devices[0], -1, 0, &ctx).ok());
+    std::unique_ptr<Context> ctx = OpenEmulated();
+    ASSERT_NE(ctx, nullptr);
     std::unique_ptr<CompletionQueue> cq_a, cq_b;
     ASSERT_TRUE(ctx->CreateCq(64, &cq_a).ok());
     ASSERT_TRUE(ctx->CreateCq(64, &cq_b).ok());

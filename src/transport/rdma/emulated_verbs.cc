@@ -125,13 +125,19 @@ struct Counted {
   Counted& operator=(const Counted&) = delete;
 };
 
+// A file in /dev/shm rather than an abstract name: abstract sockets belong
+// to a network namespace, and ranks of simulated hosts (scripts/netns.sh)
+// sit in different ones but share /dev/shm.
+std::string ChannelPath(int pid, uint32_t cq_id) {
+  return "/dev/shm" + ObjectName(pid, 'c', cq_id);
+}
+
 sockaddr_un ChannelAddress(int pid, uint32_t cq_id, socklen_t* len) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  // Abstract: a leading NUL, no file, gone with the socket.
-  std::string name = "baton-ibemu-" + std::to_string(pid) + "-c" + std::to_string(cq_id);
-  memcpy(a.sun_path + 1, name.data(), name.size());
-  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  const std::string path = ChannelPath(pid, cq_id);
+  memcpy(a.sun_path, path.data(), std::min(path.size(), sizeof(a.sun_path) - 1));
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
   return a;
 }
 
@@ -154,9 +160,13 @@ class EmuQp;
 
 class EmuCq : public CompletionQueue {
  public:
+  ~EmuCq() override {
+    if (bound) unlink(ChannelPath(getpid(), id).c_str());
+  }
   Counted counted;
   uint32_t id = 0;
   Fd channel;
+  bool bound = false;  // the socket file is ours to remove
   std::mutex mu;
   // The poster's own write completions (with the queue pair they came from
   // and the send queue entries they free), and the delivered immediates.
@@ -196,9 +206,9 @@ class EmuQp : public QueuePair {
   // when the write's completion is polled, or for an unsignaled write when
   // a later signaled one's is; posting to a full queue fails.
   int send_depth = 0;
-  int sq_used = 0;        // owner's thread (posts, and polls of its cq)
-  int unsignaled = 0;     // posted since the last signaled write
-  int inline_bytes = 0;   // granted
+  int sq_used = 0;       // owner's thread (posts, and polls of its cq)
+  int unsignaled = 0;    // posted since the last signaled write
+  int inline_bytes = 0;  // granted
   struct Parked {
     uint64_t wr_id;
     const uint8_t* src;
@@ -206,7 +216,7 @@ class EmuQp : public QueuePair {
     uint64_t remote_addr;
     uint32_t rkey;
     WriteFlags flags;
-    int frees;                    // send queue entries its completion frees
+    int frees;                     // send queue entries its completion frees
     std::vector<uint8_t> inlined;  // inline writes: the bytes as posted
     const uint8_t* source() const { return flags.inline_data ? inlined.data() : src; }
   };
@@ -400,8 +410,11 @@ class EmuContext : public Context {
     if (!cq->channel.valid()) return ErrnoError("emulated verbs: socket", errno);
     socklen_t len;
     sockaddr_un a = ChannelAddress(getpid(), cq->id, &len);
+    // A file of this name is left by a crashed process that had our pid.
+    unlink(ChannelPath(getpid(), cq->id).c_str());
     if (bind(cq->channel.get(), reinterpret_cast<sockaddr*>(&a), len) != 0)
       return ErrnoError("emulated verbs: bind the completion channel", errno);
+    cq->bound = true;
     *out = std::move(cq);
     return Status::Ok();
   }

@@ -11,7 +11,8 @@
 //    count of receives posted there. A write with immediate and no posted
 //    receive completes with an error (hardware would stall on RNR), so the
 //    protocol's receive accounting is checked, not assumed.
-//  - A completion channel is an abstract Unix datagram socket that every
+//  - A completion channel is a Unix datagram socket (a file in /dev/shm,
+//    so that processes in different network namespaces reach it) that every
 //    delivery pokes: its fd becomes readable like ibv_comp_channel's.
 //  - Writes are performed by the poster's thread at post time (or when
 //    held deliveries are released), data before the immediate data, so a

@@ -216,8 +216,8 @@ class IbQp : public QueuePair {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = flags.with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.send_flags = (flags.signaled ? IBV_SEND_SIGNALED : 0) |
-                    (flags.inline_data ? IBV_SEND_INLINE : 0);
+    wr.send_flags =
+        (flags.signaled ? IBV_SEND_SIGNALED : 0) | (flags.inline_data ? IBV_SEND_INLINE : 0);
     wr.imm_data = htonl(flags.imm);
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey;

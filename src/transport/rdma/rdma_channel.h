@@ -135,9 +135,9 @@ class RdmaChannel : public Channel {
   std::vector<uint64_t> arrived_seq_;
   bool recv_active_ = false;
   size_t recv_off_ = 0;
-  std::vector<int> recvs_to_post_;     // per queue pair
-  std::vector<int> outstanding_;       // send queue entries in use, per queue pair
-  std::vector<int> unsignaled_;        // writes since the last signaled one, per queue pair
+  std::vector<int> recvs_to_post_;  // per queue pair
+  std::vector<int> outstanding_;    // send queue entries in use, per queue pair
+  std::vector<int> unsignaled_;     // writes since the last signaled one, per queue pair
   Counters counters_;
   std::vector<uint64_t> pending_cts_;  // chunks consumed whose credit waits for room
 

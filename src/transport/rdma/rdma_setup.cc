@@ -133,7 +133,7 @@ std::string WhyThisDevice(const RdmaConfig& config, const DeviceInfo& device, in
   for (const NicPreference& p : config.gpu_nics)
     if (p.name == device.name) return "the nearest to GPU " + config.gpu_pci;
   if (!config.gpu_pci.empty() && config.gpu_nics.empty()) {
-    const std::string fallback = "GPU " + config.gpu_pci + " not placed by hwloc, so ";
+    const std::string fallback = "no NIC placed near GPU " + config.gpu_pci + " by hwloc, so ";
     if (numa_node >= 0 && device.numa_node == numa_node)
       return fallback + "on NUMA node " + std::to_string(numa_node);
     return fallback + "the fastest";
