@@ -31,6 +31,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.transport.rdma.traffic_class = static_cast<int>(std::clamp<int64_t>(s.ib_tc, 0, 255));
   c.transport.rdma.qps = static_cast<int>(std::clamp<int64_t>(s.ib_qps_per_peer, 1, 8));
   c.transport.rdma.emulate = s.ib_emulate;
+  c.transport.rdma.zcopy_min = s.ib_zcopy_min;
   c.transport.buffsize = std::max<uint64_t>(s.buffsize, 64 << 10);
   c.transport.tcp_sockets =
       static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));

@@ -23,6 +23,7 @@
 #include "transport/control.h"
 #include "transport/doorbell.h"
 #include "transport/rdma/rdma_setup.h"
+#include "transport/user_memory.h"
 
 namespace baton {
 
@@ -70,6 +71,9 @@ struct ChannelSetup {
   Deadline deadline;
   // Where this rank is, as peers that ask are told (see CurrentCallState()).
   std::function<CallState()> call_state;
+  // The communicator's registered buffers (RDMA writes large messages
+  // between them in place); outlives the channels. May be null.
+  UserMemory* user_memory = nullptr;
 };
 
 // The channels of one communicator plus the machinery shared by all of them:

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,7 +25,8 @@ namespace baton::rdma {
 
 namespace {
 
-constexpr uint64_t kMemoryMagic = 0x42544e454d554d31ull;  // "BTNEMUM1"
+constexpr uint64_t kMemoryMagic = 0x42544e454d554d31ull;      // "BTNEMUM1"
+constexpr uint64_t kUserMemoryMagic = 0x42544e454d555531ull;  // "BTNEMUU1"
 constexpr size_t kMemoryHeader = 4096;
 constexpr uint64_t kInboxDepth = 4096;
 // The most inline data an emulated queue pair grants (ConnectX grants a few
@@ -155,6 +158,54 @@ class EmuMemory : public MemoryRegion {
     h->magic = kMemoryMagic;
   }
 };
+
+// The registration of a process's own memory: a descriptor named by the
+// rkey (magic, address, length, no data); peers write into the memory with
+// process_vm_writev. Destruction clears the magic before the name goes, so
+// a peer that mapped the descriptor earlier sees the rkey invalid, as a
+// NIC does after ibv_dereg_mr.
+class EmuUserMemory : public MemoryRegion {
+ public:
+  Counted counted;
+  std::unique_ptr<Mapping> mapping;
+  ~EmuUserMemory() override {
+    if (mapping != nullptr)
+      __atomic_store_n(&reinterpret_cast<MemoryHeader*>(mapping->addr())->magic, uint64_t{0},
+                       __ATOMIC_RELEASE);
+  }
+  void Init(uint32_t id, void* addr, size_t bytes) {
+    data_ = static_cast<uint8_t*>(addr);
+    bytes_ = bytes;
+    lkey_ = rkey_ = id;
+    auto* h = reinterpret_cast<MemoryHeader*>(mapping->addr());
+    h->base = reinterpret_cast<uint64_t>(addr);
+    h->bytes = bytes;
+    __atomic_store_n(&h->magic, kUserMemoryMagic, __ATOMIC_RELEASE);
+  }
+};
+
+// Places `len` bytes at `addr` in process `pid`; an error completion's
+// text, or "".
+std::string WriteUserMemory(int pid, uint64_t addr, const uint8_t* src, size_t len) {
+  if (pid == getpid()) {
+    memcpy(reinterpret_cast<void*>(addr), src, len);
+    return "";
+  }
+  while (len > 0) {
+    iovec local{const_cast<uint8_t*>(src), len};
+    iovec remote{reinterpret_cast<void*>(addr), len};
+    const ssize_t n = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == ESRCH) return "transport retry counter exceeded";
+    if (n <= 0)
+      return std::string("remote access error (process_vm_writev: ") +
+             (n < 0 ? strerror(errno) : "wrote nothing") + ")";
+    src += n;
+    addr += static_cast<uint64_t>(n);
+    len -= static_cast<size_t>(n);
+  }
+  return "";
+}
 
 class EmuQp;
 
@@ -321,9 +372,10 @@ class EmuQp : public QueuePair {
       it = remote_memory.emplace(w.rkey, std::move(m)).first;
     }
     const auto* h = reinterpret_cast<const MemoryHeader*>(it->second->addr());
-    if (h->magic != kMemoryMagic || w.remote_addr < h->base ||
+    const uint64_t magic = __atomic_load_n(&h->magic, __ATOMIC_ACQUIRE);
+    if ((magic != kMemoryMagic && magic != kUserMemoryMagic) || w.remote_addr < h->base ||
         w.remote_addr + w.len > h->base + h->bytes)
-      return "remote access error (outside the region)";
+      return "remote access error (outside the region, or the rkey was deregistered)";
     if (w.flags.with_imm) {
       const uint64_t head = remote->head.load(std::memory_order_relaxed);
       if (head >= remote->posted.load(std::memory_order_acquire))
@@ -331,7 +383,12 @@ class EmuQp : public QueuePair {
       if (head - remote->tail.load(std::memory_order_acquire) >= kInboxDepth)
         return "emulated inbox overflow";
     }
-    memcpy(it->second->addr() + kMemoryHeader + (w.remote_addr - h->base), w.source(), w.len);
+    if (magic == kUserMemoryMagic) {
+      std::string error = WriteUserMemory(remote->pid, w.remote_addr, w.source(), w.len);
+      if (!error.empty()) return error;
+    } else {
+      memcpy(it->second->addr() + kMemoryHeader + (w.remote_addr - h->base), w.source(), w.len);
+    }
     if (w.flags.with_imm) {
       const uint64_t head = remote->head.load(std::memory_order_relaxed);
       remote->entries[head % kInboxDepth] = {w.flags.imm, static_cast<uint32_t>(w.len)};
@@ -400,6 +457,19 @@ class EmuContext : public Context {
     BATON_RETURN_IF_ERROR(
         Mapping::Create(ObjectName(getpid(), 'm', id), kMemoryHeader + bytes, &mr->mapping));
     mr->Init(id, bytes);
+    *out = std::move(mr);
+    return Status::Ok();
+  }
+  Status RegisterUser(void* addr, size_t bytes, std::unique_ptr<MemoryRegion>* out) override {
+    if (addr == nullptr || bytes == 0) return InvalidUsage("emulated verbs: empty registration");
+    auto mr = std::make_unique<EmuUserMemory>();
+    const uint32_t id = g_next_id.fetch_add(1);
+    BATON_RETURN_IF_ERROR(
+        Mapping::Create(ObjectName(getpid(), 'm', id), kMemoryHeader, &mr->mapping));
+    // Where Yama restricts ptrace to descendants, let peers (siblings)
+    // write into this process, as BATON_CMA does for reads.
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    mr->Init(id, addr, bytes);
     *out = std::move(mr);
     return Status::Ok();
   }

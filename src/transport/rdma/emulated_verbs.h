@@ -6,6 +6,9 @@
 //  - Registered memory lives in a named shared-memory object
 //    (/dev/shm/baton-ibemu-PID-mKEY); the rkey names it, and a peer's
 //    "NIC" maps it on first use to place RDMA writes by address.
+//  - A registered user buffer (RegisterUser) is a descriptor of the same
+//    name (address and length, no data); writes into it are placed with
+//    process_vm_writev, and a deregistered rkey fails the write.
 //  - Each queue pair has an inbox (/dev/shm/baton-ibemu-PID-qQPN): the
 //    ring of immediate data that writes with immediate deliver, and the
 //    count of receives posted there. A write with immediate and no posted

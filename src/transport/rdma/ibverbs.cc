@@ -75,7 +75,7 @@ class IbMemory : public MemoryRegion {
     free(block);
   }
   void Set() {
-    data_ = static_cast<uint8_t*>(block);
+    data_ = static_cast<uint8_t*>(mr->addr);
     bytes_ = mr->length;
     lkey_ = mr->lkey;
     rkey_ = mr->rkey;
@@ -266,6 +266,17 @@ class IbContext : public Context {
       return VerbsError("ibv_reg_mr of " + std::to_string(bytes) + " bytes (is ulimit -l too low?)",
                         errno);
     m->Set();
+    *out = std::move(m);
+    return Status::Ok();
+  }
+  Status RegisterUser(void* addr, size_t bytes, std::unique_ptr<MemoryRegion>* out) override {
+    auto m = std::make_unique<IbMemory>();
+    m->mr = ibv_reg_mr(pd, addr, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (m->mr == nullptr)
+      return VerbsError("ibv_reg_mr of a user buffer of " + std::to_string(bytes) +
+                            " bytes (is ulimit -l too low?)",
+                        errno);
+    m->Set();  // block stays null: the memory is the user's
     *out = std::move(m);
     return Status::Ok();
   }

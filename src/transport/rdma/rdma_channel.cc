@@ -7,11 +7,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/log.h"
+
 namespace baton::rdma {
 
 namespace {
 constexpr uint32_t kCtsFlag = 0x80000000u;  // immediate data of a credit, not a chunk
 constexpr uint32_t kSeqMask = 0x7fffffffu;
+constexpr uint32_t kReplyImm = kCtsFlag | 0x40000000u;  // an answer to an offer, not a credit
+// The largest single write of a zero-copy message (verbs allow 2^31 bytes).
+constexpr size_t kDirectPiece = size_t{1} << 30;
 constexpr int kPollBatch = 32;
 // A write completion's wr_id: the queue pair in the low byte, above it the
 // send queue entries the completion frees (the unsignaled writes before it
@@ -44,8 +49,11 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   Context* ctx = ch->context_.get();
   BATON_RETURN_IF_ERROR(
       ctx->AllocRegistered(size_t(options.slots) * options.slot_bytes, &ch->recv_slots_));
-  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(kMaxSlots * sizeof(uint64_t), &ch->cts_in_));
-  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(kMaxSlots * sizeof(uint64_t), &ch->cts_out_));
+  // Clear-to-send words, then the answer to a zero-copy offer.
+  static_assert(kCtsBytes == kMaxSlots * sizeof(uint64_t));
+  const size_t cts_bytes = kCtsBytes + sizeof(RdmaDirectReply);
+  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_in_));
+  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_out_));
   memset(ch->cts_in_->data(), 0, ch->cts_in_->bytes());
   // Per queue pair, at most `slots` chunks and `slots` credits can be
   // unconsumed at once (each side's credits bound them), so 2 * slots
@@ -64,7 +72,15 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   return Status::Ok();
 }
 
-RdmaChannel::~RdmaChannel() = default;
+RdmaChannel::~RdmaChannel() {
+  if (counters_.direct_sent + counters_.direct_received + counters_.declined > 0)
+    BATON_INFO(kLogNet,
+               "RDMA with rank %d: %llu messages sent and %llu received in place (zero-copy), "
+               "%llu offers declined",
+               peer_rank_, static_cast<unsigned long long>(counters_.direct_sent),
+               static_cast<unsigned long long>(counters_.direct_received),
+               static_cast<unsigned long long>(counters_.declined));
+}
 
 int RdmaChannel::SendDepth() const {
   return 4 * static_cast<int>(kMaxSlots) + 16;
@@ -135,6 +151,12 @@ Status RdmaChannel::Apply(const Completion& c) {
     return Status::Ok();
   }
   ++recvs_to_post_[q];
+  if (c.imm == kReplyImm) {
+    // The whole record has landed once its immediate is here.
+    memcpy(&reply_, cts_in_->data() + kCtsBytes, sizeof(reply_));
+    reply_arrived_ = true;
+    return Status::Ok();
+  }
   if (c.imm & kCtsFlag) return Status::Ok();  // the credit is in cts_in_ already
   const uint64_t delta = (c.imm - recv_seq_) & kSeqMask;
   if (delta >= options_.slots || c.byte_len > options_.slot_bytes)
@@ -173,9 +195,9 @@ Status RdmaChannel::PollCompletions() {
 }
 
 Status RdmaChannel::Post(size_t q, const MemoryRegion& mr, const uint8_t* src, size_t len,
-                         uint64_t remote_addr, uint32_t rkey, uint32_t imm) {
+                         uint64_t remote_addr, uint32_t rkey, uint32_t imm, bool with_imm) {
   WriteFlags flags;
-  flags.with_imm = true;
+  flags.with_imm = with_imm;
   flags.imm = imm;
   flags.inline_data = len <= static_cast<size_t>(qps_[q]->max_inline());
   // SendDepth() is far above signal_every, so a queue pair at its depth
@@ -198,6 +220,12 @@ Status RdmaChannel::PostCts(uint64_t seq) {
 }
 
 Status RdmaChannel::PostPendingCts() {
+  if (reply_pending_ && outstanding_[0] < SendDepth()) {
+    const uint8_t* record = cts_out_->data() + kCtsBytes;
+    BATON_RETURN_IF_ERROR(Post(0, *cts_out_, record, sizeof(RdmaDirectReply),
+                               remote_.cts_addr + kCtsBytes, remote_.cts_rkey, kReplyImm));
+    reply_pending_ = false;
+  }
   while (!pending_cts_.empty()) {
     const uint64_t seq = pending_cts_.front();
     const size_t q = seq % qps_.size();
@@ -213,6 +241,91 @@ Status RdmaChannel::PostPendingCts() {
   return Status::Ok();
 }
 
+bool RdmaChannel::PostHeaderChunk(uint64_t bytes, uint32_t flags, const CallDescriptor* tag,
+                                  Status* st) {
+  const uint64_t seq = send_seq_;
+  const uint32_t slot = static_cast<uint32_t>(seq % remote_.slots);
+  const size_t q = seq % qps_.size();
+  if (CtsWord(slot) < seq / remote_.slots || outstanding_[q] >= SendDepth()) return false;
+  RdmaMessageHeader h;
+  h.magic = kRdmaHeaderMagic;
+  h.flags = flags;
+  h.bytes = bytes;
+  if (tag != nullptr) {
+    h.flags |= kRdmaHeaderTagged;
+    h.tag = *tag;
+  }
+  uint8_t* stage = send_staging_->data() + size_t(slot) * remote_.slot_bytes;
+  memcpy(stage, &h, sizeof(h));
+  *st = Post(q, *send_staging_, stage, sizeof(h),
+             remote_.slots_addr + size_t(slot) * remote_.slot_bytes, remote_.slots_rkey,
+             static_cast<uint32_t>(seq & kSeqMask));
+  if (st->ok()) ++send_seq_;
+  return st->ok();
+}
+
+bool RdmaChannel::OfferDirect(const uint8_t* src, size_t bytes) {
+  UserMemory* memory = options_.user_memory;
+  if (memory == nullptr || options_.zcopy_min == 0 || bytes < options_.zcopy_min ||
+      memory->none())
+    return false;
+  UserRange range;
+  if (!memory->Find(src, bytes, &range)) return false;
+  Status st = options_.mr_cache->Get(range, &send_user_mr_);
+  if (!st.ok()) {
+    // Still correct through the slots; the device may refuse pinning more.
+    BATON_WARN(kLogNet, "RDMA: sending through the slots: %s", st.message().c_str());
+    return false;
+  }
+  return true;
+}
+
+Status RdmaChannel::ProgressDirectSend(const uint8_t* src, size_t bytes,
+                                       const CallDescriptor* tag) {
+  Status st;
+  if (send_direct_ == Direct::kOffer) {
+    offer_seq_ = send_seq_;
+    if (!PostHeaderChunk(bytes, kRdmaHeaderOffer, tag, &st)) return st;
+    reply_arrived_ = false;
+    send_direct_ = Direct::kAwaitReply;
+  }
+  if (send_direct_ == Direct::kAwaitReply) {
+    if (!reply_arrived_) return Status::Ok();
+    if (reply_.offer_seq != offer_seq_)
+      return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                      " answered another zero-copy offer");
+    if (reply_.accept == 0) {
+      // Through the slots, after the header already sent.
+      ++counters_.declined;
+      send_headed_ = true;
+      send_user_mr_.reset();
+      send_direct_ = Direct::kNo;
+      return Status::Ok();
+    }
+    // On the done chunk's queue pair: RC delivers them before it.
+    const size_t q = send_seq_ % qps_.size();
+    const size_t pieces = (bytes + kDirectPiece - 1) / kDirectPiece;
+    if (outstanding_[q] + static_cast<int>(pieces) >= SendDepth()) return Status::Ok();
+    for (size_t off = 0; off < bytes; off += kDirectPiece)
+      BATON_RETURN_IF_ERROR(Post(q, *send_user_mr_, src + off, std::min(kDirectPiece, bytes - off),
+                                 reply_.addr + off, reply_.rkey, 0, /*with_imm=*/false));
+    send_direct_ = Direct::kDone;
+  }
+  if (send_direct_ == Direct::kDone) {
+    done_seq_ = send_seq_;
+    if (!PostHeaderChunk(bytes, kRdmaHeaderDone, nullptr, &st)) return st;
+    send_direct_ = Direct::kAwaitDone;
+  }
+  // The done chunk's credit: the receiver saw it, so the data has landed.
+  const uint32_t slot = static_cast<uint32_t>(done_seq_ % remote_.slots);
+  if (CtsWord(slot) < done_seq_ / remote_.slots + 1) return Status::Ok();
+  ++counters_.direct_sent;
+  send_user_mr_.reset();
+  send_direct_ = Direct::kNo;
+  send_off_ = bytes;
+  return Status::Ok();
+}
+
 Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                                  size_t* done) {
   if (bytes == 0) return Status::Ok();
@@ -221,8 +334,24 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
   if (!send_active_) {
     send_active_ = true;
     send_off_ = 0;
+    send_headed_ = false;
+    if (OfferDirect(src, bytes)) [[unlikely]]
+      send_direct_ = Direct::kOffer;
   }
-  bool first = send_off_ == 0;
+  if (send_direct_ != Direct::kNo) [[unlikely]] {
+    const uint64_t seq_before = send_seq_;
+    BATON_RETURN_IF_ERROR(ProgressDirectSend(src, bytes, tag));
+    if (send_direct_ != Direct::kNo || send_off_ == bytes) {
+      *done = send_off_;
+      if (send_off_ == bytes) send_active_ = false;
+      if (send_seq_ == seq_before && send_off_ < bytes && peer_closed_ != nullptr &&
+          peer_closed_->load(std::memory_order_acquire))
+        return RemoteError("rank " + std::to_string(peer_rank_) +
+                           " closed its connection (process died or aborted)");
+      return Status::Ok();
+    }
+  }
+  bool first = send_off_ == 0 && !send_headed_;
   bool moved = false;
   while (send_off_ < bytes) {
     const uint64_t seq = send_seq_;
@@ -282,12 +411,33 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
         return InvalidUsage("rank " + std::to_string(peer_rank_) +
                             " sent a message without Baton's RDMA header (another version of "
                             "Baton, or its stream is out of step with this rank's)");
+      if (h.flags & kRdmaHeaderDone)
+        return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                        " ended a zero-copy message that was not offered");
       BATON_RETURN_IF_ERROR(CheckOpening(target, h.flags & kRdmaHeaderTagged ? &h.tag : nullptr));
       if (h.bytes != bytes) return Mismatch(CallMismatch::Kind::kSize, nullptr, h.bytes);
       recv_active_ = true;
       recv_off_ = 0;
       data += sizeof(h);
       len -= sizeof(h);
+      if (h.flags & kRdmaHeaderOffer) [[unlikely]] {
+        if (len != 0)
+          return failure_ = InternalError("RDMA: a zero-copy offer from rank " +
+                                          std::to_string(peer_rank_) + " carried data");
+        BATON_RETURN_IF_ERROR(AnswerOffer(target, bytes));
+      }
+    } else if (recv_direct_) [[unlikely]] {
+      // Accepted: the next chunk ends the message, its data already here.
+      RdmaMessageHeader h;
+      if (len != sizeof(h) || (memcpy(&h, data, sizeof(h)), h.magic != kRdmaHeaderMagic) ||
+          !(h.flags & kRdmaHeaderDone) || h.bytes != bytes)
+        return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                        " sent data into a message it writes in place");
+      recv_direct_ = false;
+      recv_user_mr_.reset();
+      ++counters_.direct_received;
+      len = 0;
+      recv_off_ = bytes;
     }
     if (recv_off_ + len > bytes)
       return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
@@ -306,6 +456,31 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
     return RemoteError("rank " + std::to_string(peer_rank_) +
                        " closed its connection (process died or aborted)");
   return Status::Ok();
+}
+
+Status RdmaChannel::AnswerOffer(const RecvTarget& target, size_t bytes) {
+  RdmaDirectReply reply;
+  reply.offer_seq = recv_seq_;
+  UserRange range;
+  UserMemory* memory = options_.user_memory;
+  // In place only when the bytes are copied as they are (not reduced) into
+  // a buffer whose lifetime Baton knows.
+  if (target.reduce_with == nullptr && memory != nullptr && options_.zcopy_min > 0 &&
+      memory->Find(target.dst, bytes, &range)) {
+    Status st = options_.mr_cache->Get(range, &recv_user_mr_);
+    if (st.ok()) {
+      reply.accept = 1;
+      reply.addr = reinterpret_cast<uint64_t>(target.dst);
+      reply.rkey = recv_user_mr_->rkey();
+      recv_direct_ = true;
+    } else {
+      BATON_WARN(kLogNet, "RDMA: receiving through the slots: %s", st.message().c_str());
+    }
+  }
+  // The previous answer was read: its offer's message is over.
+  memcpy(cts_out_->data() + kCtsBytes, &reply, sizeof(reply));
+  reply_pending_ = true;
+  return PostPendingCts();
 }
 
 void RdmaChannel::AddWaitFds(bool /*sending*/, int peer, WaitSet* ws) const {

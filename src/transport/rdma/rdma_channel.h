@@ -25,6 +25,19 @@
 // (a failed write completes anyway: error completions fail the channel,
 // retry exceeded meaning the peer is gone), so the count of entries in use
 // stays below the send queue's depth.
+//
+// Zero-copy: a message of at least `zcopy_min` bytes whose source lies in
+// a registered user buffer (UserMemory, registered with the NIC through
+// the shared UserMrCache) opens with a header-only chunk that offers it.
+// A receiver whose target is a plain copy into a registered buffer answers
+// with the buffer's address and rkey (a write with immediate into a reply
+// record beside the sender's clear-to-send words); the sender then writes
+// the message straight from its buffer into the receiver's and ends with a
+// header-only "done" chunk on the same queue pair, which the receiver sees
+// after the data (RC order). The sender's call is over once the done
+// chunk's credit is back (the data has landed, the source may change). A
+// receiver that cannot take it in place answers no, and the message goes
+// through the slots. Other messages never look at the registrations.
 #pragma once
 
 #include <atomic>
@@ -34,7 +47,9 @@
 
 #include "base/fd.h"
 #include "transport/channel.h"
+#include "transport/rdma/user_mr_cache.h"
 #include "transport/rdma/verbs.h"
+#include "transport/user_memory.h"
 
 namespace baton::rdma {
 
@@ -49,6 +64,19 @@ struct RdmaMessageHeader {
 static_assert(sizeof(RdmaMessageHeader) == 64, "the header fills one 64-byte unit");
 inline constexpr uint32_t kRdmaHeaderMagic = 0x42544e81;  // "BTN", RDMA format 1
 inline constexpr uint32_t kRdmaHeaderTagged = 1;
+inline constexpr uint32_t kRdmaHeaderOffer = 2;  // zero-copy offered; the chunk has no data
+inline constexpr uint32_t kRdmaHeaderDone = 4;   // the zero-copy write is complete
+
+// The receiver's answer to an offer, written into the sender's memory
+// right after its clear-to-send words.
+struct RdmaDirectReply {
+  uint64_t addr = 0;  // where the message goes (accepted)
+  uint32_t rkey = 0;
+  uint32_t accept = 0;
+  uint64_t offer_seq = 0;  // the offer chunk's sequence number
+  uint64_t reserved = 0;
+};
+inline constexpr size_t kCtsBytes = 256 * sizeof(uint64_t);  // kMaxSlots words
 inline constexpr int kMaxQpsPerPeer = 8;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr int kMaxSignalEvery = 64;
@@ -75,6 +103,11 @@ class RdmaChannel : public Channel {
     int qps = 1;
     int inline_bytes = 128;  // inline writes asked of each queue pair (0: none)
     int signal_every = 16;   // 1 to kMaxSignalEvery: 1 signals every write
+    // Zero-copy for messages of at least this many bytes between
+    // registered buffers (0: never). Needs user_memory and mr_cache.
+    uint64_t zcopy_min = 0;
+    UserMemory* user_memory = nullptr;
+    std::shared_ptr<UserMrCache> mr_cache;
   };
   // What was posted, for the tests' accounting.
   struct Counters {
@@ -82,6 +115,9 @@ class RdmaChannel : public Channel {
     uint64_t signaled = 0;   // of them, signaled
     uint64_t inlined = 0;    // of them, inline
     uint64_t completed = 0;  // write completions polled
+    uint64_t direct_sent = 0;      // messages written in place (zero-copy)
+    uint64_t direct_received = 0;  // messages that arrived in place
+    uint64_t declined = 0;         // offers this end's peer answered no
   };
   // Creates the local half: memory, completion queue, queue pairs with
   // their receives posted. `peer_closed` (may be null) is the watchdog's
@@ -114,7 +150,15 @@ class RdmaChannel : public Channel {
   // Posts one write with immediate on queue pair q: inline when it fits,
   // signaled when its turn comes.
   Status Post(size_t q, const MemoryRegion& mr, const uint8_t* src, size_t len,
-              uint64_t remote_addr, uint32_t rkey, uint32_t imm);
+              uint64_t remote_addr, uint32_t rkey, uint32_t imm, bool with_imm = true);
+  // Posts a header-only chunk (offer or done) if its slot has credit.
+  bool PostHeaderChunk(uint64_t bytes, uint32_t flags, const CallDescriptor* tag, Status* st);
+  // Moves a zero-copy send along its states (send_direct_).
+  Status ProgressDirectSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag);
+  // Whether this message may be offered in place; sets send_user_mr_.
+  bool OfferDirect(const uint8_t* src, size_t bytes);
+  // A receiver's answer to an offer (the header chunk at recv_seq_).
+  Status AnswerOffer(const RecvTarget& target, size_t bytes);
   Status PostPendingCts();
   int SendDepth() const;
 
@@ -129,12 +173,22 @@ class RdmaChannel : public Channel {
   uint64_t send_seq_ = 0;     // chunks posted
   bool send_active_ = false;  // a message is part way
   size_t send_off_ = 0;       // of it, bytes posted
+  enum class Direct : uint8_t { kNo, kOffer, kAwaitReply, kDone, kAwaitDone };
+  Direct send_direct_ = Direct::kNo;
+  uint64_t offer_seq_ = 0, done_seq_ = 0;
+  bool reply_arrived_ = false;
+  bool send_headed_ = false;  // the header went with an offer the peer declined
+  RdmaDirectReply reply_;
+  std::shared_ptr<MemoryRegion> send_user_mr_;  // held until the message is over
   // Receive side.
   uint64_t recv_seq_ = 0;         // chunks consumed
   std::vector<int64_t> arrived_;  // per slot: bytes of the chunk there, -1: none
   std::vector<uint64_t> arrived_seq_;
   bool recv_active_ = false;
   size_t recv_off_ = 0;
+  bool recv_direct_ = false;  // accepted an offer: the done chunk comes next
+  bool reply_pending_ = false;  // the answer in cts_out_ waits for room
+  std::shared_ptr<MemoryRegion> recv_user_mr_;
   std::vector<int> recvs_to_post_;  // per queue pair
   std::vector<int> outstanding_;    // send queue entries in use, per queue pair
   std::vector<int> unsignaled_;     // writes since the last signaled one, per queue pair

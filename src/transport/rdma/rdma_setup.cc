@@ -252,6 +252,12 @@ Status ConnectRdmaPeers(const RdmaConfig& config, const RdmaPeers& peers,
       std::clamp<uint64_t>(config.buffsize / options.slots / 4096 * 4096, 4096, 8 << 20));
   options.qps = std::clamp(config.qps, 1, kMaxQpsPerPeer);
   options.inline_bytes = std::clamp(config.inline_bytes, 0, kMaxInlineBytes);
+  if (peers.user_memory != nullptr && config.zcopy_min > 0) {
+    options.zcopy_min = config.zcopy_min;
+    options.user_memory = peers.user_memory;
+    options.mr_cache = std::make_shared<UserMrCache>(context, kUserMrCacheEntries);
+    UserMrCache::Watch(options.mr_cache, peers.user_memory);
+  }
   const size_t n = peers.peers.size();
   std::vector<std::unique_ptr<RdmaChannel>> made(n);
   for (size_t i = 0; i < n; ++i) {

@@ -16,6 +16,7 @@
 #include "bootstrap/unique_id.h"
 #include "transport/channel.h"
 #include "transport/rdma/verbs.h"
+#include "transport/user_memory.h"
 
 namespace baton::rdma {
 
@@ -35,6 +36,7 @@ struct RdmaConfig {
   int qps = 1;              // BATON_IB_QPS_PER_PEER
   int inline_bytes = 128;   // inline writes asked of each queue pair (no variable)
   bool emulate = false;     // BATON_IB_EMULATE: the emulated device (tests)
+  uint64_t zcopy_min = 512 << 10;  // BATON_IB_ZCOPY_MIN (0: never in place)
   uint32_t slots = 8;
   uint64_t buffsize = 4 << 20;  // per direction, split into the slots
   // The rank's GPU (its PCI bus id; empty for a rank without one) and the
@@ -97,6 +99,7 @@ struct RdmaPeers {
   std::vector<const std::atomic<bool>*> closed;
   int numa_node = -1;
   Deadline deadline;
+  UserMemory* user_memory = nullptr;  // registered buffers (zero-copy); may be null
 };
 Status ConnectRdmaPeers(const RdmaConfig& config, const RdmaPeers& peers,
                         std::vector<std::unique_ptr<Channel>>* channels);

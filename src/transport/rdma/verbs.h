@@ -119,6 +119,10 @@ class Context {
   // Allocates `bytes` of page-aligned memory and registers it for local
   // and remote write.
   virtual Status AllocRegistered(size_t bytes, std::unique_ptr<MemoryRegion>* out) = 0;
+  // Registers the caller's own memory [addr, addr + bytes) for local and
+  // remote write (ibv_reg_mr; the pages stay pinned until the region is
+  // destroyed). The memory must outlive the region.
+  virtual Status RegisterUser(void* addr, size_t bytes, std::unique_ptr<MemoryRegion>* out) = 0;
   virtual Status CreateCq(int depth, std::unique_ptr<CompletionQueue>* out) = 0;
   // `max_inline`: the inline writes asked for, in bytes (0: none); the
   // queue pair may grant less (QueuePair::max_inline).
