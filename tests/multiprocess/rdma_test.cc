@@ -6,6 +6,7 @@
 // a collective, the fallback to TCP without a device and
 // BATON_TRANSPORT=ib's error.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -181,6 +183,155 @@ TEST(RdmaEmulated, SigkillDuringAllReduceNamesTheRank) {
     }
     closedir(dir);
   }
+}
+
+// Every collective on registered buffers (one from batonMemAlloc, one a
+// plain vector), `count` int32/float elements per block, checked element
+// by element against the values every rank computes for itself.
+void CheckRegistered(RankContext& ctx, batonComm_t comm, size_t count) {
+  const int n = ctx.nranks(), r = ctx.rank();
+  const size_t total = count * n;
+  void* shared = nullptr;
+  MP_ASSERT_OK(ctx, batonMemAlloc(&shared, total * 4));
+  std::vector<int32_t> plain(total);
+  auto* a = static_cast<int32_t*>(shared);
+  void *ha = nullptr, *hb = nullptr;
+  const int objects_before = EmulatedObjectsOf(getpid());
+  MP_ASSERT_OK(ctx, batonCommRegister(comm, a, total * 4, &ha));
+  MP_ASSERT_OK(ctx, batonCommRegister(comm, plain.data(), total * 4, &hb));
+  auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 1000003 + i); };
+  auto expect_all = [&](const int32_t* got, size_t len, auto want, const char* what) {
+    for (size_t i = 0; i < len; ++i)
+      if (got[i] != want(i)) {
+        MP_FAIL(ctx) << what << " count " << count << " element " << i << ": " << got[i]
+                     << " != " << want(i);
+        return;
+      }
+  };
+  // allreduce (float sum, exact small integers), the whole buffer.
+  auto* fa = reinterpret_cast<float*>(a);
+  auto* fb = reinterpret_cast<float*>(plain.data());
+  for (size_t i = 0; i < total; ++i)
+    fa[i] = static_cast<float>(ExactInput(batonFloat32, batonSum, r, n, i));
+  MP_ASSERT_OK(ctx, batonAllReduce(fa, fb, total, batonFloat32, batonSum, comm, nullptr));
+  for (size_t i = 0; i < total; ++i)
+    if (fb[i] != static_cast<float>(ExactExpected(batonFloat32, batonSum, n, i))) {
+      MP_FAIL(ctx) << "allreduce element " << i << ": " << fb[i];
+      break;
+    }
+  // allgather a's first block -> plain.
+  for (size_t i = 0; i < count; ++i) a[i] = value(r, i);
+  MP_ASSERT_OK(ctx, batonAllGather(a, plain.data(), count, batonInt32, comm, nullptr));
+  for (int p = 0; p < n; ++p)
+    expect_all(plain.data() + p * count, count, [&](size_t i) { return value(p, i); },
+               "allgather");
+  // broadcast from the last rank, in place in a.
+  for (size_t i = 0; i < total; ++i) a[i] = value(r, i);
+  MP_ASSERT_OK(ctx, batonBroadcast(a, a, total, batonInt32, n - 1, comm, nullptr));
+  expect_all(a, total, [&](size_t i) { return value(n - 1, i); }, "broadcast");
+  // reduce-scatter (sum) of plain (every rank's allgather) -> a.
+  MP_ASSERT_OK(ctx,
+               batonReduceScatter(plain.data(), a, count, batonInt32, batonSum, comm, nullptr));
+  expect_all(a, count, [&](size_t i) { return n * value(r, i); }, "reducescatter");
+  // reduce (max) to rank 0.
+  for (size_t i = 0; i < total; ++i) a[i] = value(r, i);
+  MP_ASSERT_OK(ctx, batonReduce(a, plain.data(), total, batonInt32, batonMax, 0, comm, nullptr));
+  if (r == 0) expect_all(plain.data(), total, [&](size_t i) { return value(n - 1, i); }, "reduce");
+  // alltoall: block p of rank r holds value(r * n + p, i).
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < count; ++i) a[p * count + i] = value(r * n + p, i);
+  MP_ASSERT_OK(ctx, batonAlltoAll(a, plain.data(), count, batonInt32, comm, nullptr));
+  for (int p = 0; p < n; ++p)
+    expect_all(plain.data() + p * count, count, [&](size_t i) { return value(p * n + r, i); },
+               "alltoall");
+  // send/recv around the ring.
+  if (n > 1) {
+    for (size_t i = 0; i < count; ++i) a[i] = value(r, i);
+    MP_ASSERT_OK(ctx, batonGroupStart());
+    MP_ASSERT_OK(ctx, batonSend(a, count, batonInt32, (r + 1) % n, comm, nullptr));
+    MP_ASSERT_OK(ctx, batonRecv(plain.data(), count, batonInt32, (r + n - 1) % n, comm, nullptr));
+    MP_ASSERT_OK(ctx, batonGroupEnd());
+    expect_all(plain.data(), count, [&](size_t i) { return value((r + n - 1) % n, i); },
+               "sendrecv");
+  }
+  // Deregistering drops the NIC registrations (the emulated regions).
+  MP_ASSERT_OK(ctx, batonCommDeregister(comm, ha));
+  MP_ASSERT_OK(ctx, batonCommDeregister(comm, hb));
+  MP_EXPECT_EQ(ctx, EmulatedObjectsOf(getpid()), objects_before);
+  MP_ASSERT_OK(ctx, batonMemFree(shared));
+}
+
+// The INFO lines a rank wrote to its stderr, captured in a file.
+class CapturedStderr {
+ public:
+  CapturedStderr() : path_("/tmp/baton-rdma-zc-" + std::to_string(getpid()) + ".log") {
+    fflush(stderr);
+    saved_ = dup(2);
+    const int fd = open(path_.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
+    dup2(fd, 2);
+    close(fd);
+  }
+  // Restores stderr; the captured text.
+  std::string Finish() {
+    fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+    std::ifstream in(path_);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    unlink(path_.c_str());
+    return text;
+  }
+
+ private:
+  std::string path_;
+  int saved_ = -1;
+};
+
+// The messages a rank's INFO lines say went in place.
+long InPlaceMessages(const std::string& log) {
+  long total = 0;
+  for (size_t at = log.find("RDMA with rank "); at != std::string::npos;
+       at = log.find("RDMA with rank ", at + 1)) {
+    long sent = 0, received = 0;
+    int rank = 0;
+    if (sscanf(log.c_str() + at, "RDMA with rank %d: %ld messages sent and %ld received", &rank,
+               &sent, &received) == 3)
+      total += sent + received;
+  }
+  return total;
+}
+
+// Registered buffers up to 64 MiB between simulated hosts: every result
+// checked, the NIC registrations gone at deregister and every emulated
+// object at destroy, and the zero-copy path taken (the INFO lines count
+// the messages that went in place).
+TEST(RdmaEmulated, RegisteredBuffersGoInPlace) {
+  // The log level is read before a rank's own variables are set.
+  setenv("BATON_DEBUG", "INFO", 1);
+  setenv("BATON_DEBUG_SUBSYS", "NET", 1);
+  for (auto [n, hosts] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{4, 2}, std::pair{8, 8}}) {
+    Options o = Emulated();
+    o.env.push_back({"BATON_TRANSPORT", "ib"});
+    RunRanks(
+        n,
+        [&, hosts = hosts](RankContext& ctx) {
+          CapturedStderr captured;
+          batonComm_t comm = Join(ctx, hosts);
+          if (comm != nullptr) {
+            for (size_t count : {size_t(1), size_t(4097), size_t(300001)})
+              CheckRegistered(ctx, comm, count);
+            CheckRegistered(ctx, comm, (64u << 20) / 4 / ctx.nranks());
+            MP_EXPECT_EQ(ctx, batonCommDestroy(comm), batonSuccess);
+            ctx.set_comm(nullptr);
+            MP_EXPECT_EQ(ctx, EmulatedObjectsOf(getpid()), 0);
+          }
+          const std::string log = captured.Finish();
+          MP_EXPECT_LT(ctx, 0, InPlaceMessages(log)) << log.substr(0, 3000);
+        },
+        o);
+  }
+  unsetenv("BATON_DEBUG");
+  unsetenv("BATON_DEBUG_SUBSYS");
 }
 
 TEST(RdmaFallback, AutoWithoutADeviceUsesTcp) {
