@@ -306,7 +306,11 @@ long InPlaceMessages(const std::string& log) {
 // object at destroy, and the zero-copy path taken (the INFO lines count
 // the messages that went in place).
 TEST(RdmaEmulated, RegisteredBuffersGoInPlace) {
-  // The log level is read before a rank's own variables are set.
+  // Settings are read once per process, and forked ranks inherit the
+  // test process's: each rank is started afresh (the harness's exec mode)
+  // with the log level in its environment.
+  const bool set_exec = getenv("BATON_TEST_EXEC") == nullptr;
+  if (set_exec) setenv("BATON_TEST_EXEC", "1", 1);
   setenv("BATON_DEBUG", "INFO", 1);
   setenv("BATON_DEBUG_SUBSYS", "NET", 1);
   for (auto [n, hosts] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{4, 2}, std::pair{8, 8}}) {
@@ -332,6 +336,7 @@ TEST(RdmaEmulated, RegisteredBuffersGoInPlace) {
   }
   unsetenv("BATON_DEBUG");
   unsetenv("BATON_DEBUG_SUBSYS");
+  if (set_exec) unsetenv("BATON_TEST_EXEC");
 }
 
 TEST(RdmaFallback, AutoWithoutADeviceUsesTcp) {
