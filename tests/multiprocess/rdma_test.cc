@@ -145,7 +145,9 @@ int EmulatedObjectsOf(int pid) {
 // the timeout with an error naming rank 2, and once it aborted its
 // communicator none of its emulated objects is left. (The dead rank's
 // objects stay in /dev/shm, as a crashed process's would; removed here.)
-TEST(RdmaEmulated, SigkillDuringAllReduceNamesTheRank) {
+// `registered`: the buffer is batonCommRegister'd, so large messages into
+// it go in place (zero-copy) and the peer dies mid-transfer there too.
+void SigkillDuringAllReduce(bool registered) {
   Options o = Emulated();
   o.env.push_back({"BATON_TRANSPORT", "ib"});
   o.env.push_back({"BATON_TIMEOUT", std::to_string(baton_test::kTimeoutSeconds)});
@@ -158,6 +160,9 @@ TEST(RdmaEmulated, SigkillDuringAllReduceNamesTheRank) {
         if (comm == nullptr) return;
         MP_EXPECT_GE(ctx, EmulatedObjectsOf(getpid()), 1);
         std::vector<float> buf(baton_test::kLargeCount, static_cast<float>(ctx.rank()));
+        void* handle = nullptr;
+        if (registered)
+          MP_ASSERT_OK(ctx, batonCommRegister(comm, buf.data(), buf.size() * 4, &handle));
         int iterations = 0;
         if (ctx.rank() == 2) {
           baton_test::RaiseSoon(SIGKILL);
@@ -183,6 +188,14 @@ TEST(RdmaEmulated, SigkillDuringAllReduceNamesTheRank) {
     }
     closedir(dir);
   }
+}
+
+TEST(RdmaEmulated, SigkillDuringAllReduceNamesTheRank) {
+  SigkillDuringAllReduce(false);
+}
+
+TEST(RdmaEmulated, SigkillDuringRegisteredAllReduceNamesTheRank) {
+  SigkillDuringAllReduce(true);
 }
 
 // Every collective on registered buffers (one from batonMemAlloc, one a
