@@ -62,7 +62,7 @@ struct RdmaMessageHeader {
   uint8_t pad[24] = {};
 };
 static_assert(sizeof(RdmaMessageHeader) == 64, "the header fills one 64-byte unit");
-inline constexpr uint32_t kRdmaHeaderMagic = 0x42544e81;  // "BTN", RDMA format 1
+inline constexpr uint32_t kRdmaHeaderMagic = 0x42544e82;  // "BTN", RDMA format 2 (offers)
 inline constexpr uint32_t kRdmaHeaderTagged = 1;
 inline constexpr uint32_t kRdmaHeaderOffer = 2;  // zero-copy offered; the chunk has no data
 inline constexpr uint32_t kRdmaHeaderDone = 4;   // the zero-copy write is complete

@@ -179,7 +179,8 @@ struct RdmaHello {
 
 namespace {
 constexpr uint32_t kHelloMagic = 0x42544e49;  // "BTNI"
-constexpr uint32_t kHelloVersion = 1;
+// 2: the reply record of zero-copy offers follows the clear-to-send words.
+constexpr uint32_t kHelloVersion = 2;
 constexpr char kHelloLabel[] = "baton rdma hello v1";
 
 void SealHello(const UniqueIdData& id, const RdmaHello& h, uint8_t* mac) {
