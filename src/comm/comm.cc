@@ -186,8 +186,8 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   ChannelSetup setup{&id,      rank,
                      nranks,   &comm->peers_,
                      &mesh,    comm->config_.transport,
-                     deadline, [recorder] { return recorder->Latest(); },
-                     &comm->registrations_};
+                     deadline, [recorder] { return recorder->Latest(); }};
+  setup.user_memory = &comm->registrations_;
   const auto channels_started = Clock::now();
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
   const double channels_ms = ms_since(channels_started);

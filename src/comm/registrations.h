@@ -53,11 +53,11 @@ class Registrations : public UserMemory {
     SharedAllocInfo alloc;  // shareable only
   };
   mutable std::mutex mu_;
-  std::map<uintptr_t, Entry> by_handle_;  // guarded by mu_
-  std::atomic<int> shareable_{0};         // shareable entries
-  std::atomic<int> registered_{0};        // all entries
+  std::map<uintptr_t, Entry> by_handle_;                      // guarded by mu_
+  std::atomic<int> shareable_{0};                             // shareable entries
+  std::atomic<int> registered_{0};                            // all entries
   std::vector<std::function<void(uint64_t)>> release_hooks_;  // guarded by mu_
-  bool noted_unshareable_ = false;        // guarded by mu_
+  bool noted_unshareable_ = false;                            // guarded by mu_
 };
 
 }  // namespace baton

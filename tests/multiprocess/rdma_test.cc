@@ -236,27 +236,31 @@ void CheckRegistered(RankContext& ctx, batonComm_t comm, size_t count) {
   for (size_t i = 0; i < count; ++i) a[i] = value(r, i);
   MP_ASSERT_OK(ctx, batonAllGather(a, plain.data(), count, batonInt32, comm, nullptr));
   for (int p = 0; p < n; ++p)
-    expect_all(plain.data() + p * count, count, [&](size_t i) { return value(p, i); },
-               "allgather");
+    expect_all(
+        plain.data() + p * count, count, [&](size_t i) { return value(p, i); }, "allgather");
   // broadcast from the last rank, in place in a.
   for (size_t i = 0; i < total; ++i) a[i] = value(r, i);
   MP_ASSERT_OK(ctx, batonBroadcast(a, a, total, batonInt32, n - 1, comm, nullptr));
-  expect_all(a, total, [&](size_t i) { return value(n - 1, i); }, "broadcast");
+  expect_all(
+      a, total, [&](size_t i) { return value(n - 1, i); }, "broadcast");
   // reduce-scatter (sum) of plain (every rank's allgather) -> a.
   MP_ASSERT_OK(ctx,
                batonReduceScatter(plain.data(), a, count, batonInt32, batonSum, comm, nullptr));
-  expect_all(a, count, [&](size_t i) { return n * value(r, i); }, "reducescatter");
+  expect_all(
+      a, count, [&](size_t i) { return n * value(r, i); }, "reducescatter");
   // reduce (max) to rank 0.
   for (size_t i = 0; i < total; ++i) a[i] = value(r, i);
   MP_ASSERT_OK(ctx, batonReduce(a, plain.data(), total, batonInt32, batonMax, 0, comm, nullptr));
-  if (r == 0) expect_all(plain.data(), total, [&](size_t i) { return value(n - 1, i); }, "reduce");
+  if (r == 0)
+    expect_all(
+        plain.data(), total, [&](size_t i) { return value(n - 1, i); }, "reduce");
   // alltoall: block p of rank r holds value(r * n + p, i).
   for (int p = 0; p < n; ++p)
     for (size_t i = 0; i < count; ++i) a[p * count + i] = value(r * n + p, i);
   MP_ASSERT_OK(ctx, batonAlltoAll(a, plain.data(), count, batonInt32, comm, nullptr));
   for (int p = 0; p < n; ++p)
-    expect_all(plain.data() + p * count, count, [&](size_t i) { return value(p * n + r, i); },
-               "alltoall");
+    expect_all(
+        plain.data() + p * count, count, [&](size_t i) { return value(p * n + r, i); }, "alltoall");
   // send/recv around the ring.
   if (n > 1) {
     for (size_t i = 0; i < count; ++i) a[i] = value(r, i);
@@ -264,8 +268,8 @@ void CheckRegistered(RankContext& ctx, batonComm_t comm, size_t count) {
     MP_ASSERT_OK(ctx, batonSend(a, count, batonInt32, (r + 1) % n, comm, nullptr));
     MP_ASSERT_OK(ctx, batonRecv(plain.data(), count, batonInt32, (r + n - 1) % n, comm, nullptr));
     MP_ASSERT_OK(ctx, batonGroupEnd());
-    expect_all(plain.data(), count, [&](size_t i) { return value((r + n - 1) % n, i); },
-               "sendrecv");
+    expect_all(
+        plain.data(), count, [&](size_t i) { return value((r + n - 1) % n, i); }, "sendrecv");
   }
   // Deregistering drops the NIC registrations (the emulated regions).
   MP_ASSERT_OK(ctx, batonCommDeregister(comm, ha));

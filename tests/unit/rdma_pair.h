@@ -49,7 +49,7 @@ inline RdmaChannel::Options Small(int qps = 1) {
 // Moves one message a -> b, alternating the two ends; false (with the
 // status) on error or when neither moves for `max_idle` rounds.
 inline Status Transfer(Pair& p, const std::vector<uint8_t>& src, const RecvTarget& target,
-                const CallDescriptor* tag, int max_idle = 1000) {
+                       const CallDescriptor* tag, int max_idle = 1000) {
   size_t sent = 0, got = 0, last_sent = 0, last_got = 0;
   int idle = 0;
   while (sent < src.size() || got < src.size()) {

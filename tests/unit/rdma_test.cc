@@ -11,9 +11,9 @@
 #include "comm/config.h"
 #include "topology/machine.h"
 #include "transport/rdma/emulated_verbs.h"
-#include "unit/rdma_pair.h"
 #include "transport/rdma/rdma_channel.h"
 #include "transport/rdma/rdma_setup.h"
+#include "unit/rdma_pair.h"
 
 namespace baton::rdma {
 namespace {

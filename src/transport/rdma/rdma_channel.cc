@@ -266,8 +266,7 @@ bool RdmaChannel::PostHeaderChunk(uint64_t bytes, uint32_t flags, const CallDesc
 
 bool RdmaChannel::OfferDirect(const uint8_t* src, size_t bytes) {
   UserMemory* memory = options_.user_memory;
-  if (memory == nullptr || options_.zcopy_min == 0 || bytes < options_.zcopy_min ||
-      memory->none())
+  if (memory == nullptr || options_.zcopy_min == 0 || bytes < options_.zcopy_min || memory->none())
     return false;
   UserRange range;
   if (!memory->Find(src, bytes, &range)) return false;

@@ -111,10 +111,10 @@ class RdmaChannel : public Channel {
   };
   // What was posted, for the tests' accounting.
   struct Counters {
-    uint64_t writes = 0;     // chunks and credits
-    uint64_t signaled = 0;   // of them, signaled
-    uint64_t inlined = 0;    // of them, inline
-    uint64_t completed = 0;  // write completions polled
+    uint64_t writes = 0;           // chunks and credits
+    uint64_t signaled = 0;         // of them, signaled
+    uint64_t inlined = 0;          // of them, inline
+    uint64_t completed = 0;        // write completions polled
     uint64_t direct_sent = 0;      // messages written in place (zero-copy)
     uint64_t direct_received = 0;  // messages that arrived in place
     uint64_t declined = 0;         // offers this end's peer answered no
@@ -186,7 +186,7 @@ class RdmaChannel : public Channel {
   std::vector<uint64_t> arrived_seq_;
   bool recv_active_ = false;
   size_t recv_off_ = 0;
-  bool recv_direct_ = false;  // accepted an offer: the done chunk comes next
+  bool recv_direct_ = false;    // accepted an offer: the done chunk comes next
   bool reply_pending_ = false;  // the answer in cts_out_ waits for room
   std::shared_ptr<MemoryRegion> recv_user_mr_;
   std::vector<int> recvs_to_post_;  // per queue pair
