@@ -273,7 +273,9 @@ bool RdmaChannel::OfferDirect(const uint8_t* src, size_t bytes) {
   Status st = options_.mr_cache->Get(range, &send_user_mr_);
   if (!st.ok()) {
     // Still correct through the slots; the device may refuse pinning more.
-    BATON_WARN(kLogNet, "RDMA: sending through the slots: %s", st.message().c_str());
+    if (!warned_registration_)
+      BATON_WARN(kLogNet, "RDMA: sending through the slots: %s", st.message().c_str());
+    warned_registration_ = true;
     return false;
   }
   return true;
@@ -472,8 +474,9 @@ Status RdmaChannel::AnswerOffer(const RecvTarget& target, size_t bytes) {
       reply.addr = reinterpret_cast<uint64_t>(target.dst);
       reply.rkey = recv_user_mr_->rkey();
       recv_direct_ = true;
-    } else {
+    } else if (!warned_registration_) {
       BATON_WARN(kLogNet, "RDMA: receiving through the slots: %s", st.message().c_str());
+      warned_registration_ = true;
     }
   }
   // The previous answer was read: its offer's message is over.

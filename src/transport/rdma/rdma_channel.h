@@ -189,9 +189,10 @@ class RdmaChannel : public Channel {
   bool recv_direct_ = false;    // accepted an offer: the done chunk comes next
   bool reply_pending_ = false;  // the answer in cts_out_ waits for room
   std::shared_ptr<MemoryRegion> recv_user_mr_;
-  std::vector<int> recvs_to_post_;  // per queue pair
-  std::vector<int> outstanding_;    // send queue entries in use, per queue pair
-  std::vector<int> unsignaled_;     // writes since the last signaled one, per queue pair
+  bool warned_registration_ = false;  // a user buffer the device refused, said once
+  std::vector<int> recvs_to_post_;    // per queue pair
+  std::vector<int> outstanding_;      // send queue entries in use, per queue pair
+  std::vector<int> unsignaled_;       // writes since the last signaled one, per queue pair
   Counters counters_;
   std::vector<uint64_t> pending_cts_;  // chunks consumed whose credit waits for room
 
