@@ -318,10 +318,33 @@ long InPlaceMessages(const std::string& log) {
   return total;
 }
 
+// `n` ranks on `hosts` simulated hosts run CheckRegistered with each of
+// `counts` (0: 64 MiB in all); the INFO lines must count messages in place.
+void RunRegistered(int n, int hosts, std::vector<size_t> counts) {
+  Options o = Emulated();
+  o.env.push_back({"BATON_TRANSPORT", "ib"});
+  RunRanks(
+      n,
+      [&](RankContext& ctx) {
+        CapturedStderr captured;
+        batonComm_t comm = Join(ctx, hosts);
+        if (comm != nullptr) {
+          for (size_t count : counts)
+            CheckRegistered(ctx, comm, count != 0 ? count : (64u << 20) / 4 / ctx.nranks());
+          MP_EXPECT_EQ(ctx, batonCommDestroy(comm), batonSuccess);
+          ctx.set_comm(nullptr);
+          MP_EXPECT_EQ(ctx, EmulatedObjectsOf(getpid()), 0);
+        }
+        const std::string log = captured.Finish();
+        MP_EXPECT_LT(ctx, 0, InPlaceMessages(log)) << log.substr(0, 3000);
+      },
+      o);
+}
+
 // Registered buffers up to 64 MiB between simulated hosts: every result
 // checked, the NIC registrations gone at deregister and every emulated
-// object at destroy, and the zero-copy path taken (the INFO lines count
-// the messages that went in place).
+// object at destroy, and the zero-copy path taken. Then with every
+// message from 4 KiB offered, so that many answers are in flight at once.
 TEST(RdmaEmulated, RegisteredBuffersGoInPlace) {
   // Settings are read once per process, and forked ranks inherit the
   // test process's: each rank is started afresh (the harness's exec mode)
@@ -330,27 +353,11 @@ TEST(RdmaEmulated, RegisteredBuffersGoInPlace) {
   if (set_exec) setenv("BATON_TEST_EXEC", "1", 1);
   setenv("BATON_DEBUG", "INFO", 1);
   setenv("BATON_DEBUG_SUBSYS", "NET", 1);
-  for (auto [n, hosts] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{4, 2}, std::pair{8, 8}}) {
-    Options o = Emulated();
-    o.env.push_back({"BATON_TRANSPORT", "ib"});
-    RunRanks(
-        n,
-        [&, hosts = hosts](RankContext& ctx) {
-          CapturedStderr captured;
-          batonComm_t comm = Join(ctx, hosts);
-          if (comm != nullptr) {
-            for (size_t count : {size_t(1), size_t(4097), size_t(300001)})
-              CheckRegistered(ctx, comm, count);
-            CheckRegistered(ctx, comm, (64u << 20) / 4 / ctx.nranks());
-            MP_EXPECT_EQ(ctx, batonCommDestroy(comm), batonSuccess);
-            ctx.set_comm(nullptr);
-            MP_EXPECT_EQ(ctx, EmulatedObjectsOf(getpid()), 0);
-          }
-          const std::string log = captured.Finish();
-          MP_EXPECT_LT(ctx, 0, InPlaceMessages(log)) << log.substr(0, 3000);
-        },
-        o);
-  }
+  for (auto [n, hosts] : {std::pair{2, 2}, std::pair{3, 3}, std::pair{4, 2}, std::pair{8, 8}})
+    RunRegistered(n, hosts, {1, 4097, 300001, 0});
+  setenv("BATON_IB_ZCOPY_MIN", "4096", 1);
+  RunRegistered(3, 3, {1, 4097, 300001});
+  unsetenv("BATON_IB_ZCOPY_MIN");
   unsetenv("BATON_DEBUG");
   unsetenv("BATON_DEBUG_SUBSYS");
   if (set_exec) unsetenv("BATON_TEST_EXEC");

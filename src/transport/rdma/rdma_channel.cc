@@ -12,9 +12,10 @@
 namespace baton::rdma {
 
 namespace {
-constexpr uint32_t kCtsFlag = 0x80000000u;  // immediate data of a credit, not a chunk
-constexpr uint32_t kSeqMask = 0x7fffffffu;
-constexpr uint32_t kReplyImm = kCtsFlag | 0x40000000u;  // an answer to an offer, not a credit
+constexpr uint32_t kCtsFlag = 0x80000000u;            // immediate data of a credit, not a chunk
+constexpr uint32_t kDoneFlag = 0x40000000u;           // a chunk: the done chunk of a message
+constexpr uint32_t kSeqMask = 0x3fffffffu;            // a chunk's sequence number
+constexpr uint32_t kReplyImm = kCtsFlag | kDoneFlag;  // an answer to an offer, not a credit
 // The largest single write of a zero-copy message (verbs allow 2^31 bytes).
 constexpr size_t kDirectPiece = size_t{1} << 30;
 constexpr int kPollBatch = 32;
@@ -41,6 +42,7 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   ch->context_ = std::move(context);
   ch->arrived_.assign(options.slots, -1);
   ch->arrived_seq_.assign(options.slots, 0);
+  ch->arrived_done_.assign(options.slots, 0);
   ch->recvs_to_post_.assign(options.qps, 0);
   ch->outstanding_.assign(options.qps, 0);
   ch->unsignaled_.assign(options.qps, 0);
@@ -51,14 +53,16 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
       ctx->AllocRegistered(size_t(options.slots) * options.slot_bytes, &ch->recv_slots_));
   // Clear-to-send words, then the answer to a zero-copy offer.
   static_assert(kCtsBytes == kMaxSlots * sizeof(uint64_t));
-  const size_t cts_bytes = kCtsBytes + sizeof(RdmaDirectReply);
+  const size_t cts_bytes = kCtsBytes + kReplyRing * sizeof(RdmaDirectReply);
   BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_in_));
   BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_out_));
   memset(ch->cts_in_->data(), 0, ch->cts_in_->bytes());
-  // Per queue pair, at most `slots` chunks and `slots` credits can be
-  // unconsumed at once (each side's credits bound them), so 2 * slots
-  // receives never run out; writes get slack for completions polled late.
-  const int recv_depth = 2 * static_cast<int>(options.slots) + 8;
+  // Per queue pair, at most `slots` chunks, `slots` credits and `slots`
+  // answers to offers can be unconsumed at once (each side's credits bound
+  // them: an answer follows an offer's chunk, and a sender posts at most
+  // `slots` chunks between two polls), so 3 * slots receives never run
+  // out; writes get slack for completions polled late.
+  const int recv_depth = 3 * static_cast<int>(options.slots) + 8;
   const int cq_depth = options.qps * (recv_depth + ch->SendDepth()) + 16;
   BATON_RETURN_IF_ERROR(ctx->CreateCq(cq_depth, &ch->cq_));
   for (int q = 0; q < options.qps; ++q) {
@@ -151,10 +155,16 @@ Status RdmaChannel::Apply(const Completion& c) {
     return Status::Ok();
   }
   ++recvs_to_post_[q];
-  if (c.imm == kReplyImm) {
-    // The whole record has landed once its immediate is here.
-    memcpy(&reply_, cts_in_->data() + kCtsBytes, sizeof(reply_));
-    reply_arrived_ = true;
+  if ((c.imm & kReplyImm) == kReplyImm) {
+    // The whole record has landed once its immediate is here; an answer
+    // to an earlier offer (its message went through the slots) is dropped.
+    const uint32_t index = c.imm & (kReplyRing - 1);
+    RdmaDirectReply reply;
+    memcpy(&reply, cts_in_->data() + kCtsBytes + index * sizeof(reply), sizeof(reply));
+    if (send_direct_ == Direct::kOffered && reply.offer_seq == offer_seq_) {
+      reply_ = reply;
+      reply_arrived_ = true;
+    }
     return Status::Ok();
   }
   if (c.imm & kCtsFlag) return Status::Ok();  // the credit is in cts_in_ already
@@ -166,6 +176,7 @@ Status RdmaChannel::Apply(const Completion& c) {
   const uint32_t slot = static_cast<uint32_t>(seq % options_.slots);
   arrived_[slot] = c.byte_len;
   arrived_seq_[slot] = seq;
+  arrived_done_[slot] = (c.imm & kDoneFlag) != 0;
   return Status::Ok();
 }
 
@@ -221,9 +232,10 @@ Status RdmaChannel::PostCts(uint64_t seq) {
 
 Status RdmaChannel::PostPendingCts() {
   if (reply_pending_ && outstanding_[0] < SendDepth()) {
-    const uint8_t* record = cts_out_->data() + kCtsBytes;
-    BATON_RETURN_IF_ERROR(Post(0, *cts_out_, record, sizeof(RdmaDirectReply),
-                               remote_.cts_addr + kCtsBytes, remote_.cts_rkey, kReplyImm));
+    const uint32_t index = static_cast<uint32_t>(reply_seq_ % kReplyRing);
+    const size_t at = kCtsBytes + index * sizeof(RdmaDirectReply);
+    BATON_RETURN_IF_ERROR(Post(0, *cts_out_, cts_out_->data() + at, sizeof(RdmaDirectReply),
+                               remote_.cts_addr + at, remote_.cts_rkey, kReplyImm | index));
     reply_pending_ = false;
   }
   while (!pending_cts_.empty()) {
@@ -241,25 +253,21 @@ Status RdmaChannel::PostPendingCts() {
   return Status::Ok();
 }
 
-bool RdmaChannel::PostHeaderChunk(uint64_t bytes, uint32_t flags, const CallDescriptor* tag,
-                                  Status* st) {
+bool RdmaChannel::PostDoneChunk(uint64_t bytes, Status* st) {
   const uint64_t seq = send_seq_;
   const uint32_t slot = static_cast<uint32_t>(seq % remote_.slots);
   const size_t q = seq % qps_.size();
   if (CtsWord(slot) < seq / remote_.slots || outstanding_[q] >= SendDepth()) return false;
   RdmaMessageHeader h;
   h.magic = kRdmaHeaderMagic;
-  h.flags = flags;
+  h.flags = kRdmaHeaderDone;
   h.bytes = bytes;
-  if (tag != nullptr) {
-    h.flags |= kRdmaHeaderTagged;
-    h.tag = *tag;
-  }
+  h.direct_from = send_off_;
   uint8_t* stage = send_staging_->data() + size_t(slot) * remote_.slot_bytes;
   memcpy(stage, &h, sizeof(h));
   *st = Post(q, *send_staging_, stage, sizeof(h),
              remote_.slots_addr + size_t(slot) * remote_.slot_bytes, remote_.slots_rkey,
-             static_cast<uint32_t>(seq & kSeqMask));
+             static_cast<uint32_t>(seq & kSeqMask) | kDoneFlag);
   if (st->ok()) ++send_seq_;
   return st->ok();
 }
@@ -281,40 +289,34 @@ bool RdmaChannel::OfferDirect(const uint8_t* src, size_t bytes) {
   return true;
 }
 
-Status RdmaChannel::ProgressDirectSend(const uint8_t* src, size_t bytes,
-                                       const CallDescriptor* tag) {
-  Status st;
-  if (send_direct_ == Direct::kOffer) {
-    offer_seq_ = send_seq_;
-    if (!PostHeaderChunk(bytes, kRdmaHeaderOffer, tag, &st)) return st;
-    reply_arrived_ = false;
-    send_direct_ = Direct::kAwaitReply;
-  }
-  if (send_direct_ == Direct::kAwaitReply) {
+Status RdmaChannel::ProgressDirectSend(const uint8_t* src, size_t bytes) {
+  if (send_direct_ == Direct::kOffered) {
+    // The answer to this message's offer (the header went as chunk
+    // offer_seq_); a later answer to an earlier offer is left alone.
     if (!reply_arrived_) return Status::Ok();
-    if (reply_.offer_seq != offer_seq_)
-      return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
-                                      " answered another zero-copy offer");
+    reply_arrived_ = false;
     if (reply_.accept == 0) {
-      // Through the slots, after the header already sent.
-      ++counters_.declined;
-      send_headed_ = true;
       send_user_mr_.reset();
       send_direct_ = Direct::kNo;
       return Status::Ok();
     }
-    // On the done chunk's queue pair: RC delivers them before it.
+    send_direct_ = Direct::kWrite;
+  }
+  if (send_direct_ == Direct::kWrite) {
+    // On the done chunk's queue pair: RC delivers the data before it.
     const size_t q = send_seq_ % qps_.size();
-    const size_t pieces = (bytes + kDirectPiece - 1) / kDirectPiece;
+    const size_t left = bytes - send_off_;
+    const size_t pieces = (left + kDirectPiece - 1) / kDirectPiece;
     if (outstanding_[q] + static_cast<int>(pieces) >= SendDepth()) return Status::Ok();
-    for (size_t off = 0; off < bytes; off += kDirectPiece)
+    for (size_t off = send_off_; off < bytes; off += kDirectPiece)
       BATON_RETURN_IF_ERROR(Post(q, *send_user_mr_, src + off, std::min(kDirectPiece, bytes - off),
                                  reply_.addr + off, reply_.rkey, 0, /*with_imm=*/false));
     send_direct_ = Direct::kDone;
   }
   if (send_direct_ == Direct::kDone) {
+    Status st;
     done_seq_ = send_seq_;
-    if (!PostHeaderChunk(bytes, kRdmaHeaderDone, nullptr, &st)) return st;
+    if (!PostDoneChunk(bytes, &st)) return st;
     send_direct_ = Direct::kAwaitDone;
   }
   // The done chunk's credit: the receiver saw it, so the data has landed.
@@ -335,14 +337,16 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
   if (!send_active_) {
     send_active_ = true;
     send_off_ = 0;
-    send_headed_ = false;
-    if (OfferDirect(src, bytes)) [[unlikely]]
-      send_direct_ = Direct::kOffer;
+    if (OfferDirect(src, bytes)) [[unlikely]] {
+      send_direct_ = Direct::kOffered;
+      offer_seq_ = send_seq_;  // the first chunk's
+      reply_arrived_ = false;
+    }
   }
   if (send_direct_ != Direct::kNo) [[unlikely]] {
     const uint64_t seq_before = send_seq_;
-    BATON_RETURN_IF_ERROR(ProgressDirectSend(src, bytes, tag));
-    if (send_direct_ != Direct::kNo || send_off_ == bytes) {
+    BATON_RETURN_IF_ERROR(ProgressDirectSend(src, bytes));
+    if (send_direct_ > Direct::kOffered || send_off_ == bytes) {
       *done = send_off_;
       if (send_off_ == bytes) send_active_ = false;
       if (send_seq_ == seq_before && send_off_ < bytes && peer_closed_ != nullptr &&
@@ -352,10 +356,14 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
       return Status::Ok();
     }
   }
-  bool first = send_off_ == 0 && !send_headed_;
+  bool first = send_off_ == 0;
   bool moved = false;
   while (send_off_ < bytes) {
     const uint64_t seq = send_seq_;
+    // Offered: the first chunk carries data while the answer travels back;
+    // the rest waits for it (in place, or on through the slots).
+    if (send_direct_ == Direct::kOffered && seq != offer_seq_) [[unlikely]]
+      break;
     const uint32_t slot = static_cast<uint32_t>(seq % remote_.slots);
     if (CtsWord(slot) < seq / remote_.slots) break;  // no credit for this slot yet
     const size_t q = seq % qps_.size();
@@ -370,6 +378,7 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
         h.flags = kRdmaHeaderTagged;
         h.tag = *tag;
       }
+      if (send_direct_ == Direct::kOffered) h.flags |= kRdmaHeaderOffer;
       memcpy(stage, &h, sizeof(h));
       used = sizeof(h);
     }
@@ -384,7 +393,12 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
     moved = true;
   }
   *done = send_off_;
-  if (send_off_ == bytes) send_active_ = false;
+  if (send_off_ == bytes) {
+    send_active_ = false;
+    // Offered, but the slots carried it all before the answer came.
+    send_direct_ = Direct::kNo;
+    send_user_mr_.reset();
+  }
   if (!moved && send_off_ < bytes && peer_closed_ != nullptr &&
       peer_closed_->load(std::memory_order_acquire))
     return RemoteError("rank " + std::to_string(peer_rank_) +
@@ -402,7 +416,21 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
     if (arrived_[slot] < 0 || arrived_seq_[slot] != recv_seq_) break;
     const uint8_t* data = recv_slots_->data() + size_t(slot) * options_.slot_bytes;
     size_t len = static_cast<size_t>(arrived_[slot]);
-    if (!recv_active_) {
+    if (arrived_done_[slot]) [[unlikely]] {
+      // An in-place message ends: its data, from direct_from on, is here.
+      RdmaMessageHeader h;
+      if (len == sizeof(h)) memcpy(&h, data, sizeof(h));
+      if (!recv_active_ || !recv_direct_ || len != sizeof(h) || h.magic != kRdmaHeaderMagic ||
+          !(h.flags & kRdmaHeaderDone) || h.bytes != bytes || h.direct_from != recv_off_)
+        return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                        " ended an in-place message out of step");
+      recv_direct_ = false;
+      recv_user_mr_.reset();
+      ++counters_.direct_received;
+      data += len;
+      len = 0;
+      recv_off_ = bytes;
+    } else if (!recv_active_) {
       RdmaMessageHeader h;
       if (len < sizeof(h))
         return failure_ = InternalError("RDMA: a message from rank " + std::to_string(peer_rank_) +
@@ -412,33 +440,14 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
         return InvalidUsage("rank " + std::to_string(peer_rank_) +
                             " sent a message without Baton's RDMA header (another version of "
                             "Baton, or its stream is out of step with this rank's)");
-      if (h.flags & kRdmaHeaderDone)
-        return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
-                                        " ended a zero-copy message that was not offered");
       BATON_RETURN_IF_ERROR(CheckOpening(target, h.flags & kRdmaHeaderTagged ? &h.tag : nullptr));
       if (h.bytes != bytes) return Mismatch(CallMismatch::Kind::kSize, nullptr, h.bytes);
       recv_active_ = true;
       recv_off_ = 0;
       data += sizeof(h);
       len -= sizeof(h);
-      if (h.flags & kRdmaHeaderOffer) [[unlikely]] {
-        if (len != 0)
-          return failure_ = InternalError("RDMA: a zero-copy offer from rank " +
-                                          std::to_string(peer_rank_) + " carried data");
+      if (h.flags & kRdmaHeaderOffer) [[unlikely]]
         BATON_RETURN_IF_ERROR(AnswerOffer(target, bytes));
-      }
-    } else if (recv_direct_) [[unlikely]] {
-      // Accepted: the next chunk ends the message, its data already here.
-      RdmaMessageHeader h;
-      if (len != sizeof(h) || (memcpy(&h, data, sizeof(h)), h.magic != kRdmaHeaderMagic) ||
-          !(h.flags & kRdmaHeaderDone) || h.bytes != bytes)
-        return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
-                                        " sent data into a message it writes in place");
-      recv_direct_ = false;
-      recv_user_mr_.reset();
-      ++counters_.direct_received;
-      len = 0;
-      recv_off_ = bytes;
     }
     if (recv_off_ + len > bytes)
       return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
@@ -451,7 +460,12 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
     moved = true;
   }
   *done = recv_active_ ? recv_off_ : 0;
-  if (recv_active_ && recv_off_ == bytes) recv_active_ = false;
+  if (recv_active_ && recv_off_ == bytes) {
+    recv_active_ = false;
+    // Accepted, but the slots carried it all before the sender saw the answer.
+    recv_direct_ = false;
+    recv_user_mr_.reset();
+  }
   if (!moved && *done < bytes && peer_closed_ != nullptr &&
       peer_closed_->load(std::memory_order_acquire))
     return RemoteError("rank " + std::to_string(peer_rank_) +
@@ -479,8 +493,10 @@ Status RdmaChannel::AnswerOffer(const RecvTarget& target, size_t bytes) {
       warned_registration_ = true;
     }
   }
-  // The previous answer was read: its offer's message is over.
-  memcpy(cts_out_->data() + kCtsBytes, &reply, sizeof(reply));
+  if (!reply.accept) ++counters_.declined;
+  reply_seq_ = recv_seq_;
+  memcpy(cts_out_->data() + kCtsBytes + (reply_seq_ % kReplyRing) * sizeof(reply), &reply,
+         sizeof(reply));
   reply_pending_ = true;
   return PostPendingCts();
 }

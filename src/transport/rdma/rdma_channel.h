@@ -28,16 +28,19 @@
 //
 // Zero-copy: a message of at least `zcopy_min` bytes whose source lies in
 // a registered user buffer (UserMemory, registered with the NIC through
-// the shared UserMrCache) opens with a header-only chunk that offers it.
-// A receiver whose target is a plain copy into a registered buffer answers
-// with the buffer's address and rkey (a write with immediate into a reply
-// record beside the sender's clear-to-send words); the sender then writes
-// the message straight from its buffer into the receiver's and ends with a
-// header-only "done" chunk on the same queue pair, which the receiver sees
-// after the data (RC order). The sender's call is over once the done
-// chunk's credit is back (the data has landed, the source may change). A
-// receiver that cannot take it in place answers no, and the message goes
-// through the slots. Other messages never look at the registrations.
+// the shared UserMrCache) is offered in place by a flag in its header; its
+// first chunk carries data as usual while the answer travels back, and the
+// rest waits for the answer. A receiver whose target is a plain
+// copy into a registered buffer answers yes with the buffer's address and
+// rkey (a write with immediate into a reply record beside the sender's
+// clear-to-send words), others no. On yes the sender writes the rest of the
+// message, from what it had posted on, straight from its buffer into the
+// receiver's, and ends with a header-only "done" chunk (flagged in its
+// immediate data) on the same queue pair, which the receiver sees after the
+// data (RC order). The sender's call is over once the done chunk's credit
+// is back (the data has landed, the source may change). On no, the rest
+// follows through the slots (the answer's round trip overlaps the first
+// chunk). Other messages never look at the registrations.
 #pragma once
 
 #include <atomic>
@@ -59,16 +62,21 @@ struct RdmaMessageHeader {
   uint32_t flags = 0;  // kRdmaHeaderTagged: `tag` is set
   uint64_t bytes = 0;
   CallDescriptor tag;
-  uint8_t pad[24] = {};
+  uint64_t direct_from = 0;  // a done chunk: the bytes from here on were written in place
+  uint8_t pad[16] = {};
 };
 static_assert(sizeof(RdmaMessageHeader) == 64, "the header fills one 64-byte unit");
 inline constexpr uint32_t kRdmaHeaderMagic = 0x42544e82;  // "BTN", RDMA format 2 (offers)
 inline constexpr uint32_t kRdmaHeaderTagged = 1;
-inline constexpr uint32_t kRdmaHeaderOffer = 2;  // zero-copy offered; the chunk has no data
-inline constexpr uint32_t kRdmaHeaderDone = 4;   // the zero-copy write is complete
+inline constexpr uint32_t kRdmaHeaderOffer = 2;  // zero-copy offered (the chunk has data as usual)
+inline constexpr uint32_t kRdmaHeaderDone = 4;   // the in-place write is complete
 
 // The receiver's answer to an offer, written into the sender's memory
-// right after its clear-to-send words.
+// after its clear-to-send words: record offer_seq % kReplyRing of a ring,
+// from the same record of a ring at the receiver. A record is rewritten
+// 64 offers later only; by then the sender has polled the answer that
+// used it and the NIC has read its source (later writes on queue pair 0,
+// credits among them, completed), so no answer is read torn.
 struct RdmaDirectReply {
   uint64_t addr = 0;  // where the message goes (accepted)
   uint32_t rkey = 0;
@@ -77,6 +85,7 @@ struct RdmaDirectReply {
   uint64_t reserved = 0;
 };
 inline constexpr size_t kCtsBytes = 256 * sizeof(uint64_t);  // kMaxSlots words
+inline constexpr uint32_t kReplyRing = 64;
 inline constexpr int kMaxQpsPerPeer = 8;
 inline constexpr uint32_t kMaxSlots = 256;
 inline constexpr int kMaxSignalEvery = 64;
@@ -117,7 +126,7 @@ class RdmaChannel : public Channel {
     uint64_t completed = 0;        // write completions polled
     uint64_t direct_sent = 0;      // messages written in place (zero-copy)
     uint64_t direct_received = 0;  // messages that arrived in place
-    uint64_t declined = 0;         // offers this end's peer answered no
+    uint64_t declined = 0;         // offers this end answered no
   };
   // Creates the local half: memory, completion queue, queue pairs with
   // their receives posted. `peer_closed` (may be null) is the watchdog's
@@ -151,10 +160,10 @@ class RdmaChannel : public Channel {
   // signaled when its turn comes.
   Status Post(size_t q, const MemoryRegion& mr, const uint8_t* src, size_t len,
               uint64_t remote_addr, uint32_t rkey, uint32_t imm, bool with_imm = true);
-  // Posts a header-only chunk (offer or done) if its slot has credit.
-  bool PostHeaderChunk(uint64_t bytes, uint32_t flags, const CallDescriptor* tag, Status* st);
-  // Moves a zero-copy send along its states (send_direct_).
-  Status ProgressDirectSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag);
+  // Posts the done chunk of an in-place message if its slot has credit.
+  bool PostDoneChunk(uint64_t bytes, Status* st);
+  // Moves an offered send along (send_direct_); false: on through the slots.
+  Status ProgressDirectSend(const uint8_t* src, size_t bytes);
   // Whether this message may be offered in place; sets send_user_mr_.
   bool OfferDirect(const uint8_t* src, size_t bytes);
   // A receiver's answer to an offer (the header chunk at recv_seq_).
@@ -173,21 +182,23 @@ class RdmaChannel : public Channel {
   uint64_t send_seq_ = 0;     // chunks posted
   bool send_active_ = false;  // a message is part way
   size_t send_off_ = 0;       // of it, bytes posted
-  enum class Direct : uint8_t { kNo, kOffer, kAwaitReply, kDone, kAwaitDone };
+  // kOffered: the header offers, the slots carry the data until the answer.
+  enum class Direct : uint8_t { kNo, kOffered, kWrite, kDone, kAwaitDone };
   Direct send_direct_ = Direct::kNo;
   uint64_t offer_seq_ = 0, done_seq_ = 0;
   bool reply_arrived_ = false;
-  bool send_headed_ = false;  // the header went with an offer the peer declined
   RdmaDirectReply reply_;
   std::shared_ptr<MemoryRegion> send_user_mr_;  // held until the message is over
   // Receive side.
   uint64_t recv_seq_ = 0;         // chunks consumed
   std::vector<int64_t> arrived_;  // per slot: bytes of the chunk there, -1: none
   std::vector<uint64_t> arrived_seq_;
+  std::vector<uint8_t> arrived_done_;  // per slot: a done chunk (immediate data says)
   bool recv_active_ = false;
   size_t recv_off_ = 0;
   bool recv_direct_ = false;    // accepted an offer: the done chunk comes next
   bool reply_pending_ = false;  // the answer in cts_out_ waits for room
+  uint64_t reply_seq_ = 0;      // the offer it answers
   std::shared_ptr<MemoryRegion> recv_user_mr_;
   bool warned_registration_ = false;  // a user buffer the device refused, said once
   std::vector<int> recvs_to_post_;    // per queue pair

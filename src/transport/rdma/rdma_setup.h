@@ -36,7 +36,7 @@ struct RdmaConfig {
   int qps = 1;                     // BATON_IB_QPS_PER_PEER
   int inline_bytes = 128;          // inline writes asked of each queue pair (no variable)
   bool emulate = false;            // BATON_IB_EMULATE: the emulated device (tests)
-  uint64_t zcopy_min = 512 << 10;  // BATON_IB_ZCOPY_MIN (0: never in place)
+  uint64_t zcopy_min = 1 << 20;  // BATON_IB_ZCOPY_MIN (0: never in place)
   uint32_t slots = 8;
   uint64_t buffsize = 4 << 20;  // per direction, split into the slots
   // The rank's GPU (its PCI bus id; empty for a rank without one) and the
