@@ -291,8 +291,8 @@ bool RdmaChannel::OfferDirect(const uint8_t* src, size_t bytes) {
 
 Status RdmaChannel::ProgressDirectSend(const uint8_t* src, size_t bytes) {
   if (send_direct_ == Direct::kOffered) {
-    // The answer to this message's offer (the header went as chunk
-    // offer_seq_); a later answer to an earlier offer is left alone.
+    // Apply keeps only the answer to this message's offer (chunk
+    // offer_seq_); one to an earlier offer is dropped there.
     if (!reply_arrived_) return Status::Ok();
     reply_arrived_ = false;
     if (reply_.accept == 0) {

@@ -29,13 +29,13 @@ struct NicPreference {
 
 struct RdmaConfig {
   enum class Mode { kOff, kAuto, kForce };
-  Mode mode = Mode::kAuto;         // BATON_TRANSPORT: tcp (off), auto, ib (force)
-  std::string hca;                 // BATON_IB_HCA
-  int gid_index = -1;              // BATON_IB_GID_INDEX (-1: choose)
-  int traffic_class = 0;           // BATON_IB_TC
-  int qps = 1;                     // BATON_IB_QPS_PER_PEER
-  int inline_bytes = 128;          // inline writes asked of each queue pair (no variable)
-  bool emulate = false;            // BATON_IB_EMULATE: the emulated device (tests)
+  Mode mode = Mode::kAuto;       // BATON_TRANSPORT: tcp (off), auto, ib (force)
+  std::string hca;               // BATON_IB_HCA
+  int gid_index = -1;            // BATON_IB_GID_INDEX (-1: choose)
+  int traffic_class = 0;         // BATON_IB_TC
+  int qps = 1;                   // BATON_IB_QPS_PER_PEER
+  int inline_bytes = 128;        // inline writes asked of each queue pair (no variable)
+  bool emulate = false;          // BATON_IB_EMULATE: the emulated device (tests)
   uint64_t zcopy_min = 1 << 20;  // BATON_IB_ZCOPY_MIN (0: never in place)
   uint32_t slots = 8;
   uint64_t buffsize = 4 << 20;  // per direction, split into the slots
