@@ -51,6 +51,8 @@ namespace baton {
   X(ib_gid_index, "BATON_IB_GID_INDEX", Int, -1, "RoCE GID index (-1: a RoCE v2 IPv4 one)")        \
   X(ib_tc, "BATON_IB_TC", Int, 0, "RDMA traffic class (RoCE: DSCP << 2)")                          \
   X(ib_qps_per_peer, "BATON_IB_QPS_PER_PEER", Int, 1, "RDMA queue pairs per peer (1 to 8)")       \
+  X(ib_zcopy_min, "BATON_IB_ZCOPY_MIN", Size, 1 << 20,                                             \
+    "smallest RDMA message between registered buffers written in place (0: never)")               \
   X(ib_emulate, "BATON_IB_EMULATE", Bool, false,                                                   \
     "for tests only: an emulated RDMA device over shared memory instead of libibverbs")           \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \

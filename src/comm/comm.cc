@@ -111,12 +111,14 @@ std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
 }
 
 Status Communicator::Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
-                            std::shared_ptr<Communicator>* out, const std::string& name) {
+                            std::shared_ptr<Communicator>* out, const std::string& name,
+                            const std::string& gpu_pci) {
   auto comm = std::make_shared<Communicator>();
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   BATON_RETURN_IF_ERROR(CommConfig::FromSettings(settings, &comm->config_));
   comm->config_.name = name;
+  comm->config_.PlaceGpu(gpu_pci);
   SetLogRank(rank);
   const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
   const auto started = Clock::now();
@@ -202,6 +204,7 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
                      &mesh,    comm->config_.transport,
                      deadline, [recorder] { return recorder->Latest(); },
                      lazy,     &listener};
+  setup.user_memory = &comm->registrations_;
   const auto channels_started = Clock::now();
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
   const double channels_ms = ms_since(channels_started);

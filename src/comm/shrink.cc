@@ -81,7 +81,8 @@ Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
   }
   UniqueIdData data;
   BATON_RETURN_IF_ERROR(DecodeUniqueId(id, &data));
-  return Communicator::Create(settings, data, new_size, new_rank, out, name)
+  return Communicator::Create(settings, data, new_size, new_rank, out, name,
+                              parent.config().transport.rdma.gpu_pci)
       .WithContext("batonCommShrink: rank " + std::to_string(new_rank) + " of " +
                    std::to_string(new_size));
 }

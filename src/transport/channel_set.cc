@@ -128,6 +128,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
       rdma_peers.rank = me;
       rdma_peers.numa_node = peers[me].numa;
       rdma_peers.deadline = setup.deadline;
+      rdma_peers.user_memory = setup.user_memory;
       std::vector<std::unique_ptr<Channel>> made;
       BATON_RETURN_IF_ERROR(rdma::ConnectRdmaPeers(setup.config.rdma, rdma_peers, &made));
       for (size_t i = 0; i < made.size(); ++i) {

@@ -23,6 +23,7 @@
 #include "transport/control.h"
 #include "transport/doorbell.h"
 #include "transport/rdma/rdma_setup.h"
+#include "transport/user_memory.h"
 
 namespace baton {
 
@@ -76,6 +77,9 @@ struct ChannelSetup {
   // thread, for the communicator's life.
   bool lazy = false;
   Fd* listener = nullptr;
+  // The communicator's registered buffers (RDMA writes large messages
+  // between them in place); outlives the channels. May be null.
+  UserMemory* user_memory = nullptr;
 };
 
 // The channels of one communicator plus the machinery shared by all of them:
