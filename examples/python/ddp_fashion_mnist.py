@@ -8,7 +8,8 @@ PYTHONPATH=build/python finds the baton package. Ranks come from torchrun's
 RANK/WORLD_SIZE, batonrun's BATON_RANK/BATON_WORLD_SIZE or Open MPI's
 OMPI_COMM_WORLD_*; the process group's store is a TCPStore at
 MASTER_ADDR:MASTER_PORT (default 127.0.0.1:29512, one host). The data is
-Debian's dataset-fashion-mnist (gzip IDX files).
+Debian's dataset-fashion-mnist (gzip IDX files); --synthetic N trains on N
+random examples instead (tests/python/example_test.py, where it is absent).
 """
 
 import argparse
@@ -66,6 +67,8 @@ def main():
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--synthetic", type=int, default=0, metavar="N",
+                   help="N random training examples (and N/4 test ones) instead of the dataset")
     args = p.parse_args()
 
     rank, size = launcher_env()
@@ -78,8 +81,15 @@ def main():
     dist.init_process_group(args.backend, store=store, rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=60))
 
-    x_train, y_train = load(args.data, "train")
-    x_test, y_test = load(args.data, "test")
+    if args.synthetic:
+        g = torch.Generator().manual_seed(args.seed + 1)  # the same data on every rank
+        x_train, y_train = torch.randn(args.synthetic, 784, generator=g), \
+            torch.randint(0, 10, (args.synthetic,), generator=g)
+        x_test, y_test = torch.randn(args.synthetic // 4, 784, generator=g), \
+            torch.randint(0, 10, (args.synthetic // 4,), generator=g)
+    else:
+        x_train, y_train = load(args.data, "train")
+        x_test, y_test = load(args.data, "test")
     torch.manual_seed(args.seed)  # the same initial model on every rank (DDP broadcasts it too)
     model = DDP(nn.Sequential(nn.Linear(784, args.hidden), nn.ReLU(),
                               nn.Linear(args.hidden, args.hidden), nn.ReLU(),
@@ -118,6 +128,9 @@ def main():
         print(f"backend {args.backend}, {size} ranks, {step} steps: median step "
               f"{statistics.median(steady) * 1e3:.2f} ms, test accuracy {correct / len(y_test):.4f}, "
               f"replicas {'agree' if all(torch.equal(r, replicas[0]) for r in replicas) else 'DIFFER'}")
+        # Compared between backends by tests/python/example_test.py.
+        print(f"final loss {loss.item():.9g} parameters {digest[0].item():.9g} "
+              f"{digest[1].item():.9g}", flush=True)
     dist.destroy_process_group()
 
 

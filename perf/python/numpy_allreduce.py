@@ -22,8 +22,7 @@ iters = int(sys.argv[1]) if len(sys.argv) > 1 else 50
 if comm.rank == 0:
     print(f"# {comm.size} ranks, allreduce float32 sum, median of {iters} calls")
     print(f"{'bytes':>10} {'baton us':>10} {'mpi4py us':>10} {'mpi/baton':>10}")
-nbytes = 8
-while nbytes <= (64 << 20):
+for nbytes in [8 << (3 * i) for i in range(8)] + [64 << 20]:  # 8 B, 64 B, ..., 16 MiB, 64 MiB
     x = np.ones(nbytes // 4, np.float32)
     y = np.empty_like(x)
     n = max(3, iters if nbytes <= (1 << 20) else iters // 10)
@@ -41,5 +40,4 @@ while nbytes <= (64 << 20):
     if comm.rank == 0:
         print(f"{nbytes:>10} {med['baton']:>10.1f} {med['mpi']:>10.1f} "
               f"{med['mpi'] / med['baton']:>10.2f}", flush=True)
-    nbytes *= 8
 comm.destroy()

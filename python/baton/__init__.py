@@ -13,7 +13,7 @@ import ctypes
 
 import numpy as np
 
-from . import _lib
+from . import _core, _lib
 from ._lib import (BatonError, BatonTimeoutError, InvalidArgumentError, InvalidUsageError,
                    RemoteError)
 
@@ -32,7 +32,7 @@ def get_unique_id():
     """A fresh unique id (bytes) to hand to every rank for init_rank; this process serves it."""
     uid = _lib.UniqueId()
     _lib.check(_lib.lib.batonGetUniqueId(ctypes.byref(uid)), what="get_unique_id")
-    return bytes(uid.internal)
+    return bytes(uid)  # all 128 bytes (uid.internal, a c_char array, stops at a NUL)
 
 
 def init():
@@ -46,8 +46,8 @@ def init_rank(nranks, unique_id, rank, timeout=None, name=None):
     """Joins a communicator of nranks ranks made from get_unique_id()'s bytes."""
     if len(unique_id) != _lib.UNIQUE_ID_BYTES:
         raise ValueError(f"unique_id must be {_lib.UNIQUE_ID_BYTES} bytes, not {len(unique_id)}")
-    uid = _lib.UniqueId()
-    ctypes.memmove(uid.internal, bytes(unique_id), _lib.UNIQUE_ID_BYTES)
+    # (uid.internal reads as a bytes copy: the id is copied into the structure itself)
+    uid = _lib.UniqueId.from_buffer_copy(bytes(unique_id))
     cfg = _lib.make_config(name, timeout)
     handle = _lib.c_comm()
     _lib.check(_lib.lib.batonCommInitRankConfig(ctypes.byref(handle), int(nranks), uid, int(rank),
@@ -59,25 +59,6 @@ def _input(obj):
     """A C-contiguous array over obj (copied only when obj is not contiguous)."""
     arr = np.asarray(obj)
     return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-
-
-def _output(obj, what):
-    arr = np.asarray(obj)
-    if not arr.flags.c_contiguous or not arr.flags.writeable:
-        raise ValueError(f"{what} must be a writable C-contiguous array or buffer")
-    return arr
-
-
-def _holds(arr, nbytes, what):
-    """arr, when it holds at least nbytes: Baton reads or writes that many, and a shorter
-    buffer would be overrun."""
-    if arr.nbytes < nbytes:
-        raise ValueError(f"{what} has {arr.nbytes} bytes, the call needs {nbytes}")
-    return arr
-
-
-def _ptr(arr):
-    return arr.ctypes.data_as(ctypes.c_void_p) if arr is not None else None
 
 
 class Request:
@@ -113,6 +94,7 @@ class Comm:
 
     def __init__(self, handle):
         self._handle = handle
+        self._h = handle.value  # the handle as _core takes it; 0 once destroyed
         self._stream = None
         n = ctypes.c_int()
         r = ctypes.c_int()
@@ -145,7 +127,7 @@ class Comm:
         """Waits for queued work, then frees the communicator."""
         if self._handle is None:
             return
-        handle, self._handle = self._handle, None
+        handle, self._handle, self._h = self._handle, None, 0
         if self._stream is not None:
             _lib.lib.batonStreamDestroy(self._stream)
             self._stream = None
@@ -155,7 +137,7 @@ class Comm:
         """Stops outstanding work at once (peers see an error) and frees the communicator."""
         if self._handle is None:
             return
-        handle, self._handle = self._handle, None
+        handle, self._handle, self._h = self._handle, None, 0
         _lib.lib.batonCommAbort(handle)
         if self._stream is not None:
             _lib.lib.batonStreamDestroy(self._stream)
@@ -177,19 +159,20 @@ class Comm:
         return Comm(new) if new.value else None
 
     # ---- the call path ----
-    def _call(self, fn, args, result, keep, async_op, what):
+    # Each collective hands its buffers to the _core extension as they are; it checks
+    # them (dtype, contiguity, every buffer holds what Baton will read or write) and
+    # makes the C call without the GIL. Outputs are allocated here when not given.
+    # An asynchronous call's inputs are made contiguous arrays here, so that the
+    # arrays the queued call reads are the ones its Request keeps alive.
+
+    def _async_stream(self):
+        """The host stream asynchronous calls are queued on (made at the first)."""
         self._check_open()
-        stream = None
-        if async_op:
-            if self._stream is None:
-                s = _lib.c_stream()
-                _lib.check(_lib.lib.batonStreamCreate(ctypes.byref(s)), None, "stream create")
-                self._stream = s
-            stream = self._stream
-        _lib.check(getattr(_lib.lib, fn)(*args, self._handle, stream), self._handle, what)
-        if async_op:
-            return Request(self, result, keep)
-        return result
+        if self._stream is None:
+            s = _lib.c_stream()
+            _lib.check(_lib.lib.batonStreamCreate(ctypes.byref(s)), None, "stream create")
+            self._stream = s
+        return self._stream.value
 
     def _counts(self, counts, what):
         counts = [int(c) for c in counts]
@@ -199,54 +182,39 @@ class Comm:
             raise ValueError(f"{what}: counts must not be negative")
         return counts
 
-    @staticmethod
-    def _displs(counts):
-        out, at = [], 0
-        for c in counts:
-            out.append(at)
-            at += c
-        return out
-
     # ---- collectives ----
     def allreduce(self, send, out=None, op="sum", datatype=None, async_op=False):
         """The reduction of every rank's send (out= send for in place); returns out."""
-        send = _input(send)
-        out = np.empty_like(send) if out is None else _output(out, "out")
-        if out.nbytes != send.nbytes:
-            raise ValueError(f"out has {out.nbytes} bytes, send {send.nbytes}")
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonAllReduce", [_ptr(send), _ptr(out), send.size, dt,
-                                             _lib.op_code(op)], out, (send, out), async_op,
-                          "allreduce")
+        if out is None or async_op:
+            send = _input(send)
+            if out is None:
+                out = np.empty_like(send)
+        _core.allreduce(self._h, async_op and self._async_stream(), send, out, op, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def broadcast(self, buf, root=0, datatype=None, async_op=False):
         """Root's buf into every rank's buf (in place); returns buf."""
-        buf = _output(buf, "buf")
-        dt = _lib.datatype_of(buf, datatype)
-        return self._call("batonBroadcast", [_ptr(buf), _ptr(buf), buf.size, dt, int(root)], buf,
-                          (buf,), async_op, "broadcast")
+        _core.broadcast(self._h, async_op and self._async_stream(), buf, root, datatype)
+        return Request(self, buf, (buf,)) if async_op else buf
 
     def reduce(self, send, root=0, out=None, op="sum", datatype=None, async_op=False):
         """The reduction at root (returned there; None elsewhere)."""
         send = _input(send)
         if self.rank == root:
-            out = np.empty_like(send) if out is None else _output(out, "out")
-            _holds(out, send.nbytes, "out")
+            if out is None:
+                out = np.empty_like(send)
         else:
             out = None
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonReduce", [_ptr(send), _ptr(out), send.size, dt, _lib.op_code(op),
-                                          int(root)], out, (send, out), async_op, "reduce")
+        _core.reduce(self._h, async_op and self._async_stream(), send, out, op, root, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def allgather(self, send, out=None, datatype=None, async_op=False):
         """Every rank's send stacked in rank order: shape (size, *send.shape)."""
         send = _input(send)
         if out is None:
             out = np.empty((self.size,) + send.shape, send.dtype)
-        out = _holds(_output(out, "out"), self.size * send.nbytes, "out")
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonAllGather", [_ptr(send), _ptr(out), send.size, dt], out,
-                          (send, out), async_op, "allgather")
+        _core.allgather(self._h, async_op and self._async_stream(), send, out, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def allgatherv(self, send, counts, out=None, datatype=None, async_op=False):
         """Every rank's send (counts[r] elements from rank r) back to back in one flat array."""
@@ -254,99 +222,78 @@ class Comm:
         counts = self._counts(counts, "allgatherv")
         if out is None:
             out = np.empty(sum(counts), send.dtype)
-        out = _holds(_output(out, "out"), sum(counts) * send.itemsize, "out")
-        dt = _lib.datatype_of(send, datatype)
-        c, d = _lib.size_array(counts), _lib.size_array(self._displs(counts))
-        return self._call("batonAllGatherV", [_ptr(send), send.size, _ptr(out), c, d, dt], out,
-                          (send, out), async_op, "allgatherv")
+        _core.allgatherv(self._h, async_op and self._async_stream(), send, out, counts, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def reduce_scatter(self, send, out=None, op="sum", datatype=None, async_op=False):
         """Block `rank` of the reduction of every rank's send (send.size / size elements)."""
-        send = _input(send).reshape(-1)
-        if send.size % self.size:
-            raise ValueError(f"reduce_scatter: {send.size} elements do not split into "
-                             f"{self.size} equal blocks")
-        n = send.size // self.size
-        out = np.empty(n, send.dtype) if out is None else _output(out, "out")
-        _holds(out, n * send.itemsize, "out")
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonReduceScatter", [_ptr(send), _ptr(out), n, dt, _lib.op_code(op)],
-                          out, (send, out), async_op, "reduce_scatter")
+        send = _input(send)
+        if out is None:
+            out = np.empty(send.size // self.size, send.dtype)
+        _core.reduce_scatter(self._h, async_op and self._async_stream(), send, out, op, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def reduce_scatterv(self, send, counts, out=None, op="sum", datatype=None, async_op=False):
         """Block `rank` (counts[rank] elements) of the reduction of every rank's send."""
-        send = _input(send).reshape(-1)
+        send = _input(send)
         counts = self._counts(counts, "reduce_scatterv")
-        _holds(send, sum(counts) * send.itemsize, "send")
-        out = np.empty(counts[self.rank], send.dtype) if out is None else _output(out, "out")
-        _holds(out, counts[self.rank] * send.itemsize, "out")
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonReduceScatterV", [_ptr(send), _ptr(out), _lib.size_array(counts),
-                                                  dt, _lib.op_code(op)], out, (send, out),
-                          async_op, "reduce_scatterv")
+        if out is None:
+            out = np.empty(counts[self.rank], send.dtype)
+        _core.reduce_scatterv(self._h, async_op and self._async_stream(), send, out, counts, op,
+                              datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def alltoall(self, send, out=None, datatype=None, async_op=False):
         """Block j of send goes to rank j; block i of the result came from rank i."""
         send = _input(send)
-        if send.size % self.size:
-            raise ValueError(f"alltoall: {send.size} elements do not split into {self.size} "
-                             f"equal blocks")
-        out = np.empty_like(send) if out is None else _output(out, "out")
-        _holds(out, send.nbytes, "out")
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonAlltoAll", [_ptr(send), _ptr(out), send.size // self.size, dt],
-                          out, (send, out), async_op, "alltoall")
+        if out is None:
+            out = np.empty_like(send)
+        _core.alltoall(self._h, async_op and self._async_stream(), send, out, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def alltoallv(self, send, sendcounts, recvcounts, out=None, datatype=None, async_op=False):
         """sendcounts[j] elements to rank j, recvcounts[i] from rank i, blocks back to back."""
-        send = _input(send).reshape(-1)
+        send = _input(send)
         sc = self._counts(sendcounts, "alltoallv sendcounts")
         rc = self._counts(recvcounts, "alltoallv recvcounts")
-        _holds(send, sum(sc) * send.itemsize, "send")
-        out = np.empty(sum(rc), send.dtype) if out is None else _output(out, "out")
-        _holds(out, sum(rc) * send.itemsize, "out")
-        dt = _lib.datatype_of(send, datatype)
-        args = [_ptr(send), _lib.size_array(sc), _lib.size_array(self._displs(sc)), _ptr(out),
-                _lib.size_array(rc), _lib.size_array(self._displs(rc)), dt]
-        return self._call("batonAlltoAllV", args, out, (send, out), async_op, "alltoallv")
+        if out is None:
+            out = np.empty(sum(rc), send.dtype)
+        _core.alltoallv(self._h, async_op and self._async_stream(), send, out, sc, rc, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def gather(self, send, root=0, out=None, datatype=None, async_op=False):
         """Every rank's send stacked at root (shape (size, *send.shape)); None elsewhere."""
         send = _input(send)
         if self.rank == root:
-            out = np.empty((self.size,) + send.shape, send.dtype) if out is None else out
-            out = _holds(_output(out, "out"), self.size * send.nbytes, "out")
+            if out is None:
+                out = np.empty((self.size,) + send.shape, send.dtype)
         else:
             out = None
-        dt = _lib.datatype_of(send, datatype)
-        return self._call("batonGather", [_ptr(send), _ptr(out), send.size, dt, int(root)], out,
-                          (send, out), async_op, "gather")
+        _core.gather(self._h, async_op and self._async_stream(), send, out, root, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def scatter(self, out, send=None, root=0, datatype=None, async_op=False):
         """Block `rank` of root's send (size blocks of out.size elements) into out."""
-        out = _output(out, "out")
         if self.rank == root:
             if send is None:
                 raise ValueError("scatter: the root must pass send")
-            send = _holds(_input(send), self.size * out.nbytes, "send")
+            send = _input(send)
         else:
             send = None
-        dt = _lib.datatype_of(out, datatype)
-        return self._call("batonScatter", [_ptr(send), _ptr(out), out.size, dt, int(root)], out,
-                          (send, out), async_op, "scatter")
+        _core.scatter(self._h, async_op and self._async_stream(), send, out, root, datatype)
+        return Request(self, out, (send, out)) if async_op else out
 
     def send(self, buf, peer, datatype=None, async_op=False):
-        buf = _input(buf)
-        dt = _lib.datatype_of(buf, datatype)
-        return self._call("batonSend", [_ptr(buf), buf.size, dt, int(peer)], None, (buf,),
-                          async_op, "send")
+        if async_op:
+            buf = _input(buf)
+        _core.send(self._h, async_op and self._async_stream(), buf, peer, datatype)
+        return Request(self, None, (buf,)) if async_op else None
 
     def recv(self, buf, peer, datatype=None, async_op=False):
         """Receives into buf (in place); returns buf."""
-        buf = _output(buf, "buf")
-        dt = _lib.datatype_of(buf, datatype)
-        return self._call("batonRecv", [_ptr(buf), buf.size, dt, int(peer)], buf, (buf,),
-                          async_op, "recv")
+        _core.recv(self._h, async_op and self._async_stream(), buf, peer, datatype)
+        return Request(self, buf, (buf,)) if async_op else buf
 
     def barrier(self, async_op=False):
-        return self._call("batonBarrier", [], None, (), async_op, "barrier")
+        _core.barrier(self._h, async_op and self._async_stream())
+        return Request(self, None, ()) if async_op else None

@@ -1,46 +1,23 @@
-"""libbaton through ctypes: the library, the C types, and errors as exceptions.
+"""libbaton for the life cycle calls (ctypes), the C types, and errors as exceptions.
 
-Only the public C API (include/baton.h) is used. ctypes releases the GIL
-around every foreign call, so a blocking collective lets other Python
-threads run.
+The collectives go through the _core extension (_core.cc); init, split,
+destroy and streams, off the hot path, through ctypes here. Both use the one
+libbaton _core is linked to (its rpath finds the build's or the installed
+one), so communicator handles pass between them. Only the public C API
+(include/baton.h) is used; ctypes releases the GIL around every call.
 """
 
 import ctypes
-import ctypes.util
-import os
 
 import numpy as np
 
-# The path meson configured into the build tree's copy of the package
-# (_config.py); absent in the source tree.
 try:
-    from ._config import LIBBATON_PATH as _CONFIGURED_PATH
-except ImportError:  # pragma: no cover - running from python/ directly
-    _CONFIGURED_PATH = None
+    from . import _core
+except ImportError as e:
+    raise ImportError("baton: the _core extension is not built or cannot load libbaton "
+                      f"(meson builds it with the package; docs/python.md): {e}") from e
 
-
-def _load():
-    tried = []
-    candidates = []
-    if _CONFIGURED_PATH:
-        candidates.append(_CONFIGURED_PATH)
-    candidates.append("libbaton.so")  # LD_LIBRARY_PATH, ldconfig
-    found = ctypes.util.find_library("baton")
-    if found:
-        candidates.append(found)
-    # The source tree's default build directory, for `PYTHONPATH=python`.
-    here = os.path.dirname(os.path.abspath(__file__))
-    candidates.append(os.path.join(here, "..", "..", "build", "src", "libbaton.so"))
-    for path in candidates:
-        try:
-            return ctypes.CDLL(path)
-        except OSError as e:
-            tried.append(f"{path}: {e}")
-    raise ImportError("cannot load libbaton.so (build Baton, or put its directory on "
-                      "LD_LIBRARY_PATH); tried:\n  " + "\n  ".join(tried))
-
-
-lib = _load()
+lib = ctypes.CDLL(_core.library_path())
 
 # ---- types ----
 c_comm = ctypes.c_void_p
@@ -117,8 +94,7 @@ def check(result, comm=None, what=""):
 
 
 # ---- prototypes ----
-_i, _sz, _vp, _cvp = ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p
-_szp = ctypes.POINTER(ctypes.c_size_t)
+_i, _vp = ctypes.c_int, ctypes.c_void_p
 _PROTOTYPES = {
     "batonGetVersion": [ctypes.POINTER(_i)],
     "batonGetUniqueId": [ctypes.POINTER(UniqueId)],
@@ -137,20 +113,6 @@ _PROTOTYPES = {
     "batonStreamSynchronize": [c_stream],
     "batonStreamQuery": [c_stream],
     "batonStreamDestroy": [c_stream],
-    "batonAllReduce": [_cvp, _vp, _sz, _i, _i, c_comm, c_stream],
-    "batonBroadcast": [_cvp, _vp, _sz, _i, _i, c_comm, c_stream],
-    "batonReduce": [_cvp, _vp, _sz, _i, _i, _i, c_comm, c_stream],
-    "batonAllGather": [_cvp, _vp, _sz, _i, c_comm, c_stream],
-    "batonReduceScatter": [_cvp, _vp, _sz, _i, _i, c_comm, c_stream],
-    "batonAlltoAll": [_cvp, _vp, _sz, _i, c_comm, c_stream],
-    "batonGather": [_cvp, _vp, _sz, _i, _i, c_comm, c_stream],
-    "batonScatter": [_cvp, _vp, _sz, _i, _i, c_comm, c_stream],
-    "batonAllGatherV": [_cvp, _sz, _vp, _szp, _szp, _i, c_comm, c_stream],
-    "batonReduceScatterV": [_cvp, _vp, _szp, _i, _i, c_comm, c_stream],
-    "batonAlltoAllV": [_cvp, _szp, _szp, _vp, _szp, _szp, _i, c_comm, c_stream],
-    "batonSend": [_cvp, _sz, _i, _i, c_comm, c_stream],
-    "batonRecv": [_vp, _sz, _i, _i, c_comm, c_stream],
-    "batonBarrier": [c_comm, c_stream],
     "batonGroupStart": [],
     "batonGroupEnd": [],
 }
@@ -163,47 +125,6 @@ lib.batonGetLastError.restype = ctypes.c_char_p
 lib.batonGetErrorString.argtypes = [ctypes.c_int]
 lib.batonGetErrorString.restype = ctypes.c_char_p
 
-# ---- datatypes and ops ----
-# numpy dtype -> batonDataType_t. bfloat16 and fp8 have no numpy dtype; pass
-# datatype= explicitly with a uint16 / uint8 array holding their bits.
-_DTYPES = {
-    np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int32): 2, np.dtype(np.uint32): 3,
-    np.dtype(np.int64): 4, np.dtype(np.uint64): 5, np.dtype(np.float16): 6,
-    np.dtype(np.float32): 7, np.dtype(np.float64): 8, np.dtype(np.bool_): 1,
-}
-DATATYPE_NAMES = {"int8": 0, "uint8": 1, "int32": 2, "uint32": 3, "int64": 4, "uint64": 5,
-                  "float16": 6, "float32": 7, "float64": 8, "bfloat16": 9,
-                  "float8_e4m3": 10, "float8_e5m2": 11}
-DATATYPE_SIZES = [1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1]
-OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
-
-
-def datatype_of(arr, datatype=None):
-    """The batonDataType_t for arr (or the named datatype, whose size must match)."""
-    if datatype is not None:
-        code = DATATYPE_NAMES.get(datatype) if isinstance(datatype, str) else int(datatype)
-        if code is None:
-            raise ValueError(f"unknown datatype {datatype!r}; one of {sorted(DATATYPE_NAMES)}")
-        if arr.dtype.itemsize != DATATYPE_SIZES[code]:
-            raise ValueError(f"datatype {datatype!r} needs {DATATYPE_SIZES[code]}-byte elements, "
-                             f"the array has {arr.dtype} ({arr.dtype.itemsize} bytes)")
-        return code
-    code = _DTYPES.get(arr.dtype)
-    if code is None:
-        raise TypeError(f"Baton has no datatype for numpy {arr.dtype}; one of "
-                        f"{sorted(str(d) for d in _DTYPES)} (or datatype='bfloat16' on uint16)")
-    return code
-
-
-def op_code(op):
-    if isinstance(op, str):
-        code = OPS.get(op.lower())
-        if code is None:
-            raise ValueError(f"unknown op {op!r}; one of {sorted(OPS)}")
-        return code
-    return int(op)
-
-
-def size_array(values):
-    arr = (ctypes.c_size_t * len(values))(*[int(v) for v in values])
-    return arr
+# The collectives raise Baton's failures through check(), and a call on a
+# destroyed communicator as InvalidUsageError.
+_core._init(check, InvalidUsageError, np.ascontiguousarray)

@@ -3,11 +3,14 @@
     import baton.torch
     torch.distributed.init_process_group("baton", ...)   # instead of "gloo"
 
-CPU tensors; the unique id travels through the process group's Store.
+CPU tensors, and CUDA tensors in allreduce, broadcast, reduce, all_gather_into_tensor and
+reduce_scatter_tensor where torch has CUDA and a GPU; the unique id travels through the
+process group's Store.
 """
 
 import atexit as _atexit
 
+import torch as _torch
 import torch.distributed as _dist
 
 try:
@@ -28,5 +31,10 @@ def _create_backend(store, rank, size, timeout):
 # GIL to free tensors (backend.h, ShutdownAll).
 _atexit.register(_baton_torch._shutdown_all)
 
+# CUDA tensors where the extension takes them and a GPU is there (without one,
+# a group registered for "cuda" would pick CUDA tensors for its own calls).
+_devices = ["cpu"]
+if _baton_torch.cuda_tensors and _torch.cuda.is_available():
+    _devices.append("cuda")
 if "baton" not in _dist.Backend.backend_list:
-    _dist.Backend.register_backend("baton", _create_backend, devices=["cpu"])
+    _dist.Backend.register_backend("baton", _create_backend, devices=_devices)

@@ -1,5 +1,7 @@
 #include "backend.h"
 
+#include "tensors.h"
+
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <algorithm>
@@ -19,194 +21,7 @@ std::vector<BatonBackend*>& LiveBackends() {
   return *live;
 }
 
-std::exception_ptr BackendError(const std::string& message) {
-  return std::make_exception_ptr(
-      c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
-}
-
-// Baton's datatype for t's dtype; torch dtypes Baton lacks throw.
-batonDataType_t DataType(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kChar:
-      return batonInt8;
-    case at::kByte:
-      return batonUint8;
-    case at::kBool:
-      return batonUint8;
-    case at::kInt:
-      return batonInt32;
-    case at::kUInt32:
-      return batonUint32;
-    case at::kLong:
-      return batonInt64;
-    case at::kUInt64:
-      return batonUint64;
-    case at::kHalf:
-      return batonFloat16;
-    case at::kFloat:
-      return batonFloat32;
-    case at::kDouble:
-      return batonFloat64;
-    case at::kBFloat16:
-      return batonBfloat16;
-    case at::kFloat8_e4m3fn:
-      return batonFloat8e4m3;
-    case at::kFloat8_e5m2:
-      return batonFloat8e5m2;
-    default:
-      TORCH_CHECK(false, "baton backend: no Baton datatype for ", t.scalar_type());
-  }
-}
-
-void CheckTensor(const at::Tensor& t, const char* what) {
-  TORCH_CHECK(t.defined(), "baton backend: ", what, ": undefined tensor");
-  TORCH_CHECK(t.device().is_cpu(), "baton backend: ", what,
-              ": only CPU tensors are supported (got ", t.device(), ")");
-  TORCH_CHECK(t.layout() == at::kStrided, "baton backend: ", what, ": only dense tensors");
-  TORCH_CHECK(t.is_contiguous(), "baton backend: ", what, ": the tensor must be contiguous");
-  DataType(t);
-}
-
-// The one tensor of a single-device call.
-at::Tensor& Single(std::vector<at::Tensor>& tensors, const char* what) {
-  TORCH_CHECK(tensors.size() == 1, "baton backend: ", what, " takes one tensor per rank, got ",
-              tensors.size());
-  CheckTensor(tensors[0], what);
-  return tensors[0];
-}
-
-void CheckSameKind(const at::Tensor& a, const at::Tensor& b, const char* what) {
-  CheckTensor(b, what);
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "baton backend: ", what,
-              ": tensors of different dtypes (", a.scalar_type(), ", ", b.scalar_type(), ")");
-}
-
-std::vector<size_t> Numels(const std::vector<at::Tensor>& tensors) {
-  std::vector<size_t> n;
-  n.reserve(tensors.size());
-  for (const auto& t : tensors) n.push_back(static_cast<size_t>(t.numel()));
-  return n;
-}
-
-std::vector<size_t> Offsets(const std::vector<size_t>& counts) {
-  std::vector<size_t> displs(counts.size(), 0);
-  for (size_t i = 1; i < counts.size(); ++i) displs[i] = displs[i - 1] + counts[i - 1];
-  return displs;
-}
-
-bool AllEqual(const std::vector<size_t>& v) {
-  return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
-}
-
-// The tensors' elements back to back in one new flat tensor.
-at::Tensor Flatten(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
-// Copies consecutive pieces of flat into each of outputs.
-void Unflatten(const at::Tensor& flat, std::vector<at::Tensor>& outputs) {
-  int64_t at_element = 0;
-  for (auto& out : outputs) {
-    out.copy_(flat.narrow(0, at_element, out.numel()).view(out.sizes()));
-    at_element += out.numel();
-  }
-}
-
-// Gather's outputs or scatter's inputs: one list of `size` tensors like
-// `like` at the root (returned), nothing elsewhere (empty).
-std::vector<at::Tensor> RootList(std::vector<std::vector<at::Tensor>>& lists,
-                                 const at::Tensor& like, int root, int rank, int size,
-                                 const char* what) {
-  TORCH_CHECK(root >= 0 && root < size, "baton backend: ", what, ": root ", root,
-              " is not a rank of ", size);
-  if (rank != root) return {};
-  TORCH_CHECK(lists.size() == 1 && static_cast<int>(lists[0].size()) == size,
-              "baton backend: ", what, " needs one list of ", size, " tensors at the root");
-  for (const auto& t : lists[0]) {
-    CheckSameKind(like, t, what);
-    TORCH_CHECK(t.numel() == like.numel(), "baton backend: ", what,
-                ": every tensor of the root's list must have as many elements as this rank's");
-  }
-  return lists[0];
-}
-
 }  // namespace
-
-// ---- BatonWork ----
-
-BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs)
-    : c10d::Work(rank, type),
-      outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
-
-void BatonWork::Complete(std::exception_ptr error) {
-  // The future first: once wait() returns, DDP reads the future's value.
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
-  finish(error);
-}
-
-// ---- Worker ----
-
-Worker::Worker() : thread_([this] { Run(); }) {}
-
-Worker::~Worker() {
-  Stop();
-}
-
-void Worker::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stop_ && !thread_.joinable()) return;
-    stop_ = true;
-  }
-  cv_.notify_all();
-  // Jobs hold no reference to their backend, so this never runs on the worker itself.
-  if (thread_.joinable()) thread_.join();
-}
-
-void Worker::Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!stop_) {
-      queue_.push_back({std::move(work), std::move(job)});
-      cv_.notify_all();
-      return;
-    }
-  }
-  work->Complete(BackendError("baton backend: the process group is shut down"));
-}
-
-void Worker::Run() {
-  for (;;) {
-    Item item;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      // No deadline: an idle backend waits for work; each Baton call has its own.
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      item = std::move(queue_.front());
-      queue_.pop_front();
-    }
-    std::exception_ptr error;
-    try {
-      item.job();
-    } catch (const std::exception& e) {
-      error = BackendError(e.what());
-    } catch (...) {
-      error = BackendError("baton backend: unknown error");
-    }
-    item.work->Complete(error);
-  }
-}
 
 // ---- BatonBackend ----
 
@@ -254,11 +69,19 @@ void BatonBackend::Check(batonResult_t result, const char* what) const {
               (message != nullptr && *message != '\0') ? std::string(": ") + message : "");
 }
 
+c10::intrusive_ptr<c10d::Work> BatonBackend::Dispatch(c10d::OpType type,
+                                                      std::vector<at::Tensor> outputs,
+                                                      const at::Tensor& like,
+                                                      std::function<void(batonStream_t)> job) {
+  if (like.is_cuda()) return LaunchOnStream(type, std::move(outputs), like, job);
+  return Launch(type, std::move(outputs), [job = std::move(job)] { job(nullptr); });
+}
+
 c10::intrusive_ptr<c10d::Work> BatonBackend::Launch(c10d::OpType type,
                                                     std::vector<at::Tensor> outputs,
-                                                    std::function<void()> job) {
+                                                    std::function<void()> job, bool p2p) {
   auto work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs));
-  worker_.Enqueue(work, std::move(job));
+  worker_.Enqueue(work, std::move(job), p2p);
   return work;
 }
 
@@ -282,6 +105,8 @@ BatonBackend::Reduction BatonBackend::MakeReduction(const c10d::ReduceOp& op,
       r.op = batonAvg;
       break;
     case c10d::ReduceOp::PREMUL_SUM: {
+      // Baton reads the factor from host memory when the call is made.
+      TORCH_CHECK(!like.is_cuda(), "baton backend: premul_sum on CUDA tensors is not supported");
       const auto* factor = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(factor != nullptr, "baton backend: PREMUL_SUM without its factor");
       double value = factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
@@ -315,24 +140,24 @@ void BatonBackend::WithOp(const Reduction& reduction, batonDataType_t datatype,
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                        const c10d::BroadcastOptions& opts) {
-  at::Tensor t = Single(tensors, "broadcast");
+  at::Tensor t = Single(tensors, "broadcast", /*cuda_ok=*/true);
   int root = static_cast<int>(opts.rootRank);
-  return Launch(c10d::OpType::BROADCAST, tensors, [this, t, root] {
-    Check(batonBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), DataType(t), root, comm_, nullptr),
+  return Dispatch(c10d::OpType::BROADCAST, tensors, t, [this, t, root](batonStream_t stream) {
+    Check(batonBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), DataType(t), root, comm_, stream),
           "broadcast");
   });
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
-  at::Tensor t = Single(tensors, "allreduce");
+  at::Tensor t = Single(tensors, "allreduce", /*cuda_ok=*/true);
   Reduction reduction = MakeReduction(opts.reduceOp, t);
-  return Launch(c10d::OpType::ALLREDUCE, tensors, [this, t, reduction] {
+  return Dispatch(c10d::OpType::ALLREDUCE, tensors, t, [this, t, reduction](batonStream_t stream) {
     batonDataType_t dt = DataType(t);
     WithOp(
         reduction, dt,
         [&](batonRedOp_t op) {
-          return batonAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, comm_, nullptr);
+          return batonAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, comm_, stream);
         },
         "allreduce");
   });
@@ -361,15 +186,15 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::reduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::ReduceOptions& opts) {
-  at::Tensor t = Single(tensors, "reduce");
+  at::Tensor t = Single(tensors, "reduce", /*cuda_ok=*/true);
   Reduction reduction = MakeReduction(opts.reduceOp, t);
   int root = static_cast<int>(opts.rootRank);
-  return Launch(c10d::OpType::REDUCE, tensors, [this, t, reduction, root] {
+  return Dispatch(c10d::OpType::REDUCE, tensors, t, [this, t, reduction, root](batonStream_t s) {
     batonDataType_t dt = DataType(t);
     WithOp(
         reduction, dt,
         [&](batonRedOp_t op) {
-          return batonReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, root, comm_, nullptr);
+          return batonReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, root, comm_, s);
         },
         "reduce");
   });
@@ -404,16 +229,70 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
   });
 }
 
+c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(!inputs.empty() && output_lists.size() == inputs.size(),
+              "baton backend: allgather_coalesced needs one output list per input tensor");
+  std::vector<at::Tensor> outs;  // rank-major: rank r's tensors in input order
+  for (int r = 0; r < getSize(); ++r) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      CheckSameKind(inputs[0], inputs[i], "allgather_coalesced");
+      TORCH_CHECK(static_cast<int>(output_lists[i].size()) == getSize(),
+                  "baton backend: allgather_coalesced: output list ", i, " needs ", getSize(),
+                  " tensors");
+      const at::Tensor& o = output_lists[i][r];
+      CheckSameKind(inputs[0], o, "allgather_coalesced");
+      TORCH_CHECK(o.numel() == inputs[i].numel(), "baton backend: allgather_coalesced: output ", i,
+                  " of rank ", r, " holds ", o.numel(), " elements, input ", i, " ",
+                  inputs[i].numel());
+      outs.push_back(o);
+    }
+  }
+  std::vector<at::Tensor> ins = inputs;
+  return Launch(c10d::OpType::ALLGATHER_COALESCED, outs, [this, ins, outs]() mutable {
+    at::Tensor send = Flatten(ins);
+    at::Tensor flat = at::empty({send.numel() * getSize()}, send.options());
+    Check(batonAllGather(send.data_ptr(), flat.data_ptr(), send.numel(), DataType(send), comm_,
+                         nullptr),
+          "allgather_coalesced");
+    Unflatten(flat, outs);
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "baton backend: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
+              inputs.size(), " inputs");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    CheckTensor(inputs[i], "allgather_into_tensor_coalesced");
+    CheckSameKind(inputs[i], outputs[i], "allgather_into_tensor_coalesced");
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * getSize(),
+                "baton backend: allgather_into_tensor_coalesced: output ", i, " holds ",
+                outputs[i].numel(), " elements, not ", getSize(), " x ", inputs[i].numel());
+  }
+  std::vector<at::Tensor> ins = inputs, outs = outputs;
+  return Launch(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outputs, [this, ins, outs] {
+    for (size_t i = 0; i < ins.size(); ++i) {
+      Check(batonAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(), DataType(ins[i]),
+                           comm_, nullptr),
+            "allgather_into_tensor_coalesced");
+    }
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                              const c10d::AllgatherOptions&) {
-  CheckTensor(input, "_allgather_base");
+  CheckTensor(input, "_allgather_base", /*cuda_ok=*/true);
   CheckSameKind(input, output, "_allgather_base");
   TORCH_CHECK(output.numel() == input.numel() * getSize(),
               "baton backend: _allgather_base: ", "the output holds ", output.numel(),
               " elements, not ", getSize(), " x ", input.numel());
   at::Tensor in = input, out = output;
-  return Launch(c10d::OpType::_ALLGATHER_BASE, {output}, [this, in, out] {
-    Check(batonAllGather(in.data_ptr(), out.data_ptr(), in.numel(), DataType(in), comm_, nullptr),
+  return Dispatch(c10d::OpType::_ALLGATHER_BASE, {output}, in, [this, in, out](batonStream_t s) {
+    Check(batonAllGather(in.data_ptr(), out.data_ptr(), in.numel(), DataType(in), comm_, s),
           "_allgather_base");
   });
 }
@@ -479,23 +358,24 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  CheckTensor(output, "_reduce_scatter_base");
+  CheckTensor(output, "_reduce_scatter_base", /*cuda_ok=*/true);
   CheckSameKind(output, input, "_reduce_scatter_base");
   TORCH_CHECK(input.numel() == output.numel() * getSize(),
               "baton backend: ", "_reduce_scatter_base: the input holds ", input.numel(),
               " elements, not ", getSize(), " x ", output.numel());
   Reduction reduction = MakeReduction(opts.reduceOp, output);
   at::Tensor in = input, out = output;
-  return Launch(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [this, in, out, reduction] {
-    batonDataType_t dt = DataType(out);
-    WithOp(
-        reduction, dt,
-        [&](batonRedOp_t op) {
-          return batonReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), dt, op, comm_,
-                                    nullptr);
-        },
-        "_reduce_scatter_base");
-  });
+  return Dispatch(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, out,
+                  [this, in, out, reduction](batonStream_t stream) {
+                    batonDataType_t dt = DataType(out);
+                    WithOp(
+                        reduction, dt,
+                        [&](batonRedOp_t op) {
+                          return batonReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), dt,
+                                                    op, comm_, stream);
+                        },
+                        "_reduce_scatter_base");
+                  });
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
@@ -565,22 +445,40 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall(std::vector<at::Tensor>& o
 c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                   int /*tag*/) {
   at::Tensor t = Single(tensors, "send");
-  return Launch(c10d::OpType::SEND, tensors, [this, t, dst_rank] {
-    Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, nullptr), "send");
-  });
+  return Launch(
+      c10d::OpType::SEND, tensors,
+      [this, t, dst_rank] {
+        Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, nullptr), "send");
+      },
+      /*p2p=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                   int /*tag*/) {
   at::Tensor t = Single(tensors, "recv");
-  return Launch(c10d::OpType::RECV, tensors, [this, t, src_rank] {
-    Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, nullptr), "recv");
-  });
+  return Launch(
+      c10d::OpType::RECV, tensors,
+      [this, t, src_rank] {
+        Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, nullptr), "recv");
+      },
+      /*p2p=*/true);
+}
+
+c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false,
+              "baton backend: recv without a source (recvAnysource) is not supported: "
+              "Baton's C API has no receive from any rank (batonRecv names its peer); pass src=");
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions&) {
   return Launch(c10d::OpType::BARRIER, {},
                 [this] { Check(batonBarrier(comm_, nullptr), "barrier"); });
+}
+
+void BatonBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool /*wait_all_ranks*/) {
+  // Baton's barrier reports the ranks that did not arrive when it times out;
+  // the call's own timeout cannot be shorter than the communicator's.
+  barrier(opts)->wait();
 }
 
 }  // namespace baton_torch

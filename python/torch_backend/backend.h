@@ -1,69 +1,24 @@
 // BatonBackend: a torch.distributed (c10d) backend over Baton's public C API
-// for CPU tensors. Every operation is checked when it is called (a bad
-// argument throws at once), then queued on the backend's worker thread,
-// which runs the Baton calls in order and completes the operation's Work and
-// its future (docs/python.md).
+// for CPU tensors (and CUDA ones in a few calls, cuda_ops.cc). Every
+// operation is checked when it is called (a bad argument throws at once),
+// then queued on the backend's worker thread (work.h), which runs the Baton
+// calls in order and completes the operation's Work and its future
+// (docs/python.md).
 #pragma once
 
 #include <baton.h>
 
-#include <condition_variable>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "work.h"
+
 namespace baton_torch {
-
-// A queued operation: a Work whose future completes with the output tensors
-// (what DDP's communication hooks read) or with Baton's error.
-class BatonWork : public c10d::Work {
- public:
-  BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs);
-
-  std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  void synchronize() override {}
-
-  // Called by the worker thread once the Baton calls returned.
-  void Complete(std::exception_ptr error);
-
- private:
-  std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-// Runs queued jobs in order on one thread. A job throws on failure.
-class Worker {
- public:
-  Worker();
-  ~Worker();
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-
-  void Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job);
-  // Runs what is queued, then joins the thread; later Enqueue calls fail their Work.
-  void Stop();
-
- private:
-  struct Item {
-    c10::intrusive_ptr<BatonWork> work;
-    std::function<void()> job;
-  };
-  void Run();
-
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;
-  bool stop_ = false;
-  std::thread thread_;
-};
 
 class BatonBackend : public c10d::Backend {
  public:
@@ -94,6 +49,13 @@ class BatonBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                            std::vector<at::Tensor>& inputs,
                                            const c10d::AllgatherOptions& opts) override;
+  // The tensors of every rank side by side in one allgather (the same sizes on every rank).
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -118,12 +80,31 @@ class BatonBackend : public c10d::Backend {
                                       int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
                                       int tag) override;
+  // Baton's receive names its peer: refused with a message.
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  // A barrier that returns when every rank joined; a rank that does not makes
+  // Baton's timeout error (naming it) after the group's timeout.
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
   // Queues job; the returned Work completes with `outputs` once it ran.
+  // p2p: a send or recv (work.h: run in a group with the ones queued beside it).
   c10::intrusive_ptr<c10d::Work> Launch(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                        std::function<void()> job);
+                                        std::function<void()> job, bool p2p = false);
+  // A call that also takes CUDA tensors: job(nullptr) on the worker for CPU
+  // tensors, job(the current CUDA stream) through LaunchOnStream for CUDA ones.
+  c10::intrusive_ptr<c10d::Work> Dispatch(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                          const at::Tensor& like,
+                                          std::function<void(batonStream_t)> job);
+  // CUDA tensors (cuda_ops.cc), as NCCL's backend orders them: once the worker
+  // has run what was queued before (the calls keep one order on every rank),
+  // job queues the Baton calls on the caller's current stream of like's
+  // device, and the Work completes at once, its future after them on that
+  // stream.
+  c10::intrusive_ptr<c10d::Work> LaunchOnStream(c10d::OpType type, std::vector<at::Tensor> outputs,
+                                                const at::Tensor& like,
+                                                const std::function<void(batonStream_t)>& job);
   // Throws the Baton error of a failed call, with its message.
   void Check(batonResult_t result, const char* what) const;
   // A torch ReduceOp as Baton's: a built-in op, or PREMUL_SUM's factor as a
@@ -138,7 +119,8 @@ class BatonBackend : public c10d::Backend {
               const std::function<batonResult_t(batonRedOp_t)>& call, const char* what);
 
   batonComm_t comm_ = nullptr;
-  Worker worker_;  // stopped in the destructor before comm_ is destroyed
+  // Stopped in the destructor before comm_ is destroyed.
+  Worker worker_{[this] { Check(batonGroupEnd(), "send/recv"); }};
 };
 
 }  // namespace baton_torch

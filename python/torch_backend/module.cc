@@ -4,6 +4,7 @@
 #include <torch/python.h>
 
 #include "backend.h"
+#include "tensors.h"
 
 namespace py = pybind11;
 
@@ -17,6 +18,7 @@ PYBIND11_MODULE(_baton_torch, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>());
+  m.attr("cuda_tensors") = baton_torch::kCudaTensors;
   m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
         py::call_guard<py::gil_scoped_release>(),
         "Runs the queued work and stops every baton backend's worker (at exit).");

@@ -15,6 +15,7 @@
 #include "bootstrap/rendezvous.h"
 #include "comm/shrink.h"
 #include "comm/split.h"
+#include "cuda/cuda_device.h"
 #include "launch/group.h"
 #include "topology/binding.h"
 
@@ -30,8 +31,9 @@ batonResult_t InitRank(const char* fn, const Settings& settings, const CreationO
   const std::string name = options.name.value_or("");
   return CreateComm(
       fn, options, rank, nranks,
-      [settings, data, nranks, rank, name](std::shared_ptr<Communicator>* out) {
-        return Communicator::Create(settings, data, nranks, rank, out, name)
+      [settings, data, nranks, rank, name,
+       gpu = CudaCurrentDevicePciBusId()](std::shared_ptr<Communicator>* out) {
+        return Communicator::Create(settings, data, nranks, rank, out, name, gpu)
             .WithContext("rank " + std::to_string(rank) + " of " + std::to_string(nranks));
       },
       comm);

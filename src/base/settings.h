@@ -51,10 +51,14 @@ namespace baton {
   X(ib_gid_index, "BATON_IB_GID_INDEX", Int, -1, "RoCE GID index (-1: a RoCE v2 IPv4 one)")        \
   X(ib_tc, "BATON_IB_TC", Int, 0, "RDMA traffic class (RoCE: DSCP << 2)")                          \
   X(ib_qps_per_peer, "BATON_IB_QPS_PER_PEER", Int, 1, "RDMA queue pairs per peer (1 to 8)")       \
+  X(ib_zcopy_min, "BATON_IB_ZCOPY_MIN", Size, 1 << 20,                                             \
+    "smallest RDMA message between registered buffers written in place (0: never)")               \
   X(ib_emulate, "BATON_IB_EMULATE", Bool, false,                                                   \
     "for tests only: an emulated RDMA device over shared memory instead of libibverbs")           \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
+  X(runtime_connect, "BATON_RUNTIME_CONNECT", Bool, true,                                          \
+    "1: connect each pair of ranks when a call first needs it; 0: every pair at creation")         \
   X(nsocks_perpeer, "BATON_NSOCKS_PERPEER", Int, 1, "TCP sockets per pair of hosts (1 to 16)")     \
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \

@@ -25,17 +25,19 @@ constexpr uint32_t kPairMagic = 0x52494150;   // "PAIR"
 constexpr uint32_t kBatchMagic = 0x48435442;  // "BTCH"
 constexpr uint32_t kTableMagic = 0x4c424154;  // "TABL"
 
-// libcrypto takes internal locks (EVP fetches) in every HMAC and SHA-256.
-// A process that forks ranks while its rendezvous thread hashes would give
-// a child a lock held by a thread it does not have, and the child's first
-// hello would wait forever (seen: 2 of 64 forked ranks). Every hash here
-// holds this mutex, and fork waits for it (pthread_atfork), so no child is
-// made in the middle of one (std::mutex's destructor is trivial, so
-// detached threads may still hash while the process exits).
-constinit std::mutex crypto_mutex;  // constant-initialized: no guard to fork inside
-// Registered when the library loads, before any thread can hash.
+// Held around every OpenSSL call here; fork() takes it first (see
+// JobHmac). Constant-initialized and registered with pthread_atfork when
+// the library loads: a function-local static or a call_once would have a
+// guard of its own, and a child forked while another thread was inside its
+// first initialization would wait on that guard forever. std::mutex's
+// destructor is trivial, so detached threads may still hash at exit.
+constinit std::mutex crypto_mutex;
 [[maybe_unused]] const int crypto_fork_handlers = pthread_atfork(
     [] { crypto_mutex.lock(); }, [] { crypto_mutex.unlock(); }, [] { crypto_mutex.unlock(); });
+
+std::unique_lock<std::mutex> LockCrypto() {
+  return std::unique_lock<std::mutex>(crypto_mutex);
+}
 
 // The MAC of `label` (with its terminating NUL, so no label is a prefix of
 // another's input) followed by `parts`, keyed by the id's secret.
@@ -54,11 +56,7 @@ Mac Seal(const UniqueIdData& id, const char* label, std::initializer_list<Part> 
     memcpy(buffer + used, p.data, p.len);
     used += p.len;
   }
-  Mac mac{};
-  unsigned int mac_len = 0;
-  std::lock_guard<std::mutex> lock(crypto_mutex);
-  HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer, used, mac.bytes, &mac_len);
-  return mac;
+  return JobHmac(id, buffer, used);
 }
 
 bool MacEqual(const Mac& a, const Mac& b) {
@@ -76,7 +74,7 @@ bool HostnameTerminated(const PeerInfo& info) {
 
 Mac ListDigest(const void* data, size_t bytes) {
   Mac digest{};
-  std::lock_guard<std::mutex> lock(crypto_mutex);
+  const auto lock = LockCrypto();
   SHA256(static_cast<const unsigned char*>(data), bytes, digest.bytes);
   return digest;
 }
@@ -124,6 +122,15 @@ Status CheckClientHello(const UniqueIdData& id, const ClientHello& hello) {
                         std::to_string(hello.nranks) + " is out of range");
   if (!HostnameTerminated(hello.info)) return InvalidUsage("hostname not terminated");
   return Status::Ok();
+}
+
+Mac JobHmac(const UniqueIdData& id, const void* data, size_t len) {
+  Mac mac{};
+  unsigned int mac_len = 0;
+  const auto lock = LockCrypto();
+  HMAC(EVP_sha256(), id.secret, kSecretBytes, static_cast<const unsigned char*>(data), len,
+       mac.bytes, &mac_len);
+  return mac;
 }
 
 Mac TableDigest(const std::vector<PeerInfo>& table) {
@@ -255,12 +262,14 @@ Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int ind
   return FillNonce(out->nonce);
 }
 
-Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks) {
+Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks,
+                      bool any_sender) {
   if (hello.magic != kPairMagic || hello.version != kBootstrapVersion)
     return InvalidUsage("not a Baton mesh hello of this version");
   if (hello.comm_id != id.comm_id) return InvalidUsage("mesh hello for another communicator");
-  if (hello.to_rank != rank || hello.from_rank <= rank || hello.from_rank >= nranks ||
-      hello.index < 0)
+  const bool sender_ok =
+      any_sender ? hello.from_rank >= 0 && hello.from_rank != rank : hello.from_rank > rank;
+  if (hello.to_rank != rank || !sender_ok || hello.from_rank >= nranks || hello.index < 0)
     return InvalidUsage("mesh hello from rank " + std::to_string(hello.from_rank) + " to " +
                         std::to_string(hello.to_rank) + " is not for rank " + std::to_string(rank));
   return Status::Ok();

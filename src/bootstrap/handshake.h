@@ -29,6 +29,14 @@ struct Mac {
   uint8_t bytes[kMacBytes];
 };
 
+// HMAC-SHA256 of `len` bytes keyed by the job's secret. Every OpenSSL call
+// of Baton's goes through here or TableDigest, under a lock that fork()
+// waits for (pthread_atfork): a process that forks ranks while its
+// rendezvous thread checks a hello would otherwise hand the children
+// OpenSSL's internal locks held by a thread they do not have, and their
+// first hash would never return.
+Mac JobHmac(const UniqueIdData& id, const void* data, size_t len);
+
 // ---- Rendezvous: a rank joins, the server answers with the table ----
 
 // A rank's only message to the rendezvous server. The MAC covers every
@@ -151,8 +159,11 @@ struct PairProof {  // connector -> acceptor
 
 Status MakePairHello(const UniqueIdData& id, int from_rank, int to_rank, int index, PairHello* out);
 // Ok when `hello` is addressed to `rank` of `nranks` from a higher rank of
-// this communicator (the socket index is the caller's to check).
-Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks);
+// this communicator, or any other rank when `any_sender` (connections made
+// on first use, where either side may connect); the socket index is the
+// caller's to check.
+Status CheckPairHello(const UniqueIdData& id, const PairHello& hello, int rank, int nranks,
+                      bool any_sender = false);
 Status MakePairChallenge(const UniqueIdData& id, const PairHello& hello, PairChallenge* out);
 bool PairChallengeValid(const UniqueIdData& id, const PairHello& hello,
                         const PairChallenge& challenge);

@@ -14,10 +14,10 @@ struct PeerInfo {
   uint64_t host_hash;
   WireAddr listen_addr;  // where this rank accepts its peers' connections
   char hostname[64];
-  uint8_t wants_tcp;    // BATON_TRANSPORT=tcp on this rank
-  uint8_t tcp_sockets;  // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
-  uint8_t rdma;         // offers RDMA to ranks on other hosts (a usable device)
-  uint8_t reserved;
+  uint8_t wants_tcp;        // BATON_TRANSPORT=tcp on this rank
+  uint8_t tcp_sockets;      // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
+  uint8_t rdma;             // offers RDMA to ranks on other hosts (a usable device)
+  uint8_t runtime_connect;  // BATON_RUNTIME_CONNECT=1 (lazy only when every rank says so)
   // Where the rank runs (topology/machine.h): the package and NUMA node
   // holding its CPUs (-1: unbound or spanning several), and its host's size.
   int16_t package;

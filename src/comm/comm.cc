@@ -55,6 +55,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
                st.message().c_str());
   }
   info.rdma = rdma::RdmaOffered(config.transport.rdma, info.numa) ? 1 : 0;
+  info.runtime_connect = config.transport.runtime_connect ? 1 : 0;
   return info;
 }
 
@@ -110,12 +111,14 @@ std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers) {
 }
 
 Status Communicator::Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
-                            std::shared_ptr<Communicator>* out, const std::string& name) {
+                            std::shared_ptr<Communicator>* out, const std::string& name,
+                            const std::string& gpu_pci) {
   auto comm = std::make_shared<Communicator>();
   comm->rank_ = rank;
   comm->nranks_ = nranks;
   BATON_RETURN_IF_ERROR(CommConfig::FromSettings(settings, &comm->config_));
   comm->config_.name = name;
+  comm->config_.PlaceGpu(gpu_pci);
   SetLogRank(rank);
   const Deadline deadline = DeadlineIn(comm->config_.timeout_s);
   const auto started = Clock::now();
@@ -133,13 +136,28 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
   const double rendezvous_ms = ms_since(started) - local_ms;
   const auto mesh_started = Clock::now();
-  std::vector<int> sockets_per_peer(nranks, 0);
-  for (int p = 0; p < nranks; ++p)
-    if (p != rank) sockets_per_peer[p] = SocketsBetween(comm->peers_[rank], comm->peers_[p]);
+  // Connections on first use when every rank asks for them and no pair
+  // uses RDMA (its set-up is made for the whole mesh at once); every rank
+  // decides alike from the same table.
+  bool lazy = nranks > 1;
+  uint64_t rdma_host = 0;
+  bool rdma_hosts = false;
+  for (const PeerInfo& p : comm->peers_) {
+    lazy = lazy && p.runtime_connect != 0;
+    if (p.rdma == 0) continue;
+    rdma_hosts = rdma_hosts || (rdma_host != 0 && p.host_hash != rdma_host);
+    rdma_host = p.host_hash;
+  }
+  lazy = lazy && !rdma_hosts;
   std::vector<std::vector<Fd>> mesh;
-  BATON_RETURN_IF_ERROR(
-      ConnectMesh(id, rank, listener.get(), comm->peers_, sockets_per_peer, deadline, &mesh));
-  listener.reset();
+  if (!lazy) {
+    std::vector<int> sockets_per_peer(nranks, 0);
+    for (int p = 0; p < nranks; ++p)
+      if (p != rank) sockets_per_peer[p] = SocketsBetween(comm->peers_[rank], comm->peers_[p]);
+    BATON_RETURN_IF_ERROR(
+        ConnectMesh(id, rank, listener.get(), comm->peers_, sockets_per_peer, deadline, &mesh));
+    listener.reset();
+  }
   const double mesh_ms = ms_since(mesh_started);
 
   // Several hosts on one machine (containers, network namespaces): their
@@ -184,7 +202,9 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   ChannelSetup setup{&id,      rank,
                      nranks,   &comm->peers_,
                      &mesh,    comm->config_.transport,
-                     deadline, [recorder] { return recorder->Latest(); }};
+                     deadline, [recorder] { return recorder->Latest(); },
+                     lazy,     &listener};
+  setup.user_memory = &comm->registrations_;
   const auto channels_started = Clock::now();
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
   const double channels_ms = ms_since(channels_started);
@@ -222,6 +242,15 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   comm->topology_ = CommTopology(PlacesOf(comm->peers_));
   comm->ring_ = comm->topology_.RingOrder();
   BATON_INFO(kLogInit, "topology: %s", comm->topology_.Describe().c_str());
+  // The ring neighbours are connected at creation: failure notes travel
+  // around the ring to ranks that never talked to the one that failed.
+  if (lazy) {
+    const auto it = std::find(comm->ring_.begin(), comm->ring_.end(), rank);
+    const size_t at = static_cast<size_t>(it - comm->ring_.begin());
+    const std::vector<int> neighbours{comm->ring_[(at + 1) % nranks],
+                                      comm->ring_[(at + nranks - 1) % nranks]};
+    BATON_RETURN_IF_ERROR(comm->channels_->Connect(neighbours, deadline));
+  }
   BATON_RETURN_IF_ERROR(comm->SetUpTuning());
 
   BATON_INFO(kLogInit, "rank %d of %d ready%s%s (%d local ranks, host %s, pid %d)", rank, nranks,
@@ -391,8 +420,12 @@ Status Communicator::RunLocked(const Schedule& schedule) {
   if (!schedule.build_error.ok()) [[unlikely]]
     return Fail(schedule.build_error);
   if (schedule.registered.valid && schedule.calls.size() == 1 && nranks_ > 1 &&
-      channels_->has_mailboxes()) [[unlikely]]
+      channels_->has_mailboxes()) [[unlikely]] {
+    // Registered calls read every local peer's segment (comm/host_ipc.cc).
+    if (Status st = channels_->ConnectAll(DeadlineIn(config_.timeout_s)); !st.ok())
+      return Fail(std::move(st));
     return RunRegisteredLocked(schedule);
+  }
   NumberCalls(schedule);
   if (nranks_ == 1) {
     RunLocalOps(schedule);

@@ -36,10 +36,12 @@ class Communicator {
  public:
   // Joins the rendezvous of `id` as `rank` of `nranks` and connects to all
   // peers, configured by `settings`; `name` (batonConfig_t.commName) labels
-  // its logs and flight recorder. Blocks until every rank has joined or the
-  // timeout passes.
+  // its logs and flight recorder; `gpu_pci`, the PCI bus id of the CUDA
+  // device the rank uses ("" for none), picks the RDMA NIC nearest it.
+  // Blocks until every rank has joined or the timeout passes.
   static Status Create(const Settings& settings, const UniqueIdData& id, int nranks, int rank,
-                       std::shared_ptr<Communicator>* out, const std::string& name = "");
+                       std::shared_ptr<Communicator>* out, const std::string& name = "",
+                       const std::string& gpu_pci = "");
   Communicator() = default;  // use Create
   ~Communicator();
   Communicator(const Communicator&) = delete;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "topology/machine.h"
 
 namespace baton {
 
@@ -30,11 +31,13 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.transport.rdma.traffic_class = static_cast<int>(std::clamp<int64_t>(s.ib_tc, 0, 255));
   c.transport.rdma.qps = static_cast<int>(std::clamp<int64_t>(s.ib_qps_per_peer, 1, 8));
   c.transport.rdma.emulate = s.ib_emulate;
+  c.transport.rdma.zcopy_min = s.ib_zcopy_min;
   c.transport.buffsize = std::max<uint64_t>(s.buffsize, 64 << 10);
   c.transport.tcp_sockets =
       static_cast<int>(std::clamp<int64_t>(s.nsocks_perpeer, 1, kMaxSocketsPerPeer));
   c.transport.rdma.buffsize = c.transport.buffsize;
   c.transport.cma = s.cma;
+  c.transport.runtime_connect = s.runtime_connect;
   c.transport.cma_threshold = s.cma_threshold;
   c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
@@ -51,6 +54,33 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.spin_yield_ns = s.spin_yield_ns;
   *out = std::move(c);
   return Status::Ok();
+}
+
+std::vector<rdma::NicPreference> GpuNicPreferences(const Machine& machine,
+                                                   const std::string& gpu_pci) {
+  std::vector<rdma::NicPreference> out;
+  for (const NicDistance& d : RdmaNicsNearGpu(machine, gpu_pci)) {
+    // Bridges only order NICs of one path class (-1: none in common).
+    const int bridges = std::clamp(d.bridges, 0, 99);
+    out.push_back({d.name, static_cast<int>(d.path) * 100 + (d.bridges < 0 ? 99 : bridges)});
+  }
+  return out;
+}
+
+void CommConfig::PlaceGpu(const std::string& gpu_pci) {
+  transport.rdma.gpu_pci = gpu_pci;
+  transport.rdma.gpu_nics.clear();
+  if (gpu_pci.empty() || transport.rdma.mode == rdma::RdmaConfig::Mode::kOff) return;
+  const Machine* machine = nullptr;
+  if (const Status st = CachedMachine(topo_file, &machine, /*with_devices=*/true); !st.ok()) {
+    BATON_WARN(kLogInit, "no machine topology (%s): the RDMA NIC is not chosen by GPU",
+               st.message().c_str());
+    return;
+  }
+  transport.rdma.gpu_nics = GpuNicPreferences(*machine, gpu_pci);
+  if (transport.rdma.gpu_nics.empty())
+    BATON_INFO(kLogInit, "GPU %s: hwloc places no RDMA NIC near it (%s): NUMA node decides",
+               gpu_pci.c_str(), machine->source.c_str());
 }
 
 }  // namespace baton

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/settings.h"
 #include "base/status.h"
@@ -43,6 +44,21 @@ struct CommConfig {
   // Takes the communicator's values out of `settings`, clamping sizes to
   // what the transports can use; fails only for a malformed BATON_ALGO.
   static Status FromSettings(const Settings& settings, CommConfig* out);
+  // The rank uses the GPU with PCI bus id `gpu_pci` (none when empty): the
+  // RDMA NICs are ranked by their distance from it in the machine model
+  // (transport.rdma.gpu_nics). Only then is the model loaded with its PCI
+  // devices, which costs milliseconds.
+  void PlaceGpu(const std::string& gpu_pci);
 };
+
+// Not included from topology/machine.h: its names (Placement) would clash
+// with those of the layers above comm/ that include this header.
+struct Machine;
+
+// The RDMA NICs of `machine` as the transport ranks them for a rank using
+// the GPU `gpu_pci`: nearest first, the distance growing with the path
+// class and then the PCIe bridges crossed. Empty without such a GPU.
+std::vector<rdma::NicPreference> GpuNicPreferences(const Machine& machine,
+                                                   const std::string& gpu_pci);
 
 }  // namespace baton

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -29,6 +31,32 @@ constexpr size_t kMaxMappings = 64;
 
 // The write-everywhere allreduce's scratch piece: well inside a core's L2.
 constexpr size_t kScratchBytes = 64 << 10;
+
+// The last-level cache of CPU 0 as sysfs describes it (sysconf's figure
+// comes from CPUID, which in a VM may describe the whole host's), or 32 MiB
+// when sysfs does not say.
+size_t LastLevelCacheBytes() {
+  static const size_t bytes = [] {
+    size_t best = 0;
+    int best_level = -1;
+    for (int i = 0; i < 16; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream level_file(dir + "level"), size_file(dir + "size");
+      int level = 0;
+      std::string size;
+      if (!(level_file >> level) || !(size_file >> size)) continue;
+      size_t value = std::strtoull(size.c_str(), nullptr, 10);
+      if (size.back() == 'K') value <<= 10;
+      if (size.back() == 'M') value <<= 20;
+      if (level > best_level) {
+        best_level = level;
+        best = value;
+      }
+    }
+    return best > 0 ? best : size_t{32} << 20;
+  }();
+  return bytes;
+}
 
 }  // namespace
 
@@ -158,6 +186,11 @@ Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
   const size_t es = DatatypeSize(c.datatype);
   const uint32_t divisor = c.op == batonAvg ? static_cast<uint32_t>(n) : 0;
   const bool direct = n <= kMaxReduceDsts;
+  // Streaming stores only when the call's buffers (an input and an output
+  // per rank) overflow the last-level cache: smaller outputs are read again
+  // from the cache soon after, and streaming them to memory first loses
+  // (docs/performance.md, set E).
+  const bool streaming = 2 * static_cast<size_t>(n) * c.count * es > LastLevelCacheBytes();
   // Direct: pieces of a few MiB keep an abort within reach of a long
   // reduction. Through scratch: pieces that stay in the core's cache.
   const size_t piece = std::max<size_t>(1, (direct ? size_t{4} << 20 : kScratchBytes) / es);
@@ -179,7 +212,7 @@ Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
     ReduceCopyArgs args;
     args.datatype = c.datatype;
     args.op = c.op;
-    args.non_temporal = true;
+    args.non_temporal = streaming;
     args.count = count;
     if (direct) {
       args.nsrcs = n;

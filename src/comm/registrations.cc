@@ -38,22 +38,48 @@ Status Registrations::Register(void* buff, size_t size, void** handle) {
                buff, size);
   }
   if (e.shareable) shareable_.fetch_add(1, std::memory_order_relaxed);
+  registered_.fetch_add(1, std::memory_order_relaxed);
   by_handle_.emplace(h, e);
   *handle = reinterpret_cast<void*>(h);
   return Status::Ok();
 }
 
 Status Registrations::Deregister(void* handle) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = by_handle_.find(reinterpret_cast<uintptr_t>(handle));
-  if (it == by_handle_.end())
-    return InvalidArgument("handle is not registered on this communicator (deregistered twice?)");
-  if (it->second.shareable) {
-    PinSharedAlloc(it->second.alloc.serial, -1);
-    shareable_.fetch_sub(1, std::memory_order_relaxed);
+  const auto h = reinterpret_cast<uintptr_t>(handle);
+  std::vector<std::function<void(uint64_t)>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_handle_.find(h);
+    if (it == by_handle_.end())
+      return InvalidArgument("handle is not registered on this communicator (deregistered twice?)");
+    if (it->second.shareable) {
+      PinSharedAlloc(it->second.alloc.serial, -1);
+      shareable_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    registered_.fetch_sub(1, std::memory_order_relaxed);
+    by_handle_.erase(it);
+    hooks = release_hooks_;
   }
-  by_handle_.erase(it);
+  // Outside the lock: a hook takes its own (a device registration cache's).
+  for (const auto& hook : hooks) hook(h);
   return Status::Ok();
+}
+
+bool Registrations::Find(const void* ptr, size_t bytes, UserRange* out) const {
+  if (none()) return false;
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [handle, e] : by_handle_) {
+    if (p < e.begin || p - e.begin > e.size || bytes > e.size - (p - e.begin)) continue;
+    *out = {e.begin, e.size, handle};
+    return true;
+  }
+  return false;
+}
+
+void Registrations::OnRelease(std::function<void(uint64_t)> released) {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_hooks_.push_back(std::move(released));
 }
 
 bool Registrations::FindShareable(const void* ptr, size_t bytes, SharedAllocInfo* out) const {

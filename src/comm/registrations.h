@@ -8,18 +8,23 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <vector>
 
 #include "base/shared_alloc.h"
 #include "base/status.h"
+#include "transport/user_memory.h"
 
 namespace baton {
 
-class Registrations {
+// Also the transports' view of them (UserMemory: every registration, not
+// only the shareable ones; RDMA registers them with the NIC).
+class Registrations : public UserMemory {
  public:
   Registrations() = default;
-  ~Registrations();  // unpins what is still registered
+  ~Registrations() override;  // unpins what is still registered
   Registrations(const Registrations&) = delete;
   Registrations& operator=(const Registrations&) = delete;
 
@@ -35,6 +40,11 @@ class Registrations {
   bool FindShareable(const void* ptr, size_t bytes, SharedAllocInfo* out) const;
   bool empty() const { return shareable_.load(std::memory_order_relaxed) == 0; }
 
+  // UserMemory.
+  bool none() const override { return registered_.load(std::memory_order_relaxed) == 0; }
+  bool Find(const void* ptr, size_t bytes, UserRange* out) const override;
+  void OnRelease(std::function<void(uint64_t)> released) override;
+
  private:
   struct Entry {
     uintptr_t begin = 0;
@@ -43,9 +53,11 @@ class Registrations {
     SharedAllocInfo alloc;  // shareable only
   };
   mutable std::mutex mu_;
-  std::map<uintptr_t, Entry> by_handle_;  // guarded by mu_
-  std::atomic<int> shareable_{0};         // shareable entries
-  bool noted_unshareable_ = false;        // guarded by mu_
+  std::map<uintptr_t, Entry> by_handle_;                      // guarded by mu_
+  std::atomic<int> shareable_{0};                             // shareable entries
+  std::atomic<int> registered_{0};                            // all entries
+  std::vector<std::function<void(uint64_t)>> release_hooks_;  // guarded by mu_
+  bool noted_unshareable_ = false;                            // guarded by mu_
 };
 
 }  // namespace baton

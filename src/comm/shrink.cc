@@ -59,8 +59,13 @@ Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
     BATON_RETURN_IF_ERROR(CreateUniqueId(settings.socket_ifname, timeout_s, &id));
     static_assert(sizeof(offer.unique_id) == sizeof(id.internal));
     memcpy(offer.unique_id, id.internal, sizeof(offer.unique_id));
-    for (int r : survivors)
-      if (r != me) parent.channels()->SendShrinkOffer(r, offer);
+    for (int r : survivors) {
+      if (r == me) continue;
+      // Connected on first use, the leader may have no control socket to r.
+      BATON_RETURN_IF_ERROR(
+          parent.channels()->Connect({r}, DeadlineIn(timeout_s)).WithContext("batonCommShrink"));
+      parent.channels()->SendShrinkOffer(r, offer);
+    }
   } else {
     ShrinkOffer got;
     if (!parent.channels()->WaitShrinkOffer(leader, DeadlineIn(timeout_s), &got))
@@ -76,7 +81,8 @@ Status ShrinkCommunicator(Communicator& parent, const Settings& settings,
   }
   UniqueIdData data;
   BATON_RETURN_IF_ERROR(DecodeUniqueId(id, &data));
-  return Communicator::Create(settings, data, new_size, new_rank, out, name)
+  return Communicator::Create(settings, data, new_size, new_rank, out, name,
+                              parent.config().transport.rdma.gpu_pci)
       .WithContext("batonCommShrink: rank " + std::to_string(new_rank) + " of " +
                    std::to_string(new_size));
 }

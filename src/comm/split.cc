@@ -40,7 +40,8 @@ Status SplitCommunicator(Communicator& parent, const Settings& settings, int col
   const int new_size = static_cast<int>(members.size());
   UniqueIdData data;
   BATON_RETURN_IF_ERROR(DecodeUniqueId(ids[leader], &data));
-  return Communicator::Create(settings, data, new_size, new_rank, out, name)
+  return Communicator::Create(settings, data, new_size, new_rank, out, name,
+                              parent.config().transport.rdma.gpu_pci)
       .WithContext("rank " + std::to_string(new_rank) + " of " + std::to_string(new_size));
 }
 

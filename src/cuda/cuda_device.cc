@@ -16,6 +16,7 @@
 #include "cuda/cuda_device.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <atomic>
@@ -249,6 +250,39 @@ Status ReadScalarAtCall(const void* ptr, void* out, size_t bytes) {
   if (cudaError_t err = cudaStreamSynchronize(cudaStreamPerThread); err != cudaSuccess)
     return CudaErrorStatus(err, "reading a PreMulSum scalar from device memory");
   return Status::Ok();
+}
+
+namespace {
+
+// Whether this thread has a CUDA context current: the rank chose its GPU
+// (cudaSetDevice makes the device's primary context current from CUDA 12
+// on, and any allocation or launch does), rather than merely running in a
+// process that sees one. The runtime has no query that would not create
+// the context it asks about, so the driver's cuCtxGetCurrent is taken from
+// the libcuda the runtime loaded (RTLD_NOLOAD: never a second copy).
+bool CudaContextCurrent() {
+  using CtxGetCurrent = int (*)(void**);
+  static const CtxGetCurrent get = [] {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    return lib != nullptr ? reinterpret_cast<CtxGetCurrent>(dlsym(lib, "cuCtxGetCurrent"))
+                          : nullptr;
+  }();
+  void* ctx = nullptr;
+  return get != nullptr && get(&ctx) == 0 && ctx != nullptr;
+}
+
+}  // namespace
+
+std::string CudaCurrentDevicePciBusId() {
+  if (!CudaDeviceAvailable() || !CudaContextCurrent()) return "";
+  int device = 0;
+  char bus_id[32] = {};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return bus_id;
 }
 
 bool CudaDeviceAvailable() {

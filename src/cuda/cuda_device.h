@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "algorithms/collective.h"
@@ -58,6 +59,13 @@ struct StagedPart {
 Status ReadScalarAtCall(const void* ptr, void* out, size_t bytes);
 
 bool CudaDeviceAvailable();
+
+// The PCI bus id of this thread's current CUDA device ("0000:3B:00.0"), the
+// GPU a communicator created now serves (as in NCCL); "" without a device,
+// when the thread has no CUDA context current (a rank that never chose a
+// GPU, whose host buffers then keep the NUMA node's NIC) or when CUDA
+// cannot say.
+std::string CudaCurrentDevicePciBusId();
 
 // The buffers a collective uses on this rank (for the rooted collectives
 // only the root's send or receive buffer counts). The v-collectives'

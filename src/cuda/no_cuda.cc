@@ -15,6 +15,10 @@ bool CudaDeviceAvailable() {
   return false;
 }
 
+std::string CudaCurrentDevicePciBusId() {
+  return "";
+}
+
 CudaRoute CudaTryLaunch(const std::shared_ptr<Communicator>&, batonStream_t, bool, bool,
                         const CudaCallBuffers&, const StagedBuilder&, const IpcCall*, Status*) {
   return CudaRoute::kHost;

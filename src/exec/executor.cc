@@ -77,7 +77,9 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
   if (asked_at != Clock::time_point{}) {
     for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
       CallState state;
-      if (p == rank || channels_->PeerState(p, asked_at, &state)) continue;
+      // Peers not connected (connections made on first use) are not asked.
+      if (p == rank || !channels_->connected(p) || channels_->PeerState(p, asked_at, &state))
+        continue;
       silent += (nsilent++ ? ", " : "") + Label(p);
     }
   }
@@ -98,6 +100,19 @@ Status Executor::ExplainFailure(Status st, const Queue& q, const Op& op, const C
   FailureNote note;
   if (channels_->NoteFrom(q.peer, &note)) return note.AsStatus();
   return st;
+}
+
+Status Executor::ConnectPeers(const Schedule& schedule) {
+  std::vector<int> missing;
+  std::vector<uint8_t> seen(channels_->nranks(), 0);
+  for (const Op& op : schedule.ops) {
+    if (op.kind == Op::Kind::kCopy || op.peer < 0 || static_cast<size_t>(op.peer) >= seen.size() ||
+        seen[op.peer] || channels_->channel(op.peer) != nullptr)
+      continue;
+    seen[op.peer] = 1;
+    missing.push_back(op.peer);
+  }
+  return channels_->Connect(missing, DeadlineIn(config_.timeout_s));
 }
 
 Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank) {
@@ -134,6 +149,12 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     if (index.size() <= static_cast<size_t>(op.peer)) index.resize(op.peer + 1, -1);
     if (index[op.peer] < 0) {
       Channel* ch = channels_->channel(op.peer);
+      if (ch == nullptr) [[unlikely]] {
+        // Connections made on first use: every peer of this schedule that
+        // has none yet, under the call's deadline.
+        BATON_RETURN_IF_ERROR(ConnectPeers(schedule));
+        ch = channels_->channel(op.peer);
+      }
       if (ch == nullptr)
         return InternalError("schedule addresses rank " + std::to_string(op.peer) +
                              " without a channel");

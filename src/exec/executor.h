@@ -61,6 +61,9 @@ class Executor {
                        const std::vector<CallDescriptor>& calls, int rank,
                        Clock::time_point asked_at, const std::string& behind) const;
   std::string Label(int rank) const;
+  // Connects the peers of `schedule` that have no channel yet (connections
+  // made on first use); out of line, as below.
+  [[gnu::cold, gnu::noinline]] Status ConnectPeers(const Schedule& schedule);
   // The error to report for a failed ProgressSend/Recv on queue `q`: a
   // mismatch in words, or the note of the peer that left. Out of line: the
   // loop that calls it is the latency path.

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 
 namespace baton {
 namespace {
@@ -231,6 +232,47 @@ GpuPath PciPath(const Device& a, const Device& b) {
   }
   if (a.numa >= 0 && a.numa == b.numa) return GpuPath::kSameNuma;
   return GpuPath::kSystem;
+}
+
+int PciBridgesBetween(const Device& a, const Device& b) {
+  if (a.host_bridge.empty() || a.host_bridge != b.host_bridge) return -1;
+  size_t common = 0;
+  while (common < a.pci_bridges.size() && common < b.pci_bridges.size() &&
+         a.pci_bridges[common] == b.pci_bridges[common])
+    ++common;
+  return static_cast<int>(a.pci_bridges.size() + b.pci_bridges.size() - 2 * common);
+}
+
+std::string NormalizePciBusId(const std::string& bus_id) {
+  unsigned domain = 0, bus = 0, dev = 0, func = 0;
+  int used = 0;
+  // Hex digits and separators only: sscanf's %x would also take "0x", signs
+  // and spaces.
+  if (bus_id.find_first_not_of("0123456789abcdefABCDEF:.") != std::string::npos) return "";
+  if (sscanf(bus_id.c_str(), "%x:%x:%x.%x%n", &domain, &bus, &dev, &func, &used) != 4 ||
+      static_cast<size_t>(used) != bus_id.size() || domain > 0xffff || bus > 0xff || dev > 0x1f ||
+      func > 7)
+    return "";
+  char id[32];
+  snprintf(id, sizeof(id), "%04x:%02x:%02x.%01x", domain, bus, dev, func);
+  return id;
+}
+
+std::vector<NicDistance> RdmaNicsNearGpu(const Machine& m, const std::string& gpu_pci) {
+  const std::string bus = NormalizePciBusId(gpu_pci);
+  const Device* gpu = nullptr;
+  for (const Device& g : m.gpus)
+    if (!bus.empty() && g.pci == bus) gpu = &g;
+  std::vector<NicDistance> out;
+  if (gpu == nullptr) return out;
+  for (const Device& nic : m.nics)
+    if (nic.rdma) out.push_back({nic.name, PciPath(*gpu, nic), PciBridgesBetween(*gpu, nic)});
+  // Unsigned, so "-1: different host bridges" sorts after every count.
+  std::stable_sort(out.begin(), out.end(), [](const NicDistance& a, const NicDistance& b) {
+    return std::make_pair(a.path, static_cast<unsigned>(a.bridges)) <
+           std::make_pair(b.path, static_cast<unsigned>(b.bridges));
+  });
+  return out;
 }
 
 int Machine::NvLinkMBytes(int gpu_a, int gpu_b) const {

@@ -62,6 +62,17 @@ const char* GpuPathName(GpuPath p);
 // The PCIe part of that: what lies between two PCI devices.
 GpuPath PciPath(const Device& a, const Device& b);
 
+// The PCI-to-PCI bridges between two devices below one host bridge (the
+// ports of the switches crossed: 2 for two devices on one switch), or -1
+// when they hang off different host bridges. Finer than PciPath, whose
+// kPciSwitch only says that they share the outermost bridge (on a DGX-2
+// that is the root port above four GPUs and their NICs).
+int PciBridgesBetween(const Device& a, const Device& b);
+
+// A PCI bus id as hwloc writes it ("0000:3b:00.0") from another spelling
+// (CUDA's "0000:3B:00.0", NVML's "00000000:3B:00.0"); "" when malformed.
+std::string NormalizePciBusId(const std::string& bus_id);
+
 struct Machine {
   std::string source;  // "this machine", or the XML file it came from
   int packages = 1;
@@ -83,6 +94,18 @@ struct Machine {
   // The core holding OS PU `pu`, or -1.
   int CoreOfPu(int pu) const;
 };
+
+// How far an RDMA NIC (one with a verbs device) is from a GPU, for the
+// choice of the NIC that carries the traffic of a rank using that GPU.
+struct NicDistance {
+  std::string name;  // the verbs device, "mlx5_0"
+  GpuPath path = GpuPath::kSystem;
+  int bridges = -1;  // PciBridgesBetween
+};
+// The RDMA NICs of `m`, nearest to the GPU with PCI bus id `gpu_pci` first
+// (by path, then bridges crossed; ties keep hwloc's bus order). Empty when
+// `m` has no such GPU or no RDMA NIC.
+std::vector<NicDistance> RdmaNicsNearGpu(const Machine& m, const std::string& gpu_pci);
 
 // This machine when `xml_path` is empty, else the hwloc XML export at that
 // path. batonSystemError when hwloc cannot load it. Without `with_devices`

@@ -35,7 +35,16 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->rank_ = me;
   set->nranks_ = n;
   set->state_source_ = setup.call_state;
+  set->lazy_ = setup.lazy;
+  set->timeout_s_ =
+      std::max(1.0, std::chrono::duration<double>(setup.deadline - Clock::now()).count());
+  set->id_ = *setup.id;
+  set->peers_ = peers;
+  set->config_ = setup.config;
   set->channels_.resize(n);
+  set->peer_segments_.resize(n);
+  set->channel_of_ = std::make_unique<std::atomic<Channel*>[]>(n);
+  set->connected_ = std::make_unique<std::atomic<bool>[]>(n);
   set->control_.resize(n);
   set->peer_fds_.resize(n);
   set->control_in_.resize(n);
@@ -43,64 +52,14 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->peer_state_.resize(n);
   set->shrink_offers_.resize(n);
   set->peer_state_at_.resize(n);
+  set->pair_.assign(n, Pair::kNone);
+  set->incoming_.resize(n);
   set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
-  for (int p = 0; p < n; ++p) set->peer_closed_[p].store(false);
-
-  std::vector<int> local_peers;
-  for (int p = 0; p < n; ++p)
-    if (p != me && SharesMemory(peers[p], peers[me])) local_peers.push_back(p);
-  if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->SetupShm(setup, local_peers));
-  set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
-  set->all_shm_ = n > 1 && set->local_ranks_ == n;
-
-  rdma::RdmaPeers rdma_peers;
   for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    std::vector<Fd>& sockets = (*setup.mesh)[p];
-    if (sockets.empty()) return InternalError("no socket to rank " + std::to_string(p));
-    set->control_[p] = std::move(sockets.back());
-    sockets.pop_back();
-    if (!set->channels_[p] && UsesRdma(peers[me], peers[p])) {
-      if (sockets.empty()) return InternalError("no set-up socket to rank " + std::to_string(p));
-      rdma_peers.peers.push_back(p);
-      rdma_peers.sockets.push_back(sockets[0].get());
-      rdma_peers.closed.push_back(&set->peer_closed_[p]);
-    } else if (!set->channels_[p]) {
-      if (sockets.empty()) return InternalError("no data socket to rank " + std::to_string(p));
-      auto ch = std::make_unique<TcpChannel>(std::move(sockets), setup.config.buffsize, p);
-      set->peer_fds_[p] = ch->fds();
-      set->channels_[p] = std::move(ch);
-    }
+    set->peer_closed_[p].store(false);
+    set->channel_of_[p].store(nullptr);
+    set->connected_[p].store(false);
   }
-  if (!rdma_peers.peers.empty()) {
-    rdma_peers.id = setup.id;
-    rdma_peers.rank = me;
-    rdma_peers.numa_node = peers[me].numa;
-    rdma_peers.deadline = setup.deadline;
-    std::vector<std::unique_ptr<Channel>> made;
-    BATON_RETURN_IF_ERROR(rdma::ConnectRdmaPeers(setup.config.rdma, rdma_peers, &made));
-    for (size_t i = 0; i < made.size(); ++i) {
-      const int p = rdma_peers.peers[i];
-      // The watchdog watches the completion fds too, so a sleep on the
-      // doorbell (shared-memory peers as well) wakes for RDMA completions.
-      set->peer_fds_[p] = static_cast<rdma::RdmaChannel*>(made[i].get())->fds();
-      set->channels_[p] = std::move(made[i]);
-      (*setup.mesh)[p].clear();  // the set-up sockets are done with
-    }
-  }
-  const int rdma_count = static_cast<int>(rdma_peers.peers.size());
-  // What this rank holds: control and data sockets (and RDMA completion
-  // descriptors), and the shared-memory segments it mapped.
-  int descriptors = 0;
-  for (int p = 0; p < n; ++p)
-    descriptors += set->control_[p].valid() + static_cast<int>(set->peer_fds_[p].size());
-  size_t mapped = 0;
-  for (const auto& seg : set->segments_) mapped += seg->size();
-  BATON_INFO(kLogInit,
-             "rank %d: %d peers over shared memory, %d over RDMA, %d over TCP; %d descriptors, "
-             "%zu shared-memory segments mapped (%.1f MiB of address space)",
-             me, (int)local_peers.size(), rdma_count, n - 1 - (int)local_peers.size() - rdma_count,
-             descriptors, set->segments_.size(), mapped / 1048576.0);
 
   set->watch_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   set->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -111,79 +70,191 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   ev.events = EPOLLIN;
   ev.data.u64 = kWakeKey;
   epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->wake_fd_.get(), &ev);
+
+  // Rings in our segment: one per local peer, in rank order; ours in a
+  // peer's segment: our index among its local peers.
+  std::vector<int> local_peers;
+  set->local_index_.assign(n, -1);
+  set->send_index_.assign(n, -1);
   for (int p = 0; p < n; ++p) {
-    for (size_t i = 0; i < set->peer_fds_[p].size(); ++i) {
-      ev.events = kBaseEvents;
-      ev.data.u64 = WatchKey(p, static_cast<int>(i));
-      if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->peer_fds_[p][i], &ev) != 0)
-        return ErrnoError("epoll_ctl", errno);
-    }
-    if (!set->control_[p].valid()) continue;
-    ev.events = kControlEvents;
-    ev.data.u64 = WatchKey(p, kControlSocketIndex);
-    if (epoll_ctl(set->watch_epoll_.get(), EPOLL_CTL_ADD, set->control_[p].get(), &ev) != 0)
-      return ErrnoError("epoll_ctl", errno);
+    if (p == me || !SharesMemory(peers[p], peers[me])) continue;
+    set->local_index_[p] = static_cast<int>(local_peers.size());
+    local_peers.push_back(p);
   }
+  // Our index among p's local peers: the local ranks without p, in order.
+  for (size_t i = 0; i < local_peers.size(); ++i) {
+    const int p = local_peers[i];
+    int mine = 0;
+    for (int q : local_peers) mine += q < me && q != p;
+    set->send_index_[p] = mine;
+  }
+  set->local_ranks_ = 1 + static_cast<int>(local_peers.size());
+  set->all_shm_ = n > 1 && set->local_ranks_ == n;
+  if (!local_peers.empty())
+    BATON_RETURN_IF_ERROR(set->CreateOwnSegment(setup, static_cast<uint32_t>(local_peers.size())));
+
+  if (setup.lazy) {
+    // Nothing connected yet: the acceptor answers peers' connects from now.
+    set->listener_ = std::move(*setup.listener);
+    BATON_RETURN_IF_ERROR(SetNonBlocking(set->listener_.get(), true));
+    set->accept_wake_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!set->accept_wake_.valid()) return ErrnoError("eventfd", errno);
+  } else {
+    if (!local_peers.empty()) BATON_RETURN_IF_ERROR(set->SetupShm(setup, local_peers));
+    rdma::RdmaPeers rdma_peers;
+    std::vector<Fd> rdma_control(n);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      std::vector<Fd>& sockets = (*setup.mesh)[p];
+      if (sockets.empty()) return InternalError("no socket to rank " + std::to_string(p));
+      Fd control = std::move(sockets.back());
+      sockets.pop_back();
+      if (set->channels_[p]) {
+        BATON_RETURN_IF_ERROR(set->Publish(p, std::move(control)));
+      } else if (UsesRdma(peers[me], peers[p])) {
+        if (sockets.empty()) return InternalError("no set-up socket to rank " + std::to_string(p));
+        rdma_peers.peers.push_back(p);
+        rdma_peers.sockets.push_back(sockets[0].get());
+        rdma_peers.closed.push_back(&set->peer_closed_[p]);
+        rdma_control[p] = std::move(control);
+      } else {
+        if (sockets.empty()) return InternalError("no data socket to rank " + std::to_string(p));
+        set->AddTcpPeer(p, std::move(sockets));
+        BATON_RETURN_IF_ERROR(set->Publish(p, std::move(control)));
+      }
+    }
+    if (!rdma_peers.peers.empty()) {
+      rdma_peers.id = setup.id;
+      rdma_peers.rank = me;
+      rdma_peers.numa_node = peers[me].numa;
+      rdma_peers.deadline = setup.deadline;
+      rdma_peers.user_memory = setup.user_memory;
+      std::vector<std::unique_ptr<Channel>> made;
+      BATON_RETURN_IF_ERROR(rdma::ConnectRdmaPeers(setup.config.rdma, rdma_peers, &made));
+      for (size_t i = 0; i < made.size(); ++i) {
+        const int p = rdma_peers.peers[i];
+        // The watchdog watches the completion fds too, so a sleep on the
+        // doorbell (shared-memory peers as well) wakes for RDMA completions.
+        set->peer_fds_[p] = static_cast<rdma::RdmaChannel*>(made[i].get())->fds();
+        set->channels_[p] = std::move(made[i]);
+        (*setup.mesh)[p].clear();  // the set-up sockets are done with
+        BATON_RETURN_IF_ERROR(set->Publish(p, std::move(rdma_control[p])));
+      }
+    }
+  }
+  set->ReportHeld(setup.lazy ? "at creation (pairs connect on first use)" : "at creation");
+
   ChannelSet* raw = set.get();
   set->watchdog_ = std::thread([raw] { raw->WatchdogLoop(); });
+  if (setup.lazy) set->acceptor_ = std::thread([raw] { raw->AcceptLoop(); });
   *out = std::move(set);
+  return Status::Ok();
+}
+
+void ChannelSet::ReportHeld(const char* when) const {
+  if (!LogEnabled(LogLevel::kInfo, kLogInit)) return;
+  int descriptors = 0, segments = own_segment_ ? 1 : 0, shm = 0, tcp = 0, rdma = 0;
+  size_t mapped = own_segment_ ? own_segment_->size() : 0;
+  for (int p = 0; p < nranks_; ++p) {
+    if (!connected(p)) continue;
+    descriptors += control_[p].valid() + static_cast<int>(peer_fds_[p].size());
+    if (peer_segments_[p]) {
+      ++segments;
+      mapped += peer_segments_[p]->size();
+    }
+    const Channel::Kind kind = channel_of_[p].load(std::memory_order_acquire)->kind();
+    shm += kind == Channel::Kind::kShm;
+    tcp += kind == Channel::Kind::kTcp;
+    rdma += kind != Channel::Kind::kShm && kind != Channel::Kind::kTcp;
+  }
+  BATON_INFO(kLogInit,
+             "rank %d %s: %d peers connected (%d over shared memory, %d over RDMA, %d over TCP) "
+             "of %d; %d descriptors, %d shared-memory segments mapped (%.1f MiB of address space)",
+             rank_, when, shm + tcp + rdma, shm, rdma, tcp, nranks_ - 1, descriptors, segments,
+             mapped / 1048576.0);
+}
+
+void ChannelSet::AddTcpPeer(int peer, std::vector<Fd> data) {
+  auto ch = std::make_unique<TcpChannel>(std::move(data), config_.buffsize, peer);
+  peer_fds_[peer] = ch->fds();
+  channels_[peer] = std::move(ch);
+}
+
+Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {
+  const int recv_index = local_index_[peer], send_index = send_index_[peer];
+  if (recv_index < 0 || send_index < 0 ||
+      static_cast<uint32_t>(send_index) >= segment->layout().nrings)
+    return InternalError("shared memory layout disagrees with rank " + std::to_string(peer));
+  channels_[peer] = std::make_unique<ShmChannel>(
+      own_segment_.get(), static_cast<uint32_t>(recv_index), segment.get(),
+      static_cast<uint32_t>(send_index), &peer_closed_[peer], peer);
+  peer_segments_[peer] = std::move(segment);
+  return Status::Ok();
+}
+
+Status ChannelSet::Publish(int peer, Fd control) {
+  control_[peer] = std::move(control);
+  epoll_event ev{};
+  for (size_t i = 0; i < peer_fds_[peer].size(); ++i) {
+    ev.events = kBaseEvents;
+    ev.data.u64 = WatchKey(peer, static_cast<int>(i));
+    if (epoll_ctl(watch_epoll_.get(), EPOLL_CTL_ADD, peer_fds_[peer][i], &ev) != 0)
+      return ErrnoError("epoll_ctl", errno);
+  }
+  // Published before the watchdog can report on it.
+  channel_of_[peer].store(channels_[peer].get(), std::memory_order_release);
+  connected_[peer].store(true, std::memory_order_release);
+  if (control_[peer].valid()) {
+    ev.events = kControlEvents;
+    ev.data.u64 = WatchKey(peer, kControlSocketIndex);
+    if (epoll_ctl(watch_epoll_.get(), EPOLL_CTL_ADD, control_[peer].get(), &ev) != 0)
+      return ErrnoError("epoll_ctl", errno);
+  }
+  {
+    // A shrink waiting for this peer's offer wakes to read it.
+    std::lock_guard<std::mutex> lock(control_mu_);
+    control_cv_.notify_all();
+  }
+  return Status::Ok();
+}
+
+Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) {
+  uint32_t nslots = std::clamp<uint32_t>(setup.config.shm_slots, 2, kShmMaxSlots);
+  uint64_t slot_bytes = std::max<uint64_t>(setup.config.buffsize / nslots / 4096 * 4096, 4096);
+  slot_bytes = std::min<uint64_t>(slot_bytes, kShmMaxSlotBytes);
+  size_t bytes = ShmSegmentBytes(nrings, nslots, static_cast<uint32_t>(slot_bytes));
+  const std::string name = ShmSegmentName(setup.id->comm_id, setup.rank);
+  Status st = ShmSegment::Create(name, bytes, &own_segment_);
+  if (st.code() == batonSystemError && st.message().find("File exists") != std::string::npos) {
+    // Left behind by a crashed run with the same id: ours to replace.
+    shm_unlink(name.c_str());
+    st = ShmSegment::Create(name, bytes, &own_segment_);
+  }
+  BATON_RETURN_IF_ERROR(st.WithContext("shared memory (is /dev/shm full?)"));
+  InitShmSegment(own_segment_.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
+  if (setup.config.cma) {
+    InitCmaProbe(own_segment_.get());
+    // Where Yama restricts ptrace to descendants, let sibling ranks read us
+    // (Open MPI's shared-memory transport does the same).
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  }
+  bell_ = &own_segment_->header()->bell;
+  BATON_INFO(kLogShm, "shared memory: %u rings of %u x %llu bytes", nrings, nslots,
+             (unsigned long long)slot_bytes);
   return Status::Ok();
 }
 
 Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers) {
   const int me = setup.rank;
   const auto& peers = *setup.peers;
-  std::vector<int> group = local_peers;
-  group.push_back(me);
-  std::sort(group.begin(), group.end());
-  auto name_of = [&](int rank) {
-    char name[64];
-    snprintf(name, sizeof(name), "/baton-%016llx-%d", (unsigned long long)setup.id->comm_id, rank);
-    return std::string(name);
-  };
-  uint32_t nslots = std::clamp<uint32_t>(setup.config.shm_slots, 2, kShmMaxSlots);
-  uint64_t slot_bytes = std::max<uint64_t>(setup.config.buffsize / nslots / 4096 * 4096, 4096);
-  slot_bytes = std::min<uint64_t>(slot_bytes, kShmMaxSlotBytes);
-  uint32_t nrings = static_cast<uint32_t>(local_peers.size());
-  size_t bytes = ShmSegmentBytes(nrings, nslots, static_cast<uint32_t>(slot_bytes));
-
-  std::unique_ptr<ShmSegment> own;
-  Status st = ShmSegment::Create(name_of(me), bytes, &own);
-  if (st.code() == batonSystemError && st.message().find("File exists") != std::string::npos) {
-    // Left behind by a crashed run with the same id: ours to replace.
-    shm_unlink(name_of(me).c_str());
-    st = ShmSegment::Create(name_of(me), bytes, &own);
-  }
-  BATON_RETURN_IF_ERROR(st.WithContext("shared memory (is /dev/shm full?)"));
-  InitShmSegment(own.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
-  if (setup.config.cma) {
-    InitCmaProbe(own.get());
-    // Where Yama restricts ptrace to descendants, let sibling ranks read us
-    // (Open MPI's shared-memory transport does the same).
-    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  }
-  ShmSegment* own_seg = own.get();
-  bell_ = &own_seg->header()->bell;
-  segments_.push_back(std::move(own));
-
   std::vector<std::vector<uint8_t>> replies;
   uint64_t token = 0x5245414459ull;  // "READY"
   BATON_RETURN_IF_ERROR(
       ExchangeWithPeers(*setup.mesh, local_peers, &token, &replies, sizeof(token), setup.deadline));
-  size_t my_pos = std::find(group.begin(), group.end(), me) - group.begin();
-  for (size_t i = 0; i < local_peers.size(); ++i) {
-    int p = local_peers[i];
+  for (int p : local_peers) {
     std::unique_ptr<ShmSegment> peer_seg;
-    BATON_RETURN_IF_ERROR(ShmSegment::Open(name_of(p), &peer_seg));
-    size_t p_pos = std::find(group.begin(), group.end(), p) - group.begin();
-    // Our ring in p's segment: our index among p's local peers (the group
-    // without p, in rank order).
-    uint32_t send_index = static_cast<uint32_t>(my_pos - (my_pos > p_pos ? 1 : 0));
-    if (send_index >= peer_seg->layout().nrings)
-      return InternalError("shared memory layout disagrees with rank " + std::to_string(p));
-    channels_[p] = std::make_unique<ShmChannel>(own_seg, static_cast<uint32_t>(i), peer_seg.get(),
-                                                send_index, &peer_closed_[p], p);
-    segments_.push_back(std::move(peer_seg));
+    BATON_RETURN_IF_ERROR(ShmSegment::Open(ShmSegmentName(setup.id->comm_id, p), &peer_seg));
+    BATON_RETURN_IF_ERROR(AddShmPeer(p, std::move(peer_seg)));
   }
   // Which peers' memory can we read? Each tells every local peer its whole
   // answer; a peer then sends us descriptors only if we can read it. This
@@ -191,12 +262,10 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
   // name can go and a crash later leaves nothing behind in /dev/shm.
   std::vector<uint8_t> can_read(setup.nranks, 0);
   if (setup.config.cma)
-    for (int p : local_peers)
-      can_read[p] =
-          ProbeCma(peers[p].pid, *static_cast<ShmChannel*>(channels_[p].get())->peer_segment());
+    for (int p : local_peers) can_read[p] = ProbeCma(peers[p].pid, *peer_segments_[p]);
   BATON_RETURN_IF_ERROR(ExchangeWithPeers(*setup.mesh, local_peers, can_read.data(), &replies,
                                           can_read.size(), setup.deadline));
-  own_seg->Unlink();
+  own_segment_->Unlink();
   int cma_peers = 0;
   for (size_t i = 0; i < local_peers.size(); ++i) {
     int p = local_peers[i];
@@ -207,14 +276,20 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
   }
   BATON_INFO(kLogShm, "cross memory attach: %d of %d local peers read our memory directly",
              cma_peers, (int)local_peers.size());
-  BATON_INFO(kLogShm, "shared memory: %u rings of %u x %llu bytes", nrings, nslots,
-             (unsigned long long)slot_bytes);
   return Status::Ok();
 }
 
 ChannelSet::ChannelSet() = default;
 
 ChannelSet::~ChannelSet() {
+  if (acceptor_.joinable()) {
+    stopping_.store(true);
+    uint64_t one = 1;
+    if (write(accept_wake_.get(), &one, sizeof(one)) < 0) {
+    }
+    acceptor_.join();
+  }
+  if (lazy_) ReportHeld("at destroy");
   if (watchdog_.joinable()) {
     stopping_.store(true);
     uint64_t one = 1;
@@ -324,9 +399,11 @@ void ChannelSet::Abort(const FailureNote* note) {
     const std::vector<uint8_t> frame = EncodeNote(*note);
     for (int p = 0; p < nranks_; ++p)
       if (p != note->origin) SendControl(p, frame);
+    note_forwarded_.store(true, std::memory_order_release);
   }
-  for (const auto& fds : peer_fds_)
-    for (int fd : fds) shutdown(fd, SHUT_RDWR);
+  for (int p = 0; p < nranks_; ++p)
+    if (connected(p))
+      for (int fd : peer_fds_[p]) shutdown(fd, SHUT_RDWR);
   uint64_t one = 1;
   if (write(notify_fd_.get(), &one, sizeof(one)) < 0) {
   }

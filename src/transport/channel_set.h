@@ -23,6 +23,7 @@
 #include "transport/control.h"
 #include "transport/doorbell.h"
 #include "transport/rdma/rdma_setup.h"
+#include "transport/user_memory.h"
 
 namespace baton {
 
@@ -57,6 +58,7 @@ struct TransportConfig {
   bool cma = false;             // BATON_CMA=1: single-copy shm transfers (docs/performance.md)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
   rdma::RdmaConfig rdma;               // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
+  bool runtime_connect = true;         // BATON_RUNTIME_CONNECT: pairs connected on first use
 };
 
 // Everything needed to set up the channels of one communicator.
@@ -70,6 +72,14 @@ struct ChannelSetup {
   Deadline deadline;
   // Where this rank is, as peers that ask are told (see CurrentCallState()).
   std::function<CallState()> call_state;
+  // Connections made on first use (docs/scaling.md): no mesh; the set takes
+  // this rank's listener over and accepts its peers' connects on its own
+  // thread, for the communicator's life.
+  bool lazy = false;
+  Fd* listener = nullptr;
+  // The communicator's registered buffers (RDMA writes large messages
+  // between them in place); outlives the channels. May be null.
+  UserMemory* user_memory = nullptr;
 };
 
 // The channels of one communicator plus the machinery shared by all of them:
@@ -84,8 +94,21 @@ class ChannelSet {
   ChannelSet(const ChannelSet&) = delete;
   ChannelSet& operator=(const ChannelSet&) = delete;
 
-  Channel* channel(int peer) const { return channels_[peer].get(); }
+  // Null until the pair is connected (Connect); read without locks by the
+  // executor, published with release once the channel is whole.
+  Channel* channel(int peer) const { return channel_of_[peer].load(std::memory_order_acquire); }
+  bool connected(int peer) const { return connected_[peer].load(std::memory_order_acquire); }
+  // Connects this rank to each of `peers` it has no channel to yet (the
+  // same authenticated handshake as the mesh), before `deadline`. When both
+  // ranks of a pair connect at once, the lower rank's connection is kept
+  // and the higher rank waits for it. A peer that is gone (its listener
+  // refuses) is an error naming it. Call from one thread at a time.
+  Status Connect(const std::vector<int>& peers, Deadline deadline);
+  Status ConnectAll(Deadline deadline);
+  // BATON_DEBUG=INFO: the descriptors and segments this rank holds.
+  void ReportHeld(const char* when) const;
   int local_ranks() const { return local_ranks_; }
+  int nranks() const { return nranks_; }
 
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 
@@ -159,10 +182,27 @@ class ChannelSet {
   void SendControl(int peer, const std::vector<uint8_t>& frame);
   void Notify();
   Status SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
+  Status CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings);
+  // Channel set-up of one pair, for the mesh and for connections made on
+  // first use: the channel over `peer`'s segment (shared memory) or over
+  // its data sockets (TCP), then Publish with its control socket.
+  Status AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment);
+  void AddTcpPeer(int peer, std::vector<Fd> data);
+  Status Publish(int peer, Fd control);
+  // Connections made on first use (channel_set_connect.cc).
+  void AcceptLoop();
+  void AcceptOne(Fd fd);
+  Status ConnectOne(int peer, Deadline deadline);
+  // The end of a pair's handshake both sides run: for shared memory, map
+  // the peer's segment and agree on cross memory attach over socket `fd`.
+  Status FinishPair(int peer, int fd, Deadline deadline, std::vector<Fd> sockets);
+  std::string PeerName(int peer) const;
 
   int rank_ = 0;
   int local_ranks_ = 1;
-  std::vector<std::unique_ptr<Channel>> channels_;
+  std::vector<std::unique_ptr<Channel>> channels_;  // owners; written once per peer
+  std::unique_ptr<std::atomic<Channel*>[]> channel_of_;
+  std::unique_ptr<std::atomic<bool>[]> connected_;
   int nranks_ = 1;
   std::vector<Fd> control_;                 // each pair's control socket
   std::vector<std::vector<int>> peer_fds_;  // the data sockets to each TCP peer
@@ -189,7 +229,28 @@ class ChannelSet {
   // Own doorbell: inside this rank's shm segment when it has local peers.
   Doorbell private_bell_;
   Doorbell* bell_ = &private_bell_;
-  std::vector<std::unique_ptr<ShmSegment>> segments_;  // own segment + mapped peers'
+  std::unique_ptr<ShmSegment> own_segment_;
+  std::vector<std::unique_ptr<ShmSegment>> peer_segments_;  // mapped peers', by rank
+
+  // Connections made on first use. Under connect_mu_: each pair's state and
+  // the sockets of a connection being accepted.
+  enum class Pair : uint8_t { kNone, kOutgoing, kIncoming, kConnected };
+  bool lazy_ = false;
+  double timeout_s_ = 300;  // BATON_TIMEOUT, for the handshakes of accepted connections
+  UniqueIdData id_{};
+  std::vector<PeerInfo> peers_;
+  TransportConfig config_;
+  std::vector<int> local_index_;  // a local peer's ring in our segment (-1: not local)
+  std::vector<int> send_index_;   // our ring in a local peer's segment
+  std::mutex connect_mu_;
+  std::condition_variable connect_cv_;
+  std::vector<Pair> pair_;
+  std::vector<std::vector<Fd>> incoming_;
+  int local_connected_ = 0;
+  std::atomic<bool> note_forwarded_{false};
+  Fd listener_;
+  Fd accept_wake_;
+  std::thread acceptor_;
 
   Fd watch_epoll_;
   Fd wake_fd_;    // eventfd: stops the watchdog

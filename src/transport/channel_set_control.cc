@@ -21,7 +21,7 @@ void ChannelSet::Notify() {
 }
 
 void ChannelSet::SendControl(int peer, const std::vector<uint8_t>& frame) {
-  if (peer < 0 || peer >= nranks_ || !control_[peer].valid()) return;
+  if (peer < 0 || peer >= nranks_ || !connected(peer) || !control_[peer].valid()) return;
   // Frames are far smaller than a socket buffer: one non-blocking send
   // takes all of it or (the peer stopped reading, or left) nothing that
   // matters. The lock keeps frames of several threads whole.
@@ -68,6 +68,14 @@ bool ChannelSet::ReadControlLocked(int peer) {
           first_note_ = std::move(frame.note);
           note_arrived_.store(true, std::memory_order_release);
           BATON_INFO(kLogNet, "rank %d failed: %s", peer, first_note_.text.c_str());
+          // Pass it on once to the peers this rank is connected to: with
+          // connections made on first use, the origin may have none to
+          // them, and the ring neighbours carry it around.
+          if (!note_forwarded_.exchange(true, std::memory_order_acq_rel)) {
+            const std::vector<uint8_t> forward = EncodeNote(first_note_);
+            for (int p = 0; p < nranks_; ++p)
+              if (p != peer && p != first_note_.origin && p != rank_) SendControl(p, forward);
+          }
         }
         // No more data comes from it; its control socket may stay open
         // (for a shrink).
@@ -102,7 +110,7 @@ FailureNote ChannelSet::FirstNote() const {
 }
 
 bool ChannelSet::NoteFrom(int peer, FailureNote* out) {
-  if (peer < 0 || peer >= nranks_ || !control_[peer].valid()) return false;
+  if (peer < 0 || peer >= nranks_ || !connected(peer) || !control_[peer].valid()) return false;
   // The peer writes its note before it shuts its sockets, but the note
   // travels on another connection than the one that failed: give it a
   // moment to arrive.
@@ -128,9 +136,17 @@ void ChannelSet::SendShrinkOffer(int peer, const ShrinkOffer& offer) {
 }
 
 bool ChannelSet::WaitShrinkOffer(int leader, Deadline deadline, ShrinkOffer* out) {
-  if (leader < 0 || leader >= nranks_ || !control_[leader].valid()) return false;
+  if (leader < 0 || leader >= nranks_ || leader == rank_) return false;
   std::unique_lock<std::mutex> lock(control_mu_);
   for (;;) {
+    // The leader may connect to this rank only now (Publish wakes us).
+    if (!connected(leader)) {
+      if (Clock::now() >= deadline) return false;
+      control_cv_.wait_until(lock,
+                             std::min(deadline, Clock::now() + std::chrono::milliseconds(100)));
+      continue;
+    }
+    if (!control_[leader].valid()) return false;
     if (shrink_offers_[leader].survivors != 0) {
       *out = shrink_offers_[leader];
       shrink_offers_[leader] = ShrinkOffer{};

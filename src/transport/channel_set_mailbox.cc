@@ -8,7 +8,7 @@
 namespace baton {
 
 void ChannelSet::PublishCall(uint64_t call, const void* record, size_t bytes) {
-  ShmCallMailbox* box = segments_[0]->mailbox();
+  ShmCallMailbox* box = own_segment_->mailbox();
   if (record == nullptr) {
     box->state.store(call << 2 | kMailboxNoRecord, std::memory_order_release);
     return;
@@ -26,8 +26,7 @@ void ChannelSet::PublishCall(uint64_t call, const void* record, size_t bytes) {
 
 ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* record,
                                               size_t bytes) const {
-  const ShmCallMailbox* box =
-      static_cast<const ShmChannel*>(channels_[peer].get())->peer_segment()->mailbox();
+  const ShmCallMailbox* box = peer_segments_[peer]->mailbox();
   const uint64_t s = box->state.load(std::memory_order_acquire);
   if ((s >> 2) < call || s == (call << 2 | kMailboxWriting)) return PeerCall::kNotYet;
   if (s != (call << 2 | kMailboxRecord)) return PeerCall::kNoRecord;
@@ -44,14 +43,11 @@ ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* rec
 }
 
 void ChannelSet::PublishProgress(uint64_t steps) {
-  segments_[0]->mailbox()->progress.store(steps, std::memory_order_release);
+  own_segment_->mailbox()->progress.store(steps, std::memory_order_release);
 }
 
 uint64_t ChannelSet::PeerProgress(int peer) const {
-  return static_cast<const ShmChannel*>(channels_[peer].get())
-      ->peer_segment()
-      ->mailbox()
-      ->progress.load(std::memory_order_acquire);
+  return peer_segments_[peer]->mailbox()->progress.load(std::memory_order_acquire);
 }
 
 }  // namespace baton

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "base/log.h"
@@ -56,6 +57,12 @@ void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t 
   h->data_offset = RoundUp(sizeof(ShmRing), 4096);
   h->ring_stride = h->data_offset + size_t(nslots) * slot_bytes;
   seg->layout_ = {nrings, nslots, slot_bytes, h->ring_stride, h->data_offset};
+}
+
+std::string ShmSegmentName(uint64_t comm_id, int rank) {
+  char name[64];
+  snprintf(name, sizeof(name), "/baton-%016llx-%d", (unsigned long long)comm_id, rank);
+  return name;
 }
 
 Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr<ShmSegment>* out) {

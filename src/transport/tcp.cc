@@ -2,12 +2,15 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
+#include <utility>
 
 #include "base/log.h"
 #include "base/partition.h"
@@ -24,9 +27,23 @@ TcpChannel::TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_r
   staged_.assign(k, 0);
   for (size_t i = 0; i < k; ++i) {
     SetNoDelay(sockets_[i].get());
-    staging_[i].length = std::max<size_t>(staging_bytes / k, 4096);
-    staging_[i].bytes = std::make_unique_for_overwrite<uint8_t[]>(staging_[i].length);
+    staging_[i].Allocate(std::max<size_t>(staging_bytes / k, 4096));
   }
+}
+
+TcpChannel::Staging::Staging(Staging&& other) noexcept
+    : bytes(std::exchange(other.bytes, nullptr)), length(std::exchange(other.length, 0)) {}
+
+TcpChannel::Staging::~Staging() {
+  if (bytes != nullptr) munmap(bytes, length);
+}
+
+void TcpChannel::Staging::Allocate(size_t n) {
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  // Without address space a channel cannot work; as new[] would, give up.
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  bytes = static_cast<uint8_t*>(p);
+  length = n;
 }
 
 std::vector<int> TcpChannel::fds() const {

@@ -74,10 +74,19 @@ class TcpChannel : public Channel {
   // Per socket. Not zero-filled: its pages come when first written, so a
   // rank's memory grows with the peers it receives reductions from, not
   // with the communicator's size.
+  // Mapped rather than taken from malloc: its pages come only as they are
+  // written, and go back at destruction whichever thread made the channel
+  // (connections made on first use are often made on the acceptor thread,
+  // whose malloc arena would keep a freed buffer's pages).
   struct Staging {
-    std::unique_ptr<uint8_t[]> bytes;
+    uint8_t* bytes = nullptr;
     size_t length = 0;
-    uint8_t* data() const { return bytes.get(); }
+    Staging() = default;
+    Staging(Staging&& other) noexcept;
+    Staging& operator=(Staging&&) = delete;
+    ~Staging();
+    void Allocate(size_t bytes);
+    uint8_t* data() const { return bytes; }
     size_t size() const { return length; }
   };
   std::vector<Staging> staging_;

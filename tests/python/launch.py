@@ -4,8 +4,9 @@
 
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT (a
 free port) as torchrun sets them. Succeeds when every rank exits 0 (rank
---killed must instead die by SIGKILL, which the script sends itself). A rank
-still running at --timeout fails the run, and every rank is then killed.
+--killed must instead die by SIGKILL, which the script sends itself); exits 77
+(skipped, for meson) when every rank does. A rank still running at --timeout
+fails the run, and every rank is then killed.
 """
 
 import argparse
@@ -49,6 +50,8 @@ def main():
             ok = False
             break
         time.sleep(0.1)
+    if ok and all(p.wait() == 77 for p in procs):
+        return 77
     for rank, p in enumerate(procs):
         rc = p.wait()
         want = -signal.SIGKILL if rank == a.killed else 0

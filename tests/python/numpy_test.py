@@ -142,6 +142,13 @@ check("split nocolor", np.array([none is None]), np.array([rank == 0]))
 if none is not None:
     none.destroy()
 
+# init_rank from get_unique_id's bytes (128 of them, NULs included), sent by broadcast.
+uid = np.frombuffer(baton.get_unique_id(), np.uint8).copy() if rank == 0 else np.zeros(128, np.uint8)
+comm.broadcast(uid, root=0)
+second = baton.init_rank(size, uid.tobytes(), rank, timeout=30)
+check("init_rank allreduce", second.allreduce(np.array([rank + 1])), np.array([size * (size + 1) // 2]))
+second.destroy()
+
 # Errors: Baton's message as an exception (the communicator stays usable).
 expect_error("bad root", baton.InvalidArgumentError, "root",
              lambda: comm.broadcast(np.zeros(4, np.float32), root=size + 3))
@@ -162,10 +169,27 @@ expect_error("short alltoallv send", ValueError, "the call needs",
              lambda: comm.alltoallv(np.zeros(1, np.float32), [2] * size, [1] * size))
 expect_error("short reduce_scatterv send", ValueError, "the call needs",
              lambda: comm.reduce_scatterv(np.zeros(size, np.float32), [2] * size))
+expect_error("int16", TypeError, "no datatype",
+             lambda: comm.allreduce(np.zeros(4, np.int16)))
+expect_error("datatype size", ValueError, "needs 2-byte elements",
+             lambda: comm.allreduce(np.zeros(4, np.float32), datatype="bfloat16"))
+expect_error("unknown datatype", ValueError, "unknown datatype",
+             lambda: comm.allreduce(np.zeros(4, np.uint16), datatype="bf17"))
+expect_error("short allreduce out", ValueError, "out has 8 bytes",
+             lambda: comm.allreduce(np.zeros(4, np.float32), out=np.zeros(2, np.float32)))
+expect_error("non-contiguous out", ValueError, "writable C-contiguous",
+             lambda: comm.allreduce(np.zeros(4, np.float32), out=np.zeros(8, np.float32)[::2]))
+# Inputs that are not contiguous arrays are copied into one first: a strided view, a list.
+strided = np.arange(8, dtype=np.float64)[::2] + rank
+check("strided send", comm.allreduce(strided, out=np.empty(4)),
+      sum(np.arange(8, dtype=np.float64)[::2] + r for r in range(size)))
+check("list send", comm.allreduce([rank, 1]), np.array([sum(range(size)), size]))
 check("after errors", comm.allreduce(np.ones(2, np.int32)), np.full(2, size, np.int32))
 
 comm.barrier()
 comm.destroy()
+expect_error("destroyed", baton.InvalidUsageError, "destroyed",
+             lambda: comm.allreduce(np.zeros(1, np.float32)))
 if failures:
     print(f"rank {rank}: {len(failures)} failures", file=sys.stderr)
     for f in failures[:20]:

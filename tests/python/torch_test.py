@@ -210,6 +210,49 @@ def uneven():
         return [got]
     compare("send/recv", ring, [torch.full((4,), float(left))])
 
+    # isend then irecv on every rank, in the same order, 16 MiB each (past what Baton sends
+    # before the recv is posted): the worker runs the pair as one Baton group; each send
+    # alone would wait for a recv queued behind it until the timeout.
+    def pairs(g):
+        got = torch.empty(1 << 22)
+        works = [dist.isend(torch.full((1 << 22,), float(rank)), right, group=g),
+                 dist.irecv(got, left, group=g)]
+        for w in works:
+            w.wait()
+        return [got]
+    compare("isend/irecv same order", pairs, [torch.full((1 << 22,), float(left))])
+
+    def batch(g):
+        got = torch.empty(1 << 22)
+        ops = [dist.P2POp(dist.isend, torch.full((1 << 22,), float(rank) + 0.5), right, group=g),
+               dist.P2POp(dist.irecv, got, left, group=g)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        return [got]
+    compare("batch_isend_irecv", batch, [torch.full((1 << 22,), left + 0.5)])
+
+    # all_gather_coalesced: every rank's tensors in one allgather.
+    def gather_coalesced(g):
+        ins = [torch.full((3,), float(rank)), torch.full((2, 2), float(10 * rank + 1))]
+        outs = [[torch.empty(3) for _ in range(size)], [torch.empty(2, 2) for _ in range(size)]]
+        dist.all_gather_coalesced(outs, ins, group=g)
+        return outs[0] + outs[1]
+    compare("all_gather_coalesced", gather_coalesced,
+            [torch.full((3,), float(r)) for r in range(size)] +
+            [torch.full((2, 2), float(10 * r + 1)) for r in range(size)])
+
+    # all_gather_into_tensor under the coalescing manager (allgather_into_tensor_coalesced).
+    outs = [torch.empty(size * 3), torch.empty(size * 5, dtype=torch.float64)]
+    with dist._coalescing_manager(group=bgroup):
+        dist.all_gather_into_tensor(outs[0], torch.full((3,), float(rank)), group=bgroup)
+        dist.all_gather_into_tensor(outs[1], torch.full((5,), rank + 0.5, dtype=torch.float64),
+                                    group=bgroup)
+    same("all_gather_into_tensor coalesced", outs,
+         [torch.arange(size).float().repeat_interleave(3),
+          (torch.arange(size).double() + 0.5).repeat_interleave(5)])
+
+    dist.monitored_barrier(group=bgroup, timeout=timeout)
+
     # Works and futures: several async calls, then their futures' values.
     ts = [torch.full((1000,), float(rank + i)) for i in range(4)]
     works = [dist.all_reduce(t, group=bgroup, async_op=True) for t in ts]
@@ -284,6 +327,8 @@ def errors():
                                          group=bgroup))
     expect_error("non-contiguous", ["contiguous"],
                  lambda: dist.all_reduce(torch.ones(4, 4).t(), group=bgroup))
+    expect_error("recv from any source", ["any rank", "batonRecv names its peer"],
+                 lambda: dist.recv(torch.empty(2), group=bgroup))
     # A collective that one rank never joins: Baton's timeout (2 s) names the missing rank.
     short = dist.new_group(backend="baton", timeout=datetime.timedelta(seconds=2))
     if rank != 0:
@@ -310,7 +355,37 @@ def killed():
     os._exit(1 if failures else 0)
 
 
-{"collectives": collectives, "ddp": ddp, "errors": errors, "killed": killed}[mode]()
+def cuda():
+    # CUDA tensors through Baton's device buffers, on the caller's current stream; results
+    # against a CPU reference. Skipped (exit 77 on every rank) without a GPU.
+    dev = torch.device("cuda", rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    for dtype in [torch.float32, torch.float16, torch.bfloat16, torch.int32]:
+        for n in [1, 1000, 1 << 18]:
+            inputs = [data(r, n, dtype) for r in range(size)]
+            t = inputs[rank].to(dev)
+            dist.all_reduce(t, group=bgroup)
+            same(f"cuda allreduce {dtype} x {n}", [t.cpu()], [sum(inputs).to(dtype)])
+            t = inputs[rank].to(dev)
+            dist.broadcast(t, src=size - 1, group=bgroup)
+            same(f"cuda broadcast {dtype} x {n}", [t.cpu()], [inputs[size - 1]])
+            out = torch.empty(size * n, dtype=dtype, device=dev)
+            dist.all_gather_into_tensor(out, inputs[rank].to(dev), group=bgroup)
+            same(f"cuda all_gather_into_tensor {dtype} x {n}", [out.cpu()], [torch.cat(inputs)])
+            full = [data(r, size * n, dtype) for r in range(size)]
+            out = torch.empty(n, dtype=dtype, device=dev)
+            dist.reduce_scatter_tensor(out, full[rank].to(dev), group=bgroup)
+            same(f"cuda reduce_scatter_tensor {dtype} x {n}", [out.cpu()],
+                 [sum(full).to(dtype)[rank * n:(rank + 1) * n]])
+    expect_error("cuda alltoall", ["CUDA tensors only in"],
+                 lambda: dist.all_to_all_single(torch.empty(size, device=dev),
+                                                torch.ones(size, device=dev), group=bgroup))
+
+
+if mode == "cuda" and not torch.cuda.is_available():
+    print(f"rank {rank}: skipped: no CUDA GPU (torch {torch.__version__})")
+    sys.exit(77)
+{"collectives": collectives, "ddp": ddp, "errors": errors, "killed": killed, "cuda": cuda}[mode]()
 dist.barrier(group=gloo)
 dist.destroy_process_group()
 if rank == 0 and skipped:

@@ -3,11 +3,15 @@
 # build into a temporary root (meson's --destdir, so the files land under a
 # prefix nobody configured) and runs batonrun, a perf binary, baton-topo and
 # baton-train from there with `env -i` (no LD_LIBRARY_PATH); each must find
-# the installed libbaton through its $ORIGIN-relative rpath.
+# the installed libbaton through its $ORIGIN-relative rpath. With PYTHON (the
+# one the build's Python package is for), the installed package too: `import
+# baton` from the prefix's site-packages, its extension loading the installed
+# libbaton, a one-rank allreduce (and `import baton.torch` where it was built).
 #
-#   install_test.sh BUILD_DIR
+#   install_test.sh BUILD_DIR [PYTHON]
 set -uo pipefail
 build=$(cd "$1" && pwd)
+python=${2:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -42,6 +46,30 @@ if [[ -x $bin/baton-train ]]; then
   clean "$bin/baton-train" --help > "$tmp/train.txt" 2>&1 || fail "baton-train --help: $(cat "$tmp/train.txt")"
 fi
 [[ -f $root/include/baton.h ]] || fail "baton.h not installed"
+
+if [[ -n $python ]]; then
+  core=$(find "$root" -path '*/site-packages/baton/_core*.so' -o -path '*/dist-packages/baton/_core*.so' | head -1)
+  if [[ -z $core ]]; then
+    fail "the Python package is not installed under $root"
+  else
+    site=$(dirname "$(dirname "$core")")
+    lib=$(clean ldd "$core" | awk '/libbaton\.so/ {print $3}')
+    [[ $lib == "$root"/* ]] || fail "baton/_core loads libbaton from '${lib:-nowhere}', not from $root"
+    out=$(clean BATON_SOCKET_IFNAME=lo PYTHONPATH="$site" "$python" -c '
+import numpy as np, baton, baton._lib as l
+assert l.lib._name.startswith(__import__("sys").argv[1]), l.lib._name
+comm = baton.init_rank(1, baton.get_unique_id(), 0)
+got = comm.allreduce(np.arange(5, dtype=np.float32))
+assert np.array_equal(got, np.arange(5, dtype=np.float32)), got
+comm.destroy()
+print("imported", baton.__file__, "version", baton.version())' "$root" 2>&1) ||
+      fail "import baton from $site: $out"
+    if ls "$site"/baton/_baton_torch*.so > /dev/null 2>&1; then
+      out=$(clean PYTHONPATH="$site" "$python" -c 'import baton.torch, torch.distributed as d
+assert "baton" in d.Backend.backend_list' 2>&1) || fail "import baton.torch from $site: $out"
+    fi
+  fi
+fi
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failure(s)"

@@ -15,6 +15,8 @@ RANKS_PER_HOST=${RANKS_PER_HOST:-2}
 RATE=${RATE:-1gbit}
 tag="bt$$"
 netns="$(dirname "$0")/../../scripts/netns.sh"
+# shellcheck source=tests/scripts/netns_jobs.sh
+source "$(dirname "$0")/netns_jobs.sh"
 
 # scripts/netns.sh makes the namespaces (host i: TAG-h<i>, eth0 = 10.77.0.(i+1)).
 trap '"$netns" down "$tag" "$HOSTS"' EXIT
@@ -25,21 +27,13 @@ fi
 
 passed=0
 failed=0
-world=$((HOSTS * RANKS_PER_HOST))
 port=$((20000 + $$ % 20000))
 for bin in "$@"; do
   port=$((port + 1))
   logs=()
   pids=()
-  for ((i = 0; i < HOSTS; i++)); do
-    log=$(mktemp)
-    logs+=("$log")
-    BATON_SOCKET_IFNAME=eth0 BATON_TIMEOUT=60 BATON_NSOCKS_PERPEER=2 ip netns exec "$tag-h$i" timeout 240 \
-      "$batonrun" -n "$RANKS_PER_HOST" --world-size "$world" \
-      --rank-offset $((i * RANKS_PER_HOST)) --root "10.77.0.1:$port" \
-      "$bin" -b 8 -e 8M -f 4 -n 2 -w 1 >"$log" 2>&1 &
-    pids+=($!)
-  done
+  BATON_TIMEOUT=60 BATON_NSOCKS_PERPEER=2 start_host_jobs "$tag" "$HOSTS" "$RANKS_PER_HOST" \
+    "$port" 240 "$batonrun" "$bin" -b 8 -e 8M -f 4 -n 2 -w 1
   rc=0
   for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
   name="$(basename "$bin"): $HOSTS hosts x $RANKS_PER_HOST ranks"
@@ -63,14 +57,7 @@ if [[ -n ${UNTIL_ERROR:-} && -x ${UNTIL_ERROR:-} ]]; then
   logs=()
   pids=()
   cut=$((HOSTS - 1))
-  for ((i = 0; i < HOSTS; i++)); do
-    log=$(mktemp)
-    logs+=("$log")
-    BATON_SOCKET_IFNAME=eth0 BATON_TIMEOUT=3 ip netns exec "$tag-h$i" timeout 60 \
-      "$batonrun" -n 1 --world-size "$HOSTS" --rank-offset "$i" --root "10.77.0.1:$port" \
-      "$UNTIL_ERROR" 30 >"$log" 2>&1 &
-    pids+=($!)
-  done
+  BATON_TIMEOUT=3 start_host_jobs "$tag" "$HOSTS" 1 "$port" 60 "$batonrun" "$UNTIL_ERROR" 30
   sleep 2
   ip -n "$tag-h$cut" link set eth0 down
   start=$(date +%s)

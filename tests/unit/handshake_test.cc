@@ -8,7 +8,12 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace baton {
@@ -143,6 +148,44 @@ TEST(HandshakeTest, MeshPairProvesTheSecretBothWays) {
     EXPECT_FALSE(PairChallengeValid(id, altered, challenge)) << "byte " << i;
     EXPECT_FALSE(PairProofValid(id, altered, challenge, proof)) << "byte " << i;
   }
+}
+
+// A process that forks while another of its threads hashes (a rendezvous
+// server checking hellos while its process forks the ranks) hands its
+// children a usable OpenSSL: every child hashes and exits at once. Each
+// child has 10 s; a child stuck on a lock its parent's hashing thread held
+// is killed and counted.
+TEST(HandshakeTest, ForkWhileAnotherThreadHashes) {
+  const UniqueIdData id = MakeId(7, 99);
+  std::atomic<bool> stop{false}, started{false};
+  Mac want{};
+  // Only the other thread hashes, as in that process: this one has never
+  // called OpenSSL when it forks.
+  std::thread hasher([&] {
+    want = JobHmac(id, "x", 1);
+    started = true;
+    uint8_t data[512] = {};
+    while (!stop.load(std::memory_order_relaxed)) (void)JobHmac(id, data, sizeof(data));
+  });
+  while (!started) std::this_thread::yield();
+  int stuck = 0, wrong = 0;
+  for (int i = 0; i < 100; ++i) {
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(10);
+      const Mac got = JobHmac(id, "x", 1);
+      _exit(memcmp(got.bytes, want.bytes, kMacBytes) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    stuck += WIFSIGNALED(status);
+    wrong += WIFEXITED(status) && WEXITSTATUS(status) != 0;
+  }
+  stop = true;
+  hasher.join();
+  EXPECT_EQ(stuck, 0) << "children that never finished their first hash";
+  EXPECT_EQ(wrong, 0);
 }
 
 }  // namespace

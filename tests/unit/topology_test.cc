@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <string>
@@ -170,6 +171,79 @@ TEST(MachineTest, Dgx2GpuPaths) {
         EXPECT_EQ(pci, GpuPath::kSystem) << a << " " << b;
     }
   }
+}
+
+// The NIC nearest each GPU, on the DGX-2 export with its eight ConnectX-5s
+// put back where a DGX-2 has them (tests/data/topologies/README.md): each
+// pair of GPUs shares its last PCIe switch with one NIC, at the bus between
+// theirs. The expected pairs are read off the XML, not computed.
+TEST(MachineTest, Dgx2NicNearestEachGpu) {
+  const Machine m = Load("nvidiaDGX2-nics.xml");
+  ASSERT_EQ(m.gpus.size(), 16u);
+  ASSERT_EQ(m.nics.size(), 8u);
+  const char* kGpuBus[16] = {"34", "36", "39", "3b", "57", "59", "5c", "5e",
+                             "b7", "b9", "bc", "be", "e0", "e2", "e5", "e7"};
+  const char* kNicBus[8] = {"35", "3a", "58", "5d", "b8", "bd", "e1", "e6"};
+  for (int n = 0; n < 8; ++n) {
+    EXPECT_EQ(m.nics[n].name, "mlx5_" + std::to_string(n));
+    EXPECT_EQ(m.nics[n].pci, std::string("0000:") + kNicBus[n] + ":00.0");
+    EXPECT_TRUE(m.nics[n].rdma);
+    EXPECT_EQ(m.nics[n].numa, n < 4 ? 0 : 1);
+  }
+  for (int g = 0; g < 16; ++g) {
+    const std::string bus = std::string("0000:") + kGpuBus[g] + ":00.0";
+    ASSERT_EQ(m.gpus[g].pci, bus);
+    // CUDA spells it in capitals, NVML with an 8-digit domain.
+    std::string cuda_style = bus;
+    for (char& c : cuda_style) c = static_cast<char>(toupper(c));
+    for (const std::string& asked : {bus, cuda_style, "0000" + bus}) {
+      const std::vector<NicDistance> near = RdmaNicsNearGpu(m, asked);
+      ASSERT_EQ(near.size(), 8u) << asked;
+      // Nearest: the NIC on the GPU's own switch (two switch ports apart).
+      EXPECT_EQ(near[0].name, "mlx5_" + std::to_string(g / 2)) << asked;
+      EXPECT_EQ(near[0].path, GpuPath::kPciSwitch) << asked;
+      EXPECT_EQ(near[0].bridges, 2) << asked;
+      // Then the other NIC of the same root port, three switch levels up
+      // and down; then the other tree of the socket; then the other socket.
+      EXPECT_EQ(near[1].name, "mlx5_" + std::to_string((g / 2) ^ 1)) << asked;
+      EXPECT_EQ(near[1].path, GpuPath::kPciSwitch) << asked;
+      EXPECT_EQ(near[1].bridges, 6) << asked;
+      for (int i = 2; i < 4; ++i) {
+        EXPECT_EQ(near[i].path, GpuPath::kSameNuma) << asked << " " << i;
+        EXPECT_EQ(near[i].bridges, -1);
+        EXPECT_EQ(near[i].name.back() - '0', ((g / 4) ^ 1) * 2 + i - 2) << asked << " " << i;
+      }
+      for (int i = 4; i < 8; ++i) {
+        EXPECT_EQ(near[i].path, GpuPath::kSystem) << asked << " " << i;
+        EXPECT_EQ(near[i].name.back() - '0', (g < 8 ? 4 : 0) + i - 4) << asked << " " << i;
+      }
+    }
+  }
+}
+
+// Machines with no GPU, no RDMA NIC, or not that GPU: no GPU-based choice.
+TEST(MachineTest, NicsNearGpuOnTheOtherMachines) {
+  const Machine box = Load("32em64t-2n8c2t-pci-wholeio.xml");
+  // One GPU and one mlx5 below the same root port; the Ethernet ports are
+  // no RDMA NICs.
+  const std::vector<NicDistance> near = RdmaNicsNearGpu(box, "0000:84:00.0");
+  ASSERT_EQ(near.size(), 1u);
+  EXPECT_EQ(near[0].name, "mlx5_0");
+  EXPECT_EQ(near[0].path, GpuPath::kPciSwitch);
+  EXPECT_EQ(near[0].bridges, PciBridgesBetween(box.gpus[0], box.nics[0]));
+  EXPECT_GE(near[0].bridges, 0);
+  // The 3D controller at 83:00.0 has no CUDA or NVML device: not a GPU here.
+  EXPECT_TRUE(RdmaNicsNearGpu(box, "0000:83:00.0").empty());
+  EXPECT_TRUE(RdmaNicsNearGpu(Load("nvidiaDGX2.xml"), "0000:34:00.0").empty());  // no NIC
+  EXPECT_TRUE(RdmaNicsNearGpu(Load("power8gpudistances.xml"), "0002:01:00.0").empty());
+  EXPECT_TRUE(RdmaNicsNearGpu(Load("192em64t-24n8c2t.xml"), "0000:01:00.0").empty());  // no GPU
+  for (const char* bad : {"", "0000:84:00", "0000:84:00.0x", "zz:84:00.0", "0000:184:00.0",
+                          "0000:84:20.0", "0000:84:00.8", "0000:84: 0.0", "-000:84:00.0"}) {
+    EXPECT_EQ(NormalizePciBusId(bad), "") << bad;
+    EXPECT_TRUE(RdmaNicsNearGpu(box, bad).empty()) << bad;
+  }
+  EXPECT_EQ(NormalizePciBusId("0000:3B:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(NormalizePciBusId("00000002:01:1f.7"), "0002:01:1f.7");
 }
 
 TEST(MachineTest, Power8WithFourGpus) {

@@ -6,16 +6,25 @@
 //  - Registered memory lives in a named shared-memory object
 //    (/dev/shm/baton-ibemu-PID-mKEY); the rkey names it, and a peer's
 //    "NIC" maps it on first use to place RDMA writes by address.
+//  - A registered user buffer (RegisterUser) is a descriptor of the same
+//    name (address and length, no data); writes into it are placed with
+//    process_vm_writev, and a deregistered rkey fails the write.
 //  - Each queue pair has an inbox (/dev/shm/baton-ibemu-PID-qQPN): the
 //    ring of immediate data that writes with immediate deliver, and the
 //    count of receives posted there. A write with immediate and no posted
 //    receive completes with an error (hardware would stall on RNR), so the
 //    protocol's receive accounting is checked, not assumed.
-//  - A completion channel is an abstract Unix datagram socket that every
+//  - A completion channel is a Unix datagram socket (a file in /dev/shm,
+//    so that processes in different network namespaces reach it) that every
 //    delivery pokes: its fd becomes readable like ibv_comp_channel's.
 //  - Writes are performed by the poster's thread at post time (or when
 //    held deliveries are released), data before the immediate data, so a
-//    receiver that sees a completion sees the bytes.
+//    receiver that sees a completion sees the bytes. Inline writes take
+//    their bytes at post time, others when performed (a held write sees
+//    later changes to its source, as a NIC may).
+//  - The send queue is bounded as on hardware: an unsignaled write makes
+//    no completion (unless it fails) and keeps its entry until a later
+//    signaled write's completion is polled; posting to a full queue fails.
 // Names carry the pid; the objects are unlinked when their owner destroys
 // them (a crashed test leaves them in /dev/shm).
 #pragma once

@@ -75,7 +75,7 @@ class IbMemory : public MemoryRegion {
     free(block);
   }
   void Set() {
-    data_ = static_cast<uint8_t*>(block);
+    data_ = static_cast<uint8_t*>(mr->addr);
     bytes_ = mr->length;
     lkey_ = mr->lkey;
     rkey_ = mr->rkey;
@@ -150,6 +150,7 @@ class IbQp : public QueuePair {
   ibv_qp* qp = nullptr;
   const PortState* port = nullptr;
   uint32_t psn = 0;
+  int inline_bytes = 0;  // cap.max_inline_data as ibv_create_qp granted it
   ~IbQp() override {
     if (qp != nullptr) {
       if (int err = ibv_destroy_qp(qp); err != 0)
@@ -200,8 +201,12 @@ class IbQp : public QueuePair {
     if (err != 0) return VerbsError("ibv_modify_qp to RTS", err);
     return Status::Ok();
   }
+  int max_inline() const override { return inline_bytes; }
   Status PostWrite(uint64_t wr_id, const MemoryRegion& mr, const uint8_t* src, size_t len,
-                   uint64_t remote_addr, uint32_t rkey, bool with_imm, uint32_t imm) override {
+                   uint64_t remote_addr, uint32_t rkey, const WriteFlags& flags) override {
+    if (flags.inline_data && len > static_cast<size_t>(inline_bytes))
+      return InvalidUsage("RDMA: an inline write of " + std::to_string(len) +
+                          " bytes on a queue pair that takes " + std::to_string(inline_bytes));
     ibv_sge sge{};
     sge.addr = reinterpret_cast<uint64_t>(src);
     sge.length = static_cast<uint32_t>(len);
@@ -210,9 +215,10 @@ class IbQp : public QueuePair {
     wr.wr_id = wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.imm_data = htonl(imm);
+    wr.opcode = flags.with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
+    wr.send_flags =
+        (flags.signaled ? IBV_SEND_SIGNALED : 0) | (flags.inline_data ? IBV_SEND_INLINE : 0);
+    wr.imm_data = htonl(flags.imm);
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
@@ -263,6 +269,17 @@ class IbContext : public Context {
     *out = std::move(m);
     return Status::Ok();
   }
+  Status RegisterUser(void* addr, size_t bytes, std::unique_ptr<MemoryRegion>* out) override {
+    auto m = std::make_unique<IbMemory>();
+    m->mr = ibv_reg_mr(pd, addr, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (m->mr == nullptr)
+      return VerbsError("ibv_reg_mr of a user buffer of " + std::to_string(bytes) +
+                            " bytes (is ulimit -l too low?)",
+                        errno);
+    m->Set();  // block stays null: the memory is the user's
+    *out = std::move(m);
+    return Status::Ok();
+  }
   Status CreateCq(int depth, std::unique_ptr<CompletionQueue>* out) override {
     auto cq = std::make_unique<IbCq>();
     cq->channel = ibv_create_comp_channel(ctx);
@@ -275,7 +292,7 @@ class IbContext : public Context {
     *out = std::move(cq);
     return Status::Ok();
   }
-  Status CreateQp(CompletionQueue* cq, int send_depth, int recv_depth,
+  Status CreateQp(CompletionQueue* cq, int send_depth, int recv_depth, int max_inline,
                   std::unique_ptr<QueuePair>* out) override {
     auto* ib_cq = static_cast<IbCq*>(cq);
     auto qp = std::make_unique<IbQp>();
@@ -287,8 +304,21 @@ class IbContext : public Context {
     init.cap.max_recv_wr = static_cast<uint32_t>(recv_depth);
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = static_cast<uint32_t>(std::max(0, max_inline));
+    // Writes are signaled one in several (WriteFlags::signaled).
+    init.sq_sig_all = 0;
     qp->qp = ibv_create_qp(pd, &init);
+    if (qp->qp == nullptr && max_inline > 0) {
+      // A device that takes less inline data refuses the queue pair rather
+      // than granting less: ask again without.
+      BATON_INFO(kLogNet, "ibv_create_qp with %d inline bytes: %s; again without inline writes",
+                 max_inline, strerror(errno));
+      init.cap.max_inline_data = 0;
+      qp->qp = ibv_create_qp(pd, &init);
+    }
     if (qp->qp == nullptr) return VerbsError("ibv_create_qp", errno);
+    // ibv_create_qp writes what it granted back into init.cap.
+    qp->inline_bytes = static_cast<int>(init.cap.max_inline_data);
     qp->port = &port;
     if (getrandom(&qp->psn, sizeof(qp->psn), 0) != sizeof(qp->psn)) qp->psn = 0;
     qp->psn &= 0xffffff;

@@ -7,22 +7,34 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/log.h"
+
 namespace baton::rdma {
 
 namespace {
-constexpr uint32_t kCtsFlag = 0x80000000u;  // immediate data of a credit, not a chunk
-constexpr uint32_t kSeqMask = 0x7fffffffu;
+constexpr uint32_t kCtsFlag = 0x80000000u;            // immediate data of a credit, not a chunk
+constexpr uint32_t kDoneFlag = 0x40000000u;           // a chunk: the done chunk of a message
+constexpr uint32_t kSeqMask = 0x3fffffffu;            // a chunk's sequence number
+constexpr uint32_t kReplyImm = kCtsFlag | kDoneFlag;  // an answer to an offer, not a credit
+// The largest single write of a zero-copy message (verbs allow 2^31 bytes).
+constexpr size_t kDirectPiece = size_t{1} << 30;
 constexpr int kPollBatch = 32;
+// A write completion's wr_id: the queue pair in the low byte, above it the
+// send queue entries the completion frees (the unsignaled writes before it
+// and itself). Receives carry the queue pair alone.
+constexpr int kWrIdQpBits = 8;
 }  // namespace
 
 Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& options, int peer_rank,
                            const std::atomic<bool>* peer_closed,
                            std::unique_ptr<RdmaChannel>* out) {
   if (options.slots < 2 || options.slots > kMaxSlots || options.slot_bytes < 4096 ||
-      options.slot_bytes % 64 != 0 || options.qps < 1 || options.qps > kMaxQpsPerPeer)
+      options.slot_bytes % 64 != 0 || options.qps < 1 || options.qps > kMaxQpsPerPeer ||
+      options.signal_every < 1 || options.signal_every > kMaxSignalEvery ||
+      options.inline_bytes < 0)
     return InvalidUsage(
         "RDMA channel: slots (2 to 256), slot size (4 KiB or more, a multiple "
-        "of 64) or queue pairs (1 to 8) out of range");
+        "of 64), queue pairs (1 to 8), signal interval (1 to 64) or inline size out of range");
   std::unique_ptr<RdmaChannel> ch(new RdmaChannel());
   ch->peer_rank_ = peer_rank;
   ch->peer_closed_ = peer_closed;
@@ -30,25 +42,33 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   ch->context_ = std::move(context);
   ch->arrived_.assign(options.slots, -1);
   ch->arrived_seq_.assign(options.slots, 0);
+  ch->arrived_done_.assign(options.slots, 0);
   ch->recvs_to_post_.assign(options.qps, 0);
   ch->outstanding_.assign(options.qps, 0);
+  ch->unsignaled_.assign(options.qps, 0);
   ch->ready_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!ch->ready_fd_.valid()) return ErrnoError("RDMA channel: eventfd", errno);
   Context* ctx = ch->context_.get();
   BATON_RETURN_IF_ERROR(
       ctx->AllocRegistered(size_t(options.slots) * options.slot_bytes, &ch->recv_slots_));
-  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(kMaxSlots * sizeof(uint64_t), &ch->cts_in_));
-  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(kMaxSlots * sizeof(uint64_t), &ch->cts_out_));
+  // Clear-to-send words, then the answer to a zero-copy offer.
+  static_assert(kCtsBytes == kMaxSlots * sizeof(uint64_t));
+  const size_t cts_bytes = kCtsBytes + kReplyRing * sizeof(RdmaDirectReply);
+  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_in_));
+  BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_out_));
   memset(ch->cts_in_->data(), 0, ch->cts_in_->bytes());
-  // Per queue pair, at most `slots` chunks and `slots` credits can be
-  // unconsumed at once (each side's credits bound them), so 2 * slots
-  // receives never run out; writes get slack for completions polled late.
-  const int recv_depth = 2 * static_cast<int>(options.slots) + 8;
+  // Per queue pair, at most `slots` chunks, `slots` credits and `slots`
+  // answers to offers can be unconsumed at once (each side's credits bound
+  // them: an answer follows an offer's chunk, and a sender posts at most
+  // `slots` chunks between two polls), so 3 * slots receives never run
+  // out; writes get slack for completions polled late.
+  const int recv_depth = 3 * static_cast<int>(options.slots) + 8;
   const int cq_depth = options.qps * (recv_depth + ch->SendDepth()) + 16;
   BATON_RETURN_IF_ERROR(ctx->CreateCq(cq_depth, &ch->cq_));
   for (int q = 0; q < options.qps; ++q) {
     std::unique_ptr<QueuePair> qp;
-    BATON_RETURN_IF_ERROR(ctx->CreateQp(ch->cq_.get(), ch->SendDepth(), recv_depth, &qp));
+    BATON_RETURN_IF_ERROR(
+        ctx->CreateQp(ch->cq_.get(), ch->SendDepth(), recv_depth, options.inline_bytes, &qp));
     BATON_RETURN_IF_ERROR(qp->PostRecvs(static_cast<uint64_t>(q), recv_depth));
     ch->qps_.push_back(std::move(qp));
   }
@@ -56,7 +76,15 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   return Status::Ok();
 }
 
-RdmaChannel::~RdmaChannel() = default;
+RdmaChannel::~RdmaChannel() {
+  if (counters_.direct_sent + counters_.direct_received + counters_.declined > 0)
+    BATON_INFO(kLogNet,
+               "RDMA with rank %d: %llu messages sent and %llu received in place (zero-copy), "
+               "%llu offers declined",
+               peer_rank_, static_cast<unsigned long long>(counters_.direct_sent),
+               static_cast<unsigned long long>(counters_.direct_received),
+               static_cast<unsigned long long>(counters_.declined));
+}
 
 int RdmaChannel::SendDepth() const {
   return 4 * static_cast<int>(kMaxSlots) + 16;
@@ -119,13 +147,26 @@ Status RdmaChannel::Apply(const Completion& c) {
       failure_ = SystemError(what);
     return failure_;
   }
-  const size_t q = static_cast<size_t>(c.wr_id);
+  const size_t q = static_cast<size_t>(c.wr_id & ((1u << kWrIdQpBits) - 1));
   if (q >= qps_.size()) return failure_ = InternalError("RDMA: completion of an unknown QP");
   if (c.op == Completion::Op::kWrite) {
-    --outstanding_[q];
+    outstanding_[q] -= static_cast<int>(c.wr_id >> kWrIdQpBits);
+    ++counters_.completed;
     return Status::Ok();
   }
   ++recvs_to_post_[q];
+  if ((c.imm & kReplyImm) == kReplyImm) {
+    // The whole record has landed once its immediate is here; an answer
+    // to an earlier offer (its message went through the slots) is dropped.
+    const uint32_t index = c.imm & (kReplyRing - 1);
+    RdmaDirectReply reply;
+    memcpy(&reply, cts_in_->data() + kCtsBytes + index * sizeof(reply), sizeof(reply));
+    if (send_direct_ == Direct::kOffered && reply.offer_seq == offer_seq_) {
+      reply_ = reply;
+      reply_arrived_ = true;
+    }
+    return Status::Ok();
+  }
   if (c.imm & kCtsFlag) return Status::Ok();  // the credit is in cts_in_ already
   const uint64_t delta = (c.imm - recv_seq_) & kSeqMask;
   if (delta >= options_.slots || c.byte_len > options_.slot_bytes)
@@ -135,6 +176,7 @@ Status RdmaChannel::Apply(const Completion& c) {
   const uint32_t slot = static_cast<uint32_t>(seq % options_.slots);
   arrived_[slot] = c.byte_len;
   arrived_seq_[slot] = seq;
+  arrived_done_[slot] = (c.imm & kDoneFlag) != 0;
   return Status::Ok();
 }
 
@@ -163,12 +205,39 @@ Status RdmaChannel::PollCompletions() {
   return PostPendingCts();
 }
 
+Status RdmaChannel::Post(size_t q, const MemoryRegion& mr, const uint8_t* src, size_t len,
+                         uint64_t remote_addr, uint32_t rkey, uint32_t imm, bool with_imm) {
+  WriteFlags flags;
+  flags.with_imm = with_imm;
+  flags.imm = imm;
+  flags.inline_data = len <= static_cast<size_t>(qps_[q]->max_inline());
+  // SendDepth() is far above signal_every, so a queue pair at its depth
+  // always has a signaled write in flight whose completion frees entries.
+  flags.signaled = unsignaled_[q] + 1 >= options_.signal_every;
+  const uint64_t frees = flags.signaled ? static_cast<uint64_t>(unsignaled_[q]) + 1 : 0;
+  BATON_RETURN_IF_ERROR(
+      qps_[q]->PostWrite(q | frees << kWrIdQpBits, mr, src, len, remote_addr, rkey, flags));
+  unsignaled_[q] = flags.signaled ? 0 : unsignaled_[q] + 1;
+  ++outstanding_[q];
+  ++counters_.writes;
+  counters_.signaled += flags.signaled;
+  counters_.inlined += flags.inline_data;
+  return Status::Ok();
+}
+
 Status RdmaChannel::PostCts(uint64_t seq) {
   pending_cts_.push_back(seq);
   return PostPendingCts();
 }
 
 Status RdmaChannel::PostPendingCts() {
+  if (reply_pending_ && outstanding_[0] < SendDepth()) {
+    const uint32_t index = static_cast<uint32_t>(reply_seq_ % kReplyRing);
+    const size_t at = kCtsBytes + index * sizeof(RdmaDirectReply);
+    BATON_RETURN_IF_ERROR(Post(0, *cts_out_, cts_out_->data() + at, sizeof(RdmaDirectReply),
+                               remote_.cts_addr + at, remote_.cts_rkey, kReplyImm | index));
+    reply_pending_ = false;
+  }
   while (!pending_cts_.empty()) {
     const uint64_t seq = pending_cts_.front();
     const size_t q = seq % qps_.size();
@@ -176,12 +245,87 @@ Status RdmaChannel::PostPendingCts() {
     const uint32_t slot = static_cast<uint32_t>(seq % options_.slots);
     uint64_t* word = reinterpret_cast<uint64_t*>(cts_out_->data()) + slot;
     *word = seq / options_.slots + 1;
-    BATON_RETURN_IF_ERROR(qps_[q]->PostWrite(
-        q, *cts_out_, reinterpret_cast<uint8_t*>(word), sizeof(*word),
-        remote_.cts_addr + slot * sizeof(uint64_t), remote_.cts_rkey, true, kCtsFlag | slot));
-    ++outstanding_[q];
+    BATON_RETURN_IF_ERROR(Post(q, *cts_out_, reinterpret_cast<uint8_t*>(word), sizeof(*word),
+                               remote_.cts_addr + slot * sizeof(uint64_t), remote_.cts_rkey,
+                               kCtsFlag | slot));
     pending_cts_.erase(pending_cts_.begin());
   }
+  return Status::Ok();
+}
+
+bool RdmaChannel::PostDoneChunk(uint64_t bytes, Status* st) {
+  const uint64_t seq = send_seq_;
+  const uint32_t slot = static_cast<uint32_t>(seq % remote_.slots);
+  const size_t q = seq % qps_.size();
+  if (CtsWord(slot) < seq / remote_.slots || outstanding_[q] >= SendDepth()) return false;
+  RdmaMessageHeader h;
+  h.magic = kRdmaHeaderMagic;
+  h.flags = kRdmaHeaderDone;
+  h.bytes = bytes;
+  h.direct_from = send_off_;
+  uint8_t* stage = send_staging_->data() + size_t(slot) * remote_.slot_bytes;
+  memcpy(stage, &h, sizeof(h));
+  *st = Post(q, *send_staging_, stage, sizeof(h),
+             remote_.slots_addr + size_t(slot) * remote_.slot_bytes, remote_.slots_rkey,
+             static_cast<uint32_t>(seq & kSeqMask) | kDoneFlag);
+  if (st->ok()) ++send_seq_;
+  return st->ok();
+}
+
+bool RdmaChannel::OfferDirect(const uint8_t* src, size_t bytes) {
+  UserMemory* memory = options_.user_memory;
+  if (memory == nullptr || options_.zcopy_min == 0 || bytes < options_.zcopy_min || memory->none())
+    return false;
+  UserRange range;
+  if (!memory->Find(src, bytes, &range)) return false;
+  Status st = options_.mr_cache->Get(range, &send_user_mr_);
+  if (!st.ok()) {
+    // Still correct through the slots; the device may refuse pinning more.
+    if (!warned_registration_)
+      BATON_WARN(kLogNet, "RDMA: sending through the slots: %s", st.message().c_str());
+    warned_registration_ = true;
+    return false;
+  }
+  return true;
+}
+
+Status RdmaChannel::ProgressDirectSend(const uint8_t* src, size_t bytes) {
+  if (send_direct_ == Direct::kOffered) {
+    // Apply keeps only the answer to this message's offer (chunk
+    // offer_seq_); one to an earlier offer is dropped there.
+    if (!reply_arrived_) return Status::Ok();
+    reply_arrived_ = false;
+    if (reply_.accept == 0) {
+      send_user_mr_.reset();
+      send_direct_ = Direct::kNo;
+      return Status::Ok();
+    }
+    send_direct_ = Direct::kWrite;
+  }
+  if (send_direct_ == Direct::kWrite) {
+    // On the done chunk's queue pair: RC delivers the data before it.
+    const size_t q = send_seq_ % qps_.size();
+    const size_t left = bytes - send_off_;
+    const size_t pieces = (left + kDirectPiece - 1) / kDirectPiece;
+    if (outstanding_[q] + static_cast<int>(pieces) >= SendDepth()) return Status::Ok();
+    for (size_t off = send_off_; off < bytes; off += kDirectPiece)
+      BATON_RETURN_IF_ERROR(Post(q, *send_user_mr_, src + off, std::min(kDirectPiece, bytes - off),
+                                 reply_.addr + off, reply_.rkey, 0, /*with_imm=*/false));
+    send_direct_ = Direct::kDone;
+  }
+  if (send_direct_ == Direct::kDone) {
+    Status st;
+    done_seq_ = send_seq_;
+    if (!PostDoneChunk(bytes, &st)) return st;
+    send_direct_ = Direct::kAwaitDone;
+  }
+  // The done chunk's credit: the receiver saw it, so the data has landed.
+  const uint32_t slot = static_cast<uint32_t>(done_seq_ % remote_.slots);
+  if (CtsWord(slot) < done_seq_ / remote_.slots + 1) return Status::Ok();
+  ++counters_.direct_sent;
+  send_user_mr_.reset();
+  send_direct_ = Direct::kNo;
+  send_off_ = bytes;
   return Status::Ok();
 }
 
@@ -193,11 +337,33 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
   if (!send_active_) {
     send_active_ = true;
     send_off_ = 0;
+    if (OfferDirect(src, bytes)) [[unlikely]] {
+      send_direct_ = Direct::kOffered;
+      offer_seq_ = send_seq_;  // the first chunk's
+      reply_arrived_ = false;
+    }
+  }
+  if (send_direct_ != Direct::kNo) [[unlikely]] {
+    const uint64_t seq_before = send_seq_;
+    BATON_RETURN_IF_ERROR(ProgressDirectSend(src, bytes));
+    if (send_direct_ > Direct::kOffered || send_off_ == bytes) {
+      *done = send_off_;
+      if (send_off_ == bytes) send_active_ = false;
+      if (send_seq_ == seq_before && send_off_ < bytes && peer_closed_ != nullptr &&
+          peer_closed_->load(std::memory_order_acquire))
+        return RemoteError("rank " + std::to_string(peer_rank_) +
+                           " closed its connection (process died or aborted)");
+      return Status::Ok();
+    }
   }
   bool first = send_off_ == 0;
   bool moved = false;
   while (send_off_ < bytes) {
     const uint64_t seq = send_seq_;
+    // Offered: the first chunk carries data while the answer travels back;
+    // the rest waits for it (in place, or on through the slots).
+    if (send_direct_ == Direct::kOffered && seq != offer_seq_) [[unlikely]]
+      break;
     const uint32_t slot = static_cast<uint32_t>(seq % remote_.slots);
     if (CtsWord(slot) < seq / remote_.slots) break;  // no credit for this slot yet
     const size_t q = seq % qps_.size();
@@ -212,22 +378,27 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
         h.flags = kRdmaHeaderTagged;
         h.tag = *tag;
       }
+      if (send_direct_ == Direct::kOffered) h.flags |= kRdmaHeaderOffer;
       memcpy(stage, &h, sizeof(h));
       used = sizeof(h);
     }
     const size_t n = std::min<size_t>(remote_.slot_bytes - used, bytes - send_off_);
     memcpy(stage + used, src + send_off_, n);
-    BATON_RETURN_IF_ERROR(qps_[q]->PostWrite(
-        q, *send_staging_, stage, used + n, remote_.slots_addr + size_t(slot) * remote_.slot_bytes,
-        remote_.slots_rkey, true, static_cast<uint32_t>(seq & kSeqMask)));
-    ++outstanding_[q];
+    BATON_RETURN_IF_ERROR(Post(q, *send_staging_, stage, used + n,
+                               remote_.slots_addr + size_t(slot) * remote_.slot_bytes,
+                               remote_.slots_rkey, static_cast<uint32_t>(seq & kSeqMask)));
     ++send_seq_;
     send_off_ += n;
     first = false;
     moved = true;
   }
   *done = send_off_;
-  if (send_off_ == bytes) send_active_ = false;
+  if (send_off_ == bytes) {
+    send_active_ = false;
+    // Offered, but the slots carried it all before the answer came.
+    send_direct_ = Direct::kNo;
+    send_user_mr_.reset();
+  }
   if (!moved && send_off_ < bytes && peer_closed_ != nullptr &&
       peer_closed_->load(std::memory_order_acquire))
     return RemoteError("rank " + std::to_string(peer_rank_) +
@@ -245,7 +416,21 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
     if (arrived_[slot] < 0 || arrived_seq_[slot] != recv_seq_) break;
     const uint8_t* data = recv_slots_->data() + size_t(slot) * options_.slot_bytes;
     size_t len = static_cast<size_t>(arrived_[slot]);
-    if (!recv_active_) {
+    if (arrived_done_[slot]) [[unlikely]] {
+      // An in-place message ends: its data, from direct_from on, is here.
+      RdmaMessageHeader h;
+      if (len == sizeof(h)) memcpy(&h, data, sizeof(h));
+      if (!recv_active_ || !recv_direct_ || len != sizeof(h) || h.magic != kRdmaHeaderMagic ||
+          !(h.flags & kRdmaHeaderDone) || h.bytes != bytes || h.direct_from != recv_off_)
+        return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
+                                        " ended an in-place message out of step");
+      recv_direct_ = false;
+      recv_user_mr_.reset();
+      ++counters_.direct_received;
+      data += len;
+      len = 0;
+      recv_off_ = bytes;
+    } else if (!recv_active_) {
       RdmaMessageHeader h;
       if (len < sizeof(h))
         return failure_ = InternalError("RDMA: a message from rank " + std::to_string(peer_rank_) +
@@ -261,6 +446,8 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
       recv_off_ = 0;
       data += sizeof(h);
       len -= sizeof(h);
+      if (h.flags & kRdmaHeaderOffer) [[unlikely]]
+        BATON_RETURN_IF_ERROR(AnswerOffer(target, bytes));
     }
     if (recv_off_ + len > bytes)
       return failure_ = InternalError("RDMA: rank " + std::to_string(peer_rank_) +
@@ -273,12 +460,45 @@ Status RdmaChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t*
     moved = true;
   }
   *done = recv_active_ ? recv_off_ : 0;
-  if (recv_active_ && recv_off_ == bytes) recv_active_ = false;
+  if (recv_active_ && recv_off_ == bytes) {
+    recv_active_ = false;
+    // Accepted, but the slots carried it all before the sender saw the answer.
+    recv_direct_ = false;
+    recv_user_mr_.reset();
+  }
   if (!moved && *done < bytes && peer_closed_ != nullptr &&
       peer_closed_->load(std::memory_order_acquire))
     return RemoteError("rank " + std::to_string(peer_rank_) +
                        " closed its connection (process died or aborted)");
   return Status::Ok();
+}
+
+Status RdmaChannel::AnswerOffer(const RecvTarget& target, size_t bytes) {
+  RdmaDirectReply reply;
+  reply.offer_seq = recv_seq_;
+  UserRange range;
+  UserMemory* memory = options_.user_memory;
+  // In place only when the bytes are copied as they are (not reduced) into
+  // a buffer whose lifetime Baton knows.
+  if (target.reduce_with == nullptr && memory != nullptr && options_.zcopy_min > 0 &&
+      memory->Find(target.dst, bytes, &range)) {
+    Status st = options_.mr_cache->Get(range, &recv_user_mr_);
+    if (st.ok()) {
+      reply.accept = 1;
+      reply.addr = reinterpret_cast<uint64_t>(target.dst);
+      reply.rkey = recv_user_mr_->rkey();
+      recv_direct_ = true;
+    } else if (!warned_registration_) {
+      BATON_WARN(kLogNet, "RDMA: receiving through the slots: %s", st.message().c_str());
+      warned_registration_ = true;
+    }
+  }
+  if (!reply.accept) ++counters_.declined;
+  reply_seq_ = recv_seq_;
+  memcpy(cts_out_->data() + kCtsBytes + (reply_seq_ % kReplyRing) * sizeof(reply), &reply,
+         sizeof(reply));
+  reply_pending_ = true;
+  return PostPendingCts();
 }
 
 void RdmaChannel::AddWaitFds(bool /*sending*/, int peer, WaitSet* ws) const {

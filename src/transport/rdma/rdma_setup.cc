@@ -1,14 +1,14 @@
 #include "transport/rdma/rdma_setup.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <mutex>
 
 #include "base/log.h"
 #include "base/socket.h"
+#include "bootstrap/handshake.h"
 #include "transport/rdma/emulated_verbs.h"
 #include "transport/rdma/rdma_channel.h"
 
@@ -55,8 +55,9 @@ bool HcaMatches(const HcaFilter& f, const DeviceInfo& d) {
   return listed != f.exclude;
 }
 
-bool ChooseDevice(const std::vector<DeviceInfo>& devices, const HcaFilter& filter, int numa_node,
-                  DeviceInfo* out, std::string* why) {
+bool ChooseDevice(const std::vector<DeviceInfo>& devices, const HcaFilter& filter,
+                  const std::vector<NicPreference>& gpu_nics, int numa_node, DeviceInfo* out,
+                  std::string* why) {
   std::vector<const DeviceInfo*> usable;
   int inactive = 0, filtered = 0;
   for (const DeviceInfo& d : devices) {
@@ -77,9 +78,19 @@ bool ChooseDevice(const std::vector<DeviceInfo>& devices, const HcaFilter& filte
              " not active";
     return false;
   }
-  // Nearest first: a NIC on the rank's NUMA node saves a socket crossing
-  // per byte; then the fastest; stable, so the listing order breaks ties.
+  // Nearest first. With a GPU, the NIC with the shortest PCIe path to it:
+  // GPU Direct and the staging copies both cross that path, and NICs under
+  // the GPU's own switch keep the traffic off the CPU's root complex. Then
+  // a NIC on the rank's NUMA node saves a socket crossing per byte; then
+  // the fastest; stable, so the listing order breaks ties.
+  auto gpu_distance = [&](const DeviceInfo* d) {
+    for (const NicPreference& p : gpu_nics)
+      if (p.name == d->name) return p.distance;
+    return INT_MAX;  // hwloc did not see it: after every NIC it placed
+  };
   std::stable_sort(usable.begin(), usable.end(), [&](const DeviceInfo* a, const DeviceInfo* b) {
+    const int a_gpu = gpu_distance(a), b_gpu = gpu_distance(b);
+    if (a_gpu != b_gpu) return a_gpu < b_gpu;
     const bool a_near = numa_node >= 0 && a->numa_node == numa_node;
     const bool b_near = numa_node >= 0 && b->numa_node == numa_node;
     if (a_near != b_near) return a_near;
@@ -110,9 +121,25 @@ bool FindDevice(const RdmaConfig& config, int numa_node, DeviceInfo* device, std
     *why = st.message();
     return false;
   }
-  if (!ChooseDevice(devices, ParseHcaFilter(config.hca), numa_node, device, why)) return false;
+  if (!ChooseDevice(devices, ParseHcaFilter(config.hca), config.gpu_nics, numa_node, device, why))
+    return false;
   if (provider_out != nullptr) *provider_out = std::move(provider);
   return true;
+}
+
+// For the INFO line: what made ChooseDevice take `device`.
+std::string WhyThisDevice(const RdmaConfig& config, const DeviceInfo& device, int numa_node) {
+  for (const NicPreference& p : config.gpu_nics)
+    if (p.name == device.name) return "the nearest to GPU " + config.gpu_pci;
+  if (!config.gpu_pci.empty() && config.gpu_nics.empty()) {
+    const std::string fallback = "no NIC placed near GPU " + config.gpu_pci + " by hwloc, so ";
+    if (numa_node >= 0 && device.numa_node == numa_node)
+      return fallback + "on NUMA node " + std::to_string(numa_node);
+    return fallback + "the fastest";
+  }
+  if (numa_node >= 0 && device.numa_node == numa_node)
+    return "on the rank's NUMA node " + std::to_string(numa_node);
+  return "the fastest";
 }
 
 }  // namespace
@@ -151,16 +178,16 @@ struct RdmaHello {
 
 namespace {
 constexpr uint32_t kHelloMagic = 0x42544e49;  // "BTNI"
-constexpr uint32_t kHelloVersion = 1;
+// 2: the reply record of zero-copy offers follows the clear-to-send words.
+constexpr uint32_t kHelloVersion = 2;
 constexpr char kHelloLabel[] = "baton rdma hello v1";
 
 void SealHello(const UniqueIdData& id, const RdmaHello& h, uint8_t* mac) {
   uint8_t buffer[sizeof(kHelloLabel) + sizeof(RdmaHello)];
   memcpy(buffer, kHelloLabel, sizeof(kHelloLabel));
   memcpy(buffer + sizeof(kHelloLabel), &h, offsetof(RdmaHello, mac));
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), id.secret, kSecretBytes, buffer,
-       sizeof(kHelloLabel) + offsetof(RdmaHello, mac), mac, &len);
+  const Mac sealed = JobHmac(id, buffer, sizeof(kHelloLabel) + offsetof(RdmaHello, mac));
+  memcpy(mac, sealed.bytes, kMacBytes);
 }
 }  // namespace
 
@@ -223,6 +250,13 @@ Status ConnectRdmaPeers(const RdmaConfig& config, const RdmaPeers& peers,
   options.slot_bytes = static_cast<uint32_t>(
       std::clamp<uint64_t>(config.buffsize / options.slots / 4096 * 4096, 4096, 8 << 20));
   options.qps = std::clamp(config.qps, 1, kMaxQpsPerPeer);
+  options.inline_bytes = std::clamp(config.inline_bytes, 0, kMaxInlineBytes);
+  if (peers.user_memory != nullptr && config.zcopy_min > 0) {
+    options.zcopy_min = config.zcopy_min;
+    options.user_memory = peers.user_memory;
+    options.mr_cache = std::make_shared<UserMrCache>(context, kUserMrCacheEntries);
+    UserMrCache::Watch(options.mr_cache, peers.user_memory);
+  }
   const size_t n = peers.peers.size();
   std::vector<std::unique_ptr<RdmaChannel>> made(n);
   for (size_t i = 0; i < n; ++i) {
@@ -256,9 +290,11 @@ Status ConnectRdmaPeers(const RdmaConfig& config, const RdmaPeers& peers,
     BATON_RETURN_IF_ERROR(RecvAll(peers.sockets[i], &ready, 1, peers.deadline));
     if (ready != 1) return InternalError("RDMA set-up: a bad ready byte");
   }
-  BATON_INFO(kLogNet, "RDMA over %s port %d (%s, %s): %zu peers, %d QPs each, %u slots of %u bytes",
+  BATON_INFO(kLogNet,
+             "RDMA over %s port %d (%s, %s; %s): %zu peers, %d QPs each, %u slots of %u bytes",
              device.name.c_str(), device.port, provider->name().c_str(),
-             device.ethernet ? "RoCE" : "InfiniBand", n, options.qps, options.slots,
+             device.ethernet ? "RoCE" : "InfiniBand",
+             WhyThisDevice(config, device, peers.numa_node).c_str(), n, options.qps, options.slots,
              options.slot_bytes);
   channels->clear();
   for (auto& ch : made) channels->push_back(std::move(ch));

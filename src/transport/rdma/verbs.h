@@ -79,18 +79,33 @@ class CompletionQueue {
   virtual void DrainEvents() = 0;
 };
 
+// How one RDMA write is posted.
+struct WriteFlags {
+  bool with_imm = false;  // also consumes one posted receive at the peer,
+  uint32_t imm = 0;       // which completes with this immediate data
+  // false: no completion unless it fails (IBV_SEND_SIGNALED unset). Its
+  // send queue entry is freed only when a later signaled write of the same
+  // queue pair completes, so a sender must signal one write every so often.
+  bool signaled = true;
+  // IBV_SEND_INLINE: the NIC takes the bytes at post time (the source may be
+  // reused at once, no memory key is used); at most max_inline() bytes.
+  bool inline_data = false;
+};
+
 // One reliable-connected queue pair.
 class QueuePair {
  public:
   virtual ~QueuePair() = default;
   virtual QpAddress address() const = 0;
+  // The largest inline write the queue pair takes (what the device granted).
+  virtual int max_inline() const = 0;
   // INIT -> RTR -> RTS towards `remote`.
   virtual Status Connect(const QpAddress& remote) = 0;
-  // RDMA write of `len` bytes at `src` (inside `mr`) to the peer's
-  // `remote_addr` under `rkey`, signaled; with_imm: also consumes one
-  // posted receive there, which completes with `imm`.
+  // RDMA write of `len` bytes at `src` (inside `mr`, unless inline) to the
+  // peer's `remote_addr` under `rkey`. Fails, posting nothing, when the
+  // send queue is full or an inline write is too long.
   virtual Status PostWrite(uint64_t wr_id, const MemoryRegion& mr, const uint8_t* src, size_t len,
-                           uint64_t remote_addr, uint32_t rkey, bool with_imm, uint32_t imm) = 0;
+                           uint64_t remote_addr, uint32_t rkey, const WriteFlags& flags) = 0;
   // Posts `count` receives without buffers (writes with immediate carry
   // their data in the write itself).
   virtual Status PostRecvs(uint64_t wr_id, int count) = 0;
@@ -104,8 +119,14 @@ class Context {
   // Allocates `bytes` of page-aligned memory and registers it for local
   // and remote write.
   virtual Status AllocRegistered(size_t bytes, std::unique_ptr<MemoryRegion>* out) = 0;
+  // Registers the caller's own memory [addr, addr + bytes) for local and
+  // remote write (ibv_reg_mr; the pages stay pinned until the region is
+  // destroyed). The memory must outlive the region.
+  virtual Status RegisterUser(void* addr, size_t bytes, std::unique_ptr<MemoryRegion>* out) = 0;
   virtual Status CreateCq(int depth, std::unique_ptr<CompletionQueue>* out) = 0;
-  virtual Status CreateQp(CompletionQueue* cq, int send_depth, int recv_depth,
+  // `max_inline`: the inline writes asked for, in bytes (0: none); the
+  // queue pair may grant less (QueuePair::max_inline).
+  virtual Status CreateQp(CompletionQueue* cq, int send_depth, int recv_depth, int max_inline,
                           std::unique_ptr<QueuePair>* out) = 0;
 };
 

@@ -1,0 +1,43 @@
+// The torch backend's checks and conversions of tensors (backend.cc).
+#pragma once
+
+#include <baton.h>
+
+#include <vector>
+
+#include <ATen/ATen.h>
+
+namespace baton_torch {
+
+// Whether this build routes CUDA tensors to Baton's device buffers
+// (cuda_ops.cc; meson defines BATON_TORCH_CUDA when torch has CUDA).
+#ifdef BATON_TORCH_CUDA
+constexpr bool kCudaTensors = true;
+#else
+constexpr bool kCudaTensors = false;
+#endif
+
+// Baton's datatype for t's dtype; torch dtypes Baton lacks throw.
+batonDataType_t DataType(const at::Tensor& t);
+// A defined, dense, contiguous tensor of a Baton datatype, on the CPU (or on
+// a CUDA device, where cuda_ok); throws otherwise.
+void CheckTensor(const at::Tensor& t, const char* what, bool cuda_ok = false);
+// The one tensor of a single-device call.
+at::Tensor& Single(std::vector<at::Tensor>& tensors, const char* what, bool cuda_ok = false);
+// b passes CheckTensor and has a's dtype and device.
+void CheckSameKind(const at::Tensor& a, const at::Tensor& b, const char* what);
+std::vector<size_t> Numels(const std::vector<at::Tensor>& tensors);
+// Displacements of blocks of these counts back to back.
+std::vector<size_t> Offsets(const std::vector<size_t>& counts);
+bool AllEqual(const std::vector<size_t>& v);
+// The tensors' elements back to back in one new flat tensor.
+at::Tensor Flatten(const std::vector<at::Tensor>& tensors);
+// Copies consecutive pieces of flat into each of outputs.
+void Unflatten(const at::Tensor& flat, std::vector<at::Tensor>& outputs);
+// Gather's outputs or scatter's inputs: one list of `size` tensors like
+// `like` at the root (returned), nothing elsewhere (empty).
+std::vector<at::Tensor> RootList(std::vector<std::vector<at::Tensor>>& lists,
+                                 const at::Tensor& like, int root, int rank, int size,
+                                 const char* what);
+
+}  // namespace baton_torch
