@@ -73,23 +73,41 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
   message += " while " + waiting;
   // The verdict: who never came, and who does not answer at all.
   std::string silent;
-  int nsilent = 0;
-  if (asked_at != Clock::time_point{}) {
-    for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
-      CallState state;
-      // Peers not connected (connections made on first use) are not asked.
-      if (p == rank || !channels_->connected(p) || channels_->PeerState(p, asked_at, &state))
-        continue;
-      silent += (nsilent++ ? ", " : "") + Label(p);
-    }
-  }
-  if (nsilent > 0)
-    message += "; " + silent + (nsilent == 1 ? " does" : " do") +
+  const std::vector<int> silent_peers = SilentPeers(rank, asked_at);
+  for (size_t i = 0; i < silent_peers.size(); ++i)
+    silent += (i > 0 ? ", " : "") + Label(silent_peers[i]);
+  if (!silent_peers.empty())
+    message += "; " + silent + (silent_peers.size() == 1 ? " does" : " do") +
                " not answer (stopped, or its process hangs)";
   message += behind;
-  if (nsilent == 0 && behind.empty() && asked_at != Clock::time_point{})
-    message += "; every rank answered and is in this call (a stalled network?)";
+  if (silent_peers.empty() && behind.empty() && asked_at != Clock::time_point{}) {
+    const int unconnected = UnconnectedPeers(rank);
+    message += unconnected == 0
+                   ? "; every rank answered and is in this call (a stalled network?)"
+                   : "; every rank connected to this one answered and is in this call (" +
+                         std::to_string(unconnected) + " never connected were not asked)";
+  }
   return TimeoutError(message);
+}
+
+std::vector<int> Executor::SilentPeers(int rank, Clock::time_point asked_at) const {
+  std::vector<int> silent;
+  if (asked_at == Clock::time_point{}) return silent;
+  for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
+    CallState state;
+    // Peers not connected (connections made on first use) are not asked.
+    if (p == rank || !channels_->connected(p) || channels_->PeerState(p, asked_at, &state))
+      continue;
+    silent.push_back(p);
+  }
+  return silent;
+}
+
+int Executor::UnconnectedPeers(int rank) const {
+  int unconnected = 0;
+  for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p)
+    unconnected += p != rank && !channels_->connected(p);
+  return unconnected;
 }
 
 Status Executor::ExplainFailure(Status st, const Queue& q, const Op& op, const CallDescriptor& call,
@@ -257,8 +275,18 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     // A peer gave up (and said why): fail once nothing more arrives, so a
     // call whose data came before the failure still completes.
     if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();
-    if (now - last_progress > std::chrono::duration<double>(config_.timeout_s))
-      return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
+    if (now - last_progress > std::chrono::duration<double>(config_.timeout_s)) {
+      // With connections made on first use, the culprit may be a rank this
+      // one never talked to: if every peer it asked answered and is in this
+      // call, a neighbour connected to the culprit times out about now and
+      // names it in its note, so wait for that a little (two probes) before
+      // giving a verdict that names nobody.
+      const bool names_nobody = behind.empty() && SilentPeers(rank, asked_at).empty() &&
+                                UnconnectedPeers(rank) > 0;
+      if (!names_nobody || now - last_progress > std::chrono::duration<double>(config_.timeout_s) +
+                                                     2 * config_.probe)
+        return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
+    }
     // A long stall: ask the peers where they are, and weigh their answers.
     if (now - last_progress >= config_.probe && now - asked_at >= config_.probe) {
       channels_->QueryPeers();

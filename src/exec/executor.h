@@ -61,6 +61,10 @@ class Executor {
                        const std::vector<CallDescriptor>& calls, int rank,
                        Clock::time_point asked_at, const std::string& behind) const;
   std::string Label(int rank) const;
+  // Connected peers that did not answer the questions asked at asked_at.
+  std::vector<int> SilentPeers(int rank, Clock::time_point asked_at) const;
+  // Peers this rank holds no connection to (connections made on first use).
+  int UnconnectedPeers(int rank) const;
   // Connects the peers of `schedule` that have no channel yet (connections
   // made on first use); out of line, as below.
   [[gnu::cold, gnu::noinline]] Status ConnectPeers(const Schedule& schedule);
