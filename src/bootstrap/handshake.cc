@@ -3,6 +3,7 @@
 // write twice.
 #include "bootstrap/handshake.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/sha.h>
@@ -131,6 +132,10 @@ Mac JobHmac(const UniqueIdData& id, const void* data, size_t len) {
   HMAC(EVP_sha256(), id.secret, kSecretBytes, static_cast<const unsigned char*>(data), len,
        mac.bytes, &mac_len);
   return mac;
+}
+
+void ReleaseThreadCryptoState() {
+  OPENSSL_thread_stop();
 }
 
 Mac TableDigest(const std::vector<PeerInfo>& table) {

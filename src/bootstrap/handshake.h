@@ -36,6 +36,11 @@ struct Mac {
 // OpenSSL's internal locks held by a thread they do not have, and their
 // first hash would never return.
 Mac JobHmac(const UniqueIdData& id, const void* data, size_t len);
+// Frees the calling thread's OpenSSL state (its error queue). For Baton's
+// long-lived threads after each hash they make: a rank that exits without
+// destroying its communicator would otherwise leave that state to the
+// leak checker while the thread still runs.
+void ReleaseThreadCryptoState();
 
 // ---- Rendezvous: a rank joins, the server answers with the table ----
 

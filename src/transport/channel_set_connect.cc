@@ -77,14 +77,18 @@ Status ChannelSet::ConnectAll(Deadline deadline) {
 
 Status ChannelSet::Connect(const std::vector<int>& peers, Deadline deadline) {
   int made = 0;
+  Status st;
   for (int p : peers) {
     if (p < 0 || p >= nranks_ || p == rank_ || connected(p)) continue;
     if (!lazy_) return InternalError("no channel to rank " + std::to_string(p));
-    BATON_RETURN_IF_ERROR(ConnectOne(p, deadline));
+    st = ConnectOne(p, deadline);
+    if (!st.ok()) break;
     ++made;
   }
+  // The calling thread may be a host stream's, which lives on.
+  ReleaseThreadCryptoState();
   if (made > 0) ReportHeld("after connecting on first use");
-  return Status::Ok();
+  return st;
 }
 
 Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
@@ -210,6 +214,7 @@ void ChannelSet::AcceptLoop() {
       const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) break;  // EAGAIN, or a connection that went away
       AcceptOne(Fd(fd));
+      ReleaseThreadCryptoState();
       if (stopping_.load()) break;
     }
   }
