@@ -196,6 +196,44 @@ TEST_P(EventsTest, ErrorsReachTheEventAfterTheCall) {
       options);
 }
 
+// batonCommAbort ends a call that waits for a peer that never comes: the
+// event after it reports an error long before BATON_TIMEOUT.
+TEST(EventsAbort, AbortEndsTheWait) {
+  Options options;
+  options.env = {{"BATON_TIMEOUT", "60"}};
+  RunRanks(
+      2,
+      [](RankContext& ctx) {
+        auto* aborted = static_cast<std::atomic<int>*>(ctx.shared());
+        if (ctx.rank() == 1) {
+          while (aborted->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+          return;
+        }
+        std::vector<int64_t> v(4096, 1);
+        batonStream_t s = nullptr;
+        batonEvent_t e = nullptr;
+        MP_ASSERT_OK(ctx, batonStreamCreate(&s));
+        MP_ASSERT_OK(ctx, batonEventCreate(&e));
+        MP_EXPECT_OK(
+            ctx, batonAllReduce(v.data(), v.data(), v.size(), batonInt64, batonSum, ctx.comm(), s));
+        MP_EXPECT_OK(ctx, batonEventRecord(e, s));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        MP_EXPECT_RESULT(ctx, batonEventQuery(e), batonInProgress);
+        const auto start = std::chrono::steady_clock::now();
+        MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        const batonResult_t r = batonEventSynchronize(e);
+        MP_EXPECT_TRUE(ctx, r != batonSuccess && r != batonInProgress) << ResultName(r);
+        MP_EXPECT_LT(ctx, baton_test::SecondsSince(start), 10.0);
+        aborted->store(1);
+        MP_EXPECT_RESULT(ctx, batonEventQuery(e), r);
+        MP_EXPECT_EQ(ctx, batonStreamSynchronize(s), r);
+        MP_EXPECT_OK(ctx, batonEventDestroy(e));
+        MP_EXPECT_OK(ctx, batonStreamDestroy(s));
+      },
+      options);
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, EventsTest, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
