@@ -29,6 +29,8 @@ typedef struct batonComm* batonComm_t;
 /* Opaque stream handle: a host stream from batonStreamCreate, or (CUDA builds)
  * a cudaStream_t cast to batonStream_t. NULL runs the call synchronously. */
 typedef struct batonStream* batonStream_t;
+/* Opaque host-stream event handle (batonEventCreate). */
+typedef struct batonEvent* batonEvent_t;
 
 #define BATON_UNIQUE_ID_BYTES 128
 /* Rendezvous address and secret of a communicator being created. Produced by
@@ -269,6 +271,45 @@ batonResult_t batonStreamSynchronize(batonStream_t stream);
 batonResult_t batonStreamQuery(batonStream_t stream);
 /* Waits for queued work, then frees the stream. */
 batonResult_t batonStreamDestroy(batonStream_t stream);
+
+/* Host-stream events, as cudaEvent: an event recorded on a host stream
+ * completes when the calls queued on that stream before the record have
+ * run, and reports their outcome, so each of several calls in flight on
+ * one stream can be waited for on its own.
+ *
+ * Errors: an event reports the first error among the calls queued on its
+ * stream after the stream's previous record (of any event) and before its
+ * own; a call that failed earlier is reported by the event recorded after
+ * it, not by later ones (their calls fail on their own when the
+ * communicator is broken, with its sticky error). batonStreamSynchronize
+ * and batonStreamQuery still report every error since the last
+ * synchronize; events neither clear nor are cleared by it.
+ *
+ * Bad arguments (a NULL pointer, an event not created or destroyed, a
+ * stream that is not a live host stream: a CUDA stream has cudaEvents)
+ * give batonInvalidArgument with a message in batonGetLastError(NULL). */
+batonResult_t batonEventCreate(batonEvent_t* event);
+/* Captures the calls queued on stream so far; a later record moves the
+ * event to the new point (queries and waits made after it see that one).
+ * stream NULL completes the event at once with batonSuccess: calls on the
+ * NULL stream have finished when they return. */
+batonResult_t batonEventRecord(batonEvent_t event, batonStream_t stream);
+/* batonSuccess when the captured calls have run without error (also for
+ * an event never recorded), batonInProgress while they have not, or the
+ * error of the first that failed. Never blocks. */
+batonResult_t batonEventQuery(batonEvent_t event);
+/* Waits for the captured calls and returns what batonEventQuery then
+ * would; the message of an error is in batonGetLastError(NULL). The wait
+ * ends as the calls do: each within its communicator's timeout, or at
+ * batonCommAbort. */
+batonResult_t batonEventSynchronize(batonEvent_t event);
+/* Frees the event at once; work it captured goes on unaffected. */
+batonResult_t batonEventDestroy(batonEvent_t event);
+/* Calls queued on stream after this one start only when event's captured
+ * calls have run (whatever their outcome; the event reports that), without
+ * blocking the caller. The point is the one recorded when this is called.
+ * stream must be a live host stream. */
+batonResult_t batonStreamWaitEvent(batonStream_t stream, batonEvent_t event);
 
 /* ---- Collectives ------------------------------------------------------- */
 

@@ -12,6 +12,11 @@ struct batonComm {
   int rank = -1, nranks = 0;
 };
 
+// An event handle: the mark of its latest record (a done one before any).
+struct batonEvent {
+  std::shared_ptr<baton::StreamMark> mark = baton::StreamMark::Done();
+};
+
 namespace baton {
 namespace {
 
@@ -20,6 +25,7 @@ namespace {
 std::mutex g_registry_mu;
 std::map<batonComm*, std::unique_ptr<batonComm>> g_comms;
 std::map<batonStream*, std::unique_ptr<batonStream>> g_streams;
+std::map<batonEvent*, std::unique_ptr<batonEvent>> g_events;
 
 thread_local std::string tls_last_error;
 thread_local std::string tls_last_error_copy;
@@ -143,6 +149,40 @@ std::unique_ptr<batonStream> UnregisterStream(batonStream_t handle) {
   std::unique_ptr<batonStream> s = std::move(it->second);
   g_streams.erase(it);
   return s;
+}
+
+batonEvent_t RegisterEvent() {
+  auto e = std::make_unique<batonEvent>();
+  batonEvent* raw = e.get();
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  g_events.emplace(raw, std::move(e));
+  return raw;
+}
+
+bool UnregisterEvent(batonEvent_t handle) {
+  std::unique_ptr<batonEvent> owned;  // freed after the lock is released
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = g_events.find(handle);
+  if (it == g_events.end()) return false;
+  owned = std::move(it->second);
+  g_events.erase(it);
+  return true;
+}
+
+bool LookupEventMark(batonEvent_t handle, std::shared_ptr<StreamMark>* mark) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = g_events.find(handle);
+  if (it == g_events.end()) return false;
+  *mark = it->second->mark;
+  return true;
+}
+
+bool SetEventMark(batonEvent_t handle, std::shared_ptr<StreamMark> mark) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = g_events.find(handle);
+  if (it == g_events.end()) return false;
+  it->second->mark = std::move(mark);
+  return true;
 }
 
 batonResult_t Fail(const char* fn, const Status& st, Communicator* comm) {

@@ -1,4 +1,5 @@
-// The C API's handles and errors: which batonComm_t and batonStream_t are
+// The C API's handles and errors: which batonComm_t, batonStream_t and
+// batonEvent_t are
 // live (a destroyed or foreign pointer is batonInvalidArgument, never a
 // crash), and where batonGetLastError finds the message of a failure.
 #pragma once
@@ -65,6 +66,13 @@ bool StreamIsLive(batonStream_t handle);
 batonStream_t RegisterStream();
 // Forgets `handle`; the returned stream drains its queue when destroyed.
 std::unique_ptr<batonStream> UnregisterStream(batonStream_t handle);
+
+// Host-stream events: a handle holds the mark of its latest record.
+batonEvent_t RegisterEvent();
+bool UnregisterEvent(batonEvent_t handle);
+// False when `handle` is not a live event; else *mark is its latest mark.
+bool LookupEventMark(batonEvent_t handle, std::shared_ptr<StreamMark>* mark);
+bool SetEventMark(batonEvent_t handle, std::shared_ptr<StreamMark> mark);
 
 // Records a failure of entry point `fn` where batonGetLastError finds it
 // (this thread's last error, and `comm`'s when given) and returns its code.

@@ -1,4 +1,4 @@
-// The C API of host streams (comm/stream.h).
+// The C API of host streams and their events (comm/stream.h).
 #include <baton.h>
 
 #include "api/handles.h"
@@ -32,6 +32,67 @@ batonResult_t batonStreamDestroy(batonStream_t stream) {
   // The stream drains its queue when the returned owner goes.
   if (!UnregisterStream(stream))
     return Fail("batonStreamDestroy", InvalidArgument("stream is NULL or not live"));
+  return batonSuccess;
+}
+
+batonResult_t batonEventCreate(batonEvent_t* event) {
+  if (event == nullptr) return Fail("batonEventCreate", InvalidArgument("event is NULL"));
+  *event = RegisterEvent();
+  return batonSuccess;
+}
+
+batonResult_t batonEventRecord(batonEvent_t event, batonStream_t stream) {
+  std::shared_ptr<StreamMark> unused;
+  if (!LookupEventMark(event, &unused))
+    return Fail("batonEventRecord", InvalidArgument("event is NULL or not live"));
+  if (stream != nullptr && !StreamIsLive(stream)) {
+    return Fail(
+        "batonEventRecord",
+        InvalidArgument("stream is not a live host stream (a CUDA stream takes cudaEvents)"));
+  }
+  std::shared_ptr<StreamMark> mark = stream ? stream->impl.Mark() : StreamMark::Done();
+  // Destroyed meanwhile by another thread: the mark completes unwatched.
+  if (!SetEventMark(event, std::move(mark)))
+    return Fail("batonEventRecord", InvalidArgument("event was destroyed during the record"));
+  return batonSuccess;
+}
+
+batonResult_t batonEventQuery(batonEvent_t event) {
+  std::shared_ptr<StreamMark> mark;
+  if (!LookupEventMark(event, &mark))
+    return Fail("batonEventQuery", InvalidArgument("event is NULL or not live"));
+  return mark->Query();
+}
+
+batonResult_t batonEventSynchronize(batonEvent_t event) {
+  std::shared_ptr<StreamMark> mark;
+  if (!LookupEventMark(event, &mark))
+    return Fail("batonEventSynchronize", InvalidArgument("event is NULL or not live"));
+  BATON_API_CHECK("batonEventSynchronize", mark->Wait(), nullptr);
+  return batonSuccess;
+}
+
+batonResult_t batonEventDestroy(batonEvent_t event) {
+  if (!UnregisterEvent(event))
+    return Fail("batonEventDestroy", InvalidArgument("event is NULL or not live"));
+  return batonSuccess;
+}
+
+batonResult_t batonStreamWaitEvent(batonStream_t stream, batonEvent_t event) {
+  std::shared_ptr<StreamMark> mark;
+  if (!LookupEventMark(event, &mark))
+    return Fail("batonStreamWaitEvent", InvalidArgument("event is NULL or not live"));
+  if (stream == nullptr || !StreamIsLive(stream)) {
+    return Fail("batonStreamWaitEvent",
+                InvalidArgument("stream is NULL or not a live host stream"));
+  }
+  if (mark->Query() == batonInProgress) {
+    // The waited-for outcome belongs to the event, not to this stream.
+    stream->impl.Enqueue([mark] {
+      (void)mark->Wait();
+      return Status::Ok();
+    });
+  }
   return batonSuccess;
 }
 

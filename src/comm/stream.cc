@@ -2,6 +2,34 @@
 
 namespace baton {
 
+std::shared_ptr<StreamMark> StreamMark::Done() {
+  auto mark = std::make_shared<StreamMark>();
+  mark->done_ = true;
+  return mark;
+}
+
+batonResult_t StreamMark::Query() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ ? status_.code() : batonInProgress;
+}
+
+Status StreamMark::Wait() {
+  // No deadline of its own: every task before the mark is a call bounded by
+  // its communicator's timeout and ended by abort, as batonStreamSynchronize.
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  return status_;
+}
+
+void StreamMark::Complete(Status status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
 HostStream::HostStream() : worker_([this] { WorkerLoop(); }) {}
 
 HostStream::~HostStream() {
@@ -17,9 +45,19 @@ HostStream::~HostStream() {
 void HostStream::Enqueue(Task task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(task));
+    queue_.push_back({std::move(task), nullptr});
   }
   work_cv_.notify_one();
+}
+
+std::shared_ptr<StreamMark> HostStream::Mark() {
+  auto mark = std::make_shared<StreamMark>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back({nullptr, mark});
+  }
+  work_cv_.notify_one();
+  return mark;
 }
 
 Status HostStream::Synchronize() {
@@ -41,14 +79,24 @@ void HostStream::WorkerLoop() {
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping
-    Task task = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
-    lock.unlock();
-    Status st = task();
-    lock.lock();
+    Status st;
+    if (item.task) {
+      lock.unlock();
+      st = item.task();
+      item.task = nullptr;  // what it captured goes before the stream says idle
+      lock.lock();
+    } else {
+      item.mark->Complete(std::move(mark_error_));
+      mark_error_ = Status::Ok();
+    }
     busy_ = false;
-    if (!st.ok() && first_error_.ok()) first_error_ = std::move(st);
+    if (!st.ok()) {
+      if (mark_error_.ok()) mark_error_ = st;
+      if (first_error_.ok()) first_error_ = std::move(st);
+    }
     if (queue_.empty()) idle_cv_.notify_all();
   }
 }

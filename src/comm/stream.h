@@ -6,12 +6,34 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 
 #include "base/status.h"
 
 namespace baton {
+
+// One point captured in a host stream (batonEventRecord): done once the
+// stream's worker passes it, with the first error among the tasks queued
+// between the stream's previous mark and this one.
+class StreamMark {
+ public:
+  // A mark that is already done (an event never recorded, or one recorded
+  // on the NULL stream, whose calls ran before they returned).
+  static std::shared_ptr<StreamMark> Done();
+
+  // batonInProgress while pending, else the captured work's result.
+  batonResult_t Query();
+  Status Wait();
+  void Complete(Status status);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  Status status_;
+};
 
 // A worker thread that runs queued tasks in order. Like a CUDA stream, it
 // lets the caller overlap communication with its own computation; errors
@@ -26,20 +48,27 @@ class HostStream {
   HostStream& operator=(const HostStream&) = delete;
 
   void Enqueue(Task task);
+  // Queues a mark after the tasks queued so far and returns it.
+  std::shared_ptr<StreamMark> Mark();
   // Waits until the queue is empty; returns (and clears) the first error.
   Status Synchronize();
   // batonInProgress while busy, else the first error or batonSuccess.
   batonResult_t Query();
 
  private:
+  struct Item {
+    Task task;                         // or, when null,
+    std::shared_ptr<StreamMark> mark;  // a mark to complete
+  };
   void WorkerLoop();
 
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_;
-  std::deque<Task> queue_;
+  std::deque<Item> queue_;
   bool busy_ = false;
   bool stopping_ = false;
-  Status first_error_;
+  Status first_error_;  // until Synchronize
+  Status mark_error_;   // since the last mark passed
   std::thread worker_;
 };
 
