@@ -85,6 +85,7 @@ Status ChannelSet::Connect(const std::vector<int>& peers, Deadline deadline) {
     if (!st.ok()) break;
     ++made;
   }
+  if (made == 0 && st.ok()) return st;  // every peer was connected: nothing dialled
   // The calling thread may be a host stream's, which lives on.
   ReleaseThreadCryptoState();
   if (made > 0) ReportHeld("after connecting on first use");

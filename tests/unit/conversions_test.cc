@@ -22,6 +22,7 @@
 #include "kernels/cpu_reduce.h"
 #include "kernels/reduce_copy.h"
 #include "unit/kernel_reference.h"
+#include "unit/kernels_harness.h"
 
 namespace baton {
 namespace {
@@ -257,21 +258,7 @@ TEST(Fp8Conversion, Landmarks) {
 }
 
 // Parameterized by fp8 type and kernel level, forced as in kernels_test.cc.
-class Fp8PairsTest : public ::testing::TestWithParam<std::tuple<batonDataType_t, CpuKernelLevel>> {
- protected:
-  void SetUp() override {
-    saved_ = CurrentCpuKernelLevel();
-    const CpuKernelLevel level = std::get<1>(GetParam());
-    if (!CpuKernelLevelAvailable(level))
-      GTEST_SKIP() << "this CPU lacks " << CpuKernelLevelName(level);
-    ASSERT_TRUE(SetCpuKernelLevel(level));
-  }
-  void TearDown() override { SetCpuKernelLevel(saved_); }
-  static batonDataType_t datatype() { return std::get<0>(GetParam()); }
-
- private:
-  CpuKernelLevel saved_ = CpuKernelLevel::kPortable;
-};
+class Fp8PairsTest : public kernel_test::KernelLevelTest {};
 
 // fp8: every op on all 256 x 256 pairs of bit patterns, against the
 // reference's decoding and saturating round to nearest even
@@ -312,8 +299,7 @@ TEST_P(Fp8PairsTest, AllPairs) {
 INSTANTIATE_TEST_SUITE_P(
     Fp8Types, Fp8PairsTest,
     ::testing::Combine(::testing::Values(batonFloat8e4m3, batonFloat8e5m2),
-                       ::testing::Values(CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
-                                         CpuKernelLevel::kAvx512)),
+                       ::testing::ValuesIn(kernel_test::kAllLevels)),
     [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
       return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
              CpuKernelLevelName(std::get<1>(info.param));

@@ -224,8 +224,9 @@ class FailureBudget {
 // ---- ReduceCopy sweep -------------------------------------------------------------
 
 // Parameterized by datatype and kernel level: each test runs with that level
-// forced (SetCpuKernelLevel), or skips when the CPU lacks it.
-class ReduceCopyTest
+// forced (SetCpuKernelLevel), or skips when the CPU lacks it. Also the base
+// of conversions_test.cc's fp8 fixture.
+class KernelLevelTest
     : public ::testing::TestWithParam<std::tuple<batonDataType_t, CpuKernelLevel>> {
  protected:
   void SetUp() override {
@@ -242,6 +243,8 @@ class ReduceCopyTest
  private:
   CpuKernelLevel saved_ = CpuKernelLevel::kPortable;
 };
+
+class ReduceCopyTest : public KernelLevelTest {};
 
 // Every op x nsrcs x ndsts x length 0..257. Alignment, placement and divisor
 // rotate with the length so that every combination of them occurs for many
