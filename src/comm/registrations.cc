@@ -65,16 +65,25 @@ Status Registrations::Deregister(void* handle) {
   return Status::Ok();
 }
 
+const std::pair<const uintptr_t, Registrations::Entry>* Registrations::FindLocked(
+    uintptr_t p, size_t bytes, bool shareable_only) const {
+  for (const auto& entry : by_handle_) {
+    const Entry& e = entry.second;
+    if ((shareable_only && !e.shareable) || p < e.begin || p - e.begin > e.size ||
+        bytes > e.size - (p - e.begin))
+      continue;
+    return &entry;
+  }
+  return nullptr;
+}
+
 bool Registrations::Find(const void* ptr, size_t bytes, UserRange* out) const {
   if (none()) return false;
-  const auto p = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [handle, e] : by_handle_) {
-    if (p < e.begin || p - e.begin > e.size || bytes > e.size - (p - e.begin)) continue;
-    *out = {e.begin, e.size, handle};
-    return true;
-  }
-  return false;
+  const auto* found = FindLocked(reinterpret_cast<uintptr_t>(ptr), bytes, false);
+  if (found == nullptr) return false;
+  *out = {found->second.begin, found->second.size, found->first};
+  return true;
 }
 
 void Registrations::OnRelease(std::function<void(uint64_t)> released) {
@@ -86,14 +95,11 @@ bool Registrations::FindShareable(const void* ptr, size_t bytes, SharedAllocInfo
   if (empty()) return false;
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [handle, e] : by_handle_) {
-    if (!e.shareable || p < e.begin || p - e.begin > e.size || bytes > e.size - (p - e.begin))
-      continue;
-    *out = e.alloc;
-    out->offset += p - e.begin;
-    return true;
-  }
-  return false;
+  const auto* found = FindLocked(p, bytes, true);
+  if (found == nullptr) return false;
+  *out = found->second.alloc;
+  out->offset += p - found->second.begin;
+  return true;
 }
 
 }  // namespace baton

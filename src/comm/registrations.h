@@ -52,6 +52,11 @@ class Registrations : public UserMemory {
     bool shareable = false;
     SharedAllocInfo alloc;  // shareable only
   };
+  // The entry (and its handle) holding [p, p + bytes) whole, shareable
+  // ones only if asked; nullptr if none. Under mu_.
+  const std::pair<const uintptr_t, Entry>* FindLocked(uintptr_t p, size_t bytes,
+                                                      bool shareable_only) const;
+
   mutable std::mutex mu_;
   std::map<uintptr_t, Entry> by_handle_;                      // guarded by mu_
   std::atomic<int> shareable_{0};                             // shareable entries
