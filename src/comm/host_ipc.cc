@@ -169,12 +169,13 @@ void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_
 }
 
 // Allreduce that writes everywhere: rank r reduces part r of every input
-// and stores the result into every rank's output with streaming stores, so
-// each input byte is read from memory once and each output byte written
-// once, with no read for ownership (docs/performance.md, "Registered
-// buffers", has the measurements against the earlier scheme, which copied
-// the other ranks' parts out of their outputs). Up to kMaxReduceDsts ranks one reduce-copy writes every output;
-// beyond that the part is reduced piece by piece into a cache-sized
+// and stores the result into every rank's output, so each input byte is
+// read from memory once and each output byte written once; with streaming
+// stores when the buffers overflow the cache, also without a read for
+// ownership (docs/performance.md, "Registered buffers", has the
+// measurements against the earlier scheme, which copied the other ranks'
+// parts out of their outputs). Up to kMaxReduceDsts ranks one reduce-copy
+// writes every output; beyond that the part is reduced piece by piece into a cache-sized
 // scratch buffer and copied out from there. Only the end needs a barrier:
 // only rank r reads or writes part r of any buffer, in place included, and
 // a rank returns only after every peer has finished writing into its output.
