@@ -1,14 +1,15 @@
 // BatonBackend: a torch.distributed (c10d) backend over Baton's public C API
 // for CPU tensors (and CUDA ones in a few calls, cuda_ops.cc). Every
 // operation is checked when it is called (a bad argument throws at once),
-// then queued on the backend's worker thread (work.h), which runs the Baton
-// calls in order and completes the operation's Work and its future
-// (docs/python.md).
+// then its Baton calls are queued on the backend's host stream, and a
+// completion thread completes its Work and future when they have run
+// (work.h, docs/python.md).
 #pragma once
 
 #include <baton.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@
 #include "work.h"
 
 namespace baton_torch {
+
+// How a backend operation touches tensors beyond its Baton calls (work.h).
+struct HostWork {
+  std::function<void()> copy_out;  // results into a list, once the calls ran
+  bool copy_in = false;            // its queue function flattens inputs
+  bool p2p = false;                // a send or recv
+};
 
 class BatonBackend : public c10d::Backend {
  public:
@@ -31,12 +39,22 @@ class BatonBackend : public c10d::Backend {
 
   const std::string getBackendName() const override { return "baton"; }
 
-  // Runs the queued work, then stops every live backend's worker thread.
-  // Called at Python's exit (baton/torch.py), while the worker may still take
-  // the GIL to free a tensor: during the interpreter's finalization a thread
-  // that asks for the GIL is ended through a forced unwind, which aborts when
-  // it crosses a destructor.
+  // Runs the queued work, then stops every live backend's completion thread.
+  // Called at Python's exit (baton/torch.py), while that thread may still
+  // take the GIL to free a tensor: during the interpreter's finalization a
+  // thread that asks for the GIL is ended through a forced unwind, which
+  // aborts when it crosses a destructor.
   static void ShutdownAll();
+
+  // torch's coalescing manager (batch_isend_irecv among others): the
+  // operations between start and end run as one Baton group.
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // destroy_process_group: runs what is queued, then frees the communicator.
+  void shutdown() override;
+  // Stops what is in flight at once (peers see an error), then frees.
+  void abort() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -69,6 +87,10 @@ class BatonBackend : public c10d::Backend {
                                                 const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  // One reduce-scatter per pair, in one Baton group.
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
                                                std::vector<int64_t>& output_split_sizes,
                                                std::vector<int64_t>& input_split_sizes,
@@ -88,39 +110,45 @@ class BatonBackend : public c10d::Backend {
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
-  // Queues job; the returned Work completes with `outputs` once it ran.
-  // p2p: a send or recv (work.h: run in a group with the ones queued beside it).
-  c10::intrusive_ptr<c10d::Work> Launch(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                        std::function<void()> job, bool p2p = false);
-  // A call that also takes CUDA tensors: job(nullptr) on the worker for CPU
-  // tensors, job(the current CUDA stream) through LaunchOnStream for CUDA ones.
-  c10::intrusive_ptr<c10d::Work> Dispatch(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                          const at::Tensor& like,
-                                          std::function<void(batonStream_t)> job);
-  // CUDA tensors (cuda_ops.cc), as NCCL's backend orders them: once the worker
-  // has run what was queued before (the calls keep one order on every rank),
+  // Submits an operation whose Work completes with `outputs` once the calls
+  // `queue` makes on the host stream have run.
+  c10::intrusive_ptr<c10d::Work> Submit(c10d::OpType type, const char* name,
+                                        std::vector<at::Tensor> outputs,
+                                        std::function<void(batonStream_t)> queue,
+                                        HostWork host = {});
+  // A call that also takes CUDA tensors: Submit for CPU tensors,
+  // LaunchOnStream (the current CUDA stream) for CUDA ones.
+  c10::intrusive_ptr<c10d::Work> Dispatch(c10d::OpType type, const char* name,
+                                          std::vector<at::Tensor> outputs, const at::Tensor& like,
+                                          std::function<void(batonStream_t)> queue);
+  // CUDA tensors (cuda_ops.cc), as NCCL's backend orders them: once what
+  // was submitted before has run (the calls keep one order on every rank),
   // job queues the Baton calls on the caller's current stream of like's
   // device, and the Work completes at once, its future after them on that
   // stream.
   c10::intrusive_ptr<c10d::Work> LaunchOnStream(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                 const at::Tensor& like,
                                                 const std::function<void(batonStream_t)>& job);
-  // Throws the Baton error of a failed call, with its message.
+  // Throws the Baton error of a failed call (DistBackendError, with its message).
   void Check(batonResult_t result, const char* what) const;
   // A torch ReduceOp as Baton's: a built-in op, or PREMUL_SUM's factor as a
-  // one-element tensor of the data's dtype (the op is made when the call runs).
+  // one-element tensor of the data's dtype (the op is made when the call is queued).
   struct Reduction {
     batonRedOp_t op = batonSum;
     at::Tensor premul_factor;  // defined for PREMUL_SUM
   };
   Reduction MakeReduction(const c10d::ReduceOp& op, const at::Tensor& like) const;
-  // Runs call(op) with the reduction's Baton op (creating and destroying a PreMulSum op).
+  // Runs call(op) with the reduction's Baton op (creating and destroying a
+  // PreMulSum op: Baton reads the factor when the call is made).
   void WithOp(const Reduction& reduction, batonDataType_t datatype,
               const std::function<batonResult_t(batonRedOp_t)>& call, const char* what);
 
+  // batonAllReduce of t in place, on stream.
+  void AllReduceInPlace(const at::Tensor& t, const Reduction& reduction, batonStream_t stream);
+
   batonComm_t comm_ = nullptr;
-  // Stopped in the destructor before comm_ is destroyed.
-  Worker worker_{[this] { Check(batonGroupEnd(), "send/recv"); }};
+  // Made once comm_ exists; stopped before comm_ is destroyed.
+  std::unique_ptr<StreamRunner> runner_;
 };
 
 }  // namespace baton_torch

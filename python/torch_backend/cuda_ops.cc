@@ -13,7 +13,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::LaunchOnStream(
     c10d::OpType type, std::vector<at::Tensor> outputs, const at::Tensor& like,
     const std::function<void(batonStream_t)>& job) {
 #ifdef BATON_TORCH_CUDA
-  worker_.Drain();
+  runner_->Drain();
   c10::cuda::CUDAGuard guard(like.device());
   c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(like.device().index());
   auto work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs),

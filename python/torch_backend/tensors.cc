@@ -83,11 +83,18 @@ bool AllEqual(const std::vector<size_t>& v) {
   return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
 }
 
-at::Tensor Flatten(const std::vector<at::Tensor>& tensors) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(tensors.size());
-  for (const auto& t : tensors) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
+at::Tensor EmptyFlat(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const auto& t : tensors) total += t.numel();
+  return at::empty({total}, tensors.at(0).options());
+}
+
+void FlattenInto(const std::vector<at::Tensor>& tensors, at::Tensor& flat) {
+  int64_t at_element = 0;
+  for (const auto& t : tensors) {
+    flat.narrow(0, at_element, t.numel()).copy_(t.reshape({-1}));
+    at_element += t.numel();
+  }
 }
 
 void Unflatten(const at::Tensor& flat, std::vector<at::Tensor>& outputs) {

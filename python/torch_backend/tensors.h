@@ -30,8 +30,10 @@ std::vector<size_t> Numels(const std::vector<at::Tensor>& tensors);
 // Displacements of blocks of these counts back to back.
 std::vector<size_t> Offsets(const std::vector<size_t>& counts);
 bool AllEqual(const std::vector<size_t>& v);
-// The tensors' elements back to back in one new flat tensor.
-at::Tensor Flatten(const std::vector<at::Tensor>& tensors);
+// A new flat tensor as long as the tensors together, of the first one's kind.
+at::Tensor EmptyFlat(const std::vector<at::Tensor>& tensors);
+// Copies the tensors' elements back to back into flat.
+void FlattenInto(const std::vector<at::Tensor>& tensors, at::Tensor& flat);
 // Copies consecutive pieces of flat into each of outputs.
 void Unflatten(const at::Tensor& flat, std::vector<at::Tensor>& outputs);
 // Gather's outputs or scatter's inputs: one list of `size` tensors like

@@ -1,52 +1,83 @@
 #include "work.h"
 
-#include <baton.h>
+#include <algorithm>
 
 namespace baton_torch {
 
-struct WorkQueue {
-  struct Item {
-    c10::intrusive_ptr<BatonWork> work;
-    std::function<void()> job;
-    bool p2p = false;
+// What the callers, the completion thread and held Works share. Lock order:
+// issue_mu before mu; the completion thread never waits for issue_mu (it
+// only tries it), so a caller may wait for completions while holding it.
+struct RunnerState {
+  // Operations whose calls were queued under one event, completed together.
+  struct Completion {
+    std::vector<Operation> ops;  // their tensors live until the calls ran
+    std::vector<c10::intrusive_ptr<BatonWork>> extra;  // a coalesced group's own Work
+    batonEvent_t event = nullptr;
+    std::exception_ptr error;  // set when queueing failed
     uint64_t seq = 0;
-    std::chrono::steady_clock::time_point queued;
   };
 
-  // Lets every point-to-point item queued so far run.
-  void Flush() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      flush_before = next_seq;
-    }
-    cv.notify_all();
-  }
+  // Queues ops on the stream (as one group when group), records their event
+  // and hands them to the completion thread. Returns the error of queueing.
+  std::exception_ptr RunLocked(std::vector<Operation> ops, bool group,
+                               c10::intrusive_ptr<BatonWork> extra = {});
+  void FlushHeldLocked();
+  // Waits until the operations submitted so far have completed (all), or
+  // until the last one that copies out has (otherwise).
+  void WaitLocked(bool all);
+  // The completion thread.
+  void Complete();
 
-  std::mutex mutex;
+  batonComm_t comm = nullptr;
+  batonStream_t stream = nullptr;
+
+  std::mutex issue_mu;  // orders queueing on the stream
+  std::vector<Operation> held;      // sends and recvs not queued yet
+  std::vector<Operation> coalesced;  // between StartCoalescing and EndCoalescing
+  bool coalescing = false;
+  bool stopped = false;
+
+  std::mutex mu;  // the completion queue
   std::condition_variable cv;
-  std::deque<Item> items;
+  std::deque<Completion> pending;
+  uint64_t next_seq = 0;         // of the next Completion
+  uint64_t done_before = 0;      // Completions numbered below this are done
+  uint64_t copies_before = 0;    // ... the last one that copies out is numbered below this
+  bool linger = false;           // held sends and recvs wait until linger_until
+  std::chrono::steady_clock::time_point linger_until;
   bool stop = false;
-  uint64_t next_seq = 0;
-  uint64_t flush_before = 0;  // point-to-point items numbered below this may run
-  uint64_t done_before = 0;   // items numbered below this have run
 };
+
+[[noreturn]] void ThrowBackendError(const std::string& message) {
+  throw c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message);
+}
 
 std::exception_ptr BackendError(const std::string& message) {
   return std::make_exception_ptr(
       c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
 }
 
-namespace {
-
-std::exception_ptr Capture(const std::function<void()>& fn) {
+std::exception_ptr CaptureError(const std::function<void()>& fn) {
   try {
     fn();
+  } catch (const c10::DistBackendError&) {
+    return std::current_exception();
+  } catch (const c10::Error& e) {
+    return BackendError(e.what_without_backtrace());
   } catch (const std::exception& e) {
     return BackendError(e.what());
   } catch (...) {
     return BackendError("baton backend: unknown error");
   }
   return nullptr;
+}
+
+namespace {
+
+std::string Describe(const std::string& name, batonResult_t result) {
+  const char* message = batonGetLastError(nullptr);
+  return "baton " + name + ": " + batonGetErrorString(result) +
+         (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
 }
 
 }  // namespace
@@ -61,7 +92,10 @@ BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> output
           c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
-  if (auto queue = queue_.lock()) queue->Flush();
+  if (auto state = runner_.lock()) {
+    std::lock_guard<std::mutex> lock(state->issue_mu);
+    state->FlushHeldLocked();
+  }
   return c10d::Work::wait(timeout);
 }
 
@@ -75,89 +109,215 @@ void BatonWork::Complete(std::exception_ptr error) {
   finish(error);
 }
 
-// ---- Worker ----
+// ---- RunnerState ----
 
-Worker::Worker(std::function<void()> end_group)
-    : queue_(std::make_shared<WorkQueue>()),
-      end_group_(std::move(end_group)),
-      thread_([this] { Run(); }) {}
+std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group,
+                                          c10::intrusive_ptr<BatonWork> extra) {
+  Completion c;
+  if (group) batonGroupStart();
+  for (const Operation& op : ops) {
+    c.error = CaptureError([&] { op.queue(stream); });
+    if (c.error) break;
+  }
+  if (group) {
+    // Ends the group even after a failure: this thread must leave it.
+    batonResult_t r = batonGroupEnd();
+    if (r != batonSuccess && !c.error) c.error = BackendError(Describe(ops.front().name, r));
+  }
+  if (!c.error || group) {  // a group's calls before the failure were queued
+    batonResult_t r = batonEventCreate(&c.event);
+    if (r == batonSuccess) r = batonEventRecord(c.event, stream);
+    if (r != batonSuccess && !c.error) c.error = BackendError(Describe(ops.front().name, r));
+  }
+  std::exception_ptr error = c.error;
+  const bool copies = std::any_of(ops.begin(), ops.end(),
+                                  [](const Operation& op) { return bool(op.copy_out); });
+  c.ops = std::move(ops);
+  if (extra) c.extra.push_back(std::move(extra));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    c.seq = next_seq++;
+    if (copies) copies_before = c.seq + 1;
+    pending.push_back(std::move(c));
+  }
+  cv.notify_all();
+  return error;
+}
 
-Worker::~Worker() {
+void RunnerState::FlushHeldLocked() {
+  if (held.empty()) return;
+  std::vector<Operation> ops = std::move(held);
+  held.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    linger = false;
+  }
+  for (Operation& op : ops) op.work->runner_.reset();
+  RunLocked(std::move(ops), /*group=*/true);  // an error completes their Works
+}
+
+void RunnerState::WaitLocked(bool all) {
+  std::unique_lock<std::mutex> lock(mu);
+  const uint64_t until = all ? next_seq : copies_before;
+  cv.wait(lock, [&] { return done_before >= until; });
+}
+
+void RunnerState::Complete() {
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    if (pending.empty()) {
+      if (linger && std::chrono::steady_clock::now() >= linger_until) {
+        // Launch the held sends and recvs, unless a caller is queueing (and
+        // will launch them itself): this thread never waits for issue_mu.
+        lock.unlock();
+        std::unique_lock<std::mutex> issue(issue_mu, std::try_to_lock);
+        if (issue.owns_lock()) FlushHeldLocked();
+        issue = {};
+        lock.lock();
+        if (linger) cv.wait_for(lock, std::chrono::milliseconds(1));
+        continue;
+      }
+      if (stop && !linger) return;
+      // No deadline while idle: each Baton call has its own.
+      if (linger) {
+        cv.wait_until(lock, linger_until);
+      } else {
+        cv.wait(lock);
+      }
+      continue;
+    }
+    Completion& c = pending.front();  // only this thread pops
+    lock.unlock();
+    std::exception_ptr error = c.error;
+    if (c.event != nullptr) {
+      batonResult_t r = batonEventSynchronize(c.event);
+      if (r != batonSuccess && !error) error = BackendError(Describe(c.ops.front().name, r));
+      batonEventDestroy(c.event);
+    }
+    for (const Operation& op : c.ops) {
+      if (!error && op.copy_out) error = CaptureError(op.copy_out);
+    }
+    for (const Operation& op : c.ops) op.work->Complete(error);
+    for (const auto& work : c.extra) work->Complete(error);
+    const uint64_t done = c.seq + 1;
+    lock.lock();
+    Completion finished = std::move(pending.front());
+    pending.pop_front();
+    lock.unlock();
+    finished = {};  // frees the tensors outside the lock
+    lock.lock();
+    done_before = done;
+    cv.notify_all();
+  }
+}
+
+// ---- StreamRunner ----
+
+StreamRunner::StreamRunner(batonComm_t comm) : state_(std::make_shared<RunnerState>()) {
+  state_->comm = comm;
+  batonResult_t r = batonStreamCreate(&state_->stream);
+  if (r != batonSuccess) ThrowBackendError(Describe("creating the host stream", r));
+  completer_ = std::thread([state = state_] { state->Complete(); });
+}
+
+StreamRunner::~StreamRunner() {
   Stop();
 }
 
-void Worker::Stop() {
+void StreamRunner::Submit(Operation op) {
+  RunnerState& s = *state_;
+  std::unique_lock<std::mutex> issue(s.issue_mu);
+  if (s.stopped) {
+    issue.unlock();
+    op.work->Complete(BackendError("baton " + op.name + ": the process group is shut down"));
+    return;
+  }
+  if (s.coalescing) {
+    s.coalesced.push_back(std::move(op));
+    return;
+  }
+  if (op.p2p) {
+    op.work->runner_ = state_;
+    s.held.push_back(std::move(op));
+    if (s.held.size() == 1) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.linger = true;
+      s.linger_until = std::chrono::steady_clock::now() + kP2pLinger;
+      s.cv.notify_all();
+    }
+    return;
+  }
+  s.FlushHeldLocked();
+  s.WaitLocked(/*all=*/op.copy_in);
+  std::vector<Operation> ops;
+  ops.push_back(std::move(op));
+  if (std::exception_ptr error = s.RunLocked(std::move(ops), /*group=*/false)) {
+    std::rethrow_exception(error);
+  }
+}
+
+void StreamRunner::StartCoalescing() {
+  std::lock_guard<std::mutex> issue(state_->issue_mu);
+  TORCH_CHECK(!state_->coalescing, "baton backend: startCoalescing inside a coalescing block");
+  state_->FlushHeldLocked();
+  state_->coalescing = true;
+}
+
+c10::intrusive_ptr<c10d::Work> StreamRunner::EndCoalescing(int rank) {
+  RunnerState& s = *state_;
+  std::lock_guard<std::mutex> issue(s.issue_mu);
+  TORCH_CHECK(s.coalescing, "baton backend: endCoalescing without startCoalescing");
+  s.coalescing = false;
+  std::vector<Operation> ops = std::move(s.coalesced);
+  s.coalesced.clear();
+  std::vector<at::Tensor> outputs;
+  bool copy_in = false;
+  for (Operation& op : ops) {
+    for (const at::Tensor& t : op.work->result()) outputs.push_back(t);
+    copy_in |= op.copy_in;
+    op.work->runner_.reset();
+  }
+  auto work = c10::make_intrusive<BatonWork>(rank, c10d::OpType::COALESCED, outputs);
+  if (ops.empty() || s.stopped) {
+    work->Complete(ops.empty() ? nullptr
+                               : BackendError("baton coalesced: the process group is shut down"));
+    for (Operation& op : ops) op.work->Complete(BackendError("baton: shut down"));
+    return work;
+  }
+  s.WaitLocked(copy_in);
+  s.RunLocked(std::move(ops), /*group=*/true, work);  // an error completes the Works
+  return work;
+}
+
+void StreamRunner::Drain() {
+  RunnerState& s = *state_;
+  std::lock_guard<std::mutex> issue(s.issue_mu);
+  s.FlushHeldLocked();
+  s.WaitLocked(/*all=*/true);
+}
+
+void StreamRunner::Stop() {
+  RunnerState& s = *state_;
   {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    if (queue_->stop && !thread_.joinable()) return;
-    queue_->stop = true;
+    std::lock_guard<std::mutex> issue(s.issue_mu);
+    if (s.stopped) return;
+    s.FlushHeldLocked();
+    for (Operation& op : s.coalesced) {
+      op.work->Complete(BackendError("baton " + op.name + ": the process group is shut down "
+                                     "inside a coalescing block"));
+    }
+    s.coalesced.clear();
+    s.stopped = true;
   }
-  queue_->cv.notify_all();
-  // Jobs hold no reference to their backend, so this never runs on the worker itself.
-  if (thread_.joinable()) thread_.join();
-}
-
-void Worker::Drain() {
-  queue_->Flush();
-  std::unique_lock<std::mutex> lock(queue_->mutex);
-  const uint64_t until = queue_->next_seq;
-  queue_->cv.wait(lock, [&] { return queue_->stop || queue_->done_before >= until; });
-}
-
-void Worker::Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job, bool p2p) {
-  if (p2p) work->queue_ = queue_;
   {
-    std::lock_guard<std::mutex> lock(queue_->mutex);
-    if (!queue_->stop) {
-      queue_->items.push_back({std::move(work), std::move(job), p2p, queue_->next_seq++,
-                               std::chrono::steady_clock::now()});
-      queue_->cv.notify_all();
-      return;
-    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stop = true;
   }
-  work->Complete(BackendError("baton backend: the process group is shut down"));
-}
-
-void Worker::Run() {
-  WorkQueue& q = *queue_;
-  std::unique_lock<std::mutex> lock(q.mutex);
-  for (;;) {
-    // No deadline: an idle backend waits for work; each Baton call has its own.
-    q.cv.wait(lock, [&q] { return q.stop || !q.items.empty(); });
-    if (q.items.empty()) return;
-    size_t n = 1;
-    if (q.items.front().p2p) {
-      while (n < q.items.size() && q.items[n].p2p) ++n;
-      auto linger_end = q.items.front().queued + kP2pLinger;
-      bool ready = q.stop || n < q.items.size() || q.flush_before > q.items.front().seq ||
-                   std::chrono::steady_clock::now() >= linger_end;
-      if (!ready) {
-        q.cv.wait_until(lock, linger_end);
-        continue;
-      }
-    }
-    std::vector<WorkQueue::Item> batch(std::make_move_iterator(q.items.begin()),
-                                       std::make_move_iterator(q.items.begin() + n));
-    q.items.erase(q.items.begin(), q.items.begin() + n);
-    lock.unlock();
-
-    std::vector<std::exception_ptr> errors(batch.size());
-    const bool group = batch.front().p2p;
-    if (group) batonGroupStart();
-    for (size_t i = 0; i < batch.size(); ++i) errors[i] = Capture(batch[i].job);
-    if (group) {
-      std::exception_ptr error = Capture(end_group_);
-      for (auto& e : errors) {
-        if (!e) e = error;
-      }
-    }
-    for (size_t i = 0; i < batch.size(); ++i) batch[i].work->Complete(errors[i]);
-    const uint64_t done = batch.back().seq + 1;
-    batch.clear();  // frees the tensors before the lock is taken again
-    lock.lock();
-    q.done_before = done;
-    q.cv.notify_all();  // Drain
-  }
+  s.cv.notify_all();
+  // Jobs hold no reference to their backend, so this never runs on the completion thread.
+  if (completer_.joinable()) completer_.join();
+  batonStreamDestroy(s.stream);
+  s.stream = nullptr;
 }
 
 }  // namespace baton_torch

@@ -1,13 +1,27 @@
-// BatonWork and Worker: how the torch backend runs its operations. Every
-// operation is queued on the backend's Worker, one thread that runs the
-// Baton calls in order and completes each operation's Work and its future
-// (docs/python.md says why a thread of the backend rather than a Baton host
-// stream). Point-to-point operations wait in the queue until one of their
-// Works is waited on, a collective follows them, or kP2pLinger has passed;
-// then every send and recv queued together runs as one Baton group, so
-// isend/irecv pairs that both ranks issue in the same order progress together
-// instead of each rank's send waiting for a recv queued behind it.
+// BatonWork and StreamRunner: how the torch backend runs its operations on a
+// Baton host stream (docs/python.md).
+//
+// The calling thread queues an operation's Baton calls on the backend's host
+// stream and records an event after them; a completion thread waits for the
+// events in order and completes each operation's Work and its future. The
+// future must be completed by a thread other than its waiter: DDP waits on
+// the future, not on the Work. Three kinds of operations are not queued at
+// once:
+//  - sends and recvs wait in the runner until one of their Works is waited
+//    on, another operation is submitted, or kP2pLinger has passed; then all
+//    of them run in one Baton group, so isend/irecv issued in the same order
+//    on every rank progress together instead of a send waiting for a recv
+//    queued behind it;
+//  - between StartCoalescing and EndCoalescing every operation waits, and
+//    they run as one Baton group with one Work;
+//  - an operation that copies tensors on the host (a list of inputs
+//    flattened before its calls, results copied out into a list after them)
+//    first waits for everything submitted before it, and the next operation
+//    waits for its copies out: tensors are read and written in the order the
+//    calls were made, as they would be on a stream.
 #pragma once
+
+#include <baton.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,10 +38,10 @@
 
 namespace baton_torch {
 
-struct WorkQueue;
+struct RunnerState;
 
-// A queued operation: a Work whose future completes with the output tensors
-// (what DDP's communication hooks read) or with Baton's error.
+// An operation's Work: its future completes with the output tensors (what
+// DDP's communication hooks read) or with Baton's error.
 class BatonWork : public c10d::Work {
  public:
   // devices: the CUDA device of a call on CUDA tensors, whose future then
@@ -37,50 +52,74 @@ class BatonWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   void synchronize() override {}
-  // For a send or recv: launches the point-to-point calls queued so far first.
+  // For a send or recv: launches the sends and recvs held so far first.
   bool wait(std::chrono::milliseconds timeout) override;
 
-  // Called by the worker thread once the Baton calls returned.
+  // Completes the future, then the Work (nullptr: success).
   void Complete(std::exception_ptr error);
 
  private:
-  friend class Worker;
+  friend class StreamRunner;
+  friend struct RunnerState;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::weak_ptr<WorkQueue> queue_;  // set for point-to-point work; the Work may outlive it
+  std::weak_ptr<RunnerState> runner_;  // set while a send or recv is held; may outlive it
 };
 
-// A c10::DistBackendError with message, as an exception_ptr.
+// A c10::DistBackendError with message: what Baton's errors become.
+[[noreturn]] void ThrowBackendError(const std::string& message);
 std::exception_ptr BackendError(const std::string& message);
+// Runs fn; what it throws, as a DistBackendError (nullptr when nothing).
+std::exception_ptr CaptureError(const std::function<void()>& fn);
 
-// Runs queued jobs in order on one thread. A job throws on failure.
-class Worker {
+// One torch operation: its Work and how to run it.
+struct Operation {
+  c10::intrusive_ptr<BatonWork> work;
+  // "allreduce": an error completes the Work as "baton allreduce: <Baton's error>".
+  std::string name;
+  // Makes the operation's Baton calls on `stream` (inside a group for sends,
+  // recvs and coalesced operations); throws Baton's error. Holds every tensor
+  // the calls use, so they live until the calls ran.
+  std::function<void(batonStream_t stream)> queue;
+  // Host copies once the calls ran (results into a list of outputs), or empty.
+  std::function<void()> copy_out;
+  // queue reads tensors on the host (flattens a list of inputs).
+  bool copy_in = false;
+  bool p2p = false;
+};
+
+// Runs Operations on one host stream of one communicator (see the top).
+class StreamRunner {
  public:
-  // How long queued sends and recvs wait for more of their kind when nobody
+  // How long held sends and recvs wait for more of their kind when nobody
   // waits on them (a caller that polls is_completed() or the future).
   static constexpr std::chrono::milliseconds kP2pLinger{20};
 
-  // end_group: batonGroupEnd for the point-to-point calls, throwing Baton's error.
-  explicit Worker(std::function<void()> end_group);
-  ~Worker();
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
+  // Creates the host stream and the completion thread; comm outlives the runner's Stop.
+  explicit StreamRunner(batonComm_t comm);
+  ~StreamRunner();
+  StreamRunner(const StreamRunner&) = delete;
+  StreamRunner& operator=(const StreamRunner&) = delete;
 
-  // p2p: a batonSend or batonRecv, run inside a group with its neighbours.
-  void Enqueue(c10::intrusive_ptr<BatonWork> work, std::function<void()> job, bool p2p = false);
-  // Returns once everything queued so far has run (sends and recvs included):
-  // before a call that runs on the caller's thread. Each queued Baton call has
-  // its deadline, so this wait ends too.
+  // Queues op (or holds it, see the top). Baton's errors in queueing an
+  // operation that runs at once are thrown (DistBackendError); those of held
+  // ones complete their Works.
+  void Submit(Operation op);
+  // Operations submitted until EndCoalescing run as one group.
+  void StartCoalescing();
+  // Runs them; the returned Work completes when they all have.
+  c10::intrusive_ptr<c10d::Work> EndCoalescing(int rank);
+  // Returns once everything submitted so far has run and completed (held
+  // sends and recvs included): before a call that runs outside the stream.
+  // Each Baton call has its deadline, so this wait ends too.
   void Drain();
-  // Runs what is queued, then joins the thread; later Enqueue calls fail their Work.
+  // Runs what is held and queued, completes it, stops the completion thread
+  // and frees the stream; later Submits fail their Works. Idempotent.
   void Stop();
 
  private:
-  void Run();
-
-  std::shared_ptr<WorkQueue> queue_;
-  std::function<void()> end_group_;
-  std::thread thread_;
+  std::shared_ptr<RunnerState> state_;
+  std::thread completer_;
 };
 
 }  // namespace baton_torch

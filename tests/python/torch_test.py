@@ -264,6 +264,61 @@ def uneven():
         same(f"future {i}", [val[0]], [torch.full((1000,), float(sum(range(size)) + size * i))])
         if not w.is_completed():
             failures.append(f"work {i}: not completed after wait()")
+    stream_order()
+
+
+def stream_order():
+    """Calls on the host stream keep the order they were made in, host copies included."""
+    # Async calls that each read the previous one's result, none waited on until the end
+    # (then in reverse order): allreduce in place, allgather of its result into a list
+    # (copied out once it ran), allreduce of one gathered tensor, reduce_scatter of the list.
+    n, s = 1001, float(sum(r + 1 for r in range(size)))
+    t = torch.full((n,), float(rank + 1))
+    outs = [torch.empty(n) for _ in range(size)]
+    out = torch.empty(n)
+    works = [dist.all_reduce(t, group=bgroup, async_op=True),
+             dist.all_gather(outs, t, group=bgroup, async_op=True),
+             dist.all_reduce(outs[1], group=bgroup, async_op=True),
+             dist.reduce_scatter(out, outs, group=bgroup, async_op=True)]
+    for w in reversed(works):
+        w.wait()
+    same("stream order", [t, outs[0], outs[1], out],
+         [torch.full((n,), s), torch.full((n,), s), torch.full((n,), size * s),
+          torch.full((n,), size * (size * s if rank == 1 else s))])
+
+    # The coalescing manager with a device: torch brackets the calls with start/endCoalescing
+    # and they run as one Baton group (allreduce_coalesced, reduce_scatter_tensor_coalesced).
+    cpu = torch.device("cpu")
+    a, b = torch.full((7,), float(rank)), torch.full((3, 3), float(2 * rank + 1), dtype=torch.float64)
+    with dist._coalescing_manager(group=bgroup, device=cpu, async_ops=True) as cm:
+        dist.all_reduce(a, group=bgroup)
+        dist.all_reduce(b, group=bgroup)
+    cm.wait()
+    same("coalesced all_reduce", [a, b],
+         [torch.full((7,), float(sum(range(size)))),
+          torch.full((3, 3), float(sum(2 * r + 1 for r in range(size))), dtype=torch.float64)])
+    for op in [R.SUM, R.MAX, R.AVG]:
+        ins = [data(rank, size * m, torch.float32) for m in (1, 5, 1000)]
+        outs = [torch.empty(m) for m in (1, 5, 1000)]
+        with dist._coalescing_manager(group=bgroup, device=cpu, async_ops=True) as cm:
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i, op=op, group=bgroup)
+        cm.wait()
+        want = []
+        for m in (1, 5, 1000):
+            stack = torch.stack([data(r, size * m, torch.float32) for r in range(size)])
+            red = {R.SUM: stack.sum(0), R.MAX: stack.max(0).values, R.AVG: stack.mean(0)}[op]
+            want.append(red[rank * m:(rank + 1) * m])
+        same(f"reduce_scatter_tensor coalesced {op}", outs, want)
+
+    # isend/irecv never waited on: polling is_completed() sees them run.
+    got = torch.empty(8)
+    ws = [dist.isend(torch.full((8,), float(rank)), (rank + 1) % size, group=bgroup),
+          dist.irecv(got, (rank - 1) % size, group=bgroup)]
+    deadline = time.monotonic() + 20
+    while not all(w.is_completed() for w in ws) and time.monotonic() < deadline:
+        time.sleep(0.002)
+    same("polled isend/irecv", [got], [torch.full((8,), float((rank - 1) % size))])
 
 
 def ddp():
@@ -337,6 +392,33 @@ def errors():
         if kind is not None and not issubclass(kind, dist.DistBackendError):
             failures.append(f"timeout: {kind.__name__}, want DistBackendError")
     dist.barrier(group=gloo)
+    lifecycle()
+
+
+def lifecycle():
+    # abort(): a call in flight that no peer joins fails at once, not after the timeout.
+    late = dist.new_group(backend="baton", timeout=datetime.timedelta(seconds=60))
+    if rank == 0:
+        backend = late._get_backend(torch.device("cpu"))
+        work = dist.all_reduce(torch.ones(5), group=late, async_op=True)
+        time.sleep(0.3)
+        start = time.monotonic()
+        backend.abort()
+        expect_error("aborted call", ["baton allreduce"], lambda: work.wait())
+        if time.monotonic() - start > 10:
+            failures.append(f"abort: the call failed after {time.monotonic() - start:.1f} s")
+        expect_error("call after abort", ["shut down"],
+                     lambda: backend.allreduce([torch.ones(2)]).wait())
+    dist.barrier(group=gloo)
+    # destroy_process_group shuts the backend down: later calls on it fail with a message.
+    doomed = dist.new_group(backend="baton", timeout=timeout)
+    t = torch.ones(3)
+    dist.all_reduce(t, group=doomed)
+    same("before shutdown", [t], [torch.full((3,), float(size))])
+    backend = doomed._get_backend(torch.device("cpu"))
+    dist.destroy_process_group(doomed)
+    expect_error("call after shutdown", ["shut down"],
+                 lambda: backend.allreduce([torch.ones(2)]).wait())
 
 
 def killed():
