@@ -6,7 +6,8 @@
 
 Every call blocks until done unless it is given async_op=True, which queues it
 on the communicator's host stream and returns a Request (wait() gives the
-result, or raises that call's error). Failures raise BatonError subclasses carrying Baton's message.
+result, or raises that call's own error). Failures raise BatonError
+subclasses carrying Baton's message.
 """
 
 import ctypes
