@@ -6,7 +6,8 @@
 
 Every call blocks until done unless it is given async_op=True, which queues it
 on the communicator's host stream and returns a Request (wait() gives the
-result). Failures raise BatonError subclasses carrying Baton's message.
+result, or raises that call's own error). Failures raise BatonError
+subclasses carrying Baton's message.
 """
 
 import ctypes
@@ -19,7 +20,7 @@ from ._lib import (BatonError, BatonTimeoutError, InvalidArgumentError, InvalidU
 
 __all__ = ["init", "init_rank", "get_unique_id", "Comm", "Request", "BatonError",
            "InvalidArgumentError", "InvalidUsageError", "RemoteError", "BatonTimeoutError",
-           "version"]
+           "version", "wait_all"]
 
 
 def version():
@@ -62,31 +63,91 @@ def _input(obj):
 
 
 class Request:
-    """An operation queued on a communicator's host stream."""
+    """A call queued on a communicator's host stream, with an event recorded right after it.
 
-    def __init__(self, comm, result, keep):
+    The event completes when this call has run and reports this call's error
+    alone (batonEventRecord's contract in include/baton.h), so requests may be
+    waited for in any order. The arrays the call reads or writes stay alive
+    until it has run, also when the Request is dropped unwaited.
+    """
+
+    def __init__(self, comm, what, result, keep):
         self._comm = comm
+        self._what = what
         self._result = result
-        self._keep = keep  # the arrays stay alive until the call has run
-        self._done = False
+        self._keep = keep
+        self._error = None
+        self._event = None
+        event = _lib.c_event()
+        r = _lib.lib.batonEventCreate(ctypes.byref(event))
+        if r == 0:
+            r = _lib.lib.batonEventRecord(event, comm._stream)
+            if r == 0:
+                self._event = event
+                return
+            _lib.lib.batonEventDestroy(event)
+        try:
+            _lib.check(r, None, f"{what}: recording its event")
+        finally:  # the call is queued: it must not outlive its arrays
+            _lib.lib.batonStreamSynchronize(comm._stream)
+            self._keep = None
+
+    def _finish(self):
+        """Waits for the event, keeps its outcome, frees it and the arrays."""
+        r = _lib.lib.batonEventSynchronize(self._event)
+        try:
+            _lib.check(r, None, self._what)  # the message is batonGetLastError(NULL)'s
+        except BatonError as e:
+            self._error = e
+        event, self._event, self._keep = self._event, None, None
+        _lib.lib.batonEventDestroy(event)
 
     def wait(self):
-        """Waits for this call (and every call queued before it); returns its result."""
-        if not self._done:
-            self._comm._synchronize()
-            self._done = True
-            self._keep = None
+        """Waits for this call alone; returns its result or raises its error."""
+        if self._event is not None:
+            self._finish()
+        if self._error is not None:
+            raise self._error
         return self._result
 
+    def done(self):
+        """True once this call has run (successfully or not); never blocks or raises."""
+        return self._event is None or _lib.lib.batonEventQuery(self._event) != _lib.IN_PROGRESS
+
     def test(self):
-        """True when the stream has nothing left queued (this call and later ones)."""
-        if self._done:
-            return True
-        r = _lib.lib.batonStreamQuery(self._comm._stream)
-        if r == 7:  # batonInProgress
+        """True once this call has run, False while it has not; raises its error."""
+        if not self.done():
             return False
         self.wait()
         return True
+
+    def __del__(self):
+        try:
+            event = self._event
+            if event is None:
+                return
+            self._event = None
+            if self._keep and _lib.lib.batonEventQuery(event) == _lib.IN_PROGRESS:
+                self._comm._orphans.append((event, self._keep))  # freed once the call has run
+            else:
+                _lib.lib.batonEventDestroy(event)
+        except Exception:  # noqa: BLE001 - at interpreter exit the modules may be gone
+            pass
+
+
+def wait_all(requests):
+    """Waits for every request; returns their results in order, or raises the first error
+    (of the earliest failed request) once all have finished."""
+    results, error = [], None
+    for req in requests:
+        try:
+            results.append(req.wait())
+        except BatonError as e:
+            results.append(None)
+            error = error or e
+    if error is not None:
+        raise error
+    return results
 
 
 class Comm:
@@ -96,6 +157,7 @@ class Comm:
         self._handle = handle
         self._h = handle.value  # the handle as _core takes it; 0 once destroyed
         self._stream = None
+        self._orphans = []  # (event, arrays) of Requests dropped while their call was queued
         n = ctypes.c_int()
         r = ctypes.c_int()
         _lib.check(_lib.lib.batonCommCount(handle, ctypes.byref(n)), handle)
@@ -120,8 +182,23 @@ class Comm:
         if self._handle is None or not self._handle.value:
             raise InvalidUsageError(5, "communicator already destroyed")
 
-    def _synchronize(self):
-        _lib.check(_lib.lib.batonStreamSynchronize(self._stream), self._handle, "async operation")
+    def synchronize(self):
+        """Waits for every asynchronous call queued so far; raises the first error of any
+        call since the last synchronize (requests already waited for included)."""
+        if self._stream is not None:
+            _lib.check(_lib.lib.batonStreamSynchronize(self._stream), self._handle,
+                       "async operation")
+        self._free_orphans(all_done=True)
+
+    def _free_orphans(self, all_done=False):
+        """Frees what dropped Requests left once their calls have run."""
+        pending = []
+        for event, keep in self._orphans:
+            if not all_done and _lib.lib.batonEventQuery(event) == _lib.IN_PROGRESS:
+                pending.append((event, keep))
+            else:
+                _lib.lib.batonEventDestroy(event)
+        self._orphans = pending
 
     def destroy(self):
         """Waits for queued work, then frees the communicator."""
@@ -129,8 +206,9 @@ class Comm:
             return
         handle, self._handle, self._h = self._handle, None, 0
         if self._stream is not None:
-            _lib.lib.batonStreamDestroy(self._stream)
+            _lib.lib.batonStreamDestroy(self._stream)  # waits for the queued calls
             self._stream = None
+        self._free_orphans(all_done=True)
         _lib.check(_lib.lib.batonCommDestroy(handle), None, "destroy")
 
     def abort(self):
@@ -142,6 +220,7 @@ class Comm:
         if self._stream is not None:
             _lib.lib.batonStreamDestroy(self._stream)
             self._stream = None
+        self._free_orphans(all_done=True)
 
     def finalize(self):
         self._check_open()
@@ -172,6 +251,8 @@ class Comm:
             s = _lib.c_stream()
             _lib.check(_lib.lib.batonStreamCreate(ctypes.byref(s)), None, "stream create")
             self._stream = s
+        elif self._orphans:
+            self._free_orphans()
         return self._stream.value
 
     def _counts(self, counts, what):
@@ -190,12 +271,12 @@ class Comm:
             if out is None:
                 out = np.empty_like(send)
         _core.allreduce(self._h, async_op and self._async_stream(), send, out, op, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "allreduce", out, (send, out)) if async_op else out
 
     def broadcast(self, buf, root=0, datatype=None, async_op=False):
         """Root's buf into every rank's buf (in place); returns buf."""
         _core.broadcast(self._h, async_op and self._async_stream(), buf, root, datatype)
-        return Request(self, buf, (buf,)) if async_op else buf
+        return Request(self, "broadcast", buf, (buf,)) if async_op else buf
 
     def reduce(self, send, root=0, out=None, op="sum", datatype=None, async_op=False):
         """The reduction at root (returned there; None elsewhere)."""
@@ -206,7 +287,7 @@ class Comm:
         else:
             out = None
         _core.reduce(self._h, async_op and self._async_stream(), send, out, op, root, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "reduce", out, (send, out)) if async_op else out
 
     def allgather(self, send, out=None, datatype=None, async_op=False):
         """Every rank's send stacked in rank order: shape (size, *send.shape)."""
@@ -214,7 +295,7 @@ class Comm:
         if out is None:
             out = np.empty((self.size,) + send.shape, send.dtype)
         _core.allgather(self._h, async_op and self._async_stream(), send, out, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "allgather", out, (send, out)) if async_op else out
 
     def allgatherv(self, send, counts, out=None, datatype=None, async_op=False):
         """Every rank's send (counts[r] elements from rank r) back to back in one flat array."""
@@ -223,7 +304,7 @@ class Comm:
         if out is None:
             out = np.empty(sum(counts), send.dtype)
         _core.allgatherv(self._h, async_op and self._async_stream(), send, out, counts, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "allgatherv", out, (send, out)) if async_op else out
 
     def reduce_scatter(self, send, out=None, op="sum", datatype=None, async_op=False):
         """Block `rank` of the reduction of every rank's send (send.size / size elements)."""
@@ -231,7 +312,7 @@ class Comm:
         if out is None:
             out = np.empty(send.size // self.size, send.dtype)
         _core.reduce_scatter(self._h, async_op and self._async_stream(), send, out, op, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "reduce_scatter", out, (send, out)) if async_op else out
 
     def reduce_scatterv(self, send, counts, out=None, op="sum", datatype=None, async_op=False):
         """Block `rank` (counts[rank] elements) of the reduction of every rank's send."""
@@ -241,7 +322,7 @@ class Comm:
             out = np.empty(counts[self.rank], send.dtype)
         _core.reduce_scatterv(self._h, async_op and self._async_stream(), send, out, counts, op,
                               datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "reduce_scatterv", out, (send, out)) if async_op else out
 
     def alltoall(self, send, out=None, datatype=None, async_op=False):
         """Block j of send goes to rank j; block i of the result came from rank i."""
@@ -249,7 +330,7 @@ class Comm:
         if out is None:
             out = np.empty_like(send)
         _core.alltoall(self._h, async_op and self._async_stream(), send, out, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "alltoall", out, (send, out)) if async_op else out
 
     def alltoallv(self, send, sendcounts, recvcounts, out=None, datatype=None, async_op=False):
         """sendcounts[j] elements to rank j, recvcounts[i] from rank i, blocks back to back."""
@@ -259,7 +340,7 @@ class Comm:
         if out is None:
             out = np.empty(sum(rc), send.dtype)
         _core.alltoallv(self._h, async_op and self._async_stream(), send, out, sc, rc, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "alltoallv", out, (send, out)) if async_op else out
 
     def gather(self, send, root=0, out=None, datatype=None, async_op=False):
         """Every rank's send stacked at root (shape (size, *send.shape)); None elsewhere."""
@@ -270,7 +351,7 @@ class Comm:
         else:
             out = None
         _core.gather(self._h, async_op and self._async_stream(), send, out, root, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "gather", out, (send, out)) if async_op else out
 
     def scatter(self, out, send=None, root=0, datatype=None, async_op=False):
         """Block `rank` of root's send (size blocks of out.size elements) into out."""
@@ -281,19 +362,19 @@ class Comm:
         else:
             send = None
         _core.scatter(self._h, async_op and self._async_stream(), send, out, root, datatype)
-        return Request(self, out, (send, out)) if async_op else out
+        return Request(self, "scatter", out, (send, out)) if async_op else out
 
     def send(self, buf, peer, datatype=None, async_op=False):
         if async_op:
             buf = _input(buf)
         _core.send(self._h, async_op and self._async_stream(), buf, peer, datatype)
-        return Request(self, None, (buf,)) if async_op else None
+        return Request(self, "send", None, (buf,)) if async_op else None
 
     def recv(self, buf, peer, datatype=None, async_op=False):
         """Receives into buf (in place); returns buf."""
         _core.recv(self._h, async_op and self._async_stream(), buf, peer, datatype)
-        return Request(self, buf, (buf,)) if async_op else buf
+        return Request(self, "recv", buf, (buf,)) if async_op else buf
 
     def barrier(self, async_op=False):
         _core.barrier(self._h, async_op and self._async_stream())
-        return Request(self, None, ()) if async_op else None
+        return Request(self, "barrier", None, ()) if async_op else None

@@ -1,7 +1,7 @@
 """libbaton for the life cycle calls (ctypes), the C types, and errors as exceptions.
 
 The collectives go through the _core extension (_core.cc); init, split,
-destroy and streams, off the hot path, through ctypes here. Both use the one
+destroy, streams and events, off the hot path, through ctypes here. Both use the one
 libbaton _core is linked to (its rpath finds the build's or the installed
 one), so communicator handles pass between them. Only the public C API
 (include/baton.h) is used; ctypes releases the GIL around every call.
@@ -22,6 +22,8 @@ lib = ctypes.CDLL(_core.library_path())
 # ---- types ----
 c_comm = ctypes.c_void_p
 c_stream = ctypes.c_void_p
+c_event = ctypes.c_void_p
+IN_PROGRESS = 7  # batonInProgress
 UNIQUE_ID_BYTES = 128
 
 
@@ -113,6 +115,11 @@ _PROTOTYPES = {
     "batonStreamSynchronize": [c_stream],
     "batonStreamQuery": [c_stream],
     "batonStreamDestroy": [c_stream],
+    "batonEventCreate": [ctypes.POINTER(c_event)],
+    "batonEventRecord": [c_event, c_stream],
+    "batonEventQuery": [c_event],
+    "batonEventSynchronize": [c_event],
+    "batonEventDestroy": [c_event],
     "batonGroupStart": [],
     "batonGroupEnd": [],
 }

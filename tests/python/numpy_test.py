@@ -6,6 +6,7 @@ are small integers, so float sums are exact in any order.
 """
 
 import sys
+import time
 
 import numpy as np
 
@@ -131,6 +132,49 @@ want = np.sum([data(r, 100, np.float64) for r in range(size)], axis=0)
 for i in range(3):
     check(f"async allreduce {i}", results[i], want)
 check("async broadcast", bcast.wait(), np.zeros(5, np.int64))
+
+# Each Request completes on its own event: several calls in flight, waited in reverse order.
+reqs = [comm.allreduce(data(rank + i, 1000 + i, np.float64), async_op=True) for i in range(4)]
+gathered = comm.allgather(np.full(3, rank, np.int32), async_op=True)
+bcast = comm.broadcast(np.full(5, rank, np.int64), root=size - 1, async_op=True)
+check("async broadcast first", bcast.wait(), np.full(5, size - 1, np.int64))
+check("async allgather second", gathered.wait(), np.repeat(np.arange(size)[:, None], 3, axis=1))
+for i in reversed(range(4)):
+    check(f"async allreduce reversed {i}", reqs[i].wait(),
+          np.sum([data(r + i, 1000 + i, np.float64) for r in range(size)], axis=0))
+# test() polled until True (done() agrees), then wait() gives the result.
+req = comm.allreduce(np.full(70000, rank + 1, np.float32), async_op=True)
+while not req.test():
+    time.sleep(0.001)
+check("async test() then done()", np.array([req.done()]), np.array([True]))
+check("async test() result", req.wait(), np.full(70000, size * (size + 1) // 2, np.float32))
+got = baton.wait_all([comm.alltoall(np.arange(2 * size, dtype=np.int64) + 100 * rank,
+                                    async_op=True), comm.barrier(async_op=True)])
+check("wait_all alltoall", got[0],
+      np.concatenate([np.arange(2 * rank, 2 * rank + 2) + 100 * r for r in range(size)]))
+check("wait_all barrier", got[1], None)
+# Requests dropped unwaited: their arrays stay alive until the calls have run.
+for _ in range(3):
+    comm.allreduce(np.ones(50000), async_op=True)
+comm.synchronize()
+check("dropped requests freed", np.array([len(comm._orphans)]), np.array([0]))
+# A call that fails raises from its own wait(), with Baton's message; the request of the
+# call queued before it returns normally. Rank 0 alone makes the second call on a
+# communicator with a 2 s timeout, so only that call fails.
+short = comm.split(0, key=rank, timeout=2)
+first = short.allreduce(np.full(4, rank, np.int64), async_op=True)
+lone = short.allreduce(np.zeros(4, np.int64), async_op=True) if rank == 0 else None
+# (waited first: a stream-wide wait would see the failure queued behind it)
+check("async call before the failure", first.wait(), np.full(4, sum(range(size)), np.int64))
+if lone is not None:
+    expect_error("async failure, own wait", baton.BatonTimeoutError, "no progress", lone.wait)
+    expect_error("async failure, again", baton.BatonTimeoutError, "allreduce", lone.wait)
+    expect_error("async failure, test()", baton.BatonTimeoutError, "allreduce", lone.test)
+comm.barrier()  # the others keep `short` until rank 0's call has timed out
+if rank == 0:
+    short.abort()
+else:
+    short.destroy()
 
 # split: even and odd ranks.
 sub = comm.split(rank % 2, key=rank)
