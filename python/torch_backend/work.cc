@@ -12,7 +12,7 @@ struct RunnerState {
   struct Completion {
     std::vector<Operation> ops;  // their tensors live until the calls ran
     std::vector<c10::intrusive_ptr<BatonWork>> extra;  // a coalesced group's own Work
-    batonEvent_t event = nullptr;
+    SharedEvent event;
     std::exception_ptr error;  // set when queueing failed
     uint64_t seq = 0;
   };
@@ -92,14 +92,30 @@ BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> output
           c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
-  if (auto state = runner_.lock()) {
+  std::shared_ptr<RunnerState> state;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state = runner_.lock();
+  }
+  if (state) {
     std::lock_guard<std::mutex> lock(state->issue_mu);
     state->FlushHeldLocked();
+  }
+  SharedEvent event;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    event = event_;
+  }
+  if (event && timeout == kNoTimeout && !isCompleted()) {
+    // Every Baton call has a deadline, so this wait ends.
+    batonResult_t r = batonEventSynchronize(event.get());
+    Complete(r == batonSuccess ? nullptr : BackendError(Describe(name_, r)));
   }
   return c10d::Work::wait(timeout);
 }
 
 void BatonWork::Complete(std::exception_ptr error) {
+  if (completing_.exchange(true)) return;  // the waiter and the completion thread may both try
   // The future first: once wait() returns, DDP reads the future's value.
   if (error) {
     future_->setError(error);
@@ -125,9 +141,21 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
     if (r != batonSuccess && !c.error) c.error = BackendError(Describe(ops.front().name, r));
   }
   if (!c.error || group) {  // a group's calls before the failure were queued
-    batonResult_t r = batonEventCreate(&c.event);
-    if (r == batonSuccess) r = batonEventRecord(c.event, stream);
+    batonEvent_t event = nullptr;
+    batonResult_t r = batonEventCreate(&event);
+    if (r == batonSuccess) {
+      c.event = SharedEvent(event, [](batonEvent_t e) { batonEventDestroy(e); });
+      r = batonEventRecord(event, stream);
+    }
     if (r != batonSuccess && !c.error) c.error = BackendError(Describe(ops.front().name, r));
+  }
+  if (!c.error && c.event) {
+    for (const Operation& op : ops) {
+      if (op.copy_out) continue;
+      std::lock_guard<std::mutex> lock(op.work->mutex_);
+      op.work->event_ = c.event;
+      op.work->name_ = op.name;
+    }
   }
   std::exception_ptr error = c.error;
   const bool copies = std::any_of(ops.begin(), ops.end(),
@@ -152,7 +180,10 @@ void RunnerState::FlushHeldLocked() {
     std::lock_guard<std::mutex> lock(mu);
     linger = false;
   }
-  for (Operation& op : ops) op.work->runner_.reset();
+  for (Operation& op : ops) {
+    std::lock_guard<std::mutex> lock(op.work->mutex_);
+    op.work->runner_.reset();
+  }
   RunLocked(std::move(ops), /*group=*/true);  // an error completes their Works
 }
 
@@ -190,9 +221,8 @@ void RunnerState::Complete() {
     lock.unlock();
     std::exception_ptr error = c.error;
     if (c.event != nullptr) {
-      batonResult_t r = batonEventSynchronize(c.event);
+      batonResult_t r = batonEventSynchronize(c.event.get());
       if (r != batonSuccess && !error) error = BackendError(Describe(c.ops.front().name, r));
-      batonEventDestroy(c.event);
     }
     for (const Operation& op : c.ops) {
       if (!error && op.copy_out) error = CaptureError(op.copy_out);
@@ -237,7 +267,10 @@ void StreamRunner::Submit(Operation op) {
     return;
   }
   if (op.p2p) {
-    op.work->runner_ = state_;
+    {
+      std::lock_guard<std::mutex> lock(op.work->mutex_);
+      op.work->runner_ = state_;
+    }
     s.held.push_back(std::move(op));
     if (s.held.size() == 1) {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -275,7 +308,6 @@ c10::intrusive_ptr<c10d::Work> StreamRunner::EndCoalescing(int rank) {
   for (Operation& op : ops) {
     for (const at::Tensor& t : op.work->result()) outputs.push_back(t);
     copy_in |= op.copy_in;
-    op.work->runner_.reset();
   }
   auto work = c10::make_intrusive<BatonWork>(rank, c10d::OpType::COALESCED, outputs);
   if (ops.empty() || s.stopped) {

@@ -23,6 +23,7 @@
 
 #include <baton.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -40,6 +41,9 @@ namespace baton_torch {
 
 struct RunnerState;
 
+// A host-stream event, destroyed with its last owner.
+using SharedEvent = std::shared_ptr<batonEvent>;
+
 // An operation's Work: its future completes with the output tensors (what
 // DDP's communication hooks read) or with Baton's error.
 class BatonWork : public c10d::Work {
@@ -53,9 +57,13 @@ class BatonWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   void synchronize() override {}
   // For a send or recv: launches the sends and recvs held so far first.
+  // Without a timeout, and for an operation without host copies, waits for
+  // its event itself and completes the Work (one thread hand-off fewer than
+  // waiting for the completion thread, which then finds it done).
   bool wait(std::chrono::milliseconds timeout) override;
 
-  // Completes the future, then the Work (nullptr: success).
+  // Completes the future, then the Work (nullptr: success); once: a second
+  // call does nothing.
   void Complete(std::exception_ptr error);
 
  private:
@@ -63,7 +71,11 @@ class BatonWork : public c10d::Work {
   friend struct RunnerState;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::atomic<bool> completing_{false};
+  std::mutex mutex_;                   // guards the three below
   std::weak_ptr<RunnerState> runner_;  // set while a send or recv is held; may outlive it
+  SharedEvent event_;                  // set once queued, for an operation without host copies
+  std::string name_;                   // the operation's, for errors
 };
 
 // A c10::DistBackendError with message: what Baton's errors become.
