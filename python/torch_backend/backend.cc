@@ -175,10 +175,12 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::broadcast(std::vector<at::Tensor>& 
                                                        const c10d::BroadcastOptions& opts) {
   at::Tensor t = Single(tensors, "broadcast", /*cuda_ok=*/true);
   int root = static_cast<int>(opts.rootRank);
-  return Dispatch(c10d::OpType::BROADCAST, "broadcast", tensors, t, [this, t, root](batonStream_t stream) {
-    Check(batonBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), DataType(t), root, comm_, stream),
-          "broadcast");
-  });
+  return Dispatch(
+      c10d::OpType::BROADCAST, "broadcast", tensors, t, [this, t, root](batonStream_t stream) {
+        Check(
+            batonBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), DataType(t), root, comm_, stream),
+            "broadcast");
+      });
 }
 
 void BatonBackend::AllReduceInPlace(const at::Tensor& t, const Reduction& reduction,
@@ -247,15 +249,16 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce(std::vector<at::Tensor>& ten
   at::Tensor t = Single(tensors, "reduce", /*cuda_ok=*/true);
   Reduction reduction = MakeReduction(opts.reduceOp, t);
   int root = static_cast<int>(opts.rootRank);
-  return Dispatch(c10d::OpType::REDUCE, "reduce", tensors, t, [this, t, reduction, root](batonStream_t s) {
-    batonDataType_t dt = DataType(t);
-    WithOp(
-        reduction, dt,
-        [&](batonRedOp_t op) {
-          return batonReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, root, comm_, s);
-        },
-        "reduce");
-  });
+  return Dispatch(
+      c10d::OpType::REDUCE, "reduce", tensors, t, [this, t, reduction, root](batonStream_t s) {
+        batonDataType_t dt = DataType(t);
+        WithOp(
+            reduction, dt,
+            [&](batonRedOp_t op) {
+              return batonReduce(t.data_ptr(), t.data_ptr(), t.numel(), dt, op, root, comm_, s);
+            },
+            "reduce");
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,

@@ -5,7 +5,6 @@
 #include "backend.h"
 #include "tensors.h"
 
-
 namespace baton_torch {
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
@@ -114,12 +113,12 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output,
               "baton backend: _allgather_base: ", "the output holds ", output.numel(),
               " elements, not ", getSize(), " x ", input.numel());
   at::Tensor in = input, out = output;
-  return Dispatch(c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output}, in,
-                  [this, in, out](batonStream_t s) {
-                    Check(batonAllGather(in.data_ptr(), out.data_ptr(), in.numel(), DataType(in),
-                                         comm_, s),
-                          "_allgather_base");
-                  });
+  return Dispatch(
+      c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output}, in,
+      [this, in, out](batonStream_t s) {
+        Check(batonAllGather(in.data_ptr(), out.data_ptr(), in.numel(), DataType(in), comm_, s),
+              "_allgather_base");
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -298,9 +297,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, a
   return Submit(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output},
                 [this, in, out, send_counts, recv_counts](batonStream_t s) {
                   std::vector<size_t> sd = Offsets(send_counts), rd = Offsets(recv_counts);
-                  Check(batonAlltoAllV(in.data_ptr(), send_counts.data(), sd.data(),
-                                       out.data_ptr(), recv_counts.data(), rd.data(), DataType(in),
-                                       comm_, s),
+                  Check(batonAlltoAllV(in.data_ptr(), send_counts.data(), sd.data(), out.data_ptr(),
+                                       recv_counts.data(), rd.data(), DataType(in), comm_, s),
                         "alltoall_base");
                 });
 }

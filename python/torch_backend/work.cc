@@ -10,7 +10,7 @@ namespace baton_torch {
 struct RunnerState {
   // Operations whose calls were queued under one event, completed together.
   struct Completion {
-    std::vector<Operation> ops;  // their tensors live until the calls ran
+    std::vector<Operation> ops;                        // their tensors live until the calls ran
     std::vector<c10::intrusive_ptr<BatonWork>> extra;  // a coalesced group's own Work
     SharedEvent event;
     std::exception_ptr error;  // set when queueing failed
@@ -31,8 +31,8 @@ struct RunnerState {
   batonComm_t comm = nullptr;
   batonStream_t stream = nullptr;
 
-  std::mutex issue_mu;  // orders queueing on the stream
-  std::vector<Operation> held;      // sends and recvs not queued yet
+  std::mutex issue_mu;               // orders queueing on the stream
+  std::vector<Operation> held;       // sends and recvs not queued yet
   std::vector<Operation> coalesced;  // between StartCoalescing and EndCoalescing
   bool coalescing = false;
   bool stopped = false;
@@ -40,10 +40,10 @@ struct RunnerState {
   std::mutex mu;  // the completion queue
   std::condition_variable cv;
   std::deque<Completion> pending;
-  uint64_t next_seq = 0;         // of the next Completion
-  uint64_t done_before = 0;      // Completions numbered below this are done
-  uint64_t copies_before = 0;    // ... the last one that copies out is numbered below this
-  bool linger = false;           // held sends and recvs wait until linger_until
+  uint64_t next_seq = 0;       // of the next Completion
+  uint64_t done_before = 0;    // Completions numbered below this are done
+  uint64_t copies_before = 0;  // ... the last one that copies out is numbered below this
+  bool linger = false;         // held sends and recvs wait until linger_until
   std::chrono::steady_clock::time_point linger_until;
   bool stop = false;
 };
@@ -158,8 +158,8 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
     }
   }
   std::exception_ptr error = c.error;
-  const bool copies = std::any_of(ops.begin(), ops.end(),
-                                  [](const Operation& op) { return bool(op.copy_out); });
+  const bool copies =
+      std::any_of(ops.begin(), ops.end(), [](const Operation& op) { return bool(op.copy_out); });
   c.ops = std::move(ops);
   if (extra) c.extra.push_back(std::move(extra));
   {
@@ -335,7 +335,8 @@ void StreamRunner::Stop() {
     if (s.stopped) return;
     s.FlushHeldLocked();
     for (Operation& op : s.coalesced) {
-      op.work->Complete(BackendError("baton " + op.name + ": the process group is shut down "
+      op.work->Complete(BackendError("baton " + op.name +
+                                     ": the process group is shut down "
                                      "inside a coalescing block"));
     }
     s.coalesced.clear();
