@@ -41,12 +41,13 @@ BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
   config.commName = "torch";
   // Baton's timeout is whole seconds without progress; round up.
   config.timeout = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
-  Check(batonCommInitRankConfig(&comm_, size, id, rank, &config), "creating the communicator");
+  batonComm_t comm = nullptr;
+  Check(batonCommInitRankConfig(&comm, size, id, rank, &config), "creating the communicator");
+  comm_ = comm;
   try {
-    runner_ = std::make_unique<StreamRunner>(comm_);
+    runner_ = std::make_unique<StreamRunner>();
   } catch (...) {
-    batonCommDestroy(comm_);
-    comm_ = nullptr;
+    batonCommDestroy(comm_.exchange(nullptr));
     throw;
   }
   std::lock_guard<std::mutex> lock(live_mutex);
@@ -69,13 +70,12 @@ void BatonBackend::ShutdownAll() {
 
 void BatonBackend::shutdown() {
   runner_->Stop();
-  if (comm_ != nullptr) batonCommDestroy(comm_);
-  comm_ = nullptr;
+  if (batonComm_t comm = comm_.exchange(nullptr)) batonCommDestroy(comm);
 }
 
 void BatonBackend::abort() {
-  if (comm_ != nullptr) batonCommAbort(comm_);  // the calls in flight fail at once
-  comm_ = nullptr;
+  // The calls in flight fail at once; those queued later find no communicator.
+  if (batonComm_t comm = comm_.exchange(nullptr)) batonCommAbort(comm);
   runner_->Stop();
 }
 

@@ -8,6 +8,7 @@
 
 #include <baton.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -146,7 +147,8 @@ class BatonBackend : public c10d::Backend {
   // batonAllReduce of t in place, on stream.
   void AllReduceInPlace(const at::Tensor& t, const Reduction& reduction, batonStream_t stream);
 
-  batonComm_t comm_ = nullptr;
+  // Atomic: abort() may come from another thread (torch's watchdog) while calls are queued.
+  std::atomic<batonComm_t> comm_{nullptr};
   // Made once comm_ exists; stopped before comm_ is destroyed.
   std::unique_ptr<StreamRunner> runner_;
 };

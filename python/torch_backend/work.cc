@@ -28,7 +28,6 @@ struct RunnerState {
   // The completion thread.
   void Complete();
 
-  batonComm_t comm = nullptr;
   batonStream_t stream = nullptr;
 
   std::mutex issue_mu;               // orders queueing on the stream
@@ -243,8 +242,7 @@ void RunnerState::Complete() {
 
 // ---- StreamRunner ----
 
-StreamRunner::StreamRunner(batonComm_t comm) : state_(std::make_shared<RunnerState>()) {
-  state_->comm = comm;
+StreamRunner::StreamRunner() : state_(std::make_shared<RunnerState>()) {
   batonResult_t r = batonStreamCreate(&state_->stream);
   if (r != batonSuccess) ThrowBackendError(Describe("creating the host stream", r));
   completer_ = std::thread([state = state_] { state->Complete(); });

@@ -107,8 +107,8 @@ class StreamRunner {
   // waits on them (a caller that polls is_completed() or the future).
   static constexpr std::chrono::milliseconds kP2pLinger{20};
 
-  // Creates the host stream and the completion thread; comm outlives the runner's Stop.
-  explicit StreamRunner(batonComm_t comm);
+  // Creates the host stream and the completion thread.
+  StreamRunner();
   ~StreamRunner();
   StreamRunner(const StreamRunner&) = delete;
   StreamRunner& operator=(const StreamRunner&) = delete;
