@@ -345,6 +345,26 @@ def ddp():
             if not torch.allclose(p, q, rtol=1e-5, atol=1e-6):
                 failures.append(f"ddp step {step}: {name} differs by "
                                 f"{(p - q).abs().max().item():.3g}")
+    # Communication hooks read the Work's future and chain on it (.then): the plain
+    # allreduce hook, and fp16 compression (the sums round differently: a looser match).
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    for hook, tol in [(default_hooks.allreduce_hook, 1e-5), (default_hooks.fp16_compress_hook, 2e-3)]:
+        hooked = {"baton": model(bgroup), "gloo": model(gloo)}
+        for k, g in [("baton", bgroup), ("gloo", gloo)]:
+            hooked[k].register_comm_hook(g, hook)
+        hopts = {k: torch.optim.SGD(v.parameters(), lr=0.1) for k, v in hooked.items()}
+        gen = torch.Generator().manual_seed(200 + rank)
+        for step in range(4):
+            xb = torch.randn(16, 20, generator=gen)
+            yb = torch.randint(0, 5, (16,), generator=gen)
+            for k in hooked:
+                hopts[k].zero_grad()
+                nn.functional.cross_entropy(hooked[k](xb), yb).backward()
+                hopts[k].step()
+            for (name, p), q in zip(hooked["baton"].named_parameters(), hooked["gloo"].parameters()):
+                if not torch.allclose(p, q, rtol=tol, atol=tol):
+                    failures.append(f"ddp {hook.__name__} step {step}: {name} differs by "
+                                    f"{(p - q).abs().max().item():.3g}")
     # And the replicas agree among ranks.
     flat = torch.cat([p.detach().reshape(-1) for p in nets["baton"].parameters()])
     gathered = [torch.empty_like(flat) for _ in range(size)]
