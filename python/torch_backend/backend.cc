@@ -26,7 +26,7 @@ std::vector<BatonBackend*>& LiveBackends() {
 
 BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                            std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size) {
+    : c10d::Backend(rank, size), timeout_(timeout) {
   batonUniqueId id{};
   if (rank == 0) {
     Check(batonGetUniqueId(&id), "getting a unique id");
@@ -77,6 +77,20 @@ void BatonBackend::abort() {
   // The calls in flight fail at once; those queued later find no communicator.
   if (batonComm_t comm = comm_.exchange(nullptr)) batonCommAbort(comm);
   runner_->Stop();
+}
+
+c10::intrusive_ptr<c10d::Backend> BatonBackend::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  auto me = std::find(ranks.begin(), ranks.end(), getRank());
+  if (me == ranks.end()) return nullptr;
+  for (int r : ranks) {
+    TORCH_CHECK(r >= 0 && r < getSize(), "baton backend: split: rank ", r,
+                " is not a rank of this group of ", getSize());
+  }
+  std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
+  return c10::make_intrusive<BatonBackend>(store, static_cast<int>(me - ranks.begin()),
+                                           static_cast<int>(ranks.size()), timeout);
 }
 
 void BatonBackend::startCoalescing() {

@@ -52,6 +52,17 @@ class BatonBackend : public c10d::Backend {
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  // torch's split_group: the members (`ranks`, sorted parent ranks) make a
+  // new communicator through `store`, as the constructor does; others get
+  // nullptr. opts' timeout, else this group's.
+  bool supportsSplitting() const override { return true; }
+  // A new Options with this group's timeout (split_group copies and amends it).
+  c10::intrusive_ptr<Options> getBackendOptions() override {
+    return c10::make_intrusive<Options>("baton", timeout_);
+  }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
   // destroy_process_group: runs what is queued, then frees the communicator.
   void shutdown() override;
   // Stops what is in flight at once (peers see an error), then frees.
@@ -149,6 +160,7 @@ class BatonBackend : public c10d::Backend {
 
   // Atomic: abort() may come from another thread (torch's watchdog) while calls are queued.
   std::atomic<batonComm_t> comm_{nullptr};
+  std::chrono::milliseconds timeout_;
   // Made once comm_ exists; stopped before comm_ is destroyed.
   std::unique_ptr<StreamRunner> runner_;
 };

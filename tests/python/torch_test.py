@@ -319,6 +319,30 @@ def stream_order():
     while not all(w.is_completed() for w in ws) and time.monotonic() < deadline:
         time.sleep(0.002)
     same("polled isend/irecv", [got], [torch.full((8,), float((rank - 1) % size))])
+    split_groups()
+
+
+def split_groups():
+    # torch's split_group on the baton group: halves, and the first and last rank alone
+    # (the others get no group).
+    halves = [list(range(0, size // 2)), list(range(size // 2, size))]
+    sub = dist.split_group(parent_pg=bgroup, split_ranks=halves)
+    mine = halves[0] if rank < size // 2 else halves[1]
+    t = torch.full((1001,), float(rank + 1))
+    dist.all_reduce(t, group=sub)
+    outs = [torch.empty(3) for _ in mine]
+    dist.all_gather(outs, torch.full((3,), float(rank)), group=sub)
+    same("split_group halves", [t] + outs,
+         [torch.full((1001,), float(sum(r + 1 for r in mine)))] +
+         [torch.full((3,), float(r)) for r in mine])
+    ends = sorted({0, size - 1})
+    pair = dist.split_group(parent_pg=bgroup, split_ranks=[ends])
+    if rank in ends:
+        t = torch.full((5,), float(rank + 1))
+        dist.all_reduce(t, group=pair)
+        same("split_group ends", [t], [torch.full((5,), float(sum(r + 1 for r in ends)))])
+    elif pair != dist.GroupMember.NON_GROUP_MEMBER:
+        failures.append(f"split_group ends: rank {rank} got a group")
 
 
 def ddp():
