@@ -79,9 +79,9 @@ void BatonBackend::abort() {
   runner_->Stop();
 }
 
-c10::intrusive_ptr<c10d::Backend> BatonBackend::split(
-    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
-    const c10::intrusive_ptr<Options>& opts) {
+c10::intrusive_ptr<c10d::Backend> BatonBackend::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                      const std::vector<int>& ranks,
+                                                      const c10::intrusive_ptr<Options>& opts) {
   auto me = std::find(ranks.begin(), ranks.end(), getRank());
   if (me == ranks.end()) return nullptr;
   for (int r : ranks) {
@@ -197,6 +197,15 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::broadcast(std::vector<at::Tensor>& 
       });
 }
 
+void BatonBackend::InOneGroup(size_t n, const std::function<void(size_t)>& call, const char* what) {
+  batonGroupStart();
+  std::exception_ptr error;
+  for (size_t i = 0; i < n && !error; ++i) error = CaptureError([&] { call(i); });
+  batonResult_t end = batonGroupEnd();  // leaves the group in any case
+  if (error) std::rethrow_exception(error);
+  Check(end, what);
+}
+
 void BatonBackend::AllReduceInPlace(const at::Tensor& t, const Reduction& reduction,
                                     batonStream_t stream) {
   batonDataType_t dt = DataType(t);
@@ -234,14 +243,9 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce_coalesced(
     // One allreduce per tensor in place, in one Baton group (one schedule), as NCCL's backend.
     return Submit(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                   [this, list, reductions](batonStream_t s) {
-                    batonGroupStart();
-                    std::exception_ptr error;
-                    for (size_t i = 0; i < list.size() && !error; ++i) {
-                      error = CaptureError([&] { AllReduceInPlace(list[i], reductions[i], s); });
-                    }
-                    batonResult_t end = batonGroupEnd();  // leaves the group in any case
-                    if (error) std::rethrow_exception(error);
-                    Check(end, "allreduce_coalesced");
+                    InOneGroup(
+                        list.size(), [&](size_t i) { AllReduceInPlace(list[i], reductions[i], s); },
+                        "allreduce_coalesced");
                   });
   }
   // One dtype: one call over the tensors side by side, as gloo does.

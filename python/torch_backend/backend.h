@@ -155,6 +155,9 @@ class BatonBackend : public c10d::Backend {
   void WithOp(const Reduction& reduction, batonDataType_t datatype,
               const std::function<batonResult_t(batonRedOp_t)>& call, const char* what);
 
+  // call(0) ... call(n - 1) (each makes Baton calls, throwing their errors)
+  // inside one Baton group: they run as one schedule.
+  void InOneGroup(size_t n, const std::function<void(size_t)>& call, const char* what);
   // batonAllReduce of t in place, on stream.
   void AllReduceInPlace(const at::Tensor& t, const Reduction& reduction, batonStream_t stream);
 

@@ -93,15 +93,14 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return Submit(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, "allgather_into_tensor_coalesced",
                 outputs, [this, ins, outs](batonStream_t s) {
-                  // One group: the allgathers run as one schedule.
-                  batonGroupStart();
-                  batonResult_t r = batonSuccess;
-                  for (size_t i = 0; i < ins.size() && r == batonSuccess; ++i) {
-                    r = batonAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(),
-                                       DataType(ins[i]), comm_, s);
-                  }
-                  batonResult_t end = batonGroupEnd();
-                  Check(r != batonSuccess ? r : end, "allgather_into_tensor_coalesced");
+                  InOneGroup(
+                      ins.size(),
+                      [&](size_t i) {
+                        Check(batonAllGather(ins[i].data_ptr(), outs[i].data_ptr(), ins[i].numel(),
+                                             DataType(ins[i]), comm_, s),
+                              "allgather_into_tensor_coalesced");
+                      },
+                      "allgather_into_tensor_coalesced");
                 });
 }
 
@@ -240,24 +239,19 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter_tensor_coalesced(
   std::vector<at::Tensor> ins = inputs, outs = outputs;
   return Submit(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced",
                 outputs, [this, ins, outs, reductions](batonStream_t s) {
-                  // One group: the reduce-scatters run as one schedule.
-                  batonGroupStart();
-                  std::exception_ptr error;
-                  for (size_t i = 0; i < ins.size() && !error; ++i) {
-                    error = CaptureError([&] {
-                      batonDataType_t dt = DataType(outs[i]);
-                      WithOp(
-                          reductions[i], dt,
-                          [&](batonRedOp_t op) {
-                            return batonReduceScatter(ins[i].data_ptr(), outs[i].data_ptr(),
-                                                      outs[i].numel(), dt, op, comm_, s);
-                          },
-                          "reduce_scatter_tensor_coalesced");
-                    });
-                  }
-                  batonResult_t end = batonGroupEnd();  // leaves the group in any case
-                  if (error) std::rethrow_exception(error);
-                  Check(end, "reduce_scatter_tensor_coalesced");
+                  InOneGroup(
+                      ins.size(),
+                      [&](size_t i) {
+                        batonDataType_t dt = DataType(outs[i]);
+                        WithOp(
+                            reductions[i], dt,
+                            [&](batonRedOp_t op) {
+                              return batonReduceScatter(ins[i].data_ptr(), outs[i].data_ptr(),
+                                                        outs[i].numel(), dt, op, comm_, s);
+                            },
+                            "reduce_scatter_tensor_coalesced");
+                      },
+                      "reduce_scatter_tensor_coalesced");
                 });
 }
 
