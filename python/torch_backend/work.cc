@@ -345,8 +345,15 @@ void StreamRunner::Stop() {
     s.stop = true;
   }
   s.cv.notify_all();
-  // Jobs hold no reference to their backend, so this never runs on the completion thread.
-  if (completer_.joinable()) completer_.join();
+  if (completer_.joinable()) {
+    // A future's callback could drop the last reference to the backend on
+    // the completion thread itself; that thread then ends on its own.
+    if (completer_.get_id() == std::this_thread::get_id()) {
+      completer_.detach();
+    } else {
+      completer_.join();
+    }
+  }
   batonStreamDestroy(s.stream);
   s.stream = nullptr;
 }
