@@ -119,7 +119,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
         rdma_control[p] = std::move(control);
       } else {
         if (sockets.empty()) return InternalError("no data socket to rank " + std::to_string(p));
-        set->AddTcpPeer(p, std::move(sockets));
+        BATON_RETURN_IF_ERROR(set->AddTcpPeer(p, std::move(sockets)));
         BATON_RETURN_IF_ERROR(set->Publish(p, std::move(control)));
       }
     }
@@ -174,10 +174,12 @@ void ChannelSet::ReportHeld(const char* when) const {
              mapped / 1048576.0);
 }
 
-void ChannelSet::AddTcpPeer(int peer, std::vector<Fd> data) {
-  auto ch = std::make_unique<TcpChannel>(std::move(data), config_.buffsize, peer);
+Status ChannelSet::AddTcpPeer(int peer, std::vector<Fd> data) {
+  std::unique_ptr<TcpChannel> ch;
+  BATON_RETURN_IF_ERROR(TcpChannel::Create(std::move(data), config_.buffsize, peer, &ch));
   peer_fds_[peer] = ch->fds();
   channels_[peer] = std::move(ch);
+  return Status::Ok();
 }
 
 Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {

@@ -187,7 +187,7 @@ class ChannelSet {
   // first use: the channel over `peer`'s segment (shared memory) or over
   // its data sockets (TCP), then Publish with its control socket.
   Status AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment);
-  void AddTcpPeer(int peer, std::vector<Fd> data);
+  Status AddTcpPeer(int peer, std::vector<Fd> data);
   Status Publish(int peer, Fd control);
   // Connections made on first use (channel_set_connect.cc).
   void AcceptLoop();

@@ -190,7 +190,7 @@ Status ChannelSet::FinishPair(int peer, int fd, Deadline deadline, std::vector<F
   }
   Fd control = std::move(sockets.back());
   sockets.pop_back();
-  if (!shm) AddTcpPeer(peer, std::move(sockets));
+  if (!shm) BATON_RETURN_IF_ERROR(AddTcpPeer(peer, std::move(sockets)));
   BATON_RETURN_IF_ERROR(Publish(peer, std::move(control)));
   std::lock_guard<std::mutex> lock(connect_mu_);
   pair_[peer] = Pair::kConnected;

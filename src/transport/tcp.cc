@@ -18,17 +18,28 @@
 
 namespace baton {
 
-TcpChannel::TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_rank)
+TcpChannel::TcpChannel(Key, std::vector<Fd> sockets, int peer_rank)
     : sockets_(std::move(sockets)), peer_rank_(peer_rank) {
   const size_t k = sockets_.size();
   send_parts_.resize(k);
   recv_parts_.resize(k);
   staging_.resize(k);
   staged_.assign(k, 0);
+  for (size_t i = 0; i < k; ++i) SetNoDelay(sockets_[i].get());
+}
+
+Status TcpChannel::Create(std::vector<Fd> sockets, size_t staging_bytes, int peer_rank,
+                          std::unique_ptr<TcpChannel>* out) {
+  if (sockets.empty()) return InternalError("a TCP channel needs at least one socket");
+  auto ch = std::make_unique<TcpChannel>(Key(), std::move(sockets), peer_rank);
+  const size_t k = ch->sockets_.size();
   for (size_t i = 0; i < k; ++i) {
-    SetNoDelay(sockets_[i].get());
-    staging_[i].Allocate(std::max<size_t>(staging_bytes / k, 4096));
+    BATON_RETURN_IF_ERROR(ch->staging_[i]
+                              .Allocate(std::max<size_t>(staging_bytes / k, 4096))
+                              .WithContext("the TCP channel to rank " + std::to_string(peer_rank)));
   }
+  *out = std::move(ch);
+  return Status::Ok();
 }
 
 TcpChannel::Staging::Staging(Staging&& other) noexcept
@@ -38,12 +49,13 @@ TcpChannel::Staging::~Staging() {
   if (bytes != nullptr) munmap(bytes, length);
 }
 
-void TcpChannel::Staging::Allocate(size_t n) {
+Status TcpChannel::Staging::Allocate(size_t n) {
   void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  // Without address space a channel cannot work; as new[] would, give up.
-  if (p == MAP_FAILED) throw std::bad_alloc();
+  if (p == MAP_FAILED)
+    return ErrnoError("mapping a " + std::to_string(n) + "-byte staging buffer", errno);
   bytes = static_cast<uint8_t*>(p);
   length = n;
+  return Status::Ok();
 }
 
 std::vector<int> TcpChannel::fds() const {

@@ -40,7 +40,16 @@ class TcpChannel : public Channel {
   // Messages of at least this many bytes are striped over all sockets.
   static constexpr size_t kStripeMinBytes = 256 << 10;
 
-  TcpChannel(std::vector<Fd> sockets, size_t staging_bytes, int peer_rank);
+  // Makes the channel and its staging buffers (staging_bytes split over the
+  // sockets); a failure to map them is an error, not an exception.
+  static Status Create(std::vector<Fd> sockets, size_t staging_bytes, int peer_rank,
+                       std::unique_ptr<TcpChannel>* out);
+  // Only Create can make one (it must map the staging buffers).
+  class Key {
+    Key() = default;
+    friend class TcpChannel;
+  };
+  TcpChannel(Key, std::vector<Fd> sockets, int peer_rank);
   Kind kind() const override { return Kind::kTcp; }
   Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                       size_t* done) override;
@@ -85,7 +94,7 @@ class TcpChannel : public Channel {
     Staging(Staging&& other) noexcept;
     Staging& operator=(Staging&&) = delete;
     ~Staging();
-    void Allocate(size_t bytes);
+    Status Allocate(size_t bytes);
     uint8_t* data() const { return bytes; }
     size_t size() const { return length; }
   };

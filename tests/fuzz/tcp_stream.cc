@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "base/fd.h"
@@ -27,7 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 0;
   std::vector<baton::Fd> ends;
   ends.emplace_back(sv[1]);
-  baton::TcpChannel rx(std::move(ends), 4096, 0);
+  std::unique_ptr<baton::TcpChannel> rx;
+  if (!baton::TcpChannel::Create(std::move(ends), 4096, 0, &rx).ok()) {
+    close(sv[0]);
+    return 0;
+  }
   if (write(sv[0], data, size) != static_cast<ssize_t>(size)) {
     close(sv[0]);
     return 0;
@@ -49,7 +54,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const size_t bytes = reduce ? expected / 4 * 4 + 4 : expected;
   size_t done = 0;
   for (int i = 0; i < 64 && done < bytes; ++i)
-    if (!rx.ProgressRecv(t, bytes, &done).ok()) break;
+    if (!rx->ProgressRecv(t, bytes, &done).ok()) break;
   if (done > bytes) __builtin_trap();
   return 0;
 }

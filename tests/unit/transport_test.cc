@@ -20,6 +20,14 @@
 namespace baton {
 namespace {
 
+// A TCP channel over these sockets (its staging buffers mapped, or the test fails).
+std::unique_ptr<TcpChannel> MakeTcp(std::vector<Fd> sockets, size_t staging_bytes, int peer) {
+  std::unique_ptr<TcpChannel> ch;
+  Status st = TcpChannel::Create(std::move(sockets), staging_bytes, peer, &ch);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return ch;
+}
+
 // Drives a send and a receive on two channels until both finish.
 void Pump(Channel* tx, Channel* rx, const uint8_t* src, size_t bytes, const RecvTarget& t) {
   size_t sent = 0, received = 0;
@@ -133,7 +141,8 @@ TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
   std::vector<Fd> ends[2];
   SocketPairs(GetParam(), ends);
   // A tiny, odd staging buffer forces partial elements at every read.
-  TcpChannel tx(std::move(ends[0]), 4096, 1), rx(std::move(ends[1]), 4099 * GetParam(), 0);
+  auto tx = MakeTcp(std::move(ends[0]), 4096, 1),
+       rx = MakeTcp(std::move(ends[1]), 4099 * GetParam(), 0);
   for (size_t n : {size_t(1), size_t(1000), size_t(1 << 18) + 5}) {
     std::vector<double> in(n), local(n), out(n);
     for (size_t i = 0; i < n; ++i) in[i] = double(i % 1000), local[i] = 0.5;
@@ -143,7 +152,7 @@ TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
     t.datatype = batonFloat64;
     t.op = batonMax;
     t.elem_size = 8;
-    Pump(&tx, &rx, reinterpret_cast<const uint8_t*>(in.data()), n * 8, t);
+    Pump(tx.get(), rx.get(), reinterpret_cast<const uint8_t*>(in.data()), n * 8, t);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(in[i], 0.5)) << n;
   }
 }
@@ -151,7 +160,7 @@ TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
 TEST_P(TcpStripes, CopiesBackToBackMessages) {
   std::vector<Fd> ends[2];
   SocketPairs(GetParam(), ends);
-  TcpChannel tx(std::move(ends[0]), 1 << 16, 1), rx(std::move(ends[1]), 1 << 16, 0);
+  auto tx = MakeTcp(std::move(ends[0]), 1 << 16, 1), rx = MakeTcp(std::move(ends[1]), 1 << 16, 0);
   // Sizes around the striping threshold, one after the other on the same
   // sockets: each must land whole and in order.
   for (size_t bytes : {TcpChannel::kStripeMinBytes - 1, TcpChannel::kStripeMinBytes,
@@ -160,25 +169,37 @@ TEST_P(TcpStripes, CopiesBackToBackMessages) {
     for (size_t i = 0; i < bytes; ++i) src[i] = static_cast<uint8_t>(i * 131 + bytes);
     RecvTarget t;
     t.dst = dst.data();
-    Pump(&tx, &rx, src.data(), bytes, t);
+    Pump(tx.get(), rx.get(), src.data(), bytes, t);
     ASSERT_EQ(src, dst) << bytes;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Sockets, TcpStripes, ::testing::Values(1, 3));
 
+TEST(TcpChannelTest, StagingThatCannotBeMappedIsAnError) {
+  // More address space than a process has: the channel reports it (no exception).
+  std::vector<Fd> ends[2];
+  SocketPairs(1, ends);
+  std::unique_ptr<TcpChannel> ch;
+  Status st = TcpChannel::Create(std::move(ends[0]), size_t(1) << 50, 3, &ch);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(ch, nullptr);
+  EXPECT_NE(st.message().find("staging buffer"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rank 3"), std::string::npos) << st.message();
+}
+
 TEST(TcpChannelTest, ClosedPeerIsRemoteError) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   std::vector<Fd> one;
   one.emplace_back(sv[1]);
-  TcpChannel rx(std::move(one), 4096, 0);
+  auto rx = MakeTcp(std::move(one), 4096, 0);
   close(sv[0]);
   std::vector<uint8_t> dst(10);
   RecvTarget t;
   t.dst = dst.data();
   size_t done = 0;
-  EXPECT_EQ(rx.ProgressRecv(t, dst.size(), &done).code(), batonRemoteError);
+  EXPECT_EQ(rx->ProgressRecv(t, dst.size(), &done).code(), batonRemoteError);
 }
 
 // A message sent with descriptor `sent_tag` (null: none) and received by a
@@ -278,17 +299,17 @@ TEST(DescriptorTest, Tcp) {
   CheckDescriptors([] {
     std::vector<Fd> ends[2];
     SocketPairs(1, ends);
-    return std::make_pair(std::make_unique<TcpChannel>(std::move(ends[0]), 4096, 1),
-                          std::make_unique<TcpChannel>(std::move(ends[1]), 4096, 0));
+    return std::make_pair(MakeTcp(std::move(ends[0]), 4096, 1),
+                          MakeTcp(std::move(ends[1]), 4096, 0));
   });
   // TCP knows the peer's size from the header, also when it is smaller.
   std::vector<Fd> ends[2];
   SocketPairs(1, ends);
-  TcpChannel tx(std::move(ends[0]), 4096, 1), rx(std::move(ends[1]), 4096, 0);
+  auto tx = MakeTcp(std::move(ends[0]), 4096, 1), rx = MakeTcp(std::move(ends[1]), 4096, 0);
   const CallDescriptor call = AllReduceCall(1, 10, batonSum);
-  EXPECT_EQ(SendTagged(&tx, &rx, 200, &call, 400, &call).code(), batonInvalidUsage);
-  EXPECT_EQ(rx.mismatch().kind, CallMismatch::Kind::kSize);
-  EXPECT_EQ(rx.mismatch().their_bytes, 200u);
+  EXPECT_EQ(SendTagged(tx.get(), rx.get(), 200, &call, 400, &call).code(), batonInvalidUsage);
+  EXPECT_EQ(rx->mismatch().kind, CallMismatch::Kind::kSize);
+  EXPECT_EQ(rx->mismatch().their_bytes, 200u);
 }
 
 TEST(TcpChannelTest, BytesWithoutTheHeaderAreRefused) {
@@ -296,14 +317,14 @@ TEST(TcpChannelTest, BytesWithoutTheHeaderAreRefused) {
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
   std::vector<Fd> one;
   one.emplace_back(sv[1]);
-  TcpChannel rx(std::move(one), 4096, 0);
+  auto rx = MakeTcp(std::move(one), 4096, 0);
   std::vector<uint8_t> junk(sizeof(TcpMessageHeader), 0xab);
   ASSERT_EQ(write(sv[0], junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
   std::vector<uint8_t> dst(10);
   RecvTarget t;
   t.dst = dst.data();
   size_t done = 0;
-  Status st = rx.ProgressRecv(t, dst.size(), &done);
+  Status st = rx->ProgressRecv(t, dst.size(), &done);
   EXPECT_EQ(st.code(), batonInvalidUsage);
   EXPECT_NE(st.message().find("header"), std::string::npos) << st.message();
   EXPECT_EQ(done, 0u);
