@@ -23,7 +23,6 @@ lib = ctypes.CDLL(_core.library_path())
 c_comm = ctypes.c_void_p
 c_stream = ctypes.c_void_p
 c_event = ctypes.c_void_p
-IN_PROGRESS = 7  # batonInProgress
 UNIQUE_ID_BYTES = 128
 
 
@@ -53,6 +52,7 @@ def make_config(name=None, timeout=None):
 # ---- errors ----
 RESULT_NAMES = ["success", "unhandled cuda error", "system error", "internal error",
                 "invalid argument", "invalid usage", "remote error", "in progress", "timeout"]
+IN_PROGRESS = RESULT_NAMES.index("in progress")  # batonInProgress
 
 
 class BatonError(RuntimeError):

@@ -102,10 +102,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::endCoalescing() {
 }
 
 void BatonBackend::Check(batonResult_t result, const char* what) const {
-  if (result == batonSuccess) return;
-  const char* message = batonGetLastError(comm_);
-  ThrowBackendError(std::string("baton ") + what + ": " + batonGetErrorString(result) +
-                    ((message != nullptr && *message != '\0') ? std::string(": ") + message : ""));
+  if (result != batonSuccess) ThrowBackendError(ErrorText(what, result, comm_));
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::Submit(c10d::OpType type, const char* name,
@@ -279,30 +276,32 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce(std::vector<at::Tensor>& ten
       });
 }
 
-c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
-                                                  int /*tag*/) {
-  at::Tensor t = Single(tensors, "send");
+c10::intrusive_ptr<c10d::Work> BatonBackend::PointToPoint(c10d::OpType type,
+                                                          std::vector<at::Tensor>& tensors,
+                                                          int peer) {
+  const bool sending = type == c10d::OpType::SEND;
+  const char* name = sending ? "send" : "recv";
+  at::Tensor t = Single(tensors, name);
   HostWork host;
   host.p2p = true;
   return Submit(
-      c10d::OpType::SEND, "send", tensors,
-      [this, t, dst_rank](batonStream_t s) {
-        Check(batonSend(t.data_ptr(), t.numel(), DataType(t), dst_rank, comm_, s), "send");
+      type, name, tensors,
+      [this, t, peer, sending, name](batonStream_t s) {
+        Check(sending ? batonSend(t.data_ptr(), t.numel(), DataType(t), peer, comm_, s)
+                      : batonRecv(t.data_ptr(), t.numel(), DataType(t), peer, comm_, s),
+              name);
       },
       std::move(host));
 }
 
+c10::intrusive_ptr<c10d::Work> BatonBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                                  int /*tag*/) {
+  return PointToPoint(c10d::OpType::SEND, tensors, dst_rank);
+}
+
 c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                   int /*tag*/) {
-  at::Tensor t = Single(tensors, "recv");
-  HostWork host;
-  host.p2p = true;
-  return Submit(
-      c10d::OpType::RECV, "recv", tensors,
-      [this, t, src_rank](batonStream_t s) {
-        Check(batonRecv(t.data_ptr(), t.numel(), DataType(t), src_rank, comm_, s), "recv");
-      },
-      std::move(host));
+  return PointToPoint(c10d::OpType::RECV, tensors, src_rank);
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>&, int) {

@@ -128,6 +128,10 @@ class BatonBackend : public c10d::Backend {
                                         std::vector<at::Tensor> outputs,
                                         std::function<void(batonStream_t)> queue,
                                         HostWork host = {});
+  // A send (type SEND) or recv of the one tensor, held to run in a group
+  // with its neighbours (work.h).
+  c10::intrusive_ptr<c10d::Work> PointToPoint(c10d::OpType type, std::vector<at::Tensor>& tensors,
+                                              int peer);
   // A call that also takes CUDA tensors: Submit for CPU tensors,
   // LaunchOnStream (the current CUDA stream) for CUDA ones.
   c10::intrusive_ptr<c10d::Work> Dispatch(c10d::OpType type, const char* name,

@@ -47,13 +47,19 @@ struct RunnerState {
   bool stop = false;
 };
 
-[[noreturn]] void ThrowBackendError(const std::string& message) {
-  throw c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message);
-}
-
 std::exception_ptr BackendError(const std::string& message) {
   return std::make_exception_ptr(
       c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
+}
+
+[[noreturn]] void ThrowBackendError(const std::string& message) {
+  std::rethrow_exception(BackendError(message));
+}
+
+std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm) {
+  const char* message = batonGetLastError(comm);
+  return "baton " + what + ": " + batonGetErrorString(result) +
+         (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
 }
 
 std::exception_ptr CaptureError(const std::function<void()>& fn) {
@@ -73,10 +79,8 @@ std::exception_ptr CaptureError(const std::function<void()>& fn) {
 
 namespace {
 
-std::string Describe(const std::string& name, batonResult_t result) {
-  const char* message = batonGetLastError(nullptr);
-  return "baton " + name + ": " + batonGetErrorString(result) +
-         (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
+std::exception_ptr ShutDownError(const std::string& name) {
+  return BackendError("baton " + name + ": the process group is shut down");
 }
 
 }  // namespace
@@ -108,7 +112,7 @@ bool BatonWork::wait(std::chrono::milliseconds timeout) {
   if (event && timeout == kNoTimeout && !isCompleted()) {
     // Every Baton call has a deadline, so this wait ends.
     batonResult_t r = batonEventSynchronize(event.get());
-    Complete(r == batonSuccess ? nullptr : BackendError(Describe(name_, r)));
+    Complete(r == batonSuccess ? nullptr : BackendError(ErrorText(name_, r)));
   }
   return c10d::Work::wait(timeout);
 }
@@ -137,7 +141,7 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
   if (group) {
     // Ends the group even after a failure: this thread must leave it.
     batonResult_t r = batonGroupEnd();
-    if (r != batonSuccess && !c.error) c.error = BackendError(Describe(ops.front().name, r));
+    if (r != batonSuccess && !c.error) c.error = BackendError(ErrorText(ops.front().name, r));
   }
   if (!c.error || group) {  // a group's calls before the failure were queued
     batonEvent_t event = nullptr;
@@ -146,7 +150,7 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
       c.event = SharedEvent(event, [](batonEvent_t e) { batonEventDestroy(e); });
       r = batonEventRecord(event, stream);
     }
-    if (r != batonSuccess && !c.error) c.error = BackendError(Describe(ops.front().name, r));
+    if (r != batonSuccess && !c.error) c.error = BackendError(ErrorText(ops.front().name, r));
   }
   if (!c.error && c.event) {
     for (const Operation& op : ops) {
@@ -221,22 +225,21 @@ void RunnerState::Complete() {
     std::exception_ptr error = c.error;
     if (c.event != nullptr) {
       batonResult_t r = batonEventSynchronize(c.event.get());
-      if (r != batonSuccess && !error) error = BackendError(Describe(c.ops.front().name, r));
+      if (r != batonSuccess && !error) error = BackendError(ErrorText(c.ops.front().name, r));
     }
     for (const Operation& op : c.ops) {
       if (!error && op.copy_out) error = CaptureError(op.copy_out);
     }
     for (const Operation& op : c.ops) op.work->Complete(error);
     for (const auto& work : c.extra) work->Complete(error);
-    const uint64_t done = c.seq + 1;
     lock.lock();
     Completion finished = std::move(pending.front());
     pending.pop_front();
+    done_before = finished.seq + 1;
+    cv.notify_all();
     lock.unlock();
     finished = {};  // frees the tensors outside the lock
     lock.lock();
-    done_before = done;
-    cv.notify_all();
   }
 }
 
@@ -244,7 +247,7 @@ void RunnerState::Complete() {
 
 StreamRunner::StreamRunner() : state_(std::make_shared<RunnerState>()) {
   batonResult_t r = batonStreamCreate(&state_->stream);
-  if (r != batonSuccess) ThrowBackendError(Describe("creating the host stream", r));
+  if (r != batonSuccess) ThrowBackendError(ErrorText("creating the host stream", r));
   completer_ = std::thread([state = state_] { state->Complete(); });
 }
 
@@ -257,7 +260,7 @@ void StreamRunner::Submit(Operation op) {
   std::unique_lock<std::mutex> issue(s.issue_mu);
   if (s.stopped) {
     issue.unlock();
-    op.work->Complete(BackendError("baton " + op.name + ": the process group is shut down"));
+    op.work->Complete(ShutDownError(op.name));
     return;
   }
   if (s.coalescing) {
@@ -309,9 +312,8 @@ c10::intrusive_ptr<c10d::Work> StreamRunner::EndCoalescing(int rank) {
   }
   auto work = c10::make_intrusive<BatonWork>(rank, c10d::OpType::COALESCED, outputs);
   if (ops.empty() || s.stopped) {
-    work->Complete(ops.empty() ? nullptr
-                               : BackendError("baton coalesced: the process group is shut down"));
-    for (Operation& op : ops) op.work->Complete(BackendError("baton: shut down"));
+    work->Complete(ops.empty() ? nullptr : ShutDownError("coalesced"));
+    for (Operation& op : ops) op.work->Complete(ShutDownError(op.name));
     return work;
   }
   s.WaitLocked(copy_in);
@@ -333,9 +335,7 @@ void StreamRunner::Stop() {
     if (s.stopped) return;
     s.FlushHeldLocked();
     for (Operation& op : s.coalesced) {
-      op.work->Complete(BackendError("baton " + op.name +
-                                     ": the process group is shut down "
-                                     "inside a coalescing block"));
+      op.work->Complete(ShutDownError(op.name + " (inside a coalescing block)"));
     }
     s.coalesced.clear();
     s.stopped = true;

@@ -81,6 +81,9 @@ class BatonWork : public c10d::Work {
 // A c10::DistBackendError with message: what Baton's errors become.
 [[noreturn]] void ThrowBackendError(const std::string& message);
 std::exception_ptr BackendError(const std::string& message);
+// "baton <what>: <Baton's error string>: <the last error's message>", the
+// message from comm's last error (nullptr: this thread's).
+std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm = nullptr);
 // Runs fn; what it throws, as a DistBackendError (nullptr when nothing).
 std::exception_ptr CaptureError(const std::function<void()>& fn);
 

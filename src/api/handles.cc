@@ -27,6 +27,28 @@ std::map<batonComm*, std::unique_ptr<batonComm>> g_comms;
 std::map<batonStream*, std::unique_ptr<batonStream>> g_streams;
 std::map<batonEvent*, std::unique_ptr<batonEvent>> g_events;
 
+// A new object owned by `registry`; its address is the handle.
+template <typename T>
+T* Register(std::map<T*, std::unique_ptr<T>>& registry) {
+  auto owned = std::make_unique<T>();
+  T* raw = owned.get();
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  registry.emplace(raw, std::move(owned));
+  return raw;
+}
+
+// Removes handle from `registry` and hands its object over (nullptr when
+// unknown), to be freed by the caller outside the lock.
+template <typename T>
+std::unique_ptr<T> Take(std::map<T*, std::unique_ptr<T>>& registry, T* handle) {
+  std::lock_guard<std::mutex> lock(g_registry_mu);
+  auto it = registry.find(handle);
+  if (it == registry.end()) return nullptr;
+  std::unique_ptr<T> owned = std::move(it->second);
+  registry.erase(it);
+  return owned;
+}
+
 thread_local std::string tls_last_error;
 thread_local std::string tls_last_error_copy;
 
@@ -135,38 +157,19 @@ bool StreamIsLive(batonStream_t handle) {
 }
 
 batonStream_t RegisterStream() {
-  auto s = std::make_unique<batonStream>();
-  batonStream* raw = s.get();
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  g_streams.emplace(raw, std::move(s));
-  return raw;
+  return Register(g_streams);
 }
 
 std::unique_ptr<batonStream> UnregisterStream(batonStream_t handle) {
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  auto it = g_streams.find(handle);
-  if (it == g_streams.end()) return nullptr;
-  std::unique_ptr<batonStream> s = std::move(it->second);
-  g_streams.erase(it);
-  return s;
+  return Take(g_streams, handle);
 }
 
 batonEvent_t RegisterEvent() {
-  auto e = std::make_unique<batonEvent>();
-  batonEvent* raw = e.get();
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  g_events.emplace(raw, std::move(e));
-  return raw;
+  return Register(g_events);
 }
 
 bool UnregisterEvent(batonEvent_t handle) {
-  std::unique_ptr<batonEvent> owned;  // freed after the lock is released
-  std::lock_guard<std::mutex> lock(g_registry_mu);
-  auto it = g_events.find(handle);
-  if (it == g_events.end()) return false;
-  owned = std::move(it->second);
-  g_events.erase(it);
-  return true;
+  return Take(g_events, handle) != nullptr;  // freed after the lock is released
 }
 
 bool LookupEventMark(batonEvent_t handle, std::shared_ptr<StreamMark>* mark) {
