@@ -198,6 +198,8 @@ class Backend {
   // peer's first message can land before this rank has written its input; the driver then puts
   // a barrier between writing the check's data and the (untimed) checked call.
   virtual bool PeersWriteEarly() const { return false; }
+  // Whether the library takes CUDA device buffers on a cudaStream_t (-B cuda).
+  virtual bool SupportsDeviceBuffers() const { return false; }
   // Whether the library implements `type` and `op`; when not, the driver prints a comment line
   // with `why` and skips that combination instead of failing.
   virtual bool Supports(batonDataType_t type, batonRedOp_t op, std::string* why) const {

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "driver/device.h"
 #include "perf_common.h"
 
 namespace baton_perf {
@@ -73,6 +74,7 @@ class BatonBackend : public Backend {
   batonResult_t Synchronize() override {
     return stream_ ? batonStreamSynchronize(stream_.get()) : batonSuccess;
   }
+  bool SupportsDeviceBuffers() const override { return DeviceBuild(); }
   batonComm_t comm() const override { return comm_.get(); }
   batonStream_t stream() const override { return stream_.get(); }
 

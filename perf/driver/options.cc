@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "driver/device.h"
 #include "perf_common.h"
 
 namespace baton_perf {
@@ -98,6 +99,8 @@ void PrintUsage(const char* program) {
       "[-A,--algo <algorithm> (Baton) set BATON_ALGO before creating the communicator] \n\t"
       "[-s,--stream <stream/null> (Baton) host stream (default) or synchronous calls, as -y] "
       "\n\t"
+      "[-B,--buffers <host/cuda> (Baton) buffers in host memory (default) or cudaMalloc'd on the "
+      "GPU of the rank's index on its host, calls on a CUDA stream (-y 1: synchronous)] \n\t"
       "[-h,--help]\n",
       program);
 }
@@ -147,14 +150,16 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
       {"per_iter_skip", required_argument, nullptr, 'K'},
       {"algo", required_argument, nullptr, 'A'},
       {"stream", required_argument, nullptr, 's'},
+      {"buffers", required_argument, nullptr, 'B'},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
   double parsed;
   for (;;) {
-    const int c = getopt_long(argc, argv,
-                              "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:A:s:",
-                              kLongOptions, nullptr);
+    const int c = getopt_long(
+        argc, argv,
+        "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:A:s:B:", kLongOptions,
+        nullptr);
     if (c == -1) break;
     switch (c) {
       case 't':
@@ -291,6 +296,16 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
           return EXIT_FAILURE;
         }
         break;
+      case 'B':
+        if (std::strcmp(optarg, "host") == 0) {
+          opt->buffers = BufferSpace::kHost;
+        } else if (std::strcmp(optarg, "cuda") == 0) {
+          opt->buffers = BufferSpace::kCuda;
+        } else {
+          std::fprintf(stderr, "invalid buffers '%s': expected 'host' or 'cuda'\n", optarg);
+          return EXIT_FAILURE;
+        }
+        break;
       case 'h':
       default:
         if (c != 'h') std::printf("invalid option '%c'\n", c);
@@ -305,6 +320,17 @@ int ParseOptions(int argc, char** argv, const char* program, Options* opt) {
                  "%s: -t %d -g %d: only one thread and one rank per process are supported "
                  "(use -t 1 -g 1 and start more ranks with batonrun, mpirun or srun)\n",
                  program, opt->nthreads, opt->ngpus);
+    return EXIT_FAILURE;
+  }
+  if (opt->buffers == BufferSpace::kCuda && opt->local_register != 0) {
+    std::fprintf(stderr,
+                 "%s: -R %d with -B cuda: Baton registers host memory only (device buffers of "
+                 "one host are reached through CUDA IPC without registration)\n",
+                 program, opt->local_register);
+    return EXIT_FAILURE;
+  }
+  if (opt->buffers == BufferSpace::kCuda && !DeviceBuild()) {
+    std::fprintf(stderr, "%s: -B cuda: %s\n", program, LastDeviceError().c_str());
     return EXIT_FAILURE;
   }
   if (opt->min_bytes > opt->max_bytes) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "baton.h"
+#include "driver/buffers.h"
 
 namespace baton_perf {
 
@@ -36,6 +37,9 @@ struct Options {
   int average = 1;            // 0: rank 0, 1: avg, 2: min, 3: max of the ranks' times
   int local_register = 0;     // -R: buffers from batonMemAlloc, registered
   int unalign = 0;            // -u: the buffers start this many elements past their alignment
+  // -B: host memory, or CUDA device memory with the calls on a CUDA stream (kRegistered comes
+  // from -R, not from here).
+  BufferSpace buffers = BufferSpace::kHost;
   std::string algo;
   std::string json_path;
   // Lines about accepted flags that Baton does not act on (-R, -G, ...), printed by rank 0 at

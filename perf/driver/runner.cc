@@ -10,262 +10,20 @@
 // Baton (batonBarrier, batonSend/batonRecv) where nccl-tests uses MPI.
 //
 // SPDX-License-Identifier: BSD-3-Clause
+#include "driver/runner.h"
+
 #include <getopt.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <functional>
-#include <memory>
-#include <source_location>
-#include <string>
-#include <utility>
-#include <vector>
 
+#include "driver/device.h"
 #include "driver/format.h"
-#include "driver/options.h"
 #include "driver/types.h"
-#include "perf_common.h"
 
 namespace baton_perf {
-namespace {
-
-// The nccl-tests output format this driver reproduces, printed in the first line.
-constexpr char kNcclTestsFormatVersion[] = "2.18.0";
-
-// Buffers come from aligned_alloc, or with -R from batonMemAlloc (freed after the communicator,
-// whose destruction ends their registrations).
-struct FreeDeleter {
-  bool baton = false;
-  void operator()(std::byte* p) const { baton ? (void)batonMemFree(p) : std::free(p); }
-};
-using Buffer = std::unique_ptr<std::byte[], FreeDeleter>;
-
-// Page-aligned like device allocations, and touched once so that page faults do not land in the
-// first timed iterations. With `comm` (-R), as nccl-tests' -R: in memory the peers can map,
-// registered on the communicator.
-Buffer AllocateBuffer(size_t bytes, batonComm_t comm = nullptr) {
-  constexpr size_t kAlignment = 4096;
-  const size_t size = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-  void* p = nullptr;
-  void* handle = nullptr;
-  if (comm != nullptr && (batonMemAlloc(&p, size) != batonSuccess ||
-                          batonCommRegister(comm, p, size, &handle) != batonSuccess)) {
-    if (p != nullptr) batonMemFree(p);
-    return Buffer();
-  }
-  Buffer buffer(static_cast<std::byte*>(comm ? p : std::aligned_alloc(kAlignment, size)),
-                FreeDeleter{comm != nullptr});
-  if (buffer) std::memset(buffer.get(), 0, size);
-  return buffer;
-}
-
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-// What each rank contributes to the "# Using devices" lines.
-struct RankRecord {
-  int32_t pid;
-  char host[252];
-};
-static_assert(sizeof(RankRecord) == 256);
-
-class Runner {
- public:
-  Runner(const Options& opt, const Collective& coll, Backend& backend, std::string program)
-      : opt_(opt),
-        coll_(coll),
-        backend_(backend),
-        program_(std::move(program)),
-        host_(ShortHostName()) {}
-  // Before the buffers are freed, the backend's queued calls must finish (see Finalize).
-  ~Runner() {
-    if (!finalized_) backend_.Finalize();
-  }
-  Runner(const Runner&) = delete;
-  Runner& operator=(const Runner&) = delete;
-
-  int Run();
-
- private:
-  // Reports a failed call and ends the process. Peers blocked in a collective with this rank
-  // learn of it through the abort (or their launcher), instead of hanging.
-  void Check(batonResult_t result, const char* what,
-             std::source_location where = std::source_location::current()) {
-    if (result == batonSuccess) return;
-    const char* file = std::strrchr(where.file_name(), '/');
-    std::fprintf(stderr, "%s: Test Baton failure %s:%u %s: '%s' (%s)\n", host_.c_str(),
-                 file ? file + 1 : where.file_name(), static_cast<unsigned>(where.line()), what,
-                 batonGetErrorString(result), backend_.ErrorDetail().c_str());
-    std::fflush(stdout);
-    backend_.Abort();
-    std::exit(EXIT_FAILURE);
-  }
-
-  [[gnu::format(printf, 2, 3)]] void Print(const char* format, ...) const {
-    if (rank_ != 0) return;
-    va_list args;
-    va_start(args, format);
-    std::vprintf(format, args);
-    va_end(args);
-  }
-
-  batonComm_t comm() const { return backend_.comm(); }
-  size_t ElementSize() const { return Props(type_).size; }
-  // -u: both buffers start `unalign` elements past their page alignment, as in nccl-tests.
-  std::byte* SendBase() const { return send_.get() + opt_.unalign * ElementSize(); }
-  std::byte* RecvBase() const { return recv_.get() + opt_.unalign * ElementSize(); }
-
-  void OpenJson();
-  void PrintDeviceReport();
-  void PrintResultHeader();
-  void PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw);
-
-  // Synchronization and bookkeeping between ranks, through the backend (see Backend); every
-  // rank calls them in the same order.
-  void Barrier();
-  // Rank 0 gets every rank's `bytes` at all + rank * bytes; other ranks' `all` is not touched.
-  void GatherToRank0(const void* mine, size_t bytes, void* all);
-  // Every rank gets rank 0's `bytes` at buf.
-  void BroadcastFromRank0(void* buf, size_t bytes);
-  // All ranks' `value`, folded by rank 0 in rank order and sent back: identical bits everywhere.
-  template <typename T>
-  T FoldAllRanks(T value, const std::function<T(T, T)>& fold);
-  double CombineTime(double seconds);
-  int64_t SumInt64(int64_t value);
-
-  std::vector<size_t> SweepSizes() const;
-  void Setup(size_t bytes);
-  void InitData(bool in_place, uint64_t seed);
-  int64_t CheckData(bool in_place);
-  void StartColl(bool in_place, int iter);
-  // -z: after each call, or each group of -m calls. Never inside a group, where the barrier (a
-  // Baton collective itself) would be deferred into the group.
-  void WaitIfBlocking();
-  void CompleteColl();
-  void BenchTime(bool in_place);
-  void TimeTest();
-
-  const Options& opt_;
-  const Collective& coll_;
-  Backend& backend_;
-  const std::string program_;
-  const std::string host_;
-
-  // The destructor finalizes the backend (its stream and communicator) before these are freed.
-  Buffer send_;
-  Buffer recv_;
-  Buffer expected_;
-  bool finalized_ = false;
-  int rank_ = 0;
-  int nranks_ = 1;
-  std::unique_ptr<std::FILE, FileCloser> json_;
-  std::string json_line_;
-
-  // The test being run and the size being measured.
-  batonDataType_t type_ = batonFloat;
-  batonRedOp_t op_ = batonSum;
-  const char* op_name_ = "none";
-  int root_ = -1;
-  CollCounts counts_;
-  size_t send_bytes_ = 0;
-  size_t expected_bytes_ = 0;
-
-  // Results.
-  int check_rep_ = 0;   // seeds of successive checks, as nccl-tests' rep
-  int64_t errors_ = 0;  // measurements with wrong elements on this rank
-  double bus_bw_sum_ = 0;
-  int bus_bw_count_ = 0;
-};
-
-void Runner::OpenJson() {
-  if (opt_.json_path.empty() || rank_ != 0) return;
-  json_.reset(std::fopen(opt_.json_path.c_str(), "w"));
-  if (!json_) {
-    std::printf("# skipping json output; %s not accessible\n", opt_.json_path.c_str());
-    return;
-  }
-  std::printf("# Writing JSON output to %s\n", opt_.json_path.c_str());
-}
-
-void Runner::PrintDeviceReport() {
-  Print("# nccl-tests version %s (%s\n", kNcclTestsFormatVersion, backend_.Description().c_str());
-  Print("# Collective test starting: %s\n", program_.c_str());
-  Print(
-      "# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
-      "agg iters: %d validation: %d graph: %d\n",
-      opt_.nthreads, opt_.ngpus, opt_.min_bytes, opt_.max_bytes,
-      opt_.step_factor > 1 ? opt_.step_factor : opt_.step_bytes,
-      opt_.step_factor > 1 ? "factor" : "bytes", opt_.warmup_iters, opt_.iters, opt_.agg_iters,
-      opt_.datacheck, 0);
-  if (opt_.blocking == 1) {
-    Print("# Blocking Enabled: wait and barrier after each inner iteration (-m) \n");
-  }
-  if (opt_.blocking == 2) {
-    Print("# Blocking Enabled: wait after each inner iteration (-m), no barrier \n");
-  }
-  if (opt_.blocking == 3) {
-    Print(
-        "# Blocking Enabled: wait and barrier after each outer iteration (-n); time excludes "
-        "barrier \n");
-  }
-  for (const std::string& notice : opt_.notices) Print("# %s\n", notice.c_str());
-  Print("#\n");
-  Print("# Using devices\n");
-
-  RankRecord mine = {};
-  mine.pid = static_cast<int32_t>(getpid());
-  std::snprintf(mine.host, sizeof(mine.host), "%s", host_.c_str());
-  std::vector<RankRecord> all(rank_ == 0 ? static_cast<size_t>(nranks_) : 0);
-  GatherToRank0(&mine, sizeof(RankRecord), all.data());
-  for (size_t r = 0; r < all.size(); ++r) {
-    // The device number is the rank's index on its host, like the local GPU index it replaces.
-    int local = 0;
-    for (size_t q = 0; q < r; ++q) local += std::strcmp(all[q].host, all[r].host) == 0;
-    Print("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] host\n", static_cast<int>(r), 0,
-          static_cast<int>(all[r].pid), all[r].host, local);
-  }
-}
-
-void Runner::PrintResultHeader() {
-  const char* time = opt_.report_cputime ? "cputime" : "time";
-  const int ts_pad = opt_.report_timestamps ? 19 : 0;
-  const char* ts_label = opt_.report_timestamps ? "timestamp" : "";
-  const char* ts_format = opt_.report_timestamps ? kTimestampFormat : "";
-  Print("#\n");
-  Print(
-      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          "
-      "\n",
-      "", "", "", "", "");
-  Print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size",
-        "count", "type", "redop", "root", time, "algbw", "busbw", "#wrong", time, "algbw", "busbw",
-        "#wrong", ts_pad, ts_label);
-  Print("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)",
-        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "",
-        ts_pad, ts_format);
-}
-
-void Runner::PrintFooter(int64_t errors, double avg_bus_bw, double min_bus_bw) {
-  Print("# %-20s : %lld %s\n", "Out of bounds values", static_cast<long long>(errors),
-        errors ? "FAILED" : "OK");
-  Print("# %-20s : %g %s\n", "Avg bus bandwidth", avg_bus_bw,
-        min_bus_bw < 0 ? "" : (avg_bus_bw < min_bus_bw * 0.9 ? "FAILED" : "OK"));
-  Print("#\n");
-  Print("# Collective test concluded: %s\n", program_.c_str());
-  Print("#\n");
-  const std::string last_error = backend_.FinalError();
-  if (!last_error.empty()) {
-    Print("# error: %s\n", last_error.c_str());
-  } else {
-    Print("\n");
-  }
-}
 
 void Runner::Barrier() {
   Check(backend_.Barrier(), "batonBarrier");
@@ -327,9 +85,12 @@ void Runner::Setup(size_t bytes) {
 }
 
 void Runner::InitData(bool in_place, uint64_t seed) {
-  std::memset(RecvBase(), 0, std::max(send_bytes_, expected_bytes_));
-  std::byte* input =
+  std::string error;
+  CheckBuffers(buffers_.Zero(RecvBase(), std::max(send_bytes_, expected_bytes_), &error), error,
+               "zeroing the receive buffer");
+  std::byte* input_at =
       in_place ? RecvBase() + counts_.send_inplace_offset * rank_ * ElementSize() : SendBase();
+  std::byte* input = buffers_.HostView(input_at, send_bytes_);
   const DataPattern pattern(type_, op_, nranks_, seed);
   coll_.InitData(InitArgs{.counts = counts_,
                           .pattern = pattern,
@@ -338,14 +99,19 @@ void Runner::InitData(bool in_place, uint64_t seed) {
                           .root = root_,
                           .in_place = in_place,
                           .input = input,
-                          .expected = expected_.get()});
+                          .expected = buffers_.expected()});
+  CheckBuffers(buffers_.Store(input_at, send_bytes_, &error), error, "writing the input");
   if (backend_.PeersWriteEarly()) Barrier();
 }
 
 int64_t Runner::CheckData(bool in_place) {
-  const std::byte* output =
+  const std::byte* output_at =
       RecvBase() + (in_place ? counts_.recv_inplace_offset * rank_ * ElementSize() : 0);
-  return CountWrong(output, expected_.get(), counts_.recv_count, type_, op_);
+  const std::byte* output = nullptr;
+  std::string error;
+  CheckBuffers(buffers_.Load(output_at, expected_bytes_, &output, &error), error,
+               "reading the output");
+  return CountWrong(output, buffers_.expected(), counts_.recv_count, type_, op_);
 }
 
 void Runner::StartColl(bool in_place, int iter) {
@@ -375,22 +141,37 @@ void Runner::StartColl(bool in_place, int iter) {
                         .op = op,
                         .root = root_,
                         .comm = comm(),
-                        .stream = backend_.stream(),
+                        .stream = CallStream(),
                         .rank = rank_,
                         .nranks = nranks_};
   Check(coll_.Run(args), coll_.Name());
   if (op_ == kPreMulSum) Check(batonRedOpDestroy(op, comm()), "batonRedOpDestroy");
 }
 
+void Runner::SynchronizeCalls() {
+  if (!OnDevice()) {
+    Check(backend_.Synchronize(), "batonStreamSynchronize");
+  } else if (device_stream_ != nullptr) {
+    const batonResult_t synchronized = DeviceStreamSynchronize(device_stream_);
+    CheckBuffers(synchronized, LastDeviceError(), "cudaStreamSynchronize");
+  }
+}
+
+void Runner::CheckBuffers(batonResult_t result, const std::string& error, const char* what) {
+  if (result == batonSuccess) return;
+  std::fprintf(stderr, "%s: rank %d: %s: %s\n", host_.c_str(), rank_, what, error.c_str());
+  Check(result, what);
+}
+
 void Runner::WaitIfBlocking() {
   if (!opt_.blocking) return;
-  Check(backend_.Synchronize(), "batonStreamSynchronize");
+  SynchronizeCalls();
   if (opt_.blocking == 1) Barrier();
 }
 
 void Runner::CompleteColl() {
-  if (opt_.blocking || !backend_.stream()) return;
-  Check(backend_.Synchronize(), "batonStreamSynchronize");
+  if (opt_.blocking || !CallStream()) return;
+  SynchronizeCalls();
 }
 
 void Runner::BenchTime(bool in_place) {
@@ -515,7 +296,13 @@ int Runner::Run() {
   // -T: nccl-tests aborts a test whose calls make no progress for that long; Baton's own
   // deadline on every wait does the same, and fails the call, which ends the run (Check).
   if (opt_.timeout > 0) setenv("BATON_TIMEOUT", std::to_string(opt_.timeout).c_str(), 1);
-  const batonResult_t init = backend_.Init(opt_.algo, !opt_.stream_null);
+  if (OnDevice() && !backend_.SupportsDeviceBuffers()) {
+    std::fprintf(stderr, "%s: -B cuda: %s measures host buffers only\n", program_.c_str(),
+                 backend_.Description().c_str());
+    return EXIT_FAILURE;
+  }
+  // With device buffers the calls go on a CUDA stream of the driver's, not on a host stream.
+  const batonResult_t init = backend_.Init(opt_.algo, !opt_.stream_null && !OnDevice());
   if (init != batonSuccess) {
     std::fprintf(stderr, "%s: %s: batonCommInitFromEnv failed: %s (%s)\n", host_.c_str(),
                  program_.c_str(), batonGetErrorString(init), backend_.ErrorDetail().c_str());
@@ -527,18 +314,23 @@ int Runner::Run() {
   nranks_ = backend_.Size();
 
   OpenJson();
+  if (OnDevice()) SetUpDevice();
   PrintDeviceReport();
   // As nccl-tests: the send and receive buffers hold the largest size, the reference one too.
   // -u shifts both buffers by up to 8 bytes per element of unalignment, the largest type's.
   const size_t padded = opt_.max_bytes + 8 * static_cast<size_t>(opt_.unalign);
-  batonComm_t registered = opt_.local_register != 0 ? comm() : nullptr;  // null: not Baton
-  send_ = AllocateBuffer(padded, registered);
-  recv_ = AllocateBuffer(padded, registered);
-  if (opt_.datacheck) expected_ = AllocateBuffer(opt_.max_bytes);
-  if (!send_ || !recv_ || (opt_.datacheck && !expected_)) {
+  // -R on a library that has no registration (comm() is null) measures ordinary buffers.
+  const BufferSpace space = OnDevice() ? BufferSpace::kCuda
+                            : opt_.local_register != 0 && comm() != nullptr
+                                ? BufferSpace::kRegistered
+                                : BufferSpace::kHost;
+  std::string error;
+  const batonResult_t allocated =
+      buffers_.Allocate(space, padded, opt_.datacheck ? opt_.max_bytes : 0, comm(), &error);
+  if (allocated != batonSuccess) {
     std::fprintf(stderr, "%s: cannot allocate 3 buffers of %zu bytes\n", host_.c_str(),
                  opt_.max_bytes);
-    Check(batonSystemError, "buffer allocation");
+    CheckBuffers(allocated, error, "buffer allocation");
   }
 
   std::fflush(stdout);
@@ -590,8 +382,6 @@ int Runner::Run() {
   const bool failed = errors != 0 || (min_bus_bw >= 0 && avg_bus_bw < min_bus_bw * 0.9);
   return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
-
-}  // namespace
 
 int PerfMain(int argc, char** argv, const Collective& coll, Backend& backend) {
   // Line-buffered even into a pipe (batonrun, mpirun), so that progress shows as it happens.

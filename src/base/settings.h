@@ -33,9 +33,9 @@ namespace baton {
     "(empty: all)")                                                                                \
   X(timeout, "BATON_TIMEOUT", Int, 300, "seconds any wait may last without progress (0: forever)") \
   X(check, "BATON_CHECK", Bool, false,                                                             \
-    "before each collective, check that every rank called the same one (an extra small "          \
+    "before each collective, check that every rank called the same one (an extra small "           \
     "allgather)")                                                                                  \
-  X(flight_recorder, "BATON_FLIGHT_RECORDER", Int, 64,                                            \
+  X(flight_recorder, "BATON_FLIGHT_RECORDER", Int, 64,                                             \
     "calls each communicator keeps in its flight recorder file in /dev/shm (0: no file)")          \
   X(trace_file, "BATON_TRACE_FILE", String, "",                                                    \
     "write a Chrome trace-event timeline of every call; each rank writes FILE.rankN.json at "      \
@@ -45,16 +45,16 @@ namespace baton {
   X(trace_list, "BATON_TRACE_LIST", String, "",                                                    \
     "set by batonrun: a file where ranks note the BATON_TRACE_FILE they write, for the merge")     \
   X(transport, "BATON_TRANSPORT", String, "auto",                                                  \
-    "auto, shm, tcp or ib (tcp: TCP even on one host; ib: RDMA between hosts or an error)")       \
+    "auto, shm, tcp or ib (tcp: TCP even on one host; ib: RDMA between hosts or an error)")        \
   X(ib_hca, "BATON_IB_HCA", String, "",                                                            \
-    "RDMA devices, NCCL_IB_HCA syntax (mlx5_0:1,mlx5_1; ^mlx5_0 excludes; =mlx5_0 exact)")        \
+    "RDMA devices, NCCL_IB_HCA syntax (mlx5_0:1,mlx5_1; ^mlx5_0 excludes; =mlx5_0 exact)")         \
   X(ib_gid_index, "BATON_IB_GID_INDEX", Int, -1, "RoCE GID index (-1: a RoCE v2 IPv4 one)")        \
   X(ib_tc, "BATON_IB_TC", Int, 0, "RDMA traffic class (RoCE: DSCP << 2)")                          \
-  X(ib_qps_per_peer, "BATON_IB_QPS_PER_PEER", Int, 1, "RDMA queue pairs per peer (1 to 8)")       \
+  X(ib_qps_per_peer, "BATON_IB_QPS_PER_PEER", Int, 1, "RDMA queue pairs per peer (1 to 8)")        \
   X(ib_zcopy_min, "BATON_IB_ZCOPY_MIN", Size, 1 << 20,                                             \
-    "smallest RDMA message between registered buffers written in place (0: never)")               \
+    "smallest RDMA message between registered buffers written in place (0: never)")                \
   X(ib_emulate, "BATON_IB_EMULATE", Bool, false,                                                   \
-    "for tests only: an emulated RDMA device over shared memory instead of libibverbs")           \
+    "for tests only: an emulated RDMA device over shared memory instead of libibverbs")            \
   X(socket_ifname, "BATON_SOCKET_IFNAME", String, "",                                              \
     "interface for bootstrap and TCP, NCCL syntax (eth0, ^docker, =ib0); empty: not lo/docker")    \
   X(runtime_connect, "BATON_RUNTIME_CONNECT", Bool, true,                                          \
@@ -64,16 +64,16 @@ namespace baton {
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \
     "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
   X(calibrate, "BATON_CALIBRATE", Bool, false,                                                     \
-    "measure the cost model's link and reduction figures at communicator creation (cached)")      \
+    "measure the cost model's link and reduction figures at communicator creation (cached)")       \
   X(calibration_cache, "BATON_CALIBRATION_CACHE", String, "",                                      \
-    "directory of the calibration cache (default: $XDG_CACHE_HOME/baton or ~/.cache/baton)")      \
+    "directory of the calibration cache (default: $XDG_CACHE_HOME/baton or ~/.cache/baton)")       \
   X(topo_dump_file, "BATON_TOPO_DUMP_FILE", String, "",                                            \
-    "rank 0 writes the topology, cost figures and algorithm table it used here (JSON)")           \
+    "rank 0 writes the topology, cost figures and algorithm table it used here (JSON)")            \
   X(cma, "BATON_CMA", Bool, false, "read large shared-memory messages with process_vm_readv")      \
   X(cma_threshold, "BATON_CMA_THRESHOLD", Size, 256 << 10,                                         \
     "smallest message sent by address when BATON_CMA=1")                                           \
   X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, 256 << 10,                           \
-    "smallest collective on registered buffers that reads the peers' buffers in place")           \
+    "smallest collective on registered buffers that reads the peers' buffers in place")            \
   X(spin_us, "BATON_SPIN_US", Int, 200, "microseconds to poll before sleeping on a futex/socket")  \
   X(spin_yield, "BATON_SPIN_YIELD", Bool, true, "sched_yield while polling")                       \
   X(spin_yield_ns, "BATON_SPIN_YIELD_NS", Int, -1,                                                 \
@@ -85,6 +85,8 @@ namespace baton {
     "read device buffers of ranks on one host through CUDA IPC (0: stage through host memory)")    \
   X(cuda_ipc_cache, "BATON_CUDA_IPC_CACHE", Int, 64,                                               \
     "peer allocations kept mapped per communicator")                                               \
+  X(cuda_stream_wait, "BATON_CUDA_STREAM_WAIT", String, "memop",                                   \
+    "how a cudaStream_t waits for a call's host side: memop (cuStreamWaitValue32) or kernel")      \
   X(hostid, "BATON_HOSTID", String, "", "host identity (default: hostname + boot id + netns)")     \
   X(topo_file, "BATON_TOPO_FILE", String, "",                                                      \
     "hwloc XML export to use instead of this machine's topology")                                  \

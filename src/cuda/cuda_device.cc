@@ -114,7 +114,7 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   // The stream waits for the host side, then copies the results back. The
   // kernel's own timeout covers the input wait plus the collective.
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
-  st = LaunchWaitFlagKernel(channel->device_flag(), seq, kernel_timeout_ns, stream);
+  st = StreamWaitFlag(channel->device_flag(), seq, kernel_timeout_ns, stream);
   if (st.ok()) st = staged->CopyOutputs(copy_async);
   cudaEvent_t output_done = nullptr;
   if (Status ev = RecordEvent(stream, &output_done, "output copied"); !ev.ok()) {
@@ -208,7 +208,7 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
         return result;
       });
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
-  return LaunchWaitFlagKernel(channel->device_flag(), seq, kernel_timeout_ns, stream);
+  return StreamWaitFlag(channel->device_flag(), seq, kernel_timeout_ns, stream);
 }
 
 // The same with a NULL stream: synchronous, on the calling thread, after the

@@ -1,12 +1,62 @@
 #include "cuda/cuda_util.h"
 
+#include <cuda.h>  // cuStreamWaitValue32's types (no libcuda link: the runtime's entry point)
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
 #include "base/deadline.h"
+#include "base/log.h"
+#include "base/settings.h"
 
 namespace baton {
+namespace {
+
+using StreamWaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+// cuStreamWaitValue32 from the driver through the runtime, as cuda_ipc.cc
+// gets cuMemGetAddressRange; null where the driver lacks it.
+StreamWaitValue32Fn StreamWaitValue32() {
+  static const StreamWaitValue32Fn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &p, CUDA_VERSION, cudaEnableDefault,
+                                         &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return StreamWaitValue32Fn(nullptr);
+    }
+    return reinterpret_cast<StreamWaitValue32Fn>(p);
+  }();
+  return fn;
+}
+
+// Set once the driver refused the memory operation: kernels from then on.
+std::atomic<bool> memop_refused{false};
+
+}  // namespace
+
+Status StreamWaitFlag(const volatile uint32_t* device_flag, uint32_t target,
+                      uint64_t kernel_timeout_ns, cudaStream_t stream) {
+  if (ProcessSettings().cuda_stream_wait != "kernel" &&
+      !memop_refused.load(std::memory_order_relaxed)) {
+    if (StreamWaitValue32Fn wait = StreamWaitValue32(); wait != nullptr) {
+      // GEQ compares cyclically, (int32_t)(*flag - target) >= 0, as the kernel does.
+      const CUresult r =
+          wait(reinterpret_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(device_flag),
+               target, CU_STREAM_WAIT_VALUE_GEQ);
+      if (r == CUDA_SUCCESS) return Status::Ok();
+      BATON_INFO(kLogColl, "cuStreamWaitValue32 failed (CUresult %d): streams wait with a kernel",
+                 static_cast<int>(r));
+    } else {
+      BATON_INFO(kLogColl, "no cuStreamWaitValue32 in this driver: streams wait with a kernel");
+    }
+    memop_refused.store(true, std::memory_order_relaxed);
+  }
+  return LaunchWaitFlagKernel(device_flag, target, kernel_timeout_ns, stream);
+}
 
 Placement Locate(const void* p) {
   cudaPointerAttributes attr{};

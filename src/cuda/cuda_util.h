@@ -74,6 +74,16 @@ Placement Locate(const void* p);
 // Records a fresh event on `stream` into *event.
 Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what);
 
+// Makes `stream` wait until the mapped pinned word behind `device_flag`
+// reaches `target` (modulo 2^32), without blocking any host thread. By
+// default with cuStreamWaitValue32, which waits in the GPU's front end: no SM
+// spins, so ranks that share one GPU do not take each other's time slices.
+// With BATON_CUDA_STREAM_WAIT=kernel, or where the driver refuses the memory
+// operation, a one-thread kernel that spins, giving up after
+// `kernel_timeout_ns`.
+Status StreamWaitFlag(const volatile uint32_t* device_flag, uint32_t target,
+                      uint64_t kernel_timeout_ns, cudaStream_t stream);
+
 // Waits for `event` by polling (a growing sleep up to 1 ms) so the wait has
 // a deadline; `what` names it in the error.
 Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what);

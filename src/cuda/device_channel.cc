@@ -3,10 +3,13 @@
 #include <atomic>
 
 #include "base/log.h"
+#include "cuda/cuda_util.h"
 
 namespace baton {
 
 Status DeviceChannel::Init() {
+  // Before any stream waits for this communicator's host side (kernels.h).
+  BATON_RETURN_IF_ERROR(LoadCudaKernels());
   BATON_RETURN_IF_ERROR(
       flag_memory_.Allocate(sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable));
   flag_ = reinterpret_cast<uint32_t*>(flag_memory_.data());

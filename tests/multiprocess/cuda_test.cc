@@ -146,6 +146,13 @@ class RankGpu {
   cudaStream_t stream_ = nullptr;
 };
 
+// cudaMemcpy from pageable memory may return before the DMA into the device has ended, and the
+// collectives run on a non-blocking stream that does not wait for the legacy stream: wait here.
+cudaError_t ToDevice(void* dst, const void* src, size_t bytes) {
+  const cudaError_t err = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+  return err != cudaSuccess ? err : cudaDeviceSynchronize();
+}
+
 std::vector<uint8_t> ToHost(const DeviceBuffer& d, size_t bytes) {
   std::vector<uint8_t> h(bytes);
   if (bytes) cudaMemcpy(h.data(), d.get(), bytes, cudaMemcpyDeviceToHost);
@@ -158,15 +165,16 @@ TEST(CudaCollectivesTest, AllReduceEveryTypeAndOpOnStream) {
     RankGpu gpu(ctx);
     MP_ASSERT_TRUE(ctx, gpu.ok());
     const size_t count = 1037;  // odd: scalar tails
+    // One pair of buffers for every call, as applications keep theirs (FreshBuffersEachCall
+    // covers buffers that change between calls).
+    DeviceBuffer send(count * 8), recv(count * 8);
+    MP_ASSERT_TRUE(ctx, send.get() && recv.get());
     for (batonDataType_t dt : kAllTypes) {
       for (batonRedOp_t op : kAllOps) {
         const size_t bytes = count * SizeOf(dt);
         std::vector<uint8_t> in(bytes);
         for (size_t i = 0; i < count; ++i) Store(dt, in.data(), i, Input(dt, op, ctx.rank(), i));
-        DeviceBuffer send(bytes), recv(bytes);
-        MP_ASSERT_TRUE(ctx, send.get() && recv.get());
-        MP_ASSERT_TRUE(
-            ctx, cudaMemcpy(send.get(), in.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess);
+        MP_ASSERT_TRUE(ctx, ToDevice(send.get(), in.data(), bytes) == cudaSuccess);
         MP_ASSERT_OK(
             ctx, batonAllReduce(send.get(), recv.get(), count, dt, op, ctx.comm(), gpu.baton()));
         MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
@@ -187,6 +195,38 @@ TEST(CudaCollectivesTest, AllReduceEveryTypeAndOpOnStream) {
   });
 }
 
+// Each call on buffers allocated for it and freed after: the IPC path maps every peer's new
+// allocation (and keeps the old mappings cached until they are evicted or the communicator goes).
+TEST(CudaCollectivesTest, FreshBuffersEachCall) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    for (size_t count : {size_t{1}, size_t{1037}, size_t{4096}, size_t{65537}}) {
+      std::vector<float> in(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 13) + ctx.rank();
+      DeviceBuffer send(count * 4), recv(count * 4);
+      MP_ASSERT_TRUE(ctx, send.get() && recv.get());
+      MP_ASSERT_TRUE(ctx, ToDevice(send.get(), in.data(), count * 4) == cudaSuccess);
+      MP_ASSERT_OK(ctx, batonAllReduce(send.get(), recv.get(), count, batonFloat, batonSum,
+                                       ctx.comm(), gpu.baton()));
+      MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+      const std::vector<uint8_t> out = ToHost(recv, count * 4);
+      const float rank_sum = static_cast<float>(ctx.nranks() * (ctx.nranks() - 1) / 2);
+      for (size_t i = 0; i < count; ++i) {
+        float got;
+        std::memcpy(&got, out.data() + i * 4, 4);
+        const float want = static_cast<float>(i % 13) * ctx.nranks() + rank_sum;
+        if (got != want) {
+          MP_ADD_FAILURE(ctx) << "count " << count << " element " << i << ": got " << got
+                              << ", want " << want;
+          break;
+        }
+      }
+    }
+  });
+}
+
 TEST(CudaCollectivesTest, AllReduceInPlaceSynchronousAndLarge) {
   SKIP_WITHOUT_GPU();
   RunRanks(kRanks, [](RankContext& ctx) {
@@ -197,7 +237,7 @@ TEST(CudaCollectivesTest, AllReduceInPlaceSynchronousAndLarge) {
       for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 1000) + ctx.rank();
       DeviceBuffer buf(count * 4);
       MP_ASSERT_TRUE(ctx, buf.get() != nullptr);
-      cudaMemcpy(buf.get(), in.data(), count * 4, cudaMemcpyHostToDevice);
+      ToDevice(buf.get(), in.data(), count * 4);
       // NULL stream: synchronous, in place.
       MP_ASSERT_OK(ctx, batonAllReduce(buf.get(), buf.get(), count, batonFloat32, batonSum,
                                        ctx.comm(), nullptr));
@@ -226,7 +266,7 @@ TEST(CudaCollectivesTest, QueuedCallsKeepStreamOrder) {
     const size_t count = 100000;
     std::vector<int64_t> in(count, 1);
     DeviceBuffer a(count * 8), b(count * 8);
-    cudaMemcpy(a.get(), in.data(), count * 8, cudaMemcpyHostToDevice);
+    ToDevice(a.get(), in.data(), count * 8);
     for (int step = 0; step < 5; ++step) {
       uint8_t* src = step % 2 ? b.get() : a.get();
       uint8_t* dst = step % 2 ? a.get() : b.get();
@@ -255,7 +295,7 @@ void OtherCollectivesOnStream(RankContext& ctx) {
     std::vector<int32_t> mine(count * n), out(count * n);
     for (size_t i = 0; i < count * n; ++i) mine[i] = value(me, i);
     DeviceBuffer send(count * n * 4), recv(count * n * 4);
-    cudaMemcpy(send.get(), mine.data(), count * n * 4, cudaMemcpyHostToDevice);
+    ToDevice(send.get(), mine.data(), count * n * 4);
     auto sync_and_read = [&](size_t elems) {
       cudaStreamSynchronize(gpu.stream());
       cudaMemcpy(out.data(), recv.get(), elems * 4, cudaMemcpyDeviceToHost);
@@ -291,7 +331,7 @@ void OtherCollectivesOnStream(RankContext& ctx) {
 
     // Reduce: only the root's receive buffer changes.
     std::vector<int32_t> sentinel(count, -7);
-    cudaMemcpy(recv.get(), sentinel.data(), count * 4, cudaMemcpyHostToDevice);
+    ToDevice(recv.get(), sentinel.data(), count * 4);
     MP_ASSERT_OK(ctx, batonReduce(send.get(), recv.get(), count, batonInt32, batonMax, root,
                                   ctx.comm(), gpu.baton()));
     sync_and_read(count);
@@ -363,8 +403,7 @@ TEST(CudaCollectivesTest, IpcMismatchIsAnErrorAndInPlaceAlltoAllFallsBack) {
     // The same call everywhere works afterwards.
     std::vector<int32_t> in(count * n);
     for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>(me * 1000 + i);
-    MP_ASSERT_TRUE(ctx, cudaMemcpy(buf.get(), in.data(), in.size() * 4, cudaMemcpyHostToDevice) ==
-                            cudaSuccess);
+    MP_ASSERT_TRUE(ctx, ToDevice(buf.get(), in.data(), in.size() * 4) == cudaSuccess);
     const size_t block = 100;
     MP_ASSERT_OK(ctx,
                  batonAlltoAll(buf.get(), buf.get(), block, batonInt32, ctx.comm(), gpu.baton()));
@@ -399,11 +438,11 @@ TEST(CudaCollectivesTest, DeviceCallsInGroups) {
         for (size_t i = 0; i < data.size(); ++i) data[i] = value(me, q, i);
         sends.push_back(std::make_unique<DeviceBuffer>(data.size() * 4));
         recvs.push_back(std::make_unique<DeviceBuffer>(block(q, me) * 4));
-        cudaMemcpy(sends.back()->get(), data.data(), data.size() * 4, cudaMemcpyHostToDevice);
+        ToDevice(sends.back()->get(), data.data(), data.size() * 4);
       }
       DeviceBuffer sum(64 * 4);
       std::vector<int32_t> ones(64, me + 1);
-      cudaMemcpy(sum.get(), ones.data(), 64 * 4, cudaMemcpyHostToDevice);
+      ToDevice(sum.get(), ones.data(), 64 * 4);
       batonStream_t stream = on_stream ? gpu.baton() : nullptr;
       MP_ASSERT_OK(ctx, batonGroupStart());
       for (int q = 0; q < n; ++q) {

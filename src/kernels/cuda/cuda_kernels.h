@@ -27,6 +27,13 @@ Status CudaErrorStatus(cudaError_t err, const std::string& what);
 // on the stream, as for any CUDA kernel.
 Status LaunchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream);
 
+// Loads every kernel of this file into the current device's context now.
+// With lazy loading (CUDA's default since 12.2) a kernel is otherwise loaded
+// at its first launch, which may wait for the whole context to go idle: a
+// deadlock while a stream waits for the host side of a collective whose
+// kernels are the ones being loaded. NCCL preloads its kernels likewise.
+Status LoadCudaKernels();
+
 // Queues a one-thread kernel on `stream` that spins until the host-written
 // word *flag (mapped pinned memory) reaches `target` (compared modulo 2^32,
 // so sequence numbers may wrap) or `timeout_ns` has passed, whichever comes

@@ -27,6 +27,30 @@ Status CudaErrorStatus(cudaError_t err, const std::string& what) {
                 what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
 }
 
+Status LoadWaitFlagKernel();  // wait_flag.cu
+
+Status LoadCudaKernels() {
+  cudaError_t first_error = cudaSuccess;
+  for (int t = 0; t < batonNumTypes; ++t) {
+    for (int o = 0; o < batonNumOps; ++o) {
+      DispatchReduce(static_cast<batonDataType_t>(t), static_cast<batonRedOp_t>(o),
+                     [&](auto type_tag, auto op_tag) {
+                       using T = typename decltype(type_tag)::type;
+                       using Op = typename decltype(op_tag)::type;
+                       cudaFuncAttributes attributes;
+                       const cudaError_t err =
+                           cudaFuncGetAttributes(&attributes, ReduceCopyKernel<T, Op>);
+                       if (first_error == cudaSuccess) first_error = err;
+                     });
+    }
+  }
+  if (first_error != cudaSuccess) {
+    cudaGetLastError();
+    return CudaErrorStatus(first_error, "loading the reduce-copy kernels");
+  }
+  return LoadWaitFlagKernel();
+}
+
 Status LaunchReduceCopyKernel(const ReduceCopyArgs& args, cudaStream_t stream) {
   if (args.nsrcs < 1 || args.nsrcs > cudakern::kMaxSrcs || args.ndsts < 1 ||
       args.ndsts > cudakern::kMaxDsts)

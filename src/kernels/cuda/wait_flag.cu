@@ -32,6 +32,15 @@ __global__ void WaitFlagKernel(const volatile uint32_t* flag, uint32_t target,
 
 }  // namespace
 
+Status LoadWaitFlagKernel() {
+  cudaFuncAttributes attributes;
+  if (cudaError_t err = cudaFuncGetAttributes(&attributes, WaitFlagKernel); err != cudaSuccess) {
+    cudaGetLastError();
+    return CudaErrorStatus(err, "loading the wait kernel");
+  }
+  return Status::Ok();
+}
+
 Status LaunchWaitFlagKernel(const volatile uint32_t* flag, uint32_t target, uint64_t timeout_ns,
                             cudaStream_t stream) {
   WaitFlagKernel<<<1, 1, 0, stream>>>(flag, target, timeout_ns);
