@@ -1,5 +1,7 @@
 #include "layout.h"
 
+#include "data.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -106,6 +108,10 @@ Layout MakeLayout(const Options& o, int world, int rank) {
     }
     l.stage_begin = {0};
     for (int n : o.split) l.stage_begin.push_back(l.stage_begin.back() + n);
+  }
+  if (l.SplitOf(l.layers - 1) == TpSplit::kGatheredColumn && tp > kClasses) {
+    throw UsageError("--tp " + std::to_string(tp) + " is larger than the " +
+                     std::to_string(kClasses) + " classes the output layer is split by");
   }
   for (int layer = 0; layer + 1 < l.layers; ++layer) {
     int hidden = o.hidden[static_cast<size_t>(layer)];
