@@ -330,14 +330,14 @@ std::vector<float> ModelParallelTrainer::WholeParameters() {
 
 void ModelParallelTrainer::PrintLayout() {
   // Per rank: parameters, their bytes with the momentum, activations kept for backward, stash.
-  double mine[6] = {static_cast<double>(stage_->parameter_count()),
-                    static_cast<double>(stage_->parameter_count()) * 2 * sizeof(float),
-                    static_cast<double>(stage_->activation_bytes()),
-                    static_cast<double>(stage_->stash_bytes()),
-                    static_cast<double>(stage_->slots()),
-                    0};
-  std::vector<double> all(6 * static_cast<size_t>(run_.world));
-  CheckBaton(batonAllGather(mine, all.data(), 6, batonDouble, run_.comm, nullptr), run_.comm,
+  constexpr size_t kFields = 5;
+  double mine[kFields] = {static_cast<double>(stage_->parameter_count()),
+                          static_cast<double>(stage_->parameter_count()) * 2 * sizeof(float),
+                          static_cast<double>(stage_->activation_bytes()),
+                          static_cast<double>(stage_->stash_bytes()),
+                          static_cast<double>(stage_->slots())};
+  std::vector<double> all(kFields * static_cast<size_t>(run_.world));
+  CheckBaton(batonAllGather(mine, all.data(), kFields, batonDouble, run_.comm, nullptr), run_.comm,
              "layout allgather");
   if (run_.rank != 0) return;
   std::printf("layout %s", layout_.Describe().c_str());
@@ -357,7 +357,7 @@ void ModelParallelTrainer::PrintLayout() {
   }
   std::printf(", %d micro-batch(es) per batch of %d\n", micro_, batch_);
   for (int r = 0; r < run_.world && r < 16; ++r) {
-    const double* v = all.data() + 6 * static_cast<size_t>(r);
+    const double* v = all.data() + kFields * static_cast<size_t>(r);
     std::printf(
         "  rank %d: replica %d, tensor %d, stage %d: %.0f parameters, parameters + "
         "momentum %.3f MiB, activations %.3f MiB (%.0f slot(s))",
