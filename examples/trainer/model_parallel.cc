@@ -356,6 +356,15 @@ void ModelParallelTrainer::PrintLayout() {
     }
   }
   std::printf(", %d micro-batch(es) per batch of %d\n", micro_, batch_);
+  if (pipedream_ && layout_.pp > 1) {
+    std::printf("pipedream: a micro-batch's backward comes");
+    for (int s = 0; s < layout_.pp; ++s)
+      std::printf("%s%d", s == 0 ? " " : ", ", layout_.pp - s - 1);
+    std::printf(" update(s) after its forward at stages 0..%d, and uses %s\n", layout_.pp - 1,
+                opt_.weight_stash
+                    ? "the forward's weights (stashed)"
+                    : "the newest weights (no stashing: not the gradient of any weights)");
+  }
   for (int r = 0; r < run_.world && r < 16; ++r) {
     const double* v = all.data() + kFields * static_cast<size_t>(r);
     std::printf(
