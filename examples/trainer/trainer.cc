@@ -16,17 +16,13 @@ namespace {
 
 constexpr int kEvalBatch = 500;
 
-std::vector<int> LayerSizes(const Options& o, const DataSplit& data) {
+}  // namespace
+
+std::vector<int> ModelSizes(const Options& o, const DataSplit& data) {
   std::vector<int> sizes = {static_cast<int>(data.train.features)};
   sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
   sizes.push_back(data.train.classes);
   return sizes;
-}
-
-}  // namespace
-
-std::vector<int> ModelSizes(const Options& o, const DataSplit& data) {
-  return LayerSizes(o, data);
 }
 
 std::string SizesText(const std::vector<int>& sizes) {
@@ -202,7 +198,7 @@ void RunContext::Start(const std::string& what) {
 TrainingRun::TrainingRun(batonComm_t comm_in, const Options& options, Backend& backend_in,
                          const DataSplit& data_in)
     : RunContext(comm_in, options, backend_in, data_in),
-      model(backend_in, LayerSizes(options, data_in), std::max(options.batch, kEvalBatch)),
+      model(backend_in, ModelSizes(options, data_in), std::max(options.batch, kEvalBatch)),
       optimizer(backend_in, model.parameter_count(), static_cast<float>(options.momentum),
                 static_cast<float>(options.weight_decay)) {
   size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
