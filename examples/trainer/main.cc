@@ -13,6 +13,8 @@
 
 #include "backend.h"
 #include "data.h"
+#include "layout.h"
+#include "model_parallel.h"
 #include "options.h"
 #include "timeline.h"
 #include "trainer.h"
@@ -132,6 +134,18 @@ int main(int argc, char** argv) {
   int world = 1;
   batonCommUserRank(comm, &rank);
   batonCommCount(comm, &world);
+  // A model-parallel layout that cannot work on this many ranks is a usage error that every rank
+  // finds on its own, before any collective: nobody is left waiting.
+  trainer::Layout layout;
+  if (trainer::ModelParallel(options.mode)) {
+    try {
+      layout = trainer::MakeLayout(options, world, rank);
+    } catch (const TrainError& e) {
+      std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
+      batonCommDestroy(comm);
+      return 2;
+    }
+  }
   // Outside the try block, so that after an error the communicator is aborted before the backend
   // is destroyed: a device backend's destructor waits for its stream, which may still hold a
   // collective that only the abort ends.
@@ -148,12 +162,31 @@ int main(int argc, char** argv) {
             options.momentum, world - 1);
       }
     }
+    // PipeDream's stage s applies gradients computed S - s - 1 updates earlier: the same implicit
+    // momentum, about 1 - 1/S at the first stage; 0.9 on top diverged with 4 stages.
+    if (options.schedule == trainer::Schedule::kPipeDream && layout.pp > 1 &&
+        !options.momentum_set) {
+      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / layout.pp));
+      if (rank == 0) {
+        std::printf(
+            "pipedream: explicit momentum lowered to %.3f for %d stages (--momentum sets it)\n",
+            options.momentum, layout.pp);
+      }
+    }
     backend = options.device == trainer::Device::kCuda
                   ? trainer::MakeCudaBackend(LocalRank(rank))
                   : trainer::MakeCpuBackend(BlasThreads(options, world));
     trainer::DataSplit data = LoadData(options, comm, rank);
     trainer::Timeline timeline(options.trace, rank);
-    {
+    if (trainer::ModelParallel(options.mode)) {
+      trainer::RunContext run(comm, options, *backend, data);
+      run.timeline = &timeline;
+      if (options.simulate) {
+        trainer::SimulatePipeline(run, layout);
+      } else {
+        trainer::TrainModelParallel(run, layout);
+      }
+    } else {
       trainer::TrainingRun run(comm, options, *backend, data);
       run.timeline = &timeline;
       run.Run();
@@ -166,6 +199,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  } catch (const trainer::UsageError& e) {
+    // Found by every rank alike (layout.cc): a usage error, as for a bad option.
+    std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
+    batonCommAbort(comm);
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
     // Abort rather than destroy: peers blocked in a collective with us see an error at once.

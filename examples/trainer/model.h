@@ -2,6 +2,7 @@
 // the exponential moving average of its parameters.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -59,6 +60,10 @@ class Mlp {
   const float* input_ = nullptr;
   int rows_ = 0;
 };
+
+// He-normal weights and zero biases for a model of these layer sizes, in the Mlp's layout, from
+// a fully specified generator: the same values on every rank and platform.
+std::vector<float> InitialParameters(const std::vector<int>& sizes, uint64_t seed);
 
 // SGD with momentum and weight decay over a flat parameter vector.
 class SgdOptimizer {

@@ -36,6 +36,18 @@ Communication
   --no-overlap            one allreduce after backward instead of overlapped buckets
   --bucket-cap-mb X       bucket size (25)     --first-bucket-mb X   first bucket (1)
   --fp16-allreduce        send gradients as fp16
+Model parallelism (docs/trainer.md)
+  --mode tensor           Megatron-style: each layer's weights split over a tensor group
+  --mode pipeline         the layers cut into stages over the ranks, micro-batches sent along
+  --mode hybrid           --dp x --tp x --pp ranks (implied by --tp or --pp without --mode)
+  --dp D  --tp T  --pp S  data-parallel replicas, tensor group size, pipeline stages
+  --stages S              the same as --pp
+  --split 1,2             layers per stage (default: balanced by multiply-adds)
+  --schedule gpipe|1f1b|pipedream   the pipeline's order (1f1b)
+  --micro-batches M       micro-batches per batch (1); without stages: gradient accumulation
+  --no-weight-stash       pipedream: backward with the newest weights (shows why stashing matters)
+  --simulate              run every stage of --mode pipeline in this one process (one rank)
+  --save-params FILE      rank 0 writes the whole model's final parameters (float32, W1 b1 W2 ...)
 Output and state
   --json FILE             one JSON object per epoch and line (rank 0)
   --checkpoint FILE       write the training state after every epoch (rank 0)
@@ -122,11 +134,66 @@ std::vector<int> ParseSizes(const std::string& flag, const std::string& v) {
   return sizes;
 }
 
+// The checks of the model-parallel options that need no rank count (layout.cc checks the rest
+// once the communicator says how many ranks there are).
+void CheckModelParallelOptions(Options* o, bool mode_set) {
+  const bool layout_given = o->dp != 0 || o->tp != 0 || o->pp != 0;
+  // --tp, --pp or --dp alone mean the general layout, as Megatron's flags do.
+  if (!mode_set && layout_given) o->mode = Mode::kHybrid;
+  const char* mode = ModeName(*o);
+  if (!ModelParallel(o->mode)) {
+    if (layout_given) {
+      throw TrainError(std::string("--dp, --tp, --pp and --stages need --mode tensor, pipeline or "
+                                   "hybrid (not --mode ") +
+                       mode + ")");
+    }
+    if (!o->split.empty() || o->schedule_set || o->micro_batches != 1 || !o->weight_stash ||
+        o->simulate) {
+      throw TrainError(
+          std::string("--split, --schedule, --micro-batches, --no-weight-stash and "
+                      "--simulate need --mode tensor, pipeline or hybrid (not --mode ") +
+          mode + ")");
+    }
+    if (!o->save_params.empty() && o->mode != Mode::kSync) {
+      throw TrainError("--save-params applies to --mode sync and the model-parallel modes");
+    }
+    return;
+  }
+  if (o->mode == Mode::kTensor && o->pp > 1) {
+    throw TrainError("--mode tensor with --pp/--stages: use --mode hybrid --tp T --pp S");
+  }
+  if (o->mode == Mode::kPipeline && o->tp > 1) {
+    throw TrainError("--mode pipeline with --tp: use --mode hybrid --tp T --pp S");
+  }
+  if (o->micro_batches > o->batch) {
+    throw TrainError("--micro-batches " + std::to_string(o->micro_batches) +
+                     " is larger than --batch " + std::to_string(o->batch) +
+                     ": every micro-batch needs at least one sample");
+  }
+  if (!o->weight_stash && o->schedule != Schedule::kPipeDream) {
+    throw TrainError("--no-weight-stash applies to --schedule pipedream only");
+  }
+  if (o->simulate && (o->mode != Mode::kPipeline || o->dp > 1)) {
+    throw TrainError("--simulate runs the stages of --mode pipeline (without --dp) in one process");
+  }
+  // The model-parallel modes keep no checkpoint and no parameter average (yet): refuse rather
+  // than silently ignore.
+  auto refuse = [&](bool given, const char* flag) {
+    if (given) throw TrainError(std::string(flag) + " is not supported with --mode " + mode);
+  };
+  refuse(!o->checkpoint.empty(), "--checkpoint");
+  refuse(!o->resume.empty(), "--resume");
+  refuse(o->ema > 0, "--ema");
+  refuse(o->fp16_allreduce, "--fp16-allreduce");
+  refuse(o->stop_after > 0, "--stop-after");
+}
+
 }  // namespace
 
 bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   ArgReader args(argc, argv);
   bool average_every_set = false;
+  bool mode_set = false;
   while (!args.done()) {
     std::string flag = args.Next();
     if (flag == "-h" || flag == "--help") {
@@ -164,8 +231,36 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--seed") {
       o->seed = static_cast<uint64_t>(args.Integer(flag, 0, 0x7fffffffffffffffL));
     } else if (flag == "--mode") {
-      o->mode = args.Choice<Mode>(
-          flag, {{"sync", Mode::kSync}, {"ps", Mode::kPs}, {"local", Mode::kLocal}});
+      o->mode = args.Choice<Mode>(flag, {{"sync", Mode::kSync},
+                                         {"ps", Mode::kPs},
+                                         {"local", Mode::kLocal},
+                                         {"tensor", Mode::kTensor},
+                                         {"pipeline", Mode::kPipeline},
+                                         {"hybrid", Mode::kHybrid}});
+      mode_set = true;
+    } else if (flag == "--dp") {
+      o->dp = static_cast<int>(args.Integer(flag, 1, 65536));
+    } else if (flag == "--tp") {
+      o->tp = static_cast<int>(args.Integer(flag, 1, 65536));
+    } else if (flag == "--pp" || flag == "--stages") {
+      int s = static_cast<int>(args.Integer(flag, 1, 65536));
+      if (o->pp != 0 && o->pp != s) throw TrainError("--pp and --stages disagree");
+      o->pp = s;
+    } else if (flag == "--split") {
+      o->split = ParseSizes(flag, args.Value(flag));
+    } else if (flag == "--schedule") {
+      o->schedule = args.Choice<Schedule>(flag, {{"gpipe", Schedule::kGpipe},
+                                                 {"1f1b", Schedule::kOneFOneB},
+                                                 {"pipedream", Schedule::kPipeDream}});
+      o->schedule_set = true;
+    } else if (flag == "--micro-batches") {
+      o->micro_batches = static_cast<int>(args.Integer(flag, 1, 65536));
+    } else if (flag == "--no-weight-stash") {
+      o->weight_stash = false;
+    } else if (flag == "--simulate") {
+      o->simulate = true;
+    } else if (flag == "--save-params") {
+      o->save_params = args.Value(flag);
     } else if (flag == "--async") {
       o->async = true;
     } else if (flag == "--average-every") {
@@ -203,6 +298,7 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       throw TrainError("unknown option '" + flag + "' (see --help)");
     }
   }
+  CheckModelParallelOptions(o, mode_set);
   if (o->async && o->mode != Mode::kPs) throw TrainError("--async needs --mode ps");
   if (average_every_set && o->mode != Mode::kLocal) {
     throw TrainError("--average-every needs --mode local");
@@ -221,6 +317,24 @@ const char* ModeName(const Options& o) {
       return o.async ? "ps-async" : "ps";
     case Mode::kLocal:
       return "local";
+    case Mode::kTensor:
+      return "tensor";
+    case Mode::kPipeline:
+      return "pipeline";
+    case Mode::kHybrid:
+      return "hybrid";
+  }
+  return "?";
+}
+
+const char* ScheduleName(Schedule s) {
+  switch (s) {
+    case Schedule::kGpipe:
+      return "gpipe";
+    case Schedule::kOneFOneB:
+      return "1f1b";
+    case Schedule::kPipeDream:
+      return "pipedream";
   }
   return "?";
 }

@@ -29,26 +29,6 @@
 namespace trainer {
 namespace {
 
-// Owns a communicator made by batonCommSplit.
-class OwnedComm {
- public:
-  OwnedComm() = default;
-  explicit OwnedComm(batonComm_t c) : comm_(c) {}
-  OwnedComm(OwnedComm&& o) noexcept : comm_(o.comm_) { o.comm_ = nullptr; }
-  OwnedComm& operator=(OwnedComm&& o) noexcept {
-    std::swap(comm_, o.comm_);
-    return *this;
-  }
-  OwnedComm(const OwnedComm&) = delete;
-  ~OwnedComm() {
-    if (comm_ != nullptr) batonCommDestroy(comm_);
-  }
-  batonComm_t get() const { return comm_; }
-
- private:
-  batonComm_t comm_ = nullptr;
-};
-
 void GroupEnd(batonComm_t comm, const std::string& what) {
   CheckBaton(batonGroupEnd(), comm, what);
 }
