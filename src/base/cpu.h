@@ -14,10 +14,9 @@ namespace baton {
 // Padding between words that different ranks or threads write (a ring's
 // tail, a slot's control word, a doorbell), in shared memory and in
 // process: at compile time, so it must cover every CPU the binary may run
-// on. x86-64 lines are 64 bytes. aarch64 lines are 64 bytes on Neoverse
-// (Graviton, Grace) but 128 on Apple's cores and some others, and the
-// architecture lets the writeback granule be larger: 128 there (A64FX's
-// 256-byte lines get a warning, see WarnIfCacheLineExceedsPadding).
+// on. x86-64 lines are 64 bytes. On aarch64 they are 64 on Neoverse
+// (Graviton, Grace) and 128 on Apple's and some other cores, so 128 there;
+// A64FX's 256-byte lines are left to a warning (WarnIfCacheLineExceedsPadding).
 #if defined(__aarch64__)
 inline constexpr size_t kCacheLinePad = 128;
 #else
