@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "data.h"
+#include "elastic.h"
 #include "layout.h"
 #include "model_parallel.h"
 #include "options.h"
@@ -98,6 +99,55 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   return data;
 }
 
+// A replacement that batonrun --elastic --replace started for a lost rank: it loads the data,
+// asks to join (elastic_join.h), grows into the running job (batonCommGrow) and trains on from
+// the state the others hand it.
+int RunReplacement(const trainer::Options& options) {
+  const std::string label = LauncherRank();
+  if (!options.elastic) {
+    std::fprintf(stderr,
+                 "baton-train: rank %s: error: started to replace a lost rank (batonrun "
+                 "--replace) but without --elastic\n",
+                 label.c_str());
+    return 2;
+  }
+  batonComm_t comm = nullptr;
+  std::string who = label + " (replacement)";
+  std::unique_ptr<trainer::Backend> backend;
+  try {
+    backend = trainer::MakeCpuBackend(BlasThreads(options, std::max(LocalRanks(), 1)));
+    trainer::DataSplit data = options.synthetic > 0
+                                  ? trainer::MakeSynthetic(options.synthetic, options.seed)
+                                  : trainer::LoadFashionMnist(options.data_dir);
+    comm = trainer::JoinRunningJob();
+    if (comm == nullptr) {
+      std::printf("baton-train: rank %s: the job finished before this replacement could join\n",
+                  label.c_str());
+      return 0;
+    }
+    int rank = 0;
+    batonCommUserRank(comm, &rank);
+    who = std::to_string(rank);
+    trainer::Timeline timeline(options.trace, rank);
+    trainer::TrainingRun run(comm, options, *backend, data);
+    run.joined = true;
+    run.timeline = &timeline;
+    run.Run();
+    timeline.Write();
+    batonResult_t r = batonCommDestroy(comm);
+    if (r != batonSuccess) {
+      std::fprintf(stderr, "baton-train: rank %s: batonCommDestroy: %s\n", who.c_str(),
+                   batonGetErrorString(r));
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "baton-train: rank %s: error: %s\n", who.c_str(), e.what());
+    if (comm != nullptr) batonCommAbort(comm);
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,6 +165,9 @@ int main(int argc, char** argv) {
 
   // Baton records its calls on the same timeline (FILE.rankN.json beside ours).
   if (!options.trace.empty()) setenv("BATON_TRACE_FILE", options.trace.c_str(), 1);
+  if (const char* join = std::getenv("BATON_ELASTIC_JOIN"); join != nullptr && join[0] == '1') {
+    return RunReplacement(options);
+  }
   batonComm_t comm = nullptr;
   batonResult_t joined;
   if (LauncherRank() == "?" && std::getenv("BATON_ROOT") == nullptr) {
