@@ -199,6 +199,22 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // So is a parameter server without a worker.
+  if (options.mode == trainer::Mode::kPs && world <= options.ps_shards) {
+    if (options.ps_shards == 1) {
+      std::fprintf(stderr,
+                   "baton-train: rank %d: error: --mode ps needs at least 2 ranks (rank 0 is the "
+                   "server, the others work)\n",
+                   rank);
+    } else {
+      std::fprintf(stderr,
+                   "baton-train: rank %d: error: --mode ps with %d server(s) needs at least %d "
+                   "ranks (ranks 0..%d serve, the others work); this job has %d\n",
+                   rank, options.ps_shards, options.ps_shards + 1, options.ps_shards - 1, world);
+    }
+    batonCommDestroy(comm);
+    return 2;
+  }
   // Outside the try block, so that after an error the communicator is aborted before the backend
   // is destroyed: a device backend's destructor waits for its stream, which may still hold a
   // collective that only the abort ends.
