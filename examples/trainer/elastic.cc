@@ -117,8 +117,10 @@ int Elastic::Shrink(const TrainError& error, int* world_before,
   *world_before = run_.world;
   int excluded[1] = {lost};
   batonComm_t shrunk = nullptr;
+  const double t0 = NowSeconds();
   const batonResult_t r =
       batonCommShrink(run_.comm, excluded, 1, &shrunk, nullptr, BATON_SHRINK_ABORT);
+  change_s_ = NowSeconds() - t0;
   if (r != batonSuccess) {
     throw TrainError("--elastic: lost rank " + std::to_string(lost) + " (" + error.what() +
                      "), and batonCommShrink failed: " + batonGetErrorString(r) + ": " +
@@ -139,6 +141,7 @@ int Elastic::MaybeGrow() {
              "join check broadcast");
   if (joining == 0) return 0;
   const int nranks = run_.world + joining;
+  const double t0 = NowSeconds();
   batonUniqueId id;
   if (run_.rank == 0) {
     CheckBaton(batonCommGetUniqueId(run_.comm, &id), run_.comm, "batonCommGetUniqueId");
@@ -147,6 +150,7 @@ int Elastic::MaybeGrow() {
   batonComm_t grown = nullptr;
   const batonResult_t r =
       batonCommGrow(run_.comm, nranks, run_.rank == 0 ? &id : nullptr, -1, &grown, nullptr);
+  change_s_ = NowSeconds() - t0;
   if (r == batonTimeout) {
     // A replacement that asked and then never came: the communicator is as it was.
     if (run_.rank == 0) {

@@ -82,6 +82,9 @@ class Elastic {
   // Tells replacements still asking that the job is over (rank 0; at the end of training).
   void CloseDesk();
 
+  // Seconds the last batonCommShrink or batonCommGrow took (the reports' recovery times).
+  double change_s() const { return change_s_; }
+
   // The state the ranks go on from after a change: the lowest rank whose progress is the agreed
   // one. take_max: the most advanced rank's (sync: a step some ranks completed was completed with
   // everyone's gradient); else the least advanced (ps: servers ahead roll their shard back).
@@ -94,6 +97,7 @@ class Elastic {
   RunContext& run_;
   bool enabled_;
   JoinDesk desk_;
+  double change_s_ = 0;
 };
 
 // Broadcasts the plan (and the global step) from `root`; every rank ends with root's.

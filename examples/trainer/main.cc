@@ -111,6 +111,7 @@ int RunReplacement(const trainer::Options& options) {
                  label.c_str());
     return 2;
   }
+  const double started = trainer::NowSeconds();
   batonComm_t comm = nullptr;
   std::string who = label + " (replacement)";
   std::unique_ptr<trainer::Backend> backend;
@@ -119,15 +120,21 @@ int RunReplacement(const trainer::Options& options) {
     trainer::DataSplit data = options.synthetic > 0
                                   ? trainer::MakeSynthetic(options.synthetic, options.seed)
                                   : trainer::LoadFashionMnist(options.data_dir);
+    const double ready = trainer::NowSeconds();
     comm = trainer::JoinRunningJob();
     if (comm == nullptr) {
       std::printf("baton-train: rank %s: the job finished before this replacement could join\n",
                   label.c_str());
       return 0;
     }
-    int rank = 0;
+    int rank = 0, world = 0;
     batonCommUserRank(comm, &rank);
+    batonCommCount(comm, &world);
     who = std::to_string(rank);
+    std::fprintf(stderr,
+                 "baton-train: rank %s (replacement) joined as rank %d of %d: %.2f s to start "
+                 "(data, model), %.2f s to join\n",
+                 label.c_str(), rank, world, ready - started, trainer::NowSeconds() - ready);
     trainer::Timeline timeline(options.trace, rank);
     trainer::TrainingRun run(comm, options, *backend, data);
     run.joined = true;
@@ -223,12 +230,13 @@ int main(int argc, char** argv) {
     // Asynchrony itself acts as momentum, about 1 - 1/W for W workers (Mitliagkas et al. 2016,
     // "Asynchrony begets momentum"); on top of 0.9 it diverges, so --async compensates unless
     // --momentum is given.
-    if (options.async && !options.momentum_set && world > 2) {
-      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / (world - 1)));
+    const int workers = world - options.ps_shards;
+    if (options.async && !options.momentum_set && workers > 1) {
+      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / workers));
       if (rank == 0) {
         std::printf(
             "async: explicit momentum lowered to %.3f for %d workers (--momentum sets it)\n",
-            options.momentum, world - 1);
+            options.momentum, workers);
       }
     }
     // PipeDream's stage s applies gradients computed S - s - 1 updates earlier: the same implicit

@@ -237,6 +237,7 @@ void SyncServer::Resync(int root) {
 }
 
 void SyncServer::AfterLoss(const TrainError& error) {
+  const double t0 = NowSeconds();
   int world_before = 0;
   const int servers = ps_.servers;
   const int lost = elastic_.Shrink(error, &world_before, [&](int rank) {
@@ -257,20 +258,24 @@ void SyncServer::AfterLoss(const TrainError& error) {
     std::printf(
         "elastic: lost worker rank %d of %d during step %ld (epoch %d): %s\n"
         "elastic: %d workers go on after step %ld: %ld steps left in epoch %d, lr %.4g for a "
-        "global batch of %d\n",
+        "global batch of %d; recovered in %.1f ms (shrink %.1f ms)\n",
         lost, world_before, during, plan_.epoch + 1, error.what(), ps_.workers, run_.global_step,
         plan_.steps, plan_.epoch + 1, run_.LearningRate(run_.global_step, ps_.workers),
-        ps_.workers * run_.opt.batch);
+        ps_.workers * run_.opt.batch, 1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
     std::fflush(stdout);
   }
 }
 
 void SyncServer::AfterGrow(int joined) {
+  const double t0 = NowSeconds();
   Resync(0);
   if (run_.rank == 0) {
-    std::printf("elastic: %d worker(s) joined after step %ld (epoch %d): %d workers, lr %.4g\n",
-                joined, run_.global_step, plan_.epoch + 1, ps_.workers,
-                run_.LearningRate(run_.global_step, ps_.workers));
+    std::printf(
+        "elastic: %d worker(s) joined after step %ld (epoch %d): %d workers, lr %.4g; grow %.1f "
+        "ms, state %.1f ms\n",
+        joined, run_.global_step, plan_.epoch + 1, ps_.workers,
+        run_.LearningRate(run_.global_step, ps_.workers), 1e3 * elastic_.change_s(),
+        1e3 * (NowSeconds() - t0));
     std::fflush(stdout);
   }
 }

@@ -112,6 +112,7 @@ void SyncTrainer::Resync(int root) {
 }
 
 void SyncTrainer::AfterLoss(const TrainError& error) {
+  const double t0 = NowSeconds();
   int world_before = 0;
   const int lost = elastic_.Shrink(error, &world_before);
   const long during = run_.global_step + 1;
@@ -125,22 +126,24 @@ void SyncTrainer::AfterLoss(const TrainError& error) {
     std::printf(
         "elastic: lost rank %d of %d during step %ld (epoch %d): %s\n"
         "elastic: %d ranks go on after step %ld: %ld steps left in epoch %d, lr %.4g for a "
-        "global batch of %d\n",
+        "global batch of %d; recovered in %.1f ms (shrink %.1f ms)\n",
         lost, world_before, during, plan_.epoch + 1, error.what(), run_.world, run_.global_step,
         plan_.steps, plan_.epoch + 1, run_.LearningRate(run_.global_step, run_.world),
-        run_.world * run_.opt.batch);
+        run_.world * run_.opt.batch, 1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
     std::fflush(stdout);
   }
 }
 
 void SyncTrainer::AfterGrow(int joined) {
+  const double t0 = NowSeconds();
   Resync(0);
   if (run_.rank == 0) {
     std::printf(
         "elastic: %d rank(s) joined after step %ld (epoch %d): %d ranks, %ld steps left in the "
-        "epoch, lr %.4g for a global batch of %d\n",
+        "epoch, lr %.4g for a global batch of %d; grow %.1f ms, state %.1f ms\n",
         joined, run_.global_step, plan_.epoch + 1, run_.world, plan_.steps,
-        run_.LearningRate(run_.global_step, run_.world), run_.world * run_.opt.batch);
+        run_.LearningRate(run_.global_step, run_.world), run_.world * run_.opt.batch,
+        1e3 * elastic_.change_s(), 1e3 * (NowSeconds() - t0));
     std::fflush(stdout);
   }
 }
