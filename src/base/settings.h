@@ -103,7 +103,7 @@ namespace baton {
     "set by batonrun --elastic: a private directory where a replacement rank asks an existing "    \
     "rank for its batonCommGrow id")                                                               \
   X(elastic_join, "BATON_ELASTIC_JOIN", Bool, false,                                               \
-    "set by batonrun --replace for a replacement rank: it joins the running job with "            \
+    "set by batonrun --replace for a replacement rank: it joins the running job with "             \
     "batonCommGrow, not batonCommInitFromEnv")                                                     \
   X(local_rank, "BATON_LOCAL_RANK", String, "",                                                    \
     "rank on this host (set by batonrun; read when BATON_BIND asks the library to bind)")          \
