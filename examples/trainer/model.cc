@@ -103,6 +103,12 @@ void SgdOptimizer::Step(float* params, const float* grads, float lr) {
   backend_.SgdStep(params, velocity_.data(), grads, velocity_.size(), lr, momentum_, weight_decay_);
 }
 
+void SgdOptimizer::StepRange(float* params, const float* grads, float lr, size_t begin,
+                             size_t end) {
+  backend_.SgdStep(params + begin, velocity_.data() + begin, grads + begin, end - begin, lr,
+                   momentum_, weight_decay_);
+}
+
 ParameterEma::ParameterEma(Backend& backend, const float* params, size_t n, float decay)
     : backend_(backend), avg_(backend.Allocate(n)), decay_(decay) {
   backend_.Copy(avg_.data(), params, n);
@@ -110,6 +116,10 @@ ParameterEma::ParameterEma(Backend& backend, const float* params, size_t n, floa
 
 void ParameterEma::Update(const float* params) {
   backend_.EmaUpdate(avg_.data(), params, avg_.size(), decay_);
+}
+
+void ParameterEma::UpdateRange(const float* params, size_t begin, size_t end) {
+  backend_.EmaUpdate(avg_.data() + begin, params + begin, end - begin, decay_);
 }
 
 }  // namespace trainer

@@ -30,8 +30,13 @@ Model and optimizer
   --ema DECAY             also evaluate an exponential moving average of the parameters
   --seed N                seed of the initial weights, shuffles and synthetic data (1)
 Communication
-  --mode sync|ps|local    allreduce (default), parameter server on rank 0, or local SGD
+  --mode sync|ps|local    allreduce (default), parameter server, or local SGD
+  --ps-shards K           with --mode ps: K server ranks (0..K-1), each owning 1/K of the
+                          parameters; the other ranks are workers (1)
   --async                 with --mode ps: workers do not wait for each other
+  --elastic               survive a lost rank: the others shrink the communicator and go on,
+                          and replacements (batonrun --elastic --replace) join; --mode sync
+                          and synchronous --mode ps (a lost worker)
   --average-every K       with --mode local: average the parameters every K steps (8)
   --no-overlap            one allreduce after backward instead of overlapped buckets
   --bucket-cap-mb X       bucket size (25)     --first-bucket-mb X   first bucket (1)
@@ -188,11 +193,41 @@ void CheckModelParallelOptions(Options* o, bool mode_set) {
   refuse(o->stop_after > 0, "--stop-after");
 }
 
+// --elastic needs ranks that each hold the whole model, so that the others can go on without
+// one and a replacement can be given the state: say why a mode cannot.
+void CheckElastic(const Options& o) {
+  const std::string mode = std::string("--elastic with --mode ") + ModeName(o) + ": ";
+  if (ModelParallel(o.mode)) {
+    throw TrainError(mode +
+                     "each rank holds a part of the model (layers or a slice of every layer), "
+                     "which a lost rank takes with it, so the others cannot go on; --elastic "
+                     "needs --mode sync or --mode ps");
+  }
+  if (o.mode == Mode::kPs && o.async) {
+    throw TrainError(mode +
+                     "asynchronous workers share no step to go on from after a loss, and the "
+                     "servers' per-worker communicators (one batonCommSplit each) would all have "
+                     "to be remade; --elastic needs synchronous --mode ps or --mode sync");
+  }
+  if (o.mode == Mode::kLocal) {
+    throw TrainError(mode +
+                     "the ranks' parameters differ between averages, so a lost rank's steps "
+                     "since the last average are lost with it and the others have no common "
+                     "state to go on from; --elastic needs --mode sync or --mode ps");
+  }
+  if (o.device == Device::kCuda) {
+    throw TrainError(
+        "--elastic runs on the CPU backend only: a device backend's streams hold "
+        "collectives of the communicator the loss breaks");
+  }
+}
+
 }  // namespace
 
 bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   ArgReader args(argc, argv);
   bool average_every_set = false;
+  bool ps_shards_set = false;
   bool mode_set = false;
   while (!args.done()) {
     std::string flag = args.Next();
@@ -263,6 +298,11 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->save_params = args.Value(flag);
     } else if (flag == "--async") {
       o->async = true;
+    } else if (flag == "--ps-shards") {
+      o->ps_shards = static_cast<int>(args.Integer(flag, 1, 65536));
+      ps_shards_set = true;
+    } else if (flag == "--elastic") {
+      o->elastic = true;
     } else if (flag == "--average-every") {
       o->average_every = static_cast<int>(args.Integer(flag, 1, 1'000'000));
       average_every_set = true;
@@ -300,6 +340,8 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   }
   CheckModelParallelOptions(o, mode_set);
   if (o->async && o->mode != Mode::kPs) throw TrainError("--async needs --mode ps");
+  if (ps_shards_set && o->mode != Mode::kPs) throw TrainError("--ps-shards needs --mode ps");
+  if (o->elastic) CheckElastic(*o);
   if (average_every_set && o->mode != Mode::kLocal) {
     throw TrainError("--average-every needs --mode local");
   }

@@ -10,7 +10,8 @@ namespace trainer {
 // How gradients (or parameters) travel between ranks.
 enum class Mode {
   kSync,   // allreduce of the gradients every step (DDP / Horovod)
-  kPs,     // parameter server on rank 0, built from send/recv (synchronous or --async)
+  kPs,     // parameter server on ranks 0..K-1 (--ps-shards), built from send/recv (synchronous or
+           // --async)
   kLocal,  // local SGD: parameters averaged every K steps
   // Model parallelism (model_parallel.h): the model itself is split over the ranks.
   kTensor,    // Megatron-style intra-layer split over a tensor group (--tp, default all ranks)
@@ -48,6 +49,8 @@ struct Options {
   std::vector<int> hidden = {512, 256};
   Mode mode = Mode::kSync;
   bool async = false;
+  int ps_shards = 1;     // --ps-shards: server ranks 0..K-1, each owning 1/K of the parameters
+  bool elastic = false;  // --elastic: survive lost ranks, take replacements in (elastic.h)
   int average_every = 8;
   double ema = 0;  // 0: off
   bool fp16_allreduce = false;

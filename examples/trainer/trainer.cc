@@ -44,7 +44,7 @@ void WriteParameters(const std::string& path, const std::vector<float>& params) 
   }
 }
 
-RunContext::RunContext(batonComm_t comm_in, const Options& options, Backend& backend_in,
+RunContext::RunContext(batonComm_t& comm_in, const Options& options, Backend& backend_in,
                        const DataSplit& data_in)
     : comm(comm_in), opt(options), backend(backend_in), data(data_in) {
   CheckBaton(batonCommUserRank(comm, &rank), comm, "batonCommUserRank");
@@ -113,6 +113,12 @@ void RunContext::Progress(int epoch, long step, long steps, const EpochStats& st
   std::fflush(stderr);
 }
 
+void RunContext::MembershipChanged() {
+  tty_ = rank == 0 && opt.progress && isatty(STDERR_FILENO) == 1;
+  // The job's file, continued by whoever is rank 0 now.
+  if (rank == 0 && json_ == nullptr && !opt.json.empty()) json_ = std::fopen(opt.json.c_str(), "a");
+}
+
 void RunContext::FailOnRootProblem(const std::string& problem) {
   char text[512] = {};
   if (rank == 0) std::snprintf(text, sizeof text, "%s", problem.c_str());
@@ -135,7 +141,8 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   double stale_max = stats.staleness_max;
   CheckBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
              "metrics allreduce");
-  if (rank != 0) return;
+  if (rank != 0 || epoch <= last_printed_epoch_) return;
+  last_printed_epoch_ = epoch;
 
   double loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
   double train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
@@ -155,6 +162,7 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
     std::printf("  bubble %.3f (predicted %.3f)", extras.bubble, extras.bubble_predicted);
   }
   if (extras.traffic) std::printf("  sent/step %.3f MB", extras.sent_per_step / 1e6);
+  if (opt.elastic) std::printf("  ranks %d", world);
   std::printf("  lr %.4g  %.1fs\n", lr, wall_s);
   std::fflush(stdout);
   if (json_ != nullptr) {
@@ -195,7 +203,7 @@ void RunContext::Start(const std::string& what) {
   }
 }
 
-TrainingRun::TrainingRun(batonComm_t comm_in, const Options& options, Backend& backend_in,
+TrainingRun::TrainingRun(batonComm_t& comm_in, const Options& options, Backend& backend_in,
                          const DataSplit& data_in)
     : RunContext(comm_in, options, backend_in, data_in),
       model(backend_in, ModelSizes(options, data_in), std::max(options.batch, kEvalBatch)),
@@ -231,6 +239,17 @@ void TrainingRun::BroadcastParameters() {
   CheckBaton(batonBroadcast(model.params(), model.params(), model.parameter_count(), batonFloat, 0,
                             comm, nullptr),
              comm, "parameter broadcast");
+}
+
+void TrainingRun::ShareState(int root) {
+  backend.Synchronize();
+  const size_t n = model.parameter_count();
+  auto share = [&](float* buf, const char* what) {
+    CheckBaton(batonBroadcast(buf, buf, n, batonFloat, root, comm, nullptr), comm, what);
+  };
+  share(model.params(), "parameter broadcast");
+  share(optimizer.momentum_buffer(), "momentum broadcast");
+  if (ema) share(ema->data(), "EMA broadcast");
 }
 
 uint64_t TrainingRun::ParameterHash() {
@@ -281,13 +300,13 @@ BatchStats TrainingRun::Evaluate(const float* params) {
 }
 
 void TrainingRun::FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
-                              long samples_trained) {
+                              long samples_trained, const EpochExtras& extras) {
   Timeline::Scope span(timeline, "end of epoch", "\"epoch\":" + std::to_string(epoch + 1));
   backend.Synchronize();
   BatchStats test = Evaluate(model.params());
   BatchStats ema_test;
   if (ema) ema_test = Evaluate(ema->data());
-  ReportEpoch(epoch, stats, test, ema ? &ema_test : nullptr, wall_s, lr, samples_trained);
+  ReportEpoch(epoch, stats, test, ema ? &ema_test : nullptr, wall_s, lr, samples_trained, extras);
   if (!opt.checkpoint.empty()) SaveCheckpoint(epoch + 1);
 }
 
@@ -353,20 +372,23 @@ void TrainingRun::LoadCheckpoint() {
 
 void TrainingRun::Run() {
   model.Initialize(opt.seed);
-  // Every rank starts from rank 0's parameters, as DDP and Horovod do.
-  BroadcastParameters();
+  // Every rank starts from rank 0's parameters, as DDP and Horovod do. A replacement that joined
+  // a running job receives the whole state from it instead, in the mode's loop (elastic.h).
+  if (!joined) BroadcastParameters();
   if (opt.ema > 0) {
     ema = std::make_unique<ParameterEma>(backend, model.params(), model.parameter_count(),
                                          static_cast<float>(opt.ema));
   }
-  if (!opt.resume.empty()) LoadCheckpoint();
-  Start("model " + SizesText(model.sizes()) + " (" + std::to_string(model.parameter_count()) +
-        " parameters), batch " + std::to_string(opt.batch) + " per rank");
-  if (rank == 0 && start_epoch > 0) {
-    std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
-    std::fflush(stdout);
+  if (!joined) {
+    if (!opt.resume.empty()) LoadCheckpoint();
+    Start("model " + SizesText(model.sizes()) + " (" + std::to_string(model.parameter_count()) +
+          " parameters), batch " + std::to_string(opt.batch) + " per rank");
+    if (rank == 0 && start_epoch > 0) {
+      std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
+      std::fflush(stdout);
+    }
   }
-  if (start_epoch < LastEpoch()) {
+  if (joined || start_epoch < LastEpoch()) {
     switch (opt.mode) {
       case Mode::kSync:
         TrainSync(*this);

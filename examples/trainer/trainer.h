@@ -49,7 +49,9 @@ struct EpochExtras {
 // report and the progress bar.
 class RunContext {
  public:
-  RunContext(batonComm_t comm, const Options& options, Backend& backend, const DataSplit& data);
+  // comm: main's communicator variable, which --elastic replaces when the ranks change (so that
+  // main destroys, or aborts, the current one).
+  RunContext(batonComm_t& comm, const Options& options, Backend& backend, const DataSplit& data);
   ~RunContext();
   RunContext(const RunContext&) = delete;
   RunContext& operator=(const RunContext&) = delete;
@@ -79,8 +81,10 @@ class RunContext {
   // Broadcasts rank 0's problem text (empty: none); every rank then throws it, so each reports the
   // reason (batonrun may stop rank 0 before it prints).
   void FailOnRootProblem(const std::string& problem);
+  // --elastic: rank and world have changed (elastic.h); a new rank 0 takes over the --json file.
+  void MembershipChanged();
 
-  batonComm_t comm;
+  batonComm_t& comm;
   int rank = 0;
   int world = 1;
   const Options& opt;
@@ -90,9 +94,11 @@ class RunContext {
   long global_step = 0;
   long total_steps = 0;          // of the whole run (--epochs), set by each mode for the schedule
   Timeline* timeline = nullptr;  // --trace: the trainer's events (null: none)
+  bool joined = false;           // a replacement that joined the running job (--elastic)
 
  private:
   std::FILE* json_ = nullptr;
+  int last_printed_epoch_ = -1;  // an epoch's end redone after a loss is not printed twice
   bool tty_ = false;
   double last_progress_ = 0;
 };
@@ -100,7 +106,7 @@ class RunContext {
 // The data-parallel modes (sync, local SGD, parameter server): every rank holds the whole model.
 class TrainingRun : public RunContext {
  public:
-  TrainingRun(batonComm_t comm, const Options& options, Backend& backend, const DataSplit& data);
+  TrainingRun(batonComm_t& comm, const Options& options, Backend& backend, const DataSplit& data);
 
   // Trains options.epochs epochs in the chosen mode (from a checkpoint with --resume).
   void Run();
@@ -114,11 +120,13 @@ class TrainingRun : public RunContext {
                           bool train);
   // rank 0's parameters to everyone.
   void BroadcastParameters();
+  // --elastic: root's parameters, momentum and EMA to everyone.
+  void ShareState(int root);
   // Allreduces a hash of the parameters with max and min; throws if ranks disagree.
   void CheckReplicas(const char* when);
   // Evaluates, sums the epoch's statistics across ranks, reports (line, JSON) and checkpoints.
   void FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
-                   long samples_trained);
+                   long samples_trained, const EpochExtras& extras = EpochExtras());
 
   Mlp model;
   SgdOptimizer optimizer;
@@ -146,7 +154,7 @@ void WriteParameters(const std::string& path, const std::vector<float>& params);
 // synchronous or --async). The model-parallel ones: model_parallel.h.
 void TrainSync(TrainingRun& run);
 void TrainLocal(TrainingRun& run);
-// --mode ps (synchronous or --async): defined in param_server.cc.
+// --mode ps (synchronous or --async, --ps-shards servers): param_server.cc, ps_layout.h.
 void TrainParameterServer(TrainingRun& run);
 
 }  // namespace trainer

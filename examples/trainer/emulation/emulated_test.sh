@@ -43,6 +43,7 @@ same 2 "sync, one allreduce" "${syn[@]}" --no-overlap
 same 2 "sync, fp16 allreduce, EMA" "${syn[@]}" --fp16-allreduce --ema 0.9
 BATON_ALGO=allreduce:rhd EMULATED_POOLS=0 same 4 "sync, 4 ranks rhd, no memory pools" "${syn[@]}"
 same 3 "parameter server, EMA" "${syn[@]}" --mode ps --ema 0.9
+same 4 "parameter server, 2 servers (device ranges in groups), EMA" "${syn[@]}" --mode ps --ps-shards 2 --ema 0.9
 same 2 "local SGD, EMA" "${syn[@]}" --mode local --average-every 3 --ema 0.9
 # The model-parallel modes: activations and gradients through Baton's device path (tensor
 # collectives, pipeline groups of sends and receives), data-parallel buckets on the comm stream.
