@@ -40,7 +40,7 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc -Iinclude "-I$config_dir"
 # The library files the targets exercise; the SIMD kernels get their ISA on
 # the command line (clang ignores GCC's target pragmas). Run-time dispatch
 # still picks only what the CPU has.
-sources=(base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
+sources=(base/cpu.cc base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
          bootstrap/handshake.cc bootstrap/unique_id.cc transport/channel.cc transport/control.cc
          transport/doorbell.cc transport/shm.cc transport/tcp.cc
          tuning/algorithm_filter.cc tools/batonrun/hosts.cc kernels/cpu_reduce.cc
