@@ -240,7 +240,7 @@ void SyncServer::AfterLoss(const TrainError& error) {
   const double t0 = NowSeconds();
   int world_before = 0;
   const int servers = ps_.servers;
-  const int lost = elastic_.Shrink(error, &world_before, [&](int rank) {
+  const std::vector<int> lost = elastic_.Shrink(error, &world_before, [&](int rank) {
     if (rank < servers) {
       throw TrainError(std::string(error.what()) + " (--elastic: lost rank " +
                        std::to_string(rank) +
@@ -256,12 +256,13 @@ void SyncServer::AfterLoss(const TrainError& error) {
   Resync(root);
   if (run_.rank == 0) {
     std::printf(
-        "elastic: lost worker rank %d of %d during step %ld (epoch %d): %s\n"
+        "elastic: lost worker %s of %d during step %ld (epoch %d): %s\n"
         "elastic: %d workers go on after step %ld: %ld steps left in epoch %d, lr %.4g for a "
         "global batch of %d; recovered in %.1f ms (shrink %.1f ms)\n",
-        lost, world_before, during, plan_.epoch + 1, error.what(), ps_.workers, run_.global_step,
-        plan_.steps, plan_.epoch + 1, run_.LearningRate(run_.global_step, ps_.workers),
-        ps_.workers * run_.opt.batch, 1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
+        RanksWords(lost).c_str(), world_before, during, plan_.epoch + 1, error.what(), ps_.workers,
+        run_.global_step, plan_.steps, plan_.epoch + 1,
+        run_.LearningRate(run_.global_step, ps_.workers), ps_.workers * run_.opt.batch,
+        1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
     std::fflush(stdout);
   }
 }

@@ -114,7 +114,7 @@ void SyncTrainer::Resync(int root) {
 void SyncTrainer::AfterLoss(const TrainError& error) {
   const double t0 = NowSeconds();
   int world_before = 0;
-  const int lost = elastic_.Shrink(error, &world_before);
+  const std::vector<int> lost = elastic_.Shrink(error, &world_before);
   const long during = run_.global_step + 1;
   long agreed = 0;
   // A step some survivors completed had every rank's gradient (an allreduce returns only once
@@ -124,12 +124,13 @@ void SyncTrainer::AfterLoss(const TrainError& error) {
   Resync(root);
   if (run_.rank == 0) {
     std::printf(
-        "elastic: lost rank %d of %d during step %ld (epoch %d): %s\n"
+        "elastic: lost %s of %d during step %ld (epoch %d): %s\n"
         "elastic: %d ranks go on after step %ld: %ld steps left in epoch %d, lr %.4g for a "
         "global batch of %d; recovered in %.1f ms (shrink %.1f ms)\n",
-        lost, world_before, during, plan_.epoch + 1, error.what(), run_.world, run_.global_step,
-        plan_.steps, plan_.epoch + 1, run_.LearningRate(run_.global_step, run_.world),
-        run_.world * run_.opt.batch, 1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
+        RanksWords(lost).c_str(), world_before, during, plan_.epoch + 1, error.what(), run_.world,
+        run_.global_step, plan_.steps, plan_.epoch + 1,
+        run_.LearningRate(run_.global_step, run_.world), run_.world * run_.opt.batch,
+        1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
     std::fflush(stdout);
   }
 }

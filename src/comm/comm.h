@@ -101,6 +101,16 @@ class Communicator {
   // `why` (empty: that this rank aborted its communicator).
   void Abort(const std::string& why = "");
 
+  // batonCommGetFailedRanks: the ranks this rank knows to have failed
+  // (transport/failed_set.h), ascending. On a communicator that has failed
+  // it first reads every control socket and dials the peers it has no
+  // connection to, for at most min(1 s, the timeout), so that each dead
+  // rank is known here directly and not only by word from others.
+  std::vector<int> FailedRanks();
+  // batonCommDestroy and batonCommAbort: this rank frees the communicator
+  // on purpose; the peers are told, so its leaving is no failure there.
+  void Leave();
+
   // BATON_TRACE_FILE: writes this communicator's timeline so far to its
   // rank's file (batonCommFinalize; the destructor writes it again, with
   // every call). Without a timeline it does nothing.

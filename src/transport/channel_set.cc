@@ -50,6 +50,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->control_in_.resize(n);
   set->control_done_.assign(n, 0);
   set->peer_state_.resize(n);
+  set->failed_ = FailedSet(n);
   set->shrink_offers_.resize(n);
   set->peer_state_at_.resize(n);
   set->pair_.assign(n, Pair::kNone);
@@ -216,6 +217,8 @@ Status ChannelSet::Publish(int peer, Fd control) {
     // A shrink waiting for this peer's offer wakes to read it.
     std::lock_guard<std::mutex> lock(control_mu_);
     control_cv_.notify_all();
+    // A peer connected after a failure learns what this rank knows.
+    if (failed_.count() > 0) SendControl(peer, EncodeFailed(failed_.Sorted()));
   }
   return Status::Ok();
 }
@@ -397,8 +400,11 @@ void ChannelSet::Abort(const FailureNote* note) {
   aborted_.store(true, std::memory_order_release);
   if (note != nullptr) {
     // Best effort and never blocking: a note is far smaller than a socket
-    // buffer, and a peer that stopped reading has left anyway.
-    const std::vector<uint8_t> frame = EncodeNote(*note);
+    // buffer, and a peer that stopped reading has left anyway. The failed
+    // ranks go first, so a peer that fails because of the note knows them.
+    std::vector<uint8_t> frame = EncodeFailed(FailedRanks());
+    const std::vector<uint8_t> text = EncodeNote(*note);
+    frame.insert(frame.end(), text.begin(), text.end());
     for (int p = 0; p < nranks_; ++p)
       if (p != note->origin) SendControl(p, frame);
     note_forwarded_.store(true, std::memory_order_release);

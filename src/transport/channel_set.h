@@ -22,6 +22,7 @@
 #include "transport/channel.h"
 #include "transport/control.h"
 #include "transport/doorbell.h"
+#include "transport/failed_set.h"
 #include "transport/rdma/rdma_setup.h"
 #include "transport/user_memory.h"
 
@@ -141,6 +142,27 @@ class ChannelSet {
   void SendShrinkOffer(int peer, const ShrinkOffer& offer);
   bool WaitShrinkOffer(int leader, Deadline deadline, ShrinkOffer* out);
 
+  // The ranks this rank knows to have failed (failed_set.h says what
+  // counts), ascending. Thread-safe, as the rest of this block.
+  std::vector<int> FailedRanks() const;
+  int failed_count() const { return failed_count_.load(std::memory_order_acquire); }
+  // Adds ranks this rank judged failed (peers that do not answer at the
+  // timeout, a refused connection, itself when it aborts a healthy
+  // communicator); a set that grew is passed on to every connected peer.
+  void MarkFailed(const std::vector<int>& ranks);
+  // Reads every control socket now, as the watchdog would next: closures
+  // and frames that have reached this host count before a note is written
+  // or the failed ranks are read.
+  void SweepControl();
+  // Dials the listener of each peer this rank has no connection to and has
+  // not listed as failed (connections made on first use: every rank keeps
+  // its listener while its communicator lives): a refusal means the peer
+  // is gone. A dial still unanswered at `deadline` counts as alive.
+  void ProbeUnconnected(Deadline deadline);
+  // This rank frees its communicator on purpose: tells every peer before
+  // its sockets close, so that the closing is no failure there.
+  void SayGoodbye();
+
   // Asks every peer where it is; the answers arrive in the background, and
   // each one bumps answers() and wakes a waiting executor.
   void QueryPeers();
@@ -180,6 +202,10 @@ class ChannelSet {
   // socket is closed, broken, or done (a note came). Under control_mu_.
   bool ReadControlLocked(int peer);
   void SendControl(int peer, const std::vector<uint8_t>& frame);
+  // Under control_mu_: adds to failed_ and, when it grew, sends the whole
+  // set to every connected peer not in it.
+  void MarkFailedLocked(const std::vector<int>& ranks);
+  void ShareFailedLocked();
   void Notify();
   Status SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
   Status CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings);
@@ -218,6 +244,8 @@ class ChannelSet {
   std::vector<int> notes_from_;        // peers whose note arrived
   FailureNote first_note_;
   std::atomic<bool> note_arrived_{false};
+  FailedSet failed_;  // guarded by control_mu_
+  std::atomic<int> failed_count_{0};
   std::vector<CallState> peer_state_;             // their last answers
   std::vector<ShrinkOffer> shrink_offers_;        // from each peer (survivors != 0: arrived)
   std::condition_variable control_cv_;            // a shrink offer came, or a socket closed
