@@ -103,12 +103,28 @@ std::vector<int> Elastic::Shrink(const TrainError& error, int* world_before,
     throw;
   }
   // The ranks Baton knows to be gone (docs/reliability.md, "Which ranks failed"): the same list
-  // on every survivor once the lost processes are gone, which batonCommShrink needs.
-  int count = 0;
-  std::vector<int> lost(static_cast<size_t>(run_.world));
-  CheckBaton(batonCommGetFailedRanks(run_.comm, lost.data(), run_.world, &count), run_.comm,
-             "batonCommGetFailedRanks");
-  lost.resize(static_cast<size_t>(std::min(count, run_.world)));
+  // on every survivor once the lost processes are gone, which batonCommShrink needs. Processes
+  // killed together finish exiting some milliseconds apart, and the list grows as they do: read
+  // it until it has not grown for kSettleS (at most kSettleMaxS), so that every survivor reads
+  // the whole of it.
+  constexpr double kSettleS = 0.1, kSettleMaxS = 2.0;
+  std::vector<int> lost;
+  const double asked = NowSeconds();
+  double grew = asked;
+  for (;;) {
+    int count = 0;
+    std::vector<int> now(static_cast<size_t>(run_.world));
+    CheckBaton(batonCommGetFailedRanks(run_.comm, now.data(), run_.world, &count), run_.comm,
+               "batonCommGetFailedRanks");
+    now.resize(static_cast<size_t>(std::min(count, run_.world)));
+    if (now.size() > lost.size()) {
+      lost = std::move(now);
+      grew = NowSeconds();
+    }
+    const double t = NowSeconds();
+    if (t - grew >= kSettleS || t - asked >= kSettleMaxS) break;
+    usleep(20000);
+  }
   if (lost.empty()) {
     throw TrainError(std::string(error.what()) +
                      " (--elastic: no rank of the communicator failed, so there is none to leave "

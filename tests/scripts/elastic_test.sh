@@ -49,14 +49,16 @@ killed_run() {
     sleep 0.05
   done
   sleep "${KILL_DELAY:-0.2}"
-  local child victim
+  local child victim pids=()
   for child in $(pgrep -P "$job"); do
     for victim in $victims; do
       if { tr '\0' '\n' <"/proc/$child/environ"; } 2>/dev/null | grep -qx "BATON_RANK=$victim"; then
-        kill -9 "$child"
+        pids+=("$child")
       fi
     done
   done
+  # One kill for all of them: as close to at once as a shell gets.
+  [[ ${#pids[@]} -gt 0 ]] && kill -9 "${pids[@]}"
   wait "$job"
   rc=$?
   took=$((SECONDS - start))
