@@ -249,10 +249,15 @@ batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError
  * failed the call first asks the control sockets and the listeners of the
  * ranks this one never talked to, for at most min(1 s, comm's timeout), so
  * that every survivor lists every rank whose process is gone by then: pass
- * the list to batonCommShrink. Works on a failed comm, is safe to call from
- * any thread, and does not change comm. batonInvalidArgument for a comm
- * that is not live, a NULL nFailed, a negative maxRanks, or a NULL ranks
- * with maxRanks > 0. See docs/reliability.md, "Which ranks failed". */
+ * the list to batonCommShrink (ranks killed together exit some
+ * milliseconds apart: read it until it stops growing). A rank never
+ * connected to this one that has freed comm cannot be told from a dead one:
+ * ask before the survivors free the failed comm. Works on a failed comm, is
+ * safe to call from any thread, and does not change comm.
+ * batonInvalidArgument for a comm that is not live, a NULL nFailed, a
+ * negative maxRanks, or a NULL ranks with maxRanks > 0; batonInvalidUsage
+ * while a nonblocking creation of comm runs. See docs/reliability.md,
+ * "Which ranks failed". */
 batonResult_t batonCommGetFailedRanks(batonComm_t comm, int* ranks, int maxRanks, int* nFailed);
 batonResult_t batonCommCount(const batonComm_t comm, int* count);
 batonResult_t batonCommUserRank(const batonComm_t comm, int* rank);
