@@ -26,8 +26,7 @@ void TrainLocal(TrainingRun& run) {
     double epoch_start = NowSeconds();
     for (long step = 0; step < part.steps; ++step) {
       double t0 = NowSeconds();
-      BatchStats b = run.ForwardBatch(order, part, step, true);
-      run.model.Backward(nullptr);
+      BatchStats b = run.ComputeGradient(order, part, step, nullptr);
       // Each replica steps on its own batch, so the rate is one run.rank's (no linear scaling).
       lr = run.LearningRate(run.global_step, 1);
       run.optimizer.Step(run.model.params(), run.model.grads(), lr);
@@ -39,7 +38,7 @@ void TrainLocal(TrainingRun& run) {
         // At the epoch's end the momentum is averaged too, so that every run.rank holds the same
         // state there: the checkpoint is then the whole state and the next epoch starts equal.
         if (last) {
-          average(run.optimizer.momentum_buffer());
+          for (int p = 0; p < run.optimizer.parts(); ++p) average(run.optimizer.state() + p * n);
         }
         stats.comm_wait_s += NowSeconds() - c0;
         if (run.opt.check_replicas) {
@@ -57,7 +56,7 @@ void TrainLocal(TrainingRun& run) {
       run.Progress(epoch, step, part.steps, stats);
     }
     double wall = NowSeconds() - epoch_start;
-    run.FinishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * run.world);
+    run.FinishEpoch(epoch, stats, wall, lr, part.steps * StepBatch(run.opt) * run.world);
   }
 }
 

@@ -96,6 +96,8 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   if (ok == 0)
     throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
                      " could)");
+  // The same split on every rank; too small a set is a usage error every rank finds alike.
+  trainer::SplitValidation(&data, o.val_fraction, o.seed);
   return data;
 }
 
@@ -120,6 +122,7 @@ int RunReplacement(const trainer::Options& options) {
     trainer::DataSplit data = options.synthetic > 0
                                   ? trainer::MakeSynthetic(options.synthetic, options.seed)
                                   : trainer::LoadFashionMnist(options.data_dir);
+    trainer::SplitValidation(&data, options.val_fraction, options.seed);
     const double ready = trainer::NowSeconds();
     comm = trainer::JoinRunningJob();
     if (comm == nullptr) {
@@ -170,6 +173,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (options.eval) return trainer::RunEvaluation(options);
   // Baton records its calls on the same timeline (FILE.rankN.json beside ours).
   if (!options.trace.empty()) setenv("BATON_TRACE_FILE", options.trace.c_str(), 1);
   if (const char* join = std::getenv("BATON_ELASTIC_JOIN"); join != nullptr && join[0] == '1') {
@@ -231,7 +235,9 @@ int main(int argc, char** argv) {
     // "Asynchrony begets momentum"); on top of 0.9 it diverges, so --async compensates unless
     // --momentum is given.
     const int workers = world - options.ps_shards;
-    if (options.async && !options.momentum_set && workers > 1) {
+    const bool adam_like = options.optimizer == trainer::OptimizerKind::kAdam ||
+                           options.optimizer == trainer::OptimizerKind::kLamb;
+    if (options.async && !options.momentum_set && workers > 1 && !adam_like) {
       options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / workers));
       if (rank == 0) {
         std::printf(

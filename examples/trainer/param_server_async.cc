@@ -146,8 +146,7 @@ void TrainAsyncPs(TrainingRun& run) {
       float* params_in = staged ? host_buffer.data() : run.model.params();
       for (long step = 0; step < part.steps; ++step) {
         double t0 = NowSeconds();
-        BatchStats b = run.ForwardBatch(order, part, step, true);
-        run.model.Backward(nullptr);
+        BatchStats b = run.ComputeGradient(order, part, step, nullptr);
         run.backend.Synchronize();
         double c0 = NowSeconds();
         if (staged) run.backend.Download(host_buffer.data(), run.model.grads(), n);
@@ -186,10 +185,12 @@ void TrainAsyncPs(TrainingRun& run) {
     run.global_step = step_now;
     if (run.ema) ShareShards(run, ps, run.ema->data(), "EMA broadcast");
     if (ps.servers > 1 && !run.opt.checkpoint.empty())
-      ShareShards(run, ps, run.optimizer.momentum_buffer(), "momentum broadcast");
+      for (int p = 0; p < run.optimizer.parts(); ++p) {
+        ShareShards(run, ps, run.optimizer.state() + p * n, "optimizer broadcast");
+      }
     if (run.opt.check_replicas) run.CheckReplicas("at the end of the epoch");
     const EpochExtras traffic = PsTraffic(run, bytes_sent, part.steps);
-    run.FinishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * ps.workers, traffic);
+    run.FinishEpoch(epoch, stats, wall, lr, part.steps * StepBatch(run.opt) * ps.workers, traffic);
   }
 }
 

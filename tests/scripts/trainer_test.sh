@@ -243,7 +243,7 @@ for mode in "--mode sync" "--mode ps" "--mode ps --async" "--mode local --averag
 done
 if run 4 --synthetic 3000 --epochs 1 --json "$work/j.json" && python3 - "$work/j.json" <<'PY'; then ok "--json has the documented keys"; else bad "--json keys"; fi
 import json, sys
-rec = json.loads(open(sys.argv[1]).read().splitlines()[0])
+rec = json.loads(open(sys.argv[1]).read().splitlines()[1])
 need = ["epoch", "loss", "train_acc", "test_acc", "samples_per_s", "comm_wait_frac"]
 missing = [k for k in need if k not in rec]
 assert not missing, missing
