@@ -155,6 +155,9 @@ void CheckCombinations(const Options& o) {
           "gradients");
     }
     if (o.elastic) throw TrainError("--backup-workers is not supported with --elastic");
+    if (o.device == Device::kCuda) {
+      throw TrainError("--backup-workers runs on the CPU backend only");
+    }
   }
   if (ModelParallel(o.mode) && (!o.straggle.empty() || o.straggle_random_p > 0)) {
     throw TrainError(std::string("--straggle and --straggle-random need a data-parallel mode ") +

@@ -346,6 +346,8 @@ void TrainParameterServer(TrainingRun& run) {
   }
   if (run.opt.async) {
     TrainAsyncPs(run);
+  } else if (run.opt.backup_workers > 0) {
+    TrainBackupPs(run);
   } else {
     TrainSyncPs(run);
   }

@@ -67,14 +67,17 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   sums.push_back(static_cast<double>(straggler.straggled_steps() - straggled_));
   straggle_s_ = straggler.slept_s();
   straggled_ = straggler.straggled_steps();
+  sums.push_back(stats.gradients_applied);  // 17
+  sums.push_back(stats.gradients_dropped);  // 18
   const size_t per_class_at = sums.size();
   if (class_counts != nullptr) sums.insert(sums.end(), class_counts->begin(), class_counts->end());
   CheckBaton(
       batonAllReduce(sums.data(), sums.data(), sums.size(), batonDouble, batonSum, comm, nullptr),
       comm, "metrics allreduce");
-  double stale_max = stats.staleness_max;
-  CheckBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
+  double maxima[2] = {stats.staleness_max, stats.clock_gap_max};
+  CheckBaton(batonAllReduce(maxima, maxima, 2, batonDouble, batonMax, comm, nullptr), comm,
              "metrics allreduce");
+  const double stale_max = maxima[0];
   auto ratio = [&](size_t num, size_t den) { return sums[den] > 0 ? sums[num] / sums[den] : 0; };
   const double test_acc = ratio(7, 8);
   const double test_loss = ratio(11, 8);
@@ -104,12 +107,16 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   if (ema_test_in != nullptr) std::printf("  ema_test_acc %.4f", ema_acc);
   std::printf("  samples/s %.0f  comm_wait_frac %.3f", samples_per_s, wait_frac);
   if (opt.mode == Mode::kPs && opt.async) {
-    std::printf("  staleness mean %.2f max %.0f", stale_mean, stale_max);
+    std::printf("  staleness mean %.2f max %.0f  clock gap max %.0f", stale_mean, stale_max,
+                maxima[1]);
   }
   if (extras.pipeline) {
     std::printf("  bubble %.3f (predicted %.3f)", extras.bubble, extras.bubble_predicted);
   }
   if (extras.traffic) std::printf("  sent/step %.3f MB", extras.sent_per_step / 1e6);
+  if (opt.backup_workers > 0) {
+    std::printf("  gradients applied %.0f dropped %.0f", sums[17], sums[18]);
+  }
   if (straggling) std::printf("  straggled %.0f steps, slept %.3fs", sums[16], sums[15]);
   if (opt.elastic) std::printf("  ranks %d", world);
   std::printf("  lr %.4g  %.1fs\n", lr, wall_s);
@@ -147,6 +154,12 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
       std::fprintf(json_,
                    ", \"sent_bytes_per_rank_step\": %.1f, \"sent_bytes_max_rank_step\": %.1f",
                    extras.sent_per_step, extras.sent_per_step_max);
+    }
+    if (opt.mode == Mode::kPs && opt.async)
+      std::fprintf(json_, ", \"clock_gap_max\": %.0f", maxima[1]);
+    if (opt.backup_workers > 0) {
+      std::fprintf(json_, ", \"gradients_applied\": %.0f, \"gradients_dropped\": %.0f", sums[17],
+                   sums[18]);
     }
     if (straggling) {
       std::fprintf(json_, ", \"straggled_steps\": %.0f, \"straggle_sleep_s\": %.3f", sums[16],

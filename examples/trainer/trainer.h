@@ -31,6 +31,9 @@ struct EpochStats {
   double staleness_sum = 0;  // async parameter server: versions between pull and apply
   double staleness_count = 0;
   double staleness_max = 0;
+  double clock_gap_max = 0;      // async parameter server: pushes ahead of the slowest worker
+  double gradients_applied = 0;  // --backup-workers: the server's
+  double gradients_dropped = 0;
 };
 
 // One rank's disjoint part of an epoch: samples order[begin + step * batch + i].

@@ -221,6 +221,60 @@ print(f"test_loss {a['test_loss']:.6f} vs {b['test_loss']:.6f}, {a['step']} step
 PY
 done
 
+# ---- --straggle, --straggle-random, --staleness, --backup-workers ------------------------------
+# The stragglers' steps are counted (no timing): a fixed one straggles every step of its rank, a
+# random one the same steps on every run with the same seed.
+run 2 "${small[@]}" --epochs 1 --straggle 1:3 --json "$work/s.json"
+run 2 "${small[@]}" --epochs 1 --straggle-random 0.5:3 --json "$work/r1.json"
+run 2 "${small[@]}" --epochs 1 --straggle-random 0.5:3 --json "$work/r2.json"
+run 2 "${small[@]}" --epochs 1 --straggle-random 0.5:3 --seed 2 --json "$work/r3.json"
+check "--straggle and --straggle-random straggle the chosen steps" "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+last = lambda n: [r for r in map(json.loads, open(f"{w}/{n}.json")) if "epoch" in r][-1]
+s, r1, r2, r3 = (last(n) for n in ("s", "r1", "r2", "r3"))
+assert s["straggled_steps"] == s["step"] == 9 and s["straggle_sleep_s"] > 0, s
+assert r1["straggled_steps"] == r2["straggled_steps"] and 0 < r1["straggled_steps"] < 18, (r1, r2)
+assert "straggled_steps" in r3
+print(f"rank 1: {s['straggled_steps']} of 9 steps; random 0.5: {r1['straggled_steps']} of 18 twice (seed 2: {r3['straggled_steps']})")
+PY
+# 3 workers, the last 4x slower: SSP keeps the clock gap within S; S = 0 is lockstep, so a
+# gradient is at most W - 1 = 2 updates stale.
+for s in 0 2; do
+  run 4 "${small[@]}" --epochs 1 --mode ps --async --staleness $s --straggle 3:4 --json "$work/ssp$s.json"
+done
+check "--staleness S bounds the clock gap" "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+out = []
+for s in (0, 2):
+    recs = [r for r in map(json.loads, open(f"{w}/ssp{s}.json")) if "epoch" in r]
+    c = json.loads(open(f"{w}/ssp{s}.json").readline())["config"]
+    r = recs[-1]
+    assert c["staleness"] == s and r["clock_gap_max"] <= s, (s, r)
+    if s == 0:
+        assert r["staleness_max"] <= 2, r
+    out.append(f"S={s}: gap max {r['clock_gap_max']}, staleness mean {r['staleness_mean']} max {r['staleness_max']}")
+print("; ".join(out))
+PY
+for b in 1 2; do
+  run 4 "${small[@]}" --epochs 2 --mode ps --backup-workers $b --straggle 3:4 --json "$work/bw$b.json"
+done
+check "--backup-workers B: every step applies exactly W - B gradients" "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+out = []
+for b in (1, 2):
+    recs = [r for r in map(json.loads, open(f"{w}/bw{b}.json")) if "epoch" in r]
+    steps = 1200 // 3 // 64
+    for r in recs:
+        assert r["gradients_applied"] == (3 - b) * steps, (b, r)
+        assert 0 < r["gradients_dropped"] <= b * steps, (b, r)
+    assert recs[-1]["step"] == 2 * steps and recs[-1]["test_acc"] >= 0.8, recs[-1]
+    out.append(f"B={b}: {recs[-1]['gradients_applied']} applied, {recs[-1]['gradients_dropped']} dropped, test_acc {recs[-1]['test_acc']}")
+print("; ".join(out))
+PY
+
 # ---- Usage errors: exit 2 on every rank --------------------------------------------------------
 expect_usage "--stop-at-target without --target-acc" "--stop-at-target needs --target-acc" 2 --stop-at-target
 expect_usage "--keep-best without --checkpoint" "--keep-best needs --checkpoint" 2 --keep-best
@@ -233,6 +287,11 @@ expect_usage "--optimizer adam on --device cuda" "--optimizer adam runs on the C
 expect_usage "--optimizer lars with --ps-shards 2" "--optimizer lars needs each layer's whole norm" 3 --optimizer lars --mode ps --ps-shards 2
 expect_usage "--beta2 with sgd" "--beta2 and --eps apply to --optimizer adam and lamb" 2 --beta2 0.99
 expect_usage "unknown optimizer" "--optimizer: 'rmsprop' is not one of" 2 --optimizer rmsprop
+expect_usage "--straggle of a rank that does not exist" "--straggle: rank 2 does not exist (2 ranks)" 2 --straggle 2:3
+expect_usage "--straggle bad factor" "--straggle: '1:0.5'" 2 --straggle 1:0.5
+expect_usage "--staleness without --async" "--staleness needs --mode ps --async" 2 --staleness 1 --mode ps
+expect_usage "--backup-workers >= workers" "--backup-workers 2 leaves no gradient to apply" 3 --backup-workers 2 --mode ps
+expect_usage "--backup-workers with --async" "--backup-workers needs synchronous --mode ps" 3 --backup-workers 1 --mode ps --async
 expect_usage "--lr-scaling bogus" "--lr-scaling: 'cubic' is not one of linear, sqrt, none" 2 --lr-scaling cubic
 if "$train" eval >"$work/log" 2>&1; then bad "eval without --checkpoint"; elif [[ $? -eq 2 ]] && grep -q "eval needs --checkpoint" "$work/log"; then ok "eval without --checkpoint: exit 2"; else bad "eval without --checkpoint: $(cat "$work/log")"; fi
 
