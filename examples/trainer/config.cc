@@ -104,7 +104,12 @@ std::vector<std::pair<std::string, std::string>> RunContext::ConfigEntries() con
   if (o.straggle_random_p > 0) {
     str("straggle_random", Number(o.straggle_random_p) + ":" + Number(o.straggle_random_factor));
   }
-  if (o.mode == Mode::kLocal) num("average_every", o.average_every);
+  if (o.mode == Mode::kLocal) {
+    num("average_every", o.average_every);
+    num("post_local", o.post_local);
+    flag("adaptive_k", o.adaptive_k);
+  }
+  if (!o.algo.empty()) str("algo", o.algo);
   if (o.mode == Mode::kSync) {
     flag("overlap", o.overlap);
     num("bucket_cap_mb", o.bucket_cap_mb);

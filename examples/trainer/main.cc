@@ -174,6 +174,11 @@ int main(int argc, char** argv) {
   }
 
   if (options.eval) return trainer::RunEvaluation(options);
+  // Baton's algorithm choice is BATON_ALGO, read once when the first communicator is made; the
+  // API has no per-communicator setting, so --algo sets it for this process before that.
+  if (!options.algo.empty() && options.algo != "auto") {
+    setenv("BATON_ALGO", ("allreduce:" + options.algo).c_str(), 1);
+  }
   // Baton records its calls on the same timeline (FILE.rankN.json beside ours).
   if (!options.trace.empty()) setenv("BATON_TRACE_FILE", options.trace.c_str(), 1);
   if (const char* join = std::getenv("BATON_ELASTIC_JOIN"); join != nullptr && join[0] == '1') {

@@ -53,6 +53,12 @@ Communication
                           and replacements (batonrun --elastic --replace) join; --mode sync
                           and synchronous --mode ps (a lost worker)
   --average-every K       with --mode local: average the parameters every K steps (8)
+  --post-local E          with --mode local: average gradients every step (synchronous) for
+                          the first E epochs, then local SGD (Lin et al. 2020)
+  --adaptive-k            with --mode local: double K after an epoch whose training loss fell
+                          by less than 10% (up to 64 K)
+  --algo ring|rhd|tree|hier|auto   the allreduce's algorithm (sets BATON_ALGO=allreduce:X for
+                          this process; auto: Baton's cost model, or BATON_ALGO as set)
   --no-overlap            one allreduce after backward instead of overlapped buckets
   --bucket-cap-mb X       bucket size (25)     --first-bucket-mb X   first bucket (1)
   --fp16-allreduce        send gradients as fp16
@@ -259,6 +265,14 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->staleness = static_cast<int>(args.Integer(flag, 0, 1 << 30));
     } else if (flag == "--backup-workers") {
       o->backup_workers = static_cast<int>(args.Integer(flag, 1, 1 << 20));
+    } else if (flag == "--post-local") {
+      o->post_local = static_cast<int>(args.Integer(flag, 1, 100000));
+    } else if (flag == "--adaptive-k") {
+      o->adaptive_k = true;
+    } else if (flag == "--algo") {
+      o->algo = args.Choice<std::string>(
+          flag,
+          {{"ring", "ring"}, {"rhd", "rhd"}, {"tree", "tree"}, {"hier", "hier"}, {"auto", "auto"}});
     } else if (flag == "--keep-best") {
       o->keep_best = true;
     } else if (flag == "--lr-schedule") {

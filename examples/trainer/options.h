@@ -105,8 +105,11 @@ struct Options {
   // Experiments (straggle.h, param_server_*.cc).
   std::vector<std::pair<int, double>> straggle;  // --straggle RANK:FACTOR,...
   double straggle_random_p = 0, straggle_random_factor = 1;
-  int staleness = -1;      // --staleness S (--mode ps --async); -1: unbounded
-  int backup_workers = 0;  // --backup-workers B (synchronous --mode ps)
+  int staleness = -1;       // --staleness S (--mode ps --async); -1: unbounded
+  int backup_workers = 0;   // --backup-workers B (synchronous --mode ps)
+  int post_local = 0;       // --post-local E: --mode local averages gradients for E epochs first
+  bool adaptive_k = false;  // --adaptive-k: --average-every doubles when the loss flattens
+  std::string algo;         // --algo: the gradient allreduce's algorithm (BATON_ALGO)
 
   // Model parallelism (--mode tensor|pipeline|hybrid). 0: not given (derived from the ranks).
   int dp = 0;

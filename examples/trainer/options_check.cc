@@ -142,6 +142,13 @@ void CheckCombinations(const Options& o) {
   if (o.elastic && (o.optimizer == OptimizerKind::kAdam || o.optimizer == OptimizerKind::kLamb)) {
     throw TrainError(optimizer + " is not supported with --elastic (sgd, nesterov and lars are)");
   }
+  if ((o.post_local > 0 || o.adaptive_k) && o.mode != Mode::kLocal) {
+    throw TrainError("--post-local and --adaptive-k need --mode local");
+  }
+  if (o.post_local > 0 && o.post_local >= o.epochs) {
+    throw TrainError("--post-local " + std::to_string(o.post_local) + " leaves no local SGD in " +
+                     std::to_string(o.epochs) + " epoch(s): use --mode sync, or fewer epochs");
+  }
   if (o.staleness >= 0 && !(o.mode == Mode::kPs && o.async)) {
     throw TrainError("--staleness needs --mode ps --async (synchronous modes have none)");
   }

@@ -69,6 +69,7 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   straggled_ = straggler.straggled_steps();
   sums.push_back(stats.gradients_applied);  // 17
   sums.push_back(stats.gradients_dropped);  // 18
+  sums.push_back(stats.averages);           // 19 (each rank's count: / world below)
   const size_t per_class_at = sums.size();
   if (class_counts != nullptr) sums.insert(sums.end(), class_counts->begin(), class_counts->end());
   CheckBaton(
@@ -92,6 +93,7 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
     if (opt.stop_at_target) stop_epoch_ = epoch;
   }
   const bool last = epoch + 1 >= LastEpoch();
+  last_train_loss = ratio(0, 2);
   if (rank != 0 || epoch <= last_printed_epoch_) return;
   last_printed_epoch_ = epoch;
 
@@ -114,6 +116,9 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
     std::printf("  bubble %.3f (predicted %.3f)", extras.bubble, extras.bubble_predicted);
   }
   if (extras.traffic) std::printf("  sent/step %.3f MB", extras.sent_per_step / 1e6);
+  if (opt.mode == Mode::kLocal) {
+    std::printf("  K %.0f  averages %.0f", stats.local_k, sums[19] / world);
+  }
   if (opt.backup_workers > 0) {
     std::printf("  gradients applied %.0f dropped %.0f", sums[17], sums[18]);
   }
@@ -157,6 +162,10 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
     }
     if (opt.mode == Mode::kPs && opt.async)
       std::fprintf(json_, ", \"clock_gap_max\": %.0f", maxima[1]);
+    if (opt.mode == Mode::kLocal) {
+      std::fprintf(json_, ", \"average_every\": %.0f, \"averages\": %.0f", stats.local_k,
+                   sums[19] / world);
+    }
     if (opt.backup_workers > 0) {
       std::fprintf(json_, ", \"gradients_applied\": %.0f, \"gradients_dropped\": %.0f", sums[17],
                    sums[18]);

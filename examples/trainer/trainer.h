@@ -34,6 +34,8 @@ struct EpochStats {
   double clock_gap_max = 0;      // async parameter server: pushes ahead of the slowest worker
   double gradients_applied = 0;  // --backup-workers: the server's
   double gradients_dropped = 0;
+  double local_k = 0;   // --mode local: the averaging period this epoch (0: synchronous)
+  double averages = 0;  // --mode local: allreduces of the parameters (or gradients) this epoch
 };
 
 // One rank's disjoint part of an epoch: samples order[begin + step * batch + i].
@@ -122,6 +124,7 @@ class RunContext {
   Straggler straggler;           // --straggle, --straggle-random
   int lr_contributors = 1;       // what the mode passes LearningRate (for the configuration)
   double last_score = 0;         // the last epoch's validation accuracy (test without one)
+  double last_train_loss = 0;    // the last epoch's mean training loss (every rank)
 
  private:
   double start_time_ = 0;

@@ -14,7 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 passed=0
 failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
+ok() { echo "ok - $1${TIMING:+ [$SECONDS s]}"; passed=$((passed + 1)); }
 bad() { echo "not ok - $1"; failed=$((failed + 1)); [[ -f $work/log ]] && tail -20 "$work/log"; }
 
 run() {
@@ -238,8 +238,8 @@ assert r1["straggled_steps"] == r2["straggled_steps"] and 0 < r1["straggled_step
 assert "straggled_steps" in r3
 print(f"rank 1: {s['straggled_steps']} of 9 steps; random 0.5: {r1['straggled_steps']} of 18 twice (seed 2: {r3['straggled_steps']})")
 PY
-# 3 workers, the last 4x slower: SSP keeps the clock gap within S; S = 0 is lockstep, so a
-# gradient is at most W - 1 = 2 updates stale.
+# 3 workers, the last 4x slower: SSP keeps the clock gap within S, and a gradient at most
+# (S + 1) W - 1 updates stale (S = 0 is lockstep: W - 1 = 2).
 for s in 0 2; do
   run 4 "${small[@]}" --epochs 1 --mode ps --async --staleness $s --straggle 3:4 --json "$work/ssp$s.json"
 done
@@ -252,8 +252,8 @@ for s in (0, 2):
     c = json.loads(open(f"{w}/ssp{s}.json").readline())["config"]
     r = recs[-1]
     assert c["staleness"] == s and r["clock_gap_max"] <= s, (s, r)
-    if s == 0:
-        assert r["staleness_max"] <= 2, r
+    # A pull sees every update of the clocks S behind; at most the other workers' of S + 1 clocks.
+    assert r["staleness_max"] <= (s + 1) * 3 - 1, r
     out.append(f"S={s}: gap max {r['clock_gap_max']}, staleness mean {r['staleness_mean']} max {r['staleness_max']}")
 print("; ".join(out))
 PY
@@ -269,11 +269,57 @@ for b in (1, 2):
     steps = 1200 // 3 // 64
     for r in recs:
         assert r["gradients_applied"] == (3 - b) * steps, (b, r)
-        assert 0 < r["gradients_dropped"] <= b * steps, (b, r)
+        assert r["gradients_dropped"] <= b * steps, (b, r)
     assert recs[-1]["step"] == 2 * steps and recs[-1]["test_acc"] >= 0.8, recs[-1]
     out.append(f"B={b}: {recs[-1]['gradients_applied']} applied, {recs[-1]['gradients_dropped']} dropped, test_acc {recs[-1]['test_acc']}")
 print("; ".join(out))
 PY
+
+# ---- --mode local: --post-local, --adaptive-k; --algo -----------------------------------------
+# The synchronous epoch of --post-local is --mode sync with one allreduce per step, bit for bit.
+run 3 "${small[@]}" --epochs 2 --stop-after 1 --print-hash --mode local --post-local 1 --check-replicas
+a=$(sed -n 's/^final parameter hash: //p' "$work/log")
+run 3 "${small[@]}" --epochs 2 --stop-after 1 --print-hash --mode sync --no-overlap --no-lr-scaling
+b=$(sed -n 's/^final parameter hash: //p' "$work/log")
+if [[ -n $a && $a == "$b" ]]; then ok "--post-local: its synchronous epoch == --mode sync ($a)"; else bad "--post-local: $a != sync $b"; fi
+# A slow rate flattens the loss: K doubles after each epoch that gained under 10%.
+run 2 --synthetic 1200 --hidden 8 --epochs 4 --lr 0.0005 --mode local --average-every 2 --adaptive-k --json "$work/ak.json"
+check "--adaptive-k doubles K as the loss flattens; averages counted" "$work" <<'PY'
+import json, sys
+recs = [r for r in map(json.loads, open(f"{sys.argv[1]}/ak.json")) if "epoch" in r]
+ks = [r["average_every"] for r in recs]
+assert ks[0] == 2 and ks[1] == 2, ks
+for e in range(2, len(recs)):
+    before, now = recs[e - 2]["loss"], recs[e - 1]["loss"]
+    want = min(2 * ks[e - 1], 128) if before - now < 0.1 * before else ks[e - 1]
+    assert ks[e] == want, (e, ks, before, now)
+assert ks[-1] > ks[0], f"K never grew: {ks}"
+steps = 1200 // 2 // 64
+step0 = 0
+for r, k in zip(recs, ks):
+    want = len([s for s in range(step0 + 1, step0 + steps + 1) if s % k == 0 or s == step0 + steps])
+    assert r["averages"] == want, (r["averages"], want, k)
+    step0 += steps
+print(f"K per epoch {ks}, averages {[r['averages'] for r in recs]}")
+PY
+# --algo reaches the allreduce: with rhd every bucketing sums each element in the same tree (the
+# same bits as one allreduce); a ring's order depends on the chunking, so bucketing changes bits.
+declare -A algo_hash=()
+for a in rhd ring; do
+  for b in "--first-bucket-mb 0 --bucket-cap-mb 0" "--no-overlap"; do
+    # shellcheck disable=SC2086
+    run 4 --synthetic 1500 --hidden 64 --epochs 1 --print-hash --algo $a $b
+    algo_hash[$a]+="$(sed -n 's/^final parameter hash: //p' "$work/log") "
+  done
+done
+read -r r1 r2 <<<"${algo_hash[rhd]}"
+read -r g1 g2 <<<"${algo_hash[ring]}"
+if [[ -n $r1 && $r1 == "$r2" && -n $g1 && $g1 != "$g2" ]]; then
+  ok "--algo: rhd bucketed == unbucketed ($r1), ring differs ($g1 vs $g2)"
+else
+  bad "--algo: rhd $r1 $r2, ring $g1 $g2"
+fi
+if run 3 "${small[@]}" --epochs 1 --max-steps 2 --algo hier --json "$work/h.json" && grep -q '"algo": "hier"' "$work/h.json"; then ok "--algo hier runs, in the configuration"; else bad "--algo hier"; fi
 
 # ---- Usage errors: exit 2 on every rank --------------------------------------------------------
 expect_usage "--stop-at-target without --target-acc" "--stop-at-target needs --target-acc" 2 --stop-at-target
@@ -292,6 +338,9 @@ expect_usage "--straggle bad factor" "--straggle: '1:0.5'" 2 --straggle 1:0.5
 expect_usage "--staleness without --async" "--staleness needs --mode ps --async" 2 --staleness 1 --mode ps
 expect_usage "--backup-workers >= workers" "--backup-workers 2 leaves no gradient to apply" 3 --backup-workers 2 --mode ps
 expect_usage "--backup-workers with --async" "--backup-workers needs synchronous --mode ps" 3 --backup-workers 1 --mode ps --async
+expect_usage "--post-local without --mode local" "--post-local and --adaptive-k need --mode local" 2 --post-local 1
+expect_usage "--post-local over every epoch" "--post-local 5 leaves no local SGD in 5 epoch" 2 --mode local --post-local 5
+expect_usage "--algo bogus" "--algo: 'butterfly' is not one of ring, rhd, tree, hier, auto" 2 --algo butterfly
 expect_usage "--lr-scaling bogus" "--lr-scaling: 'cubic' is not one of linear, sqrt, none" 2 --lr-scaling cubic
 if "$train" eval >"$work/log" 2>&1; then bad "eval without --checkpoint"; elif [[ $? -eq 2 ]] && grep -q "eval needs --checkpoint" "$work/log"; then ok "eval without --checkpoint: exit 2"; else bad "eval without --checkpoint: $(cat "$work/log")"; fi
 
