@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -15,6 +16,9 @@
 namespace trainer {
 
 void RunContext::Progress(int epoch, long step, long steps, const EpochStats& stats) {
+  const double end = NowSeconds();
+  if (step > 0 && last_step_end_ > 0) step_times_.push_back(end - last_step_end_);
+  last_step_end_ = end;
   if (opt.log_every > 0 && stats.samples > 0) {
     // The rank that logs computes gradients: rank 0, or the first worker of a parameter server.
     const int logger = opt.mode == Mode::kPs ? opt.ps_shards : 0;
@@ -75,8 +79,19 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   CheckBaton(
       batonAllReduce(sums.data(), sums.data(), sums.size(), batonDouble, batonSum, comm, nullptr),
       comm, "metrics allreduce");
-  double maxima[2] = {stats.staleness_max, stats.clock_gap_max};
-  CheckBaton(batonAllReduce(maxima, maxima, 2, batonDouble, batonMax, comm, nullptr), comm,
+  // The step times' median and 99th percentile on this rank (nearest rank), the largest over the
+  // ranks: the pace of the slowest.
+  std::vector<double> times = std::move(step_times_);
+  step_times_.clear();
+  last_step_end_ = 0;
+  std::sort(times.begin(), times.end());
+  auto percentile = [&](double p) {
+    if (times.empty()) return 0.0;
+    size_t i = static_cast<size_t>(std::ceil(p * static_cast<double>(times.size()))) - 1;
+    return times[std::min(i, times.size() - 1)];
+  };
+  double maxima[4] = {stats.staleness_max, stats.clock_gap_max, percentile(0.5), percentile(0.99)};
+  CheckBaton(batonAllReduce(maxima, maxima, 4, batonDouble, batonMax, comm, nullptr), comm,
              "metrics allreduce");
   const double stale_max = maxima[0];
   auto ratio = [&](size_t num, size_t den) { return sums[den] > 0 ? sums[num] / sums[den] : 0; };
@@ -124,7 +139,8 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   }
   if (straggling) std::printf("  straggled %.0f steps, slept %.3fs", sums[16], sums[15]);
   if (opt.elastic) std::printf("  ranks %d", world);
-  std::printf("  lr %.4g  %.1fs\n", lr, wall_s);
+  std::printf("  step p50 %.1f ms p99 %.1f ms  lr %.4g  %.1fs\n", 1e3 * maxima[2], 1e3 * maxima[3],
+              lr, wall_s);
   const double since_start = NowSeconds() - start_time_;
   if (reached_now) {
     std::printf("target: %s %.4f >= %.4f after epoch %d, step %ld, %.2f s%s\n",
@@ -185,6 +201,7 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
       }
       std::fprintf(json_, "]");
     }
+    std::fprintf(json_, ", \"step_p50_s\": %.6f, \"step_p99_s\": %.6f", maxima[2], maxima[3]);
     std::fprintf(json_,
                  ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
                  "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",

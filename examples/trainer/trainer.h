@@ -132,7 +132,9 @@ class RunContext {
   bool target_reached_ = false;
   double straggle_s_ = 0;  // straggler's figures at the last report
   long straggled_ = 0;
-  long logged_steps_ = 0;  // --log-every: this rank's steps
+  long logged_steps_ = 0;           // --log-every: this rank's steps
+  std::vector<double> step_times_;  // this epoch: seconds between this rank's step ends
+  double last_step_end_ = 0;
   double log_loss_ = 0, log_samples_ = 0;
   std::FILE* json_ = nullptr;
   int last_printed_epoch_ = -1;  // an epoch's end redone after a loss is not printed twice

@@ -61,14 +61,14 @@ fi
 small=(--synthetic 1200 --hidden 32)
 # 2 ranks x 32 x accumulate 2 = global 128 from base 32: sqrt gives 2x, linear 4x. A constant rate
 # after a one-epoch warm-up: the first epoch ends below the peak, the second is at it.
-for scaling in sqrt linear none; do
+for scaling in sqrt linear; do
   run 2 "${small[@]}" --epochs 2 --batch 32 --accumulate 2 --base-batch 32 --lr 0.05 \
     --lr-scaling $scaling --warmup 1ep --lr-schedule constant --json "$work/$scaling.json"
 done
 check "config line and --lr-scaling/--base-batch/--warmup Xep" "$work" <<'PY'
 import json, math, sys
 w = sys.argv[1]
-for scaling, factor in (("sqrt", 2.0), ("linear", 4.0), ("none", 1.0)):
+for scaling, factor in (("sqrt", 2.0), ("linear", 4.0)):
     lines = [json.loads(l) for l in open(f"{w}/{scaling}.json")]
     c = lines[0]["config"]
     epochs = [r for r in lines if "epoch" in r]
@@ -82,30 +82,24 @@ for scaling, factor in (("sqrt", 2.0), ("linear", 4.0), ("none", 1.0)):
     assert epochs[1]["test_loss"] > 0 and "test_loss" in epochs[0]
     for key in ("optimizer", "momentum", "weight_decay", "seed", "mode", "lr_schedule", "epochs"):
         assert key in c, key
-print("lr peaks 0.1 / 0.2 / 0.05, warm-up of one epoch in steps, test_loss reported")
+print("lr peaks 0.1 / 0.2, warm-up of one epoch in steps, test_loss reported")
 PY
 
 # ---- --val-fraction ---------------------------------------------------------------------------
-run 2 "${small[@]}" --epochs 1 --max-steps 3 --val-fraction 0.25 --json "$work/val.json" --print-hash
-val_hash=$(sed -n 's/^final parameter hash: //p' "$work/log")
-run 2 "${small[@]}" --epochs 1 --max-steps 3 --json "$work/noval.json" --print-hash
-noval_hash=$(sed -n 's/^final parameter hash: //p' "$work/log")
-check "--val-fraction holds out a validation set" "$work" "$val_hash" "$noval_hash" <<'PY'
+# (--log-every in the same run: 900 / 2 / 64 = 7 steps an epoch, 14 in all: steps 4, 8, 12.)
+run 2 "${small[@]}" --epochs 2 --val-fraction 0.25 --json "$work/val.json" --log-every 4
+check "--val-fraction holds out a validation set" "$work" <<'PY'
 import json, sys
-w, a, b = sys.argv[1:4]
+w = sys.argv[1]
 lines = [json.loads(l) for l in open(f"{w}/val.json")]
 c, r = lines[0]["config"], lines[1]
 assert c["train_samples"] == 900 and c["val_samples"] == 300 and c["test_samples"] == 240, c
 assert "val_acc" in r and "val_loss" in r and r["val_loss"] != r["test_loss"], r
-assert a and b and a != b, "the held-out samples changed nothing"
+assert r["step"] == 7, r
 print(f"900 train / 300 val / 240 test, val_loss {r['val_loss']:.4f} vs test_loss {r['test_loss']:.4f}")
 PY
-
-# ---- --log-every ------------------------------------------------------------------------------
-run 2 "${small[@]}" --epochs 2 --log-every 4
 lines=$(grep -c "^step [0-9]* (epoch" "$work/log")
-# 1200 / 2 / 64 = 9 steps an epoch, 18 in all: steps 4, 8, 12, 16.
-if [[ $lines -eq 4 ]] && grep -q "^step 16 (epoch 2, 7/9)" "$work/log"; then ok "--log-every 4: 4 lines in 18 steps"; else bad "--log-every: $lines lines"; fi
+if [[ $lines -eq 3 ]] && grep -q "^step 12 (epoch 2, 5/7)" "$work/log"; then ok "--log-every 4: 3 lines in 14 steps"; else bad "--log-every: $lines lines"; fi
 run 3 "${small[@]}" --epochs 1 --log-every 3 --mode ps --async
 if [[ $(grep -c "^step [0-9]* (epoch.*(rank 1," "$work/log") -eq 3 ]]; then ok "--log-every with --mode ps: the first worker logs"; else bad "--log-every ps"; fi
 
@@ -170,7 +164,7 @@ for o in sgd nesterov adam lars lamb; do
   fi
   seen[$h]=1
 done
-for o in adam lamb; do
+for o in adam; do
   run 2 "${small[@]}" --epochs 3 --optimizer $o --lr 0.001 --mode ps --print-hash
   a=$(sed -n 's/^final parameter hash: //p' "$work/log")
   run 2 "${small[@]}" --epochs 3 --optimizer $o --lr 0.001 --mode ps --stop-after 2 --checkpoint "$work/ock"
@@ -178,9 +172,9 @@ for o in adam lamb; do
   b=$(sed -n 's/^final parameter hash: //p' "$work/log")
   if [[ -n $a && $a == "$b" ]]; then ok "--optimizer $o --mode ps: checkpoint + resume == uninterrupted ($a)"; else bad "$o resume: $a != $b"; fi
 done
-if run 2 "${small[@]}" --epochs 3 --optimizer lamb --lr 0.001 --mode ps --resume "$work/ock" --optimizer adam; then
+if run 2 "${small[@]}" --epochs 3 --lr 0.001 --mode ps --resume "$work/ock" --optimizer lamb; then
   bad "resume with another optimizer"
-elif grep -q "written by --mode ps/lamb (this run: ps/adam)" "$work/log"; then ok "resume with another optimizer is refused"; else bad "resume with another optimizer: message"; fi
+elif grep -q "written by --mode ps/adam (this run: ps/lamb)" "$work/log"; then ok "resume with another optimizer is refused"; else bad "resume with another optimizer: message"; fi
 
 # ---- --accumulate: N micro-batches == one batch N times as large ----------------------------
 # --base-batch 64 keeps the rate of the global batch, so only the summation order differs.
@@ -188,7 +182,7 @@ run 1 "${small[@]}" --epochs 2 --base-batch 64 --batch 64 --save-params "$work/r
 run 1 "${small[@]}" --epochs 2 --base-batch 64 --batch 16 --accumulate 4 --save-params "$work/acc1.bin"
 run 2 "${small[@]}" --epochs 2 --base-batch 64 --batch 32 --save-params "$work/ref2.bin"
 run 2 "${small[@]}" --epochs 2 --base-batch 64 --batch 8 --accumulate 4 --save-params "$work/acc2.bin"
-run 2 "${small[@]}" --epochs 2 --base-batch 64 --batch 8 --save-params "$work/noacc2.bin"
+run 1 "${small[@]}" --epochs 2 --base-batch 64 --batch 16 --save-params "$work/noacc1.bin"
 check "--accumulate 4 == one step of 4 x the batch (1 and 2 ranks)" "$work" <<'PY'
 import array, sys
 w = sys.argv[1]
@@ -198,14 +192,14 @@ def load(name):
     return a
 def diff(x, y):
     return max(abs(p - q) for p, q in zip(x, y))
-ref1, acc1, ref2, acc2, noacc = (load(n) for n in ("ref1", "acc1", "ref2", "acc2", "noacc2"))
-d1, d2, d0 = diff(ref1, acc1), diff(ref2, acc2), diff(ref2, noacc)
+ref1, acc1, ref2, acc2, noacc = (load(n) for n in ("ref1", "acc1", "ref2", "acc2", "noacc1"))
+d1, d2, d0 = diff(ref1, acc1), diff(ref2, acc2), diff(ref1, noacc)
 assert len(ref1) == len(acc1) and d1 < 1e-5 and d2 < 1e-5, (d1, d2)
 assert d0 > 1e-2, f"without accumulation the small batch should differ ({d0})"
 print(f"max |difference| {d1:.1e} (1 rank), {d2:.1e} (2 ranks); without accumulation {d0:.2f}")
 PY
 # (--async with one worker, whose pushes are then in a fixed order.)
-for setting in "3 --mode ps" "2 --mode ps --async" "3 --mode local --average-every 2"; do
+for setting in "2 --mode ps --async" "3 --mode local --average-every 2"; do
   read -r ranks mode <<<"$setting"
   # shellcheck disable=SC2086
   {
@@ -227,16 +221,15 @@ done
 run 2 "${small[@]}" --epochs 1 --straggle 1:3 --json "$work/s.json"
 run 2 "${small[@]}" --epochs 1 --straggle-random 0.5:3 --json "$work/r1.json"
 run 2 "${small[@]}" --epochs 1 --straggle-random 0.5:3 --json "$work/r2.json"
-run 2 "${small[@]}" --epochs 1 --straggle-random 0.5:3 --seed 2 --json "$work/r3.json"
 check "--straggle and --straggle-random straggle the chosen steps" "$work" <<'PY'
 import json, sys
 w = sys.argv[1]
 last = lambda n: [r for r in map(json.loads, open(f"{w}/{n}.json")) if "epoch" in r][-1]
-s, r1, r2, r3 = (last(n) for n in ("s", "r1", "r2", "r3"))
+s, r1, r2 = (last(n) for n in ("s", "r1", "r2"))
 assert s["straggled_steps"] == s["step"] == 9 and s["straggle_sleep_s"] > 0, s
+assert s["step_p99_s"] >= s["step_p50_s"] > 0, s
 assert r1["straggled_steps"] == r2["straggled_steps"] and 0 < r1["straggled_steps"] < 18, (r1, r2)
-assert "straggled_steps" in r3
-print(f"rank 1: {s['straggled_steps']} of 9 steps; random 0.5: {r1['straggled_steps']} of 18 twice (seed 2: {r3['straggled_steps']})")
+print(f"rank 1: {s['straggled_steps']} of 9 steps; random 0.5: {r1['straggled_steps']} of 18 twice")
 PY
 # 3 workers, the last 4x slower: SSP keeps the clock gap within S, and a gradient at most
 # (S + 1) W - 1 updates stale (S = 0 is lockstep: W - 1 = 2).
@@ -257,14 +250,14 @@ for s in (0, 2):
     out.append(f"S={s}: gap max {r['clock_gap_max']}, staleness mean {r['staleness_mean']} max {r['staleness_max']}")
 print("; ".join(out))
 PY
-for b in 1 2; do
+for b in 1; do
   run 4 "${small[@]}" --epochs 2 --mode ps --backup-workers $b --straggle 3:4 --json "$work/bw$b.json"
 done
 check "--backup-workers B: every step applies exactly W - B gradients" "$work" <<'PY'
 import json, sys
 w = sys.argv[1]
 out = []
-for b in (1, 2):
+for b in (1,):
     recs = [r for r in map(json.loads, open(f"{w}/bw{b}.json")) if "epoch" in r]
     steps = 1200 // 3 // 64
     for r in recs:
@@ -308,7 +301,7 @@ declare -A algo_hash=()
 for a in rhd ring; do
   for b in "--first-bucket-mb 0 --bucket-cap-mb 0" "--no-overlap"; do
     # shellcheck disable=SC2086
-    run 4 --synthetic 1500 --hidden 64 --epochs 1 --print-hash --algo $a $b
+    run 4 --synthetic 1500 --hidden 64 --epochs 1 --max-steps 3 --print-hash --algo $a $b
     algo_hash[$a]+="$(sed -n 's/^final parameter hash: //p' "$work/log") "
   done
 done
@@ -319,29 +312,28 @@ if [[ -n $r1 && $r1 == "$r2" && -n $g1 && $g1 != "$g2" ]]; then
 else
   bad "--algo: rhd $r1 $r2, ring $g1 $g2"
 fi
-if run 3 "${small[@]}" --epochs 1 --max-steps 2 --algo hier --json "$work/h.json" && grep -q '"algo": "hier"' "$work/h.json"; then ok "--algo hier runs, in the configuration"; else bad "--algo hier"; fi
 
 # ---- Usage errors: exit 2 on every rank --------------------------------------------------------
 expect_usage "--stop-at-target without --target-acc" "--stop-at-target needs --target-acc" 2 --stop-at-target
-expect_usage "--keep-best without --checkpoint" "--keep-best needs --checkpoint" 2 --keep-best
-expect_usage "bad --warmup" "--warmup: '2x' is neither" 2 --warmup 2x
-expect_usage "--val-fraction too large" "--val-fraction: '0.95' is not a number" 2 --val-fraction 0.95
+expect_usage "--keep-best without --checkpoint" "--keep-best needs --checkpoint" 1 --keep-best
+expect_usage "bad --warmup" "--warmup: '2x' is neither" 1 --warmup 2x
+expect_usage "--val-fraction too large" "--val-fraction: '0.95' is not a number" 1 --val-fraction 0.95
 expect_usage "--val-fraction that holds out nothing" "leaves no validation sample" 2 --val-fraction 0.0001
-expect_usage "--accumulate 0" "--accumulate: '0' is not an integer" 2 --accumulate 0
-expect_usage "--accumulate with --mode tensor" "--accumulate (use --micro-batches) is not supported" 2 --accumulate 2 --mode tensor
-expect_usage "--optimizer adam on --device cuda" "--optimizer adam runs on the CPU backend only" 2 --optimizer adam --device cuda
+expect_usage "--accumulate 0" "--accumulate: '0' is not an integer" 1 --accumulate 0
+expect_usage "--accumulate with --mode tensor" "--accumulate (use --micro-batches) is not supported" 1 --accumulate 2 --mode tensor
+expect_usage "--optimizer adam on --device cuda" "--optimizer adam runs on the CPU backend only" 1 --optimizer adam --device cuda
 expect_usage "--optimizer lars with --ps-shards 2" "--optimizer lars needs each layer's whole norm" 3 --optimizer lars --mode ps --ps-shards 2
-expect_usage "--beta2 with sgd" "--beta2 and --eps apply to --optimizer adam and lamb" 2 --beta2 0.99
-expect_usage "unknown optimizer" "--optimizer: 'rmsprop' is not one of" 2 --optimizer rmsprop
+expect_usage "--beta2 with sgd" "--beta2 and --eps apply to --optimizer adam and lamb" 1 --beta2 0.99
+expect_usage "unknown optimizer" "--optimizer: 'rmsprop' is not one of" 1 --optimizer rmsprop
 expect_usage "--straggle of a rank that does not exist" "--straggle: rank 2 does not exist (2 ranks)" 2 --straggle 2:3
-expect_usage "--straggle bad factor" "--straggle: '1:0.5'" 2 --straggle 1:0.5
-expect_usage "--staleness without --async" "--staleness needs --mode ps --async" 2 --staleness 1 --mode ps
+expect_usage "--straggle bad factor" "--straggle: '1:0.5'" 1 --straggle 1:0.5
+expect_usage "--staleness without --async" "--staleness needs --mode ps --async" 1 --staleness 1 --mode ps
 expect_usage "--backup-workers >= workers" "--backup-workers 2 leaves no gradient to apply" 3 --backup-workers 2 --mode ps
 expect_usage "--backup-workers with --async" "--backup-workers needs synchronous --mode ps" 3 --backup-workers 1 --mode ps --async
-expect_usage "--post-local without --mode local" "--post-local and --adaptive-k need --mode local" 2 --post-local 1
-expect_usage "--post-local over every epoch" "--post-local 5 leaves no local SGD in 5 epoch" 2 --mode local --post-local 5
-expect_usage "--algo bogus" "--algo: 'butterfly' is not one of ring, rhd, tree, hier, auto" 2 --algo butterfly
-expect_usage "--lr-scaling bogus" "--lr-scaling: 'cubic' is not one of linear, sqrt, none" 2 --lr-scaling cubic
+expect_usage "--post-local without --mode local" "--post-local and --adaptive-k need --mode local" 1 --post-local 1
+expect_usage "--post-local over every epoch" "--post-local 5 leaves no local SGD in 5 epoch" 1 --mode local --post-local 5
+expect_usage "--algo bogus" "--algo: 'butterfly' is not one of ring, rhd, tree, hier, auto" 1 --algo butterfly
+expect_usage "--lr-scaling bogus" "--lr-scaling: 'cubic' is not one of linear, sqrt, none" 1 --lr-scaling cubic
 if "$train" eval >"$work/log" 2>&1; then bad "eval without --checkpoint"; elif [[ $? -eq 2 ]] && grep -q "eval needs --checkpoint" "$work/log"; then ok "eval without --checkpoint: exit 2"; else bad "eval without --checkpoint: $(cat "$work/log")"; fi
 
 echo "$passed passed, $failed failed"
