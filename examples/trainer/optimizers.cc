@@ -72,22 +72,25 @@ void LarsUpdate(float* w, float* v, const float* g, size_t n, float lr, float mo
 }
 
 void LambUpdate(float* w, float* m, float* v, const float* g, size_t n, float lr, float beta1,
-                float beta2, float eps, float weight_decay, long t, bool trust) {
+                float beta2, float eps, float weight_decay, long t, bool trust,
+                std::vector<float>* scratch) {
   const double c1 = 1.0 - std::pow(static_cast<double>(beta1), static_cast<double>(t));
   const double c2 = 1.0 - std::pow(static_cast<double>(beta2), static_cast<double>(t));
+  const float inv_c1 = static_cast<float>(1.0 / c1), inv_c2 = static_cast<float>(1.0 / c2);
   const float wd = trust ? weight_decay : 0.0f;
-  // u is kept in m's place only after the norms: first the moments, then u into a scratch.
-  std::vector<float> u(n);
+  // The update u needs the norms of all of it before it is applied: kept in a scratch.
+  std::vector<float> local;
+  std::vector<float>& room = scratch != nullptr ? *scratch : local;
+  if (room.size() < n) room.resize(n);
+  float* u = room.data();
   for (size_t i = 0; i < n; ++i) {
     m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
     v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
-    const float mh = static_cast<float>(m[i] / c1);
-    const float vh = static_cast<float>(v[i] / c2);
-    u[i] = mh / (std::sqrt(vh) + eps) + wd * w[i];
+    u[i] = m[i] * inv_c1 / (std::sqrt(v[i] * inv_c2) + eps) + wd * w[i];
   }
   float ratio = 1.0f;
   if (trust) {
-    const double wn = Norm(w, n), un = Norm(u.data(), n);
+    const double wn = Norm(w, n), un = Norm(u, n);
     if (wn > 0 && un > 0) ratio = static_cast<float>(wn / un);
   }
   const float scaled = lr * ratio;
@@ -148,7 +151,7 @@ void Optimizer::StepRange(float* params, const float* grads, float lr, size_t be
                    trust);
       } else {
         LambUpdate(params + off, s + off, s + n_ + off, grads + off, len, lr, momentum_, beta2_,
-                   eps_, weight_decay_, steps_, trust);
+                   eps_, weight_decay_, steps_, trust, &scratch_);
       }
     }
   }

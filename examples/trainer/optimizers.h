@@ -33,8 +33,10 @@ void AdamUpdate(float* w, float* m, float* v, const float* g, size_t n, float lr
 // no weight decay).
 void LarsUpdate(float* w, float* v, const float* g, size_t n, float lr, float momentum,
                 float weight_decay, float eta, bool trust);
+// scratch: n floats of room for the update (null: allocated here).
 void LambUpdate(float* w, float* m, float* v, const float* g, size_t n, float lr, float beta1,
-                float beta2, float eps, float weight_decay, long t, bool trust);
+                float beta2, float eps, float weight_decay, long t, bool trust,
+                std::vector<float>* scratch = nullptr);
 
 class Optimizer {
  public:
@@ -64,6 +66,7 @@ class Optimizer {
   Buffer state_;
   float momentum_, weight_decay_, beta2_, eps_, trust_;
   long steps_ = 0;
+  std::vector<float> scratch_;  // lamb's update of the largest layer
 };
 
 }  // namespace trainer

@@ -204,7 +204,14 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     std::string flag = args.Next();
     if (flag == "eval" && args.index() == 2) {
       o->eval = true;
-    } else if (flag == "--version") {
+      continue;
+    }
+    if (o->eval && flag != "--checkpoint" && flag != "--data" && flag != "--synthetic" &&
+        flag != "--blas-threads" && flag != "-h" && flag != "--help") {
+      throw TrainError("eval takes --checkpoint, --data, --synthetic and --blas-threads (not " +
+                       flag + "): the model and seed come from the checkpoint");
+    }
+    if (flag == "--version") {
       *help_text = VersionText() + "\n";
       return true;
     } else if (flag == "-h" || flag == "--help") {

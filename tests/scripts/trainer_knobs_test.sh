@@ -135,6 +135,7 @@ assert f"test_acc {rec['test_acc']:.4f}  test_loss {rec['test_loss']:.4f}" in lo
 print(trained)
 PY
 if "$train" eval --checkpoint "$work/nowhere" --synthetic 500 >/dev/null 2>&1; then bad "eval of a missing file"; else ok "eval of a missing file fails"; fi
+if "$train" eval --checkpoint "$work/ck" --synthetic 1500 --epochs 3 >"$work/log" 2>&1; then bad "eval with a training option"; elif [[ $? -eq 2 ]] && grep -q "eval takes --checkpoint" "$work/log"; then ok "eval with a training option: exit 2"; else bad "eval with a training option: $(cat "$work/log")"; fi
 # A rate that makes accuracy jump about: the best epoch is kept whichever it is.
 run 2 --synthetic 1500 --hidden 16 --epochs 4 --max-steps 3 --lr 0.6 --warmup 0 --keep-best --checkpoint "$work/kb" --json "$work/kb.json"
 "$train" eval --checkpoint "$work/kb.best" --synthetic 1500 >"$work/eval.log" 2>&1
