@@ -89,6 +89,9 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   } catch (const TrainError& e) {
     problem = e.what();
   }
+  // Before any collective: a split that cannot work is a usage error every rank finds alike,
+  // and a rank that left after a collective could break a peer still finishing it.
+  if (problem.empty()) trainer::SplitValidation(&data, o.val_fraction, o.seed);
   int ok = problem.empty() ? 1 : 0;
   trainer::CheckBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
                       "data check allreduce");
@@ -96,8 +99,6 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   if (ok == 0)
     throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
                      " could)");
-  // The same split on every rank; too small a set is a usage error every rank finds alike.
-  trainer::SplitValidation(&data, o.val_fraction, o.seed);
   return data;
 }
 
@@ -228,6 +229,14 @@ int main(int argc, char** argv) {
                    "ranks (ranks 0..%d serve, the others work); this job has %d\n",
                    rank, options.ps_shards, options.ps_shards + 1, options.ps_shards - 1, world);
     }
+    batonCommDestroy(comm);
+    return 2;
+  }
+  if (options.backup_workers > 0 && options.backup_workers >= world - options.ps_shards) {
+    std::fprintf(stderr,
+                 "baton-train: rank %d: error: --backup-workers %d leaves no gradient to apply: "
+                 "it must be below the %d worker(s)\n",
+                 rank, options.backup_workers, world - options.ps_shards);
     batonCommDestroy(comm);
     return 2;
   }
