@@ -78,6 +78,12 @@ int BlasThreads(const trainer::Options& o, int world) {
   return std::max(1, cores / std::max(local, 1));
 }
 
+// An error this rank has already printed.
+class ReportedError : public TrainError {
+ public:
+  using TrainError::TrainError;
+};
+
 // Loads the data on every rank and agrees on the outcome, so a rank that cannot read its files
 // makes every rank stop with a message instead of leaving the others in a collective.
 trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int rank) {
@@ -92,10 +98,14 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   // Before any collective: a split that cannot work is a usage error every rank finds alike,
   // and a rank that left after a collective could break a peer still finishing it.
   if (problem.empty()) trainer::SplitValidation(&data, o.val_fraction, o.seed);
+  // Said before the allreduce: once it completes, the first rank to exit makes batonrun stop the
+  // others, and a message printed after it could be lost.
+  if (!problem.empty())
+    std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, problem.c_str());
   int ok = problem.empty() ? 1 : 0;
   trainer::CheckBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
                       "data check allreduce");
-  if (!problem.empty()) throw TrainError(problem);
+  if (!problem.empty()) throw ReportedError(problem);
   if (ok == 0)
     throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
                      " could)");
@@ -296,6 +306,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  } catch (const ReportedError&) {
+    batonCommAbort(comm);
+    return 1;
   } catch (const trainer::UsageError& e) {
     // Found by every rank alike (layout.cc): a usage error, as for a bad option.
     std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
