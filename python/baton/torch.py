@@ -25,7 +25,6 @@ try:
 except ImportError as e:
     raise ImportError(f"baton.torch: needs torch {_build_info.TORCH_VERSION} (the torch it "
                       f"was built for): {e}") from e
-import torch.distributed as _dist
 
 
 def _public(version):
@@ -38,6 +37,8 @@ def _public(version):
 if _public(_torch.__version__) != _public(_build_info.TORCH_VERSION):
     raise ImportError(f"baton.torch: built for torch {_build_info.TORCH_VERSION}, but torch "
                       f"{_torch.__version__} is installed; rebuild baton against it: " + _REBUILD)
+
+import torch.distributed as _dist  # noqa: E402 (after the check: any torch may be there)
 
 try:
     from . import _baton_torch
