@@ -12,7 +12,8 @@ if [ -n "${DESTDIR:-}" ] || [ -n "${MESON_INSTALL_DRY_RUN:-}" ]; then
   exit 0
 fi
 if [ "$(id -u)" != 0 ] || ! command -v ldconfig > /dev/null 2>&1; then
-  echo "baton: run 'ldconfig' as root if programs do not find libbaton.so.0 in $libdir"
+  echo "baton: the loader cache is root's: programs linked without an rpath find $libdir/libbaton.so.0" \
+    "after 'ldconfig' as root (for a directory in /etc/ld.so.conf*), or link with -Wl,-rpath,$libdir"
   exit 0
 fi
 ldconfig || exit 0
