@@ -22,6 +22,8 @@ src=$(cd "$1" && pwd)
 setup_python=$2
 skip() { echo "skipped: $*"; exit 77; }
 [[ -x $setup_python ]] || skip "no $setup_python (scripts/setup.sh makes the venv)"
+# Absolute (the checks run elsewhere), the venv's path kept (no symlinks resolved).
+setup_python=$(cd "$(dirname "$setup_python")" && pwd)/$(basename "$setup_python")
 "$setup_python" -c 'import torch, numpy, mesonpy' 2> /dev/null ||
   skip "$setup_python lacks torch, numpy or meson-python (scripts/setup.sh installs them)"
 command -v patchelf > /dev/null || skip "no patchelf (meson-python needs it; scripts/setup.sh installs it)"
