@@ -77,13 +77,23 @@ PY
 fi
 
 # ---- 2: pip install --no-build-isolation with torch ----
-if ! (cd "$src" && "$tmp/venv/bin/pip" install "${pip_flags[@]}" --no-build-isolation --force-reinstall \
-    . > "$tmp/install2.log" 2>&1); then
+# PATH as in an activated venv: meson-python runs the `meson` on PATH, here
+# pip's (beside meson-python in the set-up venv), not Debian's older one.
+if ! (cd "$src" && PATH="$tmp/venv/bin:$(dirname "$setup_python"):$PATH" "$tmp/venv/bin/pip" install \
+    "${pip_flags[@]}" --no-build-isolation --force-reinstall . > "$tmp/install2.log" 2>&1); then
   tail -40 "$tmp/install2.log"
   fail "pip install --no-build-isolation ."
   exit 1
 fi
 stamp "pip install --no-build-isolation ."
+
+# The extensions find libbaton beside the package; no path of the build's.
+for ext in "$site"/baton/_core*.so "$site"/baton/_baton_torch*.so; do
+  rpath=$(patchelf --print-rpath "$ext")
+  echo "rpath of $(basename "$ext"): $rpath"
+  [[ :$rpath: == *':$ORIGIN/../.baton.mesonpy.libs:'* && :$rpath: != *:/* ]] ||
+    fail "rpath of $(basename "$ext"): $rpath (want \$ORIGIN/../.baton.mesonpy.libs, no absolute path)"
+done
 
 mkdir -p "$tmp/run"
 cd "$tmp/run"
