@@ -67,7 +67,10 @@ std::vector<std::pair<std::string, std::string>> RunContext::ConfigEntries() con
   num("val_samples", static_cast<double>(data.val.count));
   num("test_samples", static_cast<double>(data.test.count));
   std::string hidden;
-  for (int h : o.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+  for (int h : o.hidden) {
+    if (!hidden.empty()) hidden += ',';
+    hidden += std::to_string(h);
+  }
   str("hidden", hidden);
   num("epochs", o.epochs);
   num("batch", o.batch);
@@ -97,7 +100,8 @@ std::vector<std::pair<std::string, std::string>> RunContext::ConfigEntries() con
   if (!o.straggle.empty()) {
     std::string text;
     for (const auto& [r, f] : o.straggle) {
-      text += (text.empty() ? "" : ",") + std::to_string(r) + ":" + Number(f);
+      if (!text.empty()) text += ',';
+      text += std::to_string(r) + ":" + Number(f);
     }
     str("straggle", text);
   }
