@@ -4,6 +4,7 @@
 // for the call's protocol; docs/performance.md ("Single-copy collectives")
 // for the measurements behind the piece sizes.
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,39 @@ Status RunCmaStep(ChannelSet& ch, const IpcCall& c, const IpcStep& step, const P
   return Status::Ok();
 }
 
+// Alltoallv: where the block for this rank starts in every rank's send
+// buffer, read from the peers' own send counts and displacements; a peer
+// that sends another count than this rank expects is the caller's mistake.
+Status AlltoAllVSources(const IpcCall& c, const Peers& peers, std::vector<uint64_t>* offsets) {
+  const int n = c.nranks, me = c.rank;
+  offsets->assign(n, 0);
+  std::vector<size_t> their_counts(n);
+  for (int q = 0; q < n; ++q) {
+    uint64_t arrays[2] = {0, 0};
+    const size_t* counts = c.send_counts;
+    const size_t* displs = c.send_displs;
+    if (q != me) {
+      std::memcpy(arrays, peers.records[q].send_handle, sizeof(arrays));
+      if (arrays[0] == 0) return InternalError("alltoallv record without send counts");
+      BATON_RETURN_IF_ERROR(
+          CmaRead(peers.pid(q), their_counts.data(), arrays[0], n * sizeof(size_t)));
+      counts = their_counts.data();
+      displs = nullptr;
+      if (arrays[1] != 0)
+        BATON_RETURN_IF_ERROR(
+            CmaRead(peers.pid(q), &(*offsets)[q], arrays[1] + me * sizeof(size_t), sizeof(size_t)));
+    }
+    if (counts[me] != c.counts[q])
+      return InvalidUsage("alltoallv: rank " + std::to_string(q) + " sends " +
+                          std::to_string(counts[me]) + " elements to rank " + std::to_string(me) +
+                          ", which expects " + std::to_string(c.counts[q]));
+    if (q == me && displs != nullptr) (*offsets)[q] = displs[me];
+    if ((q == me ? displs : reinterpret_cast<const size_t*>(arrays[1])) == nullptr)
+      for (int p = 0; p < me; ++p) (*offsets)[q] += counts[p];
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunCmaCall(ChannelSet& ch, const IpcCall& c, const void* send, void* recv,
@@ -156,7 +190,15 @@ Status RunCmaCall(ChannelSet& ch, const IpcCall& c, const void* send, void* recv
   const Peers peers{records};
   if (c.collective == Collective::kAllReduce)
     return RunCmaAllReduce(ch, c, send, recv, peers, timeout_s, st);
-  BuildIpcPlan(c, &st->plan);
+  std::vector<uint64_t> offsets;
+  if (c.collective == Collective::kAlltoAllV) {
+    BATON_RETURN_IF_ERROR(AlltoAllVSources(c, peers, &offsets));
+    IpcCall v = c;
+    v.source_offsets = offsets.data();
+    BuildIpcPlan(v, &st->plan);
+  } else {
+    BuildIpcPlan(c, &st->plan);
+  }
   const auto* own_send = static_cast<const uint8_t*>(send);
   auto* own_recv = static_cast<uint8_t*>(recv);
   for (const auto& phase : st->plan.phases) {

@@ -65,7 +65,13 @@ IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma) {
   IpcRecord r = MakeIpcRecord(rc.call, static_cast<int>(getpid()));
   r.send_ptr = reinterpret_cast<uint64_t>(rc.send);
   r.recv_ptr = reinterpret_cast<uint64_t>(rc.recv);
-  if (rc.ordinary) r.flags |= kIpcOrdinary;
+  if (rc.ordinary) {
+    r.flags |= kIpcOrdinary;
+    // Alltoallv: where the peers find their blocks (host_cma.cc).
+    const uint64_t arrays[2] = {reinterpret_cast<uint64_t>(rc.call.send_counts),
+                                reinterpret_cast<uint64_t>(rc.call.send_displs)};
+    std::memcpy(r.send_handle, arrays, sizeof(arrays));
+  }
   if (offer_cma) r.flags |= kIpcCma;
   if (rc.send_alloc.size != 0) {
     r.flags |= kIpcHasSend;
@@ -457,12 +463,12 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
       if (st.cma_reach == Reach::kNo) single_copy_refused_.store(true, std::memory_order_relaxed);
     }
     if (st.cma_reach == Reach::kNo) return RunNumberedLocked(schedule);
-    if (!st.cma_noted) {
-      st.cma_noted = true;
+    if (const uint32_t bit = 1u << static_cast<int>(rc.call.collective); !(st.cma_noted & bit)) {
+      st.cma_noted |= bit;
       BATON_INFO(kLogColl,
-                 "single-copy collectives: %d ranks read and write each other's buffers "
-                 "through process_vm_readv/writev",
-                 n);
+                 "single-copy collectives: %s of %d ranks reaches the peers' buffers through "
+                 "process_vm_readv/writev",
+                 CollectiveName(rc.call.collective), n);
     }
     Status s = RunCmaCall(ch, rc.call, rc.send, rc.recv, st.records, timeout_s, &st);
     if (!s.ok()) return fail(std::move(s));

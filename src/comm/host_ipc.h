@@ -55,7 +55,7 @@ struct HostIpcState {
   std::vector<uint8_t> scratch;  // the allreduce's cache-sized piece (host_ipc.cc)
   uint64_t progress = 0;         // this rank's progress word (the same on every rank between calls)
   bool noted = false;            // the first registered call was logged
-  bool cma_noted = false;        // the first single-copy call was logged
+  uint32_t cma_noted = 0;        // per Collective (bit): its first single-copy call was logged
   // Whether every rank can map every peer's allocations, settled by the
   // first call that has records from everybody (RunRegisteredLocked): a
   // rank that cannot (another user, another pid namespace, no /proc)

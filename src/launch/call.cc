@@ -56,7 +56,8 @@ struct Builder {
       if (registered.ordinary) {
         s->registered.send = a.send;
         s->registered.recv = a.recv;
-        if (registered.call.collective == Collective::kAlltoAll && a.send == a.recv)
+        const Collective coll = registered.call.collective;
+        if ((coll == Collective::kAlltoAll || coll == Collective::kAlltoAllV) && a.send == a.recv)
           s->registered.valid = false;  // a peer may still read the block this rank overwrites
       }
     }
@@ -283,8 +284,22 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
                  : nullptr;
   if (call.ipc != nullptr && !comm.registrations().empty()) [[unlikely]]
     MarkRegistered(comm, c, ipc, bytes, &call);
-  if (call.ipc != nullptr && !call.builder.registered.valid)
+  if (call.ipc != nullptr && !call.builder.registered.valid) {
     MarkSingleCopy(comm, ipc, bytes, &call);
+  } else if (HasVariableCounts(c.collective)) {
+    // The v-collectives' plans take the counts; the records carry the
+    // counts' hash where a rooted call has its root, so ranks that pass
+    // different counts fail as on the ordinary path instead of reading
+    // blocks that are not there.
+    IpcCall v = ipc;
+    v.count = count;
+    v.root = static_cast<int>(counts_hash);
+    v.counts = call.args.counts;
+    v.displs = call.args.displs;
+    v.send_counts = call.args.send_counts;
+    v.send_displs = call.args.send_displs;
+    MarkSingleCopy(comm, v, bytes, &call);
+  }
   return Route(site, call);
 }
 
