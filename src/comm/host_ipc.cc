@@ -121,7 +121,8 @@ namespace {
 template <typename Ready>
 Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
                    Ready ready) {
-  Deadline deadline{};
+  Deadline deadline{}, probe_at{};
+  Clock::time_point asked_at{};
   for (int spins = 0;; ++spins) {
     if (ready()) return Status::Ok();
     if (ch.aborted()) return RemoteError("communicator was aborted");
@@ -131,10 +132,29 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       return RemoteError("rank " + std::to_string(peer) + " left during " + what +
                          " on registered buffers");
     }
-    if (spins == 64) deadline = DeadlineIn(timeout_s);  // the clock only for real waits
-    if (spins > 64 && Clock::now() >= deadline)
-      return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what +
-                          " on registered buffers within " + std::to_string(timeout_s) + " s");
+    if (spins == 64) {  // the clock only for real waits
+      deadline = DeadlineIn(timeout_s);
+      // As the executor does: ask the peers where they are a while before
+      // the deadline, so that its verdict can say who does not answer.
+      probe_at = DeadlineIn(std::clamp(timeout_s / 4, 0.05, 1.0));
+    }
+    if (spins > 64) {
+      const auto now = Clock::now();
+      if (asked_at == Clock::time_point{} && now >= probe_at) {
+        ch.QueryPeers();
+        asked_at = now;
+      }
+      if (now >= deadline) {
+        std::string verdict;
+        CallState state;
+        if (asked_at != Clock::time_point{} && !ch.PeerState(peer, asked_at, &state))
+          verdict = "; rank " + std::to_string(peer) + " (pid " +
+                    std::to_string(ch.peer_pid(peer)) +
+                    ") does not answer (stopped, or its process hangs)";
+        return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what + " within " +
+                            std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
+      }
+    }
     if (spins < 256)
       CpuRelax();  // the peer is usually a cache-line transfer away
     else if (spins < 20000)
@@ -412,7 +432,10 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   }
   if (!everyone) return RunNumberedLocked(schedule);
   const IpcVerdict verdict = JudgeIpcRecords(st.records);
-  if (verdict.kind == IpcVerdict::Kind::kError) return fail(verdict.error);
+  if (verdict.kind == IpcVerdict::Kind::kError)  // worded as the ordinary path's mismatches
+    return fail(Status(verdict.error.code(), "collective mismatch in collective #" +
+                                                 std::to_string(collective_calls_) + ": " +
+                                                 verdict.error.message()));
   if (verdict.kind == IpcVerdict::Kind::kFallback) return RunNumberedLocked(schedule);
   // What every rank reads alike from the records: mapped when all buffers
   // are registered, else cross-memory attach when every rank offers it.
