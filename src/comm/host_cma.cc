@@ -60,7 +60,11 @@ Status RunCmaAllReduce(ChannelSet& ch, const IpcCall& c, const void* send, void*
   const size_t es = DatatypeSize(c.datatype);
   const uint32_t divisor = c.op == batonAvg ? static_cast<uint32_t>(n) : 0;
   const size_t piece = PieceElements(n, es);
-  st->scratch.resize(piece * es * (n - 1));
+  // As on registered buffers: outputs are streamed only when the call's
+  // buffers overflow the last-level cache.
+  const bool streaming = 2 * static_cast<size_t>(n) * c.count * es > LastLevelCacheBytes();
+  st->scratch.resize(piece * es * n);
+  uint8_t* result_scratch = st->scratch.data() + (n - 1) * piece * es;
   size_t pb, pe;
   Partition(c.count, n, me, &pb, &pe);
   std::vector<const uint8_t*> inputs(n);
@@ -78,11 +82,27 @@ Status RunCmaAllReduce(ChannelSet& ch, const IpcCall& c, const void* send, void*
           CmaRead(peers.pid(q), land, peers.Address(q, IpcBuffer::kSend, off), bytes));
       inputs[k] = land;
     }
-    ReduceInputs(inputs, own_recv + off, count, c.datatype, c.op, divisor);
+    // Large calls: the result goes to scratch, from where it is streamed
+    // into this rank's output (no read for ownership) and written to the
+    // peers'; small ones reduce straight into the output, which stays cached.
+    uint8_t* result = streaming ? result_scratch : own_recv + off;
+    ReduceInputs(inputs, result, count, c.datatype, c.op, divisor);
+    if (streaming) {
+      ReduceCopyArgs args;
+      args.nsrcs = 1;
+      args.srcs[0] = result;
+      args.ndsts = 1;
+      args.dsts[0] = own_recv + off;
+      args.count = count;
+      args.datatype = c.datatype;
+      args.op = c.op;
+      args.non_temporal = true;
+      ReduceCopy(args);
+    }
     for (int k = 1; k < n; ++k) {
       const int q = (me + k) % n;
       BATON_RETURN_IF_ERROR(
-          CmaWrite(peers.pid(q), peers.Address(q, IpcBuffer::kRecv, off), own_recv + off, bytes));
+          CmaWrite(peers.pid(q), peers.Address(q, IpcBuffer::kRecv, off), result, bytes));
     }
   }
   ch.PublishProgress(++st->progress);

@@ -33,6 +33,8 @@ constexpr size_t kMaxMappings = 64;
 // The write-everywhere allreduce's scratch piece: well inside a core's L2.
 constexpr size_t kScratchBytes = 64 << 10;
 
+}  // namespace
+
 // The last-level cache of CPU 0 as sysfs describes it (sysconf's figure
 // comes from CPUID, which in a VM may describe the whole host's), or 32 MiB
 // when sysfs does not say.
@@ -58,8 +60,6 @@ size_t LastLevelCacheBytes() {
   }();
   return bytes;
 }
-
-}  // namespace
 
 IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma) {
   IpcRecord r = MakeIpcRecord(rc.call, static_cast<int>(getpid()));
