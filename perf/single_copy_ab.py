@@ -8,7 +8,7 @@ buffers through the slots (BATON_CMA_COLL=0), Baton with ordinary buffers single
 when built, Open MPI (build/perf/peers/mpi_<coll>_perf, btl self,vader). Prints per size the
 median over rounds of each configuration's bus bandwidth and time (--place: out of place or in
 place), and the
-ratio single-copy / slots per round, median.
+ratio single-copy / slots per round, median; out of place and in place (one run gives both).
 
   perf/single_copy_ab.py --ranks 2 --coll all_reduce --sizes 64K,1M,16M,64M,256M --rounds 3
 """
@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 
+PLACES = ("out_of_place", "in_place")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -51,19 +52,18 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--configs", default="slots,cma,registered,mpi")
     ap.add_argument("--iters", type=int, default=0, help="0: by size")
-    ap.add_argument("--place", default="out_of_place", choices=["out_of_place", "in_place"])
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",")]
     configs = args.configs.split(",")
     mpi_bin = os.path.join(args.build, "perf", "peers", f"mpi_{args.coll}_perf")
     if "mpi" in configs and not os.path.exists(mpi_bin):
         configs.remove("mpi")
-    results = {c: {s: [] for s in sizes} for c in configs}
+    results = {p: {c: {s: [] for s in sizes} for c in configs} for p in PLACES}
     tmp = tempfile.mkdtemp()
     for rnd in range(args.rounds):
         for size in sizes:
-            iters = args.iters or max(5, min(200, (64 << 20) // size * 5 // 4))
-            flags = ["-b", str(size), "-e", str(size), "-n", str(iters), "-w", "2"]
+            iters = args.iters or max(3, min(200, (64 << 20) // size * 5 // 4))
+            flags = ["-b", str(size), "-e", str(size), "-n", str(iters), "-w", "1"]
             for c in configs:
                 env = dict(os.environ, BATON_TIMEOUT="120")
                 json_path = os.path.join(tmp, f"{c}.json")
@@ -91,29 +91,35 @@ def main():
                             binary] + flags + extra + ["-J", json_path]
                 rows = run(argv, env, json_path)
                 if size in rows:
-                    o = rows[size][args.place]
-                    results[c][size].append((o["bus_bw"], o["time"]))
+                    for place in PLACES:
+                        o = rows[size][place]
+                        results[place][c][size].append((o["bus_bw"], o["time"]))
         print(f"# round {rnd + 1} done", file=sys.stderr, flush=True)
-    head = "| size | " + " | ".join(f"{c} busbw (GB/s) / time (us)" for c in configs)
-    if "slots" in configs and "cma" in configs:
-        head += " | cma / slots time"
-    print(head + " |")
-    print("|" + " --- |" * (len(configs) + 1 + ("slots" in configs and "cma" in configs)))
-    for size in sizes:
-        cells = []
-        for c in configs:
-            v = results[c][size]
-            if not v:
-                cells.append("-")
-                continue
-            cells.append(f"{statistics.median(b for b, _ in v):.2f} / "
-                         f"{statistics.median(t for _, t in v):.1f}")
-        line = f"| {size} | " + " | ".join(cells)
-        if "slots" in configs and "cma" in configs:
-            pairs = list(zip(results["cma"][size], results["slots"][size]))
-            line += " | " + (f"{statistics.median(a[1] / b[1] for a, b in pairs):.2f}"
-                             if pairs else "-")
-        print(line + " |")
+    for place in PLACES:
+        print(f"\n{args.coll}, {args.ranks} ranks, {place.replace('_', ' ')}")
+        res = results[place]
+        both = "slots" in configs and any(c in configs for c in ("cma", "default"))
+        single = "cma" if "cma" in configs else "default"
+        head = "| size | " + " | ".join(f"{c} busbw (GB/s) / time (us)" for c in configs)
+        if both:
+            head += f" | {single} / slots time"
+        print(head + " |")
+        print("|" + " --- |" * (len(configs) + 1 + both))
+        for size in sizes:
+            cells = []
+            for c in configs:
+                v = res[c][size]
+                if not v:
+                    cells.append("-")
+                    continue
+                cells.append(f"{statistics.median(b for b, _ in v):.2f} / "
+                             f"{statistics.median(t for _, t in v):.0f}")
+            line = f"| {size >> 20 if size >= 1 << 20 else size} {'MiB' if size >= 1 << 20 else 'B'} | " + " | ".join(cells)
+            if both:
+                pairs = list(zip(res[single][size], res["slots"][size]))
+                line += " | " + (f"{statistics.median(a[1] / b[1] for a, b in pairs):.2f}"
+                                 if pairs else "-")
+            print(line + " |", flush=True)
 
 
 if __name__ == "__main__":
