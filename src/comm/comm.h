@@ -71,7 +71,8 @@ class Communicator {
   // (comm/host_cma.cc): every rank on this host, BATON_CMA_COLL, and not
   // settled otherwise by the first such call (the same on every rank).
   bool single_copy_open() const {
-    return config_.transport.cma_coll && nranks_ > 1 && channels_ && channels_->has_mailboxes() &&
+    return config_.cma_coll != 0 && nranks_ > 1 && channels_ && channels_->has_mailboxes() &&
+           (config_.cma_coll == 1 || (cost_model_ && !cost_model_->Oversubscribed())) &&
            !single_copy_refused_.load(std::memory_order_relaxed);
   }
 

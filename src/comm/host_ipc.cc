@@ -407,7 +407,7 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   };
 
   // Settled by an earlier call: no single-pass path can take this one.
-  const bool offer_cma = config_.transport.cma_coll && st.cma_reach != Reach::kNo;
+  const bool offer_cma = single_copy_open() && st.cma_reach != Reach::kNo;
   if (!offer_cma && (rc.ordinary || st.reach == Reach::kNo)) return ordinary_path();
 
   // 1. Publish, then number the call (NumberCalls leaves the record alone).

@@ -336,7 +336,9 @@ void InitSweepDestroy(RankContext& ctx, const std::vector<size_t>& counts) {
 Options Forced() {
   Options options;
   options.init_comm = false;
-  options.env = {{"BATON_CMA_COLL_MIN_BYTES", "1"}};
+  // Forced on for every size, also where ranks outnumber cores (the
+  // default leaves such hosts on the slots).
+  options.env = {{"BATON_CMA_COLL", "1"}, {"BATON_CMA_COLL_MIN_BYTES", "1"}};
   return options;
 }
 
@@ -364,19 +366,48 @@ TEST_P(SingleCopy, EveryCollectiveForced) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, SingleCopy, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8, 9));
 
-// The default threshold: small calls through the slots, the big ones single-copy.
+// The defaults: small calls through the slots, the big ones single-copy
+// where the ranks do not outnumber the cores, else everything through the
+// slots (measured slower there).
 TEST(SingleCopyDefault, LargeCallsOnly) {
-  Options options;
-  options.init_comm = false;
+  for (int n : {2, 3}) {
+    Options options;
+    options.init_comm = false;
+    RunRanks(
+        n,
+        [](RankContext& ctx) {
+          const std::string log = CaptureLog([&] {
+            InitSweepDestroy(ctx, {1, 1001, 70001, (size_t{1} << 19) + 3});
+          });
+          if (ctx.nranks() <= sysconf(_SC_NPROCESSORS_ONLN))
+            ExpectEverySingleCopy(ctx, log);
+          else
+            MP_EXPECT_EQ(ctx, log.find(kTookCma), std::string::npos);
+        },
+        options);
+  }
+}
+
+// Allreduce whose buffers overflow the last-level cache: the result is
+// streamed into the own output and written to the peers from scratch.
+TEST(SingleCopyLarge, AllReduceAboveTheCache) {
   RunRanks(
-      3,
+      2,
       [](RankContext& ctx) {
-        const std::string log = CaptureLog([&] {
-          InitSweepDestroy(ctx, {1, 1001, 70001, (size_t{1} << 19) + 3});
-        });
-        ExpectEverySingleCopy(ctx, log);
+        batonComm_t comm = nullptr;
+        MP_ASSERT_OK(ctx, batonCommInitRank(&comm, ctx.nranks(), ctx.id(), ctx.rank()));
+        ctx.set_comm(comm);
+        for (batonRedOp_t op : {batonSum, batonAvg}) {
+          for (bool in_place : {false, true}) {
+            const Case c{Coll::kAllReduce, batonFloat32, op, (size_t{9} << 20) + 5, in_place, 0};
+            size_t wrong = 0;
+            MP_ASSERT_OK(ctx, RunCase(ctx, c, &wrong)) << Describe(c) << ": " << ctx.LastError();
+            MP_ASSERT_TRUE(ctx, wrong == 0) << wrong << " wrong elements in " << Describe(c);
+          }
+        }
+        MP_EXPECT_OK(ctx, batonCommDestroy(ctx.TakeComm()));
       },
-      options);
+      Forced());
 }
 
 // Drops CAP_SYS_PTRACE from this process (root keeps reading a
