@@ -71,7 +71,7 @@ EpochPlan Replan(const EpochPlan& plan, int parts, int batch, long max_steps) {
 
 long TotalSteps(const RunContext& run, const EpochPlan& plan, long global_step, int parts) {
   const long per_epoch =
-      StepsPerEpoch(run.data.train.count, parts, run.opt.batch, run.opt.max_steps);
+      StepsPerEpoch(run.data.train.count, parts, StepBatch(run.opt), run.opt.max_steps);
   return global_step + (plan.steps - plan.step) +
          static_cast<long>(run.opt.epochs - plan.epoch - 1) * per_epoch;
 }
