@@ -67,6 +67,15 @@ class Communicator {
   Registrations& registrations() { return registrations_; }
   const Registrations& registrations() const { return registrations_; }
 
+  // Whether calls on ordinary buffers may take the single-copy path
+  // (comm/host_cma.cc): every rank on this host, BATON_CMA_COLL, and not
+  // settled otherwise by the first such call (the same on every rank).
+  bool single_copy_open() const {
+    return config_.cma_coll != 0 && nranks_ > 1 && channels_ && channels_->has_mailboxes() &&
+           (config_.cma_coll == 1 || (cost_model_ && !cost_model_->Oversubscribed())) &&
+           !single_copy_refused_.load(std::memory_order_relaxed);
+  }
+
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
   CollArgs MakeArgs(const void* send = nullptr, void* recv = nullptr, size_t count = 0,
@@ -162,6 +171,9 @@ class Communicator {
   // schedule as usual.
   Status RunRegisteredLocked(const Schedule& schedule);
   std::unique_ptr<HostIpcState> host_ipc_;  // guarded by run_mu_
+  // The single-copy path was refused by the kernel somewhere (host_cma.cc):
+  // calls stop offering it (read without run_mu_ by launch/call.cc).
+  std::atomic<bool> single_copy_refused_{false};
   // Collectives numbered so far, 64 bits (the mailboxes' call numbers), and
   // whether NumberCalls must leave the mailbox alone (a record is in it).
   uint64_t collective_seq_ = 0;

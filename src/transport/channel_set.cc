@@ -237,7 +237,7 @@ Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) 
   }
   BATON_RETURN_IF_ERROR(st.WithContext("shared memory (is /dev/shm full?)"));
   InitShmSegment(own_segment_.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
-  if (setup.config.cma) {
+  if (setup.config.cma || setup.config.cma_coll) {
     InitCmaProbe(own_segment_.get());
     // Where Yama restricts ptrace to descendants, let sibling ranks read us
     // (Open MPI's shared-memory transport does the same).
@@ -282,6 +282,11 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
   BATON_INFO(kLogShm, "cross memory attach: %d of %d local peers read our memory directly",
              cma_peers, (int)local_peers.size());
   return Status::Ok();
+}
+
+int ChannelSet::ProbePeerMemory(int peer) const {
+  if (peer < 0 || peer >= nranks_ || !peer_segments_[peer]) return EINVAL;
+  return ProbeCmaError(peers_[peer].pid, *peer_segments_[peer]);
 }
 
 ChannelSet::ChannelSet() = default;

@@ -58,8 +58,9 @@ struct TransportConfig {
   int tcp_sockets = 1;          // BATON_NSOCKS_PERPEER: sockets per TCP peer, striped
   bool cma = false;             // BATON_CMA=1: single-copy shm transfers (docs/performance.md)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
-  rdma::RdmaConfig rdma;               // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
-  bool runtime_connect = true;         // BATON_RUNTIME_CONNECT: pairs connected on first use
+  bool cma_coll = true;   // BATON_CMA_COLL: peers may read this rank's memory (comm/host_cma.cc)
+  rdma::RdmaConfig rdma;  // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
+  bool runtime_connect = true;  // BATON_RUNTIME_CONNECT: pairs connected on first use
 };
 
 // Everything needed to set up the channels of one communicator.
@@ -187,6 +188,12 @@ class ChannelSet {
   // this rank's, published with release, and a peer's, read with acquire.
   void PublishProgress(uint64_t steps);
   uint64_t PeerProgress(int peer) const;
+  // Single-copy collectives on ordinary buffers (comm/host_cma.cc): whether
+  // this rank can read `peer`'s memory with process_vm_readv (0, or the
+  // errno the kernel gave), and the pid to read it through. Only for
+  // peers that share memory and are connected.
+  int ProbePeerMemory(int peer) const;
+  int peer_pid(int peer) const { return peers_[peer].pid; }
   // Whether the watchdog saw `peer`'s sockets close (it died or aborted).
   bool peer_closed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
 
