@@ -131,7 +131,8 @@ PY
 port=$("$setup_python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 out=$(clean timeout 120 python -m torch.distributed.run --nproc-per-node 2 --master-addr 127.0.0.1 \
   --master-port "$port" job.py "$tmp/venv" "$torch_version" 2>&1)
-if [[ $? -ne 0 ]] || [[ $(grep -c "allreduce checked" <<< "$out") -ne 2 ]]; then
+# Counted as words, not lines: the two ranks' prints can land on one line.
+if [[ $? -ne 0 ]] || [[ $(grep -o "rank [01]: allreduce checked" <<< "$out" | sort -u | wc -l) -ne 2 ]]; then
   fail "torchrun -nproc-per-node 2 job.py: $out"
 else
   stamp "torchrun, 2 processes on \"baton\": allreduce checked"
