@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # Build and test tools; then the peers perf/compare.py runs against (Open MPI,
 # Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot, and
 # clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh).
-packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
+packages=(g++ meson ninja-build pkg-config libhwloc-dev libhwy-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
           dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev
