@@ -11,6 +11,9 @@
 //        CPU runs), or old_avx2 / old_avx512 (the old back end, with the
 //        portable loops where it had no vector path, as its ReduceCopy did).
 //   BM_ReduceNT/<type>/sum/<impl>/<bytes>  the same with streaming stores.
+//   BM_ScaleCopy/<type>/<impl>/<bytes>    PreMulSum's dst = a * scalar
+//   BM_ScaleReduce/<type>/<impl>/<bytes>  its fused step dst = a * scalar + b
+//        (no old back end had these: portable is what ran before).
 //   BM_Memcpy/<bytes>                     memcpy(dst, src)
 //   BM_StreamAdd/<bytes>                  c[i] = a[i] + b[i] in float
 //
@@ -171,6 +174,35 @@ void Reduce(benchmark::State& state, batonDataType_t dt, batonRedOp_t op, const 
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * 3 * bytes);
 }
 
+// PreMulSum's passes at impl's level (never an old back end): ScaleCopy
+// when reduce is false, else ScaleReduce.
+void Scale(benchmark::State& state, batonDataType_t dt, const Impl& impl, bool reduce) {
+  const size_t bytes = static_cast<size_t>(state.range(0));
+  KernelLevelScope scope(impl.level, kDefaultNonTemporalMinBytes);
+  if (!scope.ok()) {
+    state.SkipWithError("kernel level not available on this CPU");
+    return;
+  }
+  Arrays& arrays = ArraysOf(bytes);
+  if (!arrays.ok()) {
+    state.SkipWithError("out of memory");
+    return;
+  }
+  const size_t count = bytes / DatatypeSize(dt);
+  // 1.0 in fp16 and E5M2 (0x3c and 0x3c00), a small finite value elsewhere.
+  const uint64_t scalar = 0x3c003c003c003c00ull;
+  for (auto _ : state) {
+    if (reduce) {
+      ScaleReduce(arrays.c.data(), arrays.a.data(), arrays.b.data(), count, dt, &scalar, true);
+    } else {
+      ScaleCopy(arrays.c.data(), arrays.a.data(), count, dt, &scalar);
+    }
+    benchmark::DoNotOptimize(arrays.c.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * (reduce ? 3 : 2) * bytes);
+}
+
 void BM_Memcpy(benchmark::State& state) {
   const size_t bytes = static_cast<size_t>(state.range(0));
   Arrays& arrays = ArraysOf(bytes);
@@ -243,6 +275,15 @@ void RegisterAll() {
             std::string("BM_Reduce/") + DatatypeName(dt) + "/" + RedOpName(op) + "/" + impl.name;
         auto* bench = benchmark::RegisterBenchmark(name.c_str(), Reduce, dt, op, impl,
                                                    kDefaultNonTemporalMinBytes);
+        for (int64_t size : kSizes) bench->Arg(size);
+      }
+    }
+    for (const Impl& impl : impls) {
+      if (impl.old != nullptr) continue;
+      for (bool reduce : {false, true}) {
+        const std::string name = std::string(reduce ? "BM_ScaleReduce/" : "BM_ScaleCopy/") +
+                                 DatatypeName(dt) + "/" + impl.name;
+        auto* bench = benchmark::RegisterBenchmark(name.c_str(), Scale, dt, impl, reduce);
         for (int64_t size : kSizes) bench->Arg(size);
       }
     }

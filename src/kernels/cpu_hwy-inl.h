@@ -53,9 +53,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 #include "kernels/cpu_hwy_convert-inl.h"
 
 // Types whose accumulator is the element itself: one lane per element.
-template <typename T>
+template <typename T, class Tag = hn::ScalableTag<T>>
 struct DirectLanes {
-  using D = hn::ScalableTag<T>;
+  using D = Tag;
   using V = hn::Vec<D>;
   using Stored = T;
   using DS = D;
@@ -98,9 +98,11 @@ using CoreOp = std::conditional_t<
     std::conditional_t<kKind == OpKind::kMax, FuncMax<T>,
                        std::conditional_t<kKind == OpKind::kMin, FuncMin<T>, FuncSum<T>>>>;
 
-// What the target offers for accumulators V (asked rather than listed:
-// Highway 1.0.3 has 64-bit integer products only on AVX-512 and SVE, and
-// on SVE its operators are named functions).
+// What the target offers for accumulators V, asked rather than listed:
+// Highway 1.0.3 has no 8-bit products, 64-bit ones natively only on AVX-512
+// and SVE (emulated from 32-bit multiplies elsewhere), and on SVE its
+// operators are named functions (elsewhere Mul is an unconstrained wrapper
+// of operator*, so only the operator itself can be asked about).
 template <class V>
 constexpr bool HasMul() {
 #if HWY_HAVE_SCALABLE
@@ -109,7 +111,7 @@ constexpr bool HasMul() {
   };
 #else
   return requires(V a) {
-    a* a;
+    operator*(a, a);
   };
 #endif
 }
@@ -121,12 +123,26 @@ constexpr bool HasMinMax() {
   };
 }
 
-template <typename T, OpKind kKind>
+// Whether a vector product pays: Highway emulates 64-bit integer products
+// from three 32-bit ones outside AVX-512 and SVE, which with two lanes
+// (SSE4, NEON) loses to the scalar multiply (0.4x under SSE4 in
+// kernels_bench); with four (AVX2) it wins 1.85x.
+template <class D>
+constexpr bool ProductPays() {
+  using Lane = hn::TFromD<D>;
+  if constexpr (sizeof(Lane) == 8 && std::is_integral_v<Lane>) {
+    return HWY_HAVE_SCALABLE || (HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3) || hn::MaxLanes(D()) >= 4;
+  } else {
+    return true;
+  }
+}
+
+// Whether lanes L have a vector path for kKind.
+template <class L, OpKind kKind>
 constexpr bool HasOp() {
-  using L = typename LanesOf<T>::type;
   using Lane = hn::TFromD<typename L::D>;
   if constexpr (kKind == OpKind::kProd) {
-    return HasMul<typename L::V>();
+    return HasMul<typename L::V>() && ProductPays<typename L::D>();
   } else if constexpr (kKind == OpKind::kMax || kKind == OpKind::kMin) {
     return std::is_floating_point_v<Lane> || HasMinMax<typename L::V>();
   } else {
@@ -275,6 +291,33 @@ void ScalarRange(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin, si
   }
 }
 
+// One step of four accumulators at element i: every source read before
+// any destination is written. (A function rather than a lambda: GCC does
+// not inline a lambda this size, and a call per step costs 10%.)
+template <class L, OpKind kKind, bool kDiv, bool kNt, typename T, class V>
+HWY_INLINE void ReduceStep(typename L::D d, const T* const* sp, int ns, size_t i, size_t unit, V dv,
+                           typename L::Stored* o0, typename L::Stored* o1) {
+  V a0, a1, a2, a3;
+  LoadStep<L>(d, sp[0] + i, unit, a0, a1, a2, a3);
+  for (int s = 1; s < ns; ++s) {
+    V b0, b1, b2, b3;
+    LoadStep<L>(d, sp[s] + i, unit, b0, b1, b2, b3);
+    a0 = Apply<kKind>(a0, b0);
+    a1 = Apply<kKind>(a1, b1);
+    a2 = Apply<kKind>(a2, b2);
+    a3 = Apply<kKind>(a3, b3);
+  }
+  if constexpr (kDiv) {
+    a0 = hn::Div(a0, dv);
+    a1 = hn::Div(a1, dv);
+    a2 = hn::Div(a2, dv);
+    a3 = hn::Div(a3, dv);
+  } else {
+    (void)dv;
+  }
+  StoreStep<L, kNt>(d, a0, a1, a2, a3, o0 + i, o1 == nullptr ? nullptr : o1 + i, unit);
+}
+
 // The vector body over [begin, end) in whole steps, then whole units;
 // returns where it stopped. kSrcs > 0 fixes the source count at compile
 // time (the hot two-source case); 0 reads it from nsrcs. Four independent
@@ -302,35 +345,16 @@ size_t ReduceVectors(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin
   S* o1 = reinterpret_cast<S*>(d1);
 
   using V = typename L::V;
-  // One step of four accumulators at element i.
-  auto reduce_step = [&](size_t i) {
-    V a0, a1, a2, a3;
-    LoadStep<L>(d, sp[0] + i, unit, a0, a1, a2, a3);
-    for (int s = 1; s < ns; ++s) {
-      V b0, b1, b2, b3;
-      LoadStep<L>(d, sp[s] + i, unit, b0, b1, b2, b3);
-      a0 = Apply<kKind>(a0, b0);
-      a1 = Apply<kKind>(a1, b1);
-      a2 = Apply<kKind>(a2, b2);
-      a3 = Apply<kKind>(a3, b3);
-    }
-    if constexpr (kDiv) {
-      a0 = hn::Div(a0, dv);
-      a1 = hn::Div(a1, dv);
-      a2 = hn::Div(a2, dv);
-      a3 = hn::Div(a3, dv);
-    }
-    StoreStep<L, kNt>(d, a0, a1, a2, a3, o0 + i, o1 == nullptr ? nullptr : o1 + i, unit);
-  };
   size_t i = begin;
   if constexpr (L::kParts == 2) {
     // Four units per iteration for bf16 too, as for the other types.
     for (; i + 2 * step <= end; i += 2 * step) {
-      reduce_step(i);
-      reduce_step(i + step);
+      ReduceStep<L, kKind, kDiv, kNt>(d, sp, ns, i, unit, dv, o0, o1);
+      ReduceStep<L, kKind, kDiv, kNt>(d, sp, ns, i + step, unit, dv, o0, o1);
     }
   }
-  for (; i + step <= end; i += step) reduce_step(i);
+  for (; i + step <= end; i += step)
+    ReduceStep<L, kKind, kDiv, kNt>(d, sp, ns, i, unit, dv, o0, o1);
   // Whole units; streaming only where a unit is a whole streaming store.
   for (; i + unit <= end; i += unit) {
     V a0, a1;
@@ -402,7 +426,7 @@ void RunReduce(const ReduceCopyArgs& args, const SimdOptions& options) {
 
 template <typename T, OpKind kKind>
 bool ReduceWithOp(const ReduceCopyArgs& args, const SimdOptions& options) {
-  if constexpr (!HasOp<T, kKind>()) {
+  if constexpr (!HasOp<typename LanesOf<T>::type, kKind>()) {
     return false;
   } else if (args.post_divisor > 1) {
     // Only floating accumulators divide in vectors (no integer division).
@@ -434,13 +458,45 @@ bool ReduceCopyTyped(const ReduceCopyArgs& args, const SimdOptions& options) {
 
 // ---- PreMulSum --------------------------------------------------------------
 
+// The lanes of PreMulSum's passes: those of the reduce-copy, but at most
+// 256 bits wide on AVX-512 for the types stored as they accumulate. With
+// one multiply per element they are bound by memory from L2 on, and there
+// 512-bit vectors moved 10% less from DRAM than 256-bit ones on the Zen 4
+// measured (docs/design.md), while 256-bit ones were as fast in L1.
+template <typename T>
+struct ScaleLanesOf {
+  using type = typename LanesOf<T>::type;
+};
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+template <typename T>
+requires std::is_arithmetic_v<T>
+struct ScaleLanesOf<T> {
+  using type = DirectLanes<T, hn::CappedTag<T, 32 / sizeof(T)>>;
+};
+#endif
+
+// own * s, then (kReduce) the sum with the other operand y in the
+// requested order.
+template <bool kReduce, bool kOwnFirst, class V>
+HWY_INLINE V ScaleOne(V s, V own, V y) {
+  const V product = hn::Mul(own, s);
+  if constexpr (!kReduce) {
+    (void)y;
+    return product;
+  } else if constexpr (kOwnFirst) {
+    return hn::Add(product, y);
+  } else {
+    return hn::Add(y, product);
+  }
+}
+
 // dst = own * s (kReduce false), or own * s + other / other + own * s: the
 // product kept in the accumulation type, rounded once with the sum, as
 // ScaleCopyRange and ScaleReduceRange do. Every operand of a step is read
 // before it is stored, so dst may be own or other.
 template <typename T, bool kReduce, bool kOwnFirst>
 void RunScale(T* dst, const T* own, const T* other, size_t count, T scalar) {
-  using L = typename LanesOf<T>::type;
+  using L = typename ScaleLanesOf<T>::type;
   using S = typename L::Stored;
   const typename L::D d;
   const typename L::DS ds;
@@ -449,17 +505,8 @@ void RunScale(T* dst, const T* own, const T* other, size_t count, T scalar) {
   const auto s = hn::Set(d, LoadAcc<T>(scalar));
   S* out = reinterpret_cast<S*>(dst);
   using V = typename L::V;
-  // own * s, then the sum with the other operand in the requested order.
-  auto combine = [&](V x, V y) {
-    const V product = hn::Mul(x, s);
-    if constexpr (!kReduce) {
-      (void)y;
-      return product;
-    } else if constexpr (kOwnFirst) {
-      return hn::Add(product, y);
-    } else {
-      return hn::Add(y, product);
-    }
+  auto scaled = [&](V own_acc, V other_acc) {
+    return ScaleOne<kReduce, kOwnFirst>(s, own_acc, other_acc);
   };
   size_t i = 0;
   for (; i + step <= count; i += step) {
@@ -468,10 +515,10 @@ void RunScale(T* dst, const T* own, const T* other, size_t count, T scalar) {
     if constexpr (kReduce) {
       LoadStep<L>(d, other + i, unit, b0, b1, b2, b3);
     } else {
-      b0 = a0, b1 = a1, b2 = a2, b3 = a3;  // unused by combine
+      b0 = a0, b1 = a1, b2 = a2, b3 = a3;  // unused by ScaleOne
     }
-    StoreStep<L, false>(d, combine(a0, b0), combine(a1, b1), combine(a2, b2), combine(a3, b3),
-                        out + i, nullptr, unit);
+    StoreStep<L, false>(d, scaled(a0, b0), scaled(a1, b1), scaled(a2, b2), scaled(a3, b3), out + i,
+                        nullptr, unit);
   }
   for (; i + unit <= count; i += unit) {
     V a0, a1, b0, b1;
@@ -479,9 +526,9 @@ void RunScale(T* dst, const T* own, const T* other, size_t count, T scalar) {
     if constexpr (kReduce) {
       LoadUnit<L>(d, other + i, b0, b1);
     } else {
-      b0 = a0, b1 = a1;  // unused by combine
+      b0 = a0, b1 = a1;  // unused by ScaleOne
     }
-    hn::StoreU(PackUnit<L>(d, combine(a0, b0), combine(a1, b1)), ds, out + i);
+    hn::StoreU(PackUnit<L>(d, scaled(a0, b0), scaled(a1, b1)), ds, out + i);
   }
   if constexpr (kReduce) {
     ScaleReduceRange<T>(own, other, dst, i, count, 1, scalar, kOwnFirst);
@@ -492,7 +539,7 @@ void RunScale(T* dst, const T* own, const T* other, size_t count, T scalar) {
 
 template <typename T>
 bool ScaleTyped(const ScaleArgs& args) {
-  if constexpr (!HasOp<T, OpKind::kProd>()) {
+  if constexpr (!HasOp<typename ScaleLanesOf<T>::type, OpKind::kProd>()) {
     return false;
   } else {
     T scalar;
