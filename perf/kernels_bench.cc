@@ -53,6 +53,9 @@ namespace {
 constexpr int64_t kSizes[] = {16 << 10, 512 << 10, 64 << 20};
 // Streaming stores pay off, if at all, beyond the cache.
 constexpr int64_t kNtSizes[] = {4 << 20, 64 << 20};
+// PreMulSum's passes switch between vectors and the portable loop between
+// L2 and DRAM sizes (kernels/cpu_hwy_lanes-inl.h).
+constexpr int64_t kScaleSizes[] = {16 << 10, 512 << 10, 1 << 20, 4 << 20, 64 << 20};
 
 // Frees what aligned_alloc returned.
 struct FreeDeleter {
@@ -284,7 +287,7 @@ void RegisterAll() {
         const std::string name = std::string(reduce ? "BM_ScaleReduce/" : "BM_ScaleCopy/") +
                                  DatatypeName(dt) + "/" + impl.name;
         auto* bench = benchmark::RegisterBenchmark(name.c_str(), Scale, dt, impl, reduce);
-        for (int64_t size : kSizes) bench->Arg(size);
+        for (int64_t size : kScaleSizes) bench->Arg(size);
       }
     }
     for (const Impl& impl : impls) {

@@ -14,7 +14,7 @@
  * AVX512_BF16 flushes subnormals). fp8 is the core's integer steps on every
  * target, except E5M2 loads, which are the upper byte of an fp16.
  *
- * Included by cpu_hwy-inl.h inside baton::HWY_NAMESPACE, once per target
+ * Included by cpu_hwy_lanes-inl.h inside baton::HWY_NAMESPACE, once per target
  * (Highway's toggle instead of #pragma once). No FMA can appear: no
  * multiply feeds an add here, and the build passes -ffp-contract=off.
  *

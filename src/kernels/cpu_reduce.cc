@@ -25,6 +25,7 @@
 
 #include <assert.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -255,6 +256,36 @@ bool ScaleSimd(const ScaleArgs& args) {
   return target != 0 && args.count > 0 && SimdScale(target, args);
 }
 
+// The last-level cache (L3, else L2; 8 MiB where the C library does not
+// say, as on aarch64).
+size_t LastLevelCacheBytes() {
+  static const size_t bytes = [] {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return llc > 0 ? static_cast<size_t>(llc) : size_t{8} << 20;
+  }();
+  return bytes;
+}
+
+// Whether ScaleCopy offers a call to the vector back end. A scaled copy of
+// a type stored as it accumulates is one read and one write per element: in
+// cache the vectors run it at 1.6-3.5x the portable loop, but once source
+// and destination exceed the last-level cache the portable loop's narrower
+// stores moved 10-20% more from DRAM than 256- or 512-bit ones
+// (docs/design.md, "CPU reduce-copy kernels"). fp16, bf16 and fp8 convert
+// every element and gain at any size.
+bool ScaleCopyUsesVectors(size_t count, batonDataType_t dt) {
+  switch (dt) {
+    case batonFloat16:
+    case batonBfloat16:
+    case batonFloat8e4m3:
+    case batonFloat8e5m2:
+      return true;
+    default:
+      return 2 * count * DatatypeSize(dt) <= LastLevelCacheBytes();
+  }
+}
+
 // Exactly one bit: a Highway target rather than kPortable or garbage.
 bool IsOneTarget(CpuKernelLevel level) {
   const int64_t bits = static_cast<int64_t>(level);
@@ -367,7 +398,7 @@ void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, con
   simd.count = count;
   simd.datatype = dt;
   simd.scalar = scalar;
-  if (ScaleSimd(simd)) return;
+  if (ScaleCopyUsesVectors(count, dt) && ScaleSimd(simd)) return;
   // Else one pass, vectorized by the compiler for the baseline ISA (the
   // loop is the branch-free core).
   DispatchDatatype(dt, [&](auto type_tag) {
