@@ -189,6 +189,40 @@ batonResult_t batonCommSplit(batonComm_t comm, int color, int key, batonComm_t* 
 batonResult_t batonCommShrink(batonComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               batonComm_t* newcomm, batonConfig_t* config, int shrinkFlags);
 
+/* Makes the unique id that ranks joining comm through batonCommGrow use, as
+ * ncclCommGetUniqueId (NCCL 2.29). Called by one rank of comm (the grow's
+ * coordinator), which hands the id to the joining ranks out of band (a
+ * file, a socket, batonrun's BATON_ELASTIC_DIR; docs/reliability.md) and
+ * passes it to its own batonCommGrow. This process serves the id's
+ * rendezvous for comm's timeout: the grow must complete within it. One id
+ * at a time: batonInvalidUsage while the previous one has not been passed
+ * to a batonCommGrow, which uses it up (whatever the grow's outcome).
+ * batonInvalidArgument for a NULL uniqueId or a comm that is not live. */
+batonResult_t batonCommGetUniqueId(batonComm_t comm, batonUniqueId* uniqueId);
+
+/* Makes a communicator of nRanks ranks from comm's ranks and ranks that join
+ * it, as ncclCommGrow (NCCL 2.29). Collective over comm and the joining
+ * ranks, none of them inside a group:
+ *  - the coordinator (comm's rank that called batonCommGetUniqueId): comm,
+ *    uniqueId = that id, rank = -1;
+ *  - comm's other ranks: comm, uniqueId = NULL (or the same id), rank = -1;
+ *  - each joining rank: comm = NULL, uniqueId = the id, rank = its rank.
+ * comm's ranks keep their numbers; the joining ranks take the numbers from
+ * comm's size to nRanks - 1, each a distinct one (two with one number fail
+ * the rendezvous on every rank). Nothing may be in flight on comm, which
+ * stays usable, and is destroyed by the caller when no longer needed.
+ * config: NULL gives comm's ranks comm's name and timeout, and joining
+ * ranks the defaults; blocking = 0 returns batonInProgress at once, as for
+ * batonCommInitRankConfig. comm's ranks check together that exactly one of
+ * them passes the id it made and that all pass the same nRanks
+ * (batonInvalidUsage on every one of them otherwise); a joining rank that
+ * does not come, or comm's ranks that do not, make the others fail with
+ * batonTimeout within the timeout. batonInvalidArgument: newcomm NULL, comm
+ * and uniqueId both NULL, nRanks not larger than comm's size, rank other
+ * than -1 with comm, or outside [0, nRanks) without. */
+batonResult_t batonCommGrow(batonComm_t comm, int nRanks, const batonUniqueId* uniqueId, int rank,
+                            batonComm_t* newcomm, batonConfig_t* config);
+
 /* Waits for the work queued on comm (host streams) and returns the first
  * error among it, or the communicator's sticky error; the communicator stays
  * usable for queries and must still be destroyed. As ncclCommFinalize. */

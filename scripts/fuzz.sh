@@ -42,7 +42,7 @@ flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc -Iinclude "-I$config_dir"
 # for its static target only (HWY_COMPILE_ONLY_STATIC, no SIMD target on
 # x86-64's baseline), so ReduceCopy runs the portable loops and the
 # sanitized build stays short.
-sources=(base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
+sources=(base/cpu.cc base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
          bootstrap/handshake.cc bootstrap/unique_id.cc transport/channel.cc transport/control.cc
          transport/doorbell.cc transport/shm.cc transport/tcp.cc
          tuning/algorithm_filter.cc tools/batonrun/hosts.cc kernels/cpu_reduce.cc

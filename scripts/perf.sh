@@ -7,7 +7,8 @@
 # scripts/perf.sh -n 20. COMPARE=0 skips the comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# No aarch64 cross tools: only the test suite uses them (docs/arm.md).
+SETUP_CROSS=${SETUP_CROSS:-0} scripts/setup.sh
 ranks=${RANKS:-4}
 max=${MAXBYTES:-64M}
 for transport in shm tcp; do

@@ -25,6 +25,12 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The aarch64 cross compiler, qemu-user and the arm64 -dev packages
+# (multiarch) for the aarch64 test (docs/arm.md); SETUP_CROSS=0 skips them.
+if [ "${SETUP_CROSS:-1}" != 0 ]; then
+  scripts/cross_aarch64.sh --install-only
+fi
+
 # CUDA: nvcc from /usr/local/cuda when installed, so the default (cuda=auto)
 # configuration builds the CUDA kernels (docs/cuda.md).
 if [ -d /usr/local/cuda/bin ]; then

@@ -27,12 +27,14 @@ std::vector<GradientBucket> AssignBuckets(const std::vector<LayerSlice>& layers,
   return buckets;
 }
 
-GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& model,
-                                   size_t first_cap_bytes, size_t cap_bytes, bool overlap,
-                                   bool fp16, Timeline* timeline)
+GradientAverager::GradientAverager(batonComm_t comm, Backend& backend,
+                                   const std::vector<LayerSlice>& layers, float* grads,
+                                   size_t count, size_t first_cap_bytes, size_t cap_bytes,
+                                   bool overlap, bool fp16, Timeline* timeline)
     : comm_(comm),
       backend_(backend),
-      model_(model),
+      grads_(grads),
+      count_(count),
       overlap_(overlap),
       fp16_(fp16),
       timeline_(timeline) {
@@ -43,17 +45,17 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend, Mlp& mode
     stream_ = static_cast<batonStream_t>(device_stream);
   }
   if (overlap_) {
-    buckets_ = AssignBuckets(model.layers(), first_cap_bytes, cap_bytes);
+    buckets_ = AssignBuckets(layers, first_cap_bytes, cap_bytes);
     if (!device_) CheckBaton(batonStreamCreate(&stream_), comm_, "batonStreamCreate");
   } else {
     GradientBucket all;
     all.begin = 0;
-    all.end = model.parameter_count();
+    all.end = count;
     all.first_layer = 0;
-    all.last_layer = static_cast<int>(model.layers().size()) - 1;
+    all.last_layer = static_cast<int>(layers.size()) - 1;
     buckets_.push_back(all);
   }
-  if (fp16_) half_ = backend_.Allocate((model.parameter_count() + 1) / 2);
+  if (fp16_) half_ = backend_.Allocate((count + 1) / 2);
 }
 
 GradientAverager::~GradientAverager() {
@@ -80,7 +82,7 @@ void GradientAverager::Launch(size_t b) {
   // complete. On the device's communication stream the allreduce waits for them instead, while
   // the backend goes on with the layers below.
   if (!device_) backend_.Synchronize();
-  float* g = model_.grads() + bucket.begin;
+  float* g = grads_ + bucket.begin;
   if (fp16_) backend_.ToHalf(half() + bucket.begin, g, count);
   if (device_) backend_.CommAfterCompute();
   batonResult_t r = fp16_ ? batonAllReduce(half() + bucket.begin, half() + bucket.begin, count,
@@ -97,7 +99,7 @@ double GradientAverager::Finish() {
     // The math from here on (the fp16 conversion back, the optimizer step) waits for the
     // allreduces on the device; the host does not.
     backend_.ComputeAfterComm();
-    if (fp16_) backend_.FromHalf(model_.grads(), half(), model_.parameter_count());
+    if (fp16_) backend_.FromHalf(grads_, half(), count_);
     // A stream-ordered allreduce fails after its call returned; Baton then records the error on
     // the communicator (and aborts it). Checked every step so training stops at the next one.
     batonResult_t async_error = batonSuccess;
@@ -107,7 +109,7 @@ double GradientAverager::Finish() {
   }
   if (overlap_) CheckBaton(batonStreamSynchronize(stream_), comm_, "gradient allreduce");
   double waited = NowSeconds() - t0;
-  if (fp16_) backend_.FromHalf(model_.grads(), half(), model_.parameter_count());
+  if (fp16_) backend_.FromHalf(grads_, half(), count_);
   return waited;
 }
 

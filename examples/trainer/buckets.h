@@ -39,8 +39,11 @@ std::vector<GradientBucket> AssignBuckets(const std::vector<LayerSlice>& layers,
 // backend (a kernel on a device).
 class GradientAverager {
  public:
-  GradientAverager(batonComm_t comm, Backend& backend, Mlp& model, size_t first_cap_bytes,
-                   size_t cap_bytes, bool overlap, bool fp16, Timeline* timeline = nullptr);
+  // layers: where each layer's gradients sit in grads (count floats in all); layer_done(l) is
+  // called with indices into it (the Mlp's layers, or a model-parallel stage's).
+  GradientAverager(batonComm_t comm, Backend& backend, const std::vector<LayerSlice>& layers,
+                   float* grads, size_t count, size_t first_cap_bytes, size_t cap_bytes,
+                   bool overlap, bool fp16, Timeline* timeline = nullptr);
   ~GradientAverager();
   GradientAverager(const GradientAverager&) = delete;
   GradientAverager& operator=(const GradientAverager&) = delete;
@@ -64,7 +67,8 @@ class GradientAverager {
 
   batonComm_t comm_;
   Backend& backend_;
-  Mlp& model_;
+  float* grads_;
+  size_t count_;
   bool overlap_;
   bool fp16_;
   std::vector<GradientBucket> buckets_;

@@ -164,7 +164,6 @@ DataSplit LoadFashionMnist(const std::string& dir) {
 
 DataSplit MakeSynthetic(size_t count, uint64_t seed) {
   constexpr size_t kFeatures = 784;
-  constexpr int kClasses = 10;
   Rng proto_rng(MixSeed(seed, 0x5e7));
   std::vector<float> prototypes(kClasses * kFeatures);
   for (float& p : prototypes) p = static_cast<float>(proto_rng.Uniform() * 255.0);

@@ -8,12 +8,15 @@
 
 namespace trainer {
 
+// Both data sources have ten classes (Fashion-MNIST's, and the synthetic set's prototypes).
+inline constexpr int kClasses = 10;
+
 // A labelled image set kept as bytes (0..255); batches are converted to floats on the fly, which
 // keeps four ranks' copies of Fashion-MNIST at 55 MB each instead of 220 MB.
 struct Dataset {
   size_t count = 0;
   size_t features = 0;  // pixels per image (784)
-  int classes = 10;
+  int classes = kClasses;
   std::vector<uint8_t> pixels;  // count * features
   std::vector<uint8_t> labels;  // count, each < classes
 

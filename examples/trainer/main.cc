@@ -13,6 +13,9 @@
 
 #include "backend.h"
 #include "data.h"
+#include "elastic.h"
+#include "layout.h"
+#include "model_parallel.h"
 #include "options.h"
 #include "timeline.h"
 #include "trainer.h"
@@ -96,6 +99,62 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   return data;
 }
 
+// A replacement that batonrun --elastic --replace started for a lost rank: it loads the data,
+// asks to join (elastic_join.h), grows into the running job (batonCommGrow) and trains on from
+// the state the others hand it.
+int RunReplacement(const trainer::Options& options) {
+  const std::string label = LauncherRank();
+  if (!options.elastic) {
+    std::fprintf(stderr,
+                 "baton-train: rank %s: error: started to replace a lost rank (batonrun "
+                 "--replace) but without --elastic\n",
+                 label.c_str());
+    return 2;
+  }
+  const double started = trainer::NowSeconds();
+  batonComm_t comm = nullptr;
+  std::string who = label + " (replacement)";
+  std::unique_ptr<trainer::Backend> backend;
+  try {
+    backend = trainer::MakeCpuBackend(BlasThreads(options, std::max(LocalRanks(), 1)));
+    trainer::DataSplit data = options.synthetic > 0
+                                  ? trainer::MakeSynthetic(options.synthetic, options.seed)
+                                  : trainer::LoadFashionMnist(options.data_dir);
+    const double ready = trainer::NowSeconds();
+    comm = trainer::JoinRunningJob();
+    if (comm == nullptr) {
+      std::printf("baton-train: rank %s: the job finished before this replacement could join\n",
+                  label.c_str());
+      return 0;
+    }
+    int rank = 0, world = 0;
+    batonCommUserRank(comm, &rank);
+    batonCommCount(comm, &world);
+    who = std::to_string(rank);
+    std::fprintf(stderr,
+                 "baton-train: rank %s (replacement) joined as rank %d of %d: %.2f s to start "
+                 "(data, model), %.2f s to join\n",
+                 label.c_str(), rank, world, ready - started, trainer::NowSeconds() - ready);
+    trainer::Timeline timeline(options.trace, rank);
+    trainer::TrainingRun run(comm, options, *backend, data);
+    run.joined = true;
+    run.timeline = &timeline;
+    run.Run();
+    timeline.Write();
+    batonResult_t r = batonCommDestroy(comm);
+    if (r != batonSuccess) {
+      std::fprintf(stderr, "baton-train: rank %s: batonCommDestroy: %s\n", who.c_str(),
+                   batonGetErrorString(r));
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "baton-train: rank %s: error: %s\n", who.c_str(), e.what());
+    if (comm != nullptr) batonCommAbort(comm);
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -113,6 +172,9 @@ int main(int argc, char** argv) {
 
   // Baton records its calls on the same timeline (FILE.rankN.json beside ours).
   if (!options.trace.empty()) setenv("BATON_TRACE_FILE", options.trace.c_str(), 1);
+  if (const char* join = std::getenv("BATON_ELASTIC_JOIN"); join != nullptr && join[0] == '1') {
+    return RunReplacement(options);
+  }
   batonComm_t comm = nullptr;
   batonResult_t joined;
   if (LauncherRank() == "?" && std::getenv("BATON_ROOT") == nullptr) {
@@ -132,6 +194,34 @@ int main(int argc, char** argv) {
   int world = 1;
   batonCommUserRank(comm, &rank);
   batonCommCount(comm, &world);
+  // A model-parallel layout that cannot work on this many ranks is a usage error that every rank
+  // finds on its own, before any collective: nobody is left waiting.
+  trainer::Layout layout;
+  if (trainer::ModelParallel(options.mode)) {
+    try {
+      layout = trainer::MakeLayout(options, world, rank);
+    } catch (const TrainError& e) {
+      std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
+      batonCommDestroy(comm);
+      return 2;
+    }
+  }
+  // So is a parameter server without a worker.
+  if (options.mode == trainer::Mode::kPs && world <= options.ps_shards) {
+    if (options.ps_shards == 1) {
+      std::fprintf(stderr,
+                   "baton-train: rank %d: error: --mode ps needs at least 2 ranks (rank 0 is the "
+                   "server, the others work)\n",
+                   rank);
+    } else {
+      std::fprintf(stderr,
+                   "baton-train: rank %d: error: --mode ps with %d server(s) needs at least %d "
+                   "ranks (ranks 0..%d serve, the others work); this job has %d\n",
+                   rank, options.ps_shards, options.ps_shards + 1, options.ps_shards - 1, world);
+    }
+    batonCommDestroy(comm);
+    return 2;
+  }
   // Outside the try block, so that after an error the communicator is aborted before the backend
   // is destroyed: a device backend's destructor waits for its stream, which may still hold a
   // collective that only the abort ends.
@@ -140,12 +230,24 @@ int main(int argc, char** argv) {
     // Asynchrony itself acts as momentum, about 1 - 1/W for W workers (Mitliagkas et al. 2016,
     // "Asynchrony begets momentum"); on top of 0.9 it diverges, so --async compensates unless
     // --momentum is given.
-    if (options.async && !options.momentum_set && world > 2) {
-      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / (world - 1)));
+    const int workers = world - options.ps_shards;
+    if (options.async && !options.momentum_set && workers > 1) {
+      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / workers));
       if (rank == 0) {
         std::printf(
             "async: explicit momentum lowered to %.3f for %d workers (--momentum sets it)\n",
-            options.momentum, world - 1);
+            options.momentum, workers);
+      }
+    }
+    // PipeDream's stage s applies gradients computed S - s - 1 updates earlier: the same implicit
+    // momentum, about 1 - 1/S at the first stage; 0.9 on top diverged with 4 stages.
+    if (options.schedule == trainer::Schedule::kPipeDream && layout.pp > 1 &&
+        !options.momentum_set) {
+      options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / layout.pp));
+      if (rank == 0) {
+        std::printf(
+            "pipedream: explicit momentum lowered to %.3f for %d stages (--momentum sets it)\n",
+            options.momentum, layout.pp);
       }
     }
     backend = options.device == trainer::Device::kCuda
@@ -153,7 +255,15 @@ int main(int argc, char** argv) {
                   : trainer::MakeCpuBackend(BlasThreads(options, world));
     trainer::DataSplit data = LoadData(options, comm, rank);
     trainer::Timeline timeline(options.trace, rank);
-    {
+    if (trainer::ModelParallel(options.mode)) {
+      trainer::RunContext run(comm, options, *backend, data);
+      run.timeline = &timeline;
+      if (options.simulate) {
+        trainer::SimulatePipeline(run, layout);
+      } else {
+        trainer::TrainModelParallel(run, layout);
+      }
+    } else {
       trainer::TrainingRun run(comm, options, *backend, data);
       run.timeline = &timeline;
       run.Run();
@@ -166,6 +276,11 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  } catch (const trainer::UsageError& e) {
+    // Found by every rank alike (layout.cc): a usage error, as for a bad option.
+    std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
+    batonCommAbort(comm);
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());
     // Abort rather than destroy: peers blocked in a collective with us see an error at once.

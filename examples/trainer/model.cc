@@ -29,15 +29,27 @@ Mlp::Mlp(Backend& backend, std::vector<int> sizes, int max_batch)
   }
 }
 
-void Mlp::Initialize(uint64_t seed) {
-  std::vector<float> host(params_.size(), 0.0f);
+std::vector<float> InitialParameters(const std::vector<int>& sizes, uint64_t seed) {
+  size_t count = 0;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    count += static_cast<size_t>(sizes[l]) * sizes[l + 1] + static_cast<size_t>(sizes[l + 1]);
+  }
+  std::vector<float> host(count, 0.0f);
   Rng rng(MixSeed(seed, 0x1417));
-  for (const LayerSlice& s : layers_) {
-    double stddev = std::sqrt(2.0 / s.in);  // He et al. 2015, for ReLU
-    for (size_t i = s.weight_offset; i < s.bias_offset; ++i) {
+  size_t offset = 0;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) {
+    double stddev = std::sqrt(2.0 / sizes[l]);  // He et al. 2015, for ReLU
+    size_t weights = static_cast<size_t>(sizes[l]) * sizes[l + 1];
+    for (size_t i = offset; i < offset + weights; ++i) {
       host[i] = static_cast<float>(stddev * rng.Normal());
     }
+    offset += weights + static_cast<size_t>(sizes[l + 1]);  // the bias stays 0
   }
+  return host;
+}
+
+void Mlp::Initialize(uint64_t seed) {
+  std::vector<float> host = InitialParameters(sizes_, seed);
   backend_.Upload(params_.data(), host.data(), host.size());
 }
 
@@ -91,6 +103,12 @@ void SgdOptimizer::Step(float* params, const float* grads, float lr) {
   backend_.SgdStep(params, velocity_.data(), grads, velocity_.size(), lr, momentum_, weight_decay_);
 }
 
+void SgdOptimizer::StepRange(float* params, const float* grads, float lr, size_t begin,
+                             size_t end) {
+  backend_.SgdStep(params + begin, velocity_.data() + begin, grads + begin, end - begin, lr,
+                   momentum_, weight_decay_);
+}
+
 ParameterEma::ParameterEma(Backend& backend, const float* params, size_t n, float decay)
     : backend_(backend), avg_(backend.Allocate(n)), decay_(decay) {
   backend_.Copy(avg_.data(), params, n);
@@ -98,6 +116,10 @@ ParameterEma::ParameterEma(Backend& backend, const float* params, size_t n, floa
 
 void ParameterEma::Update(const float* params) {
   backend_.EmaUpdate(avg_.data(), params, avg_.size(), decay_);
+}
+
+void ParameterEma::UpdateRange(const float* params, size_t begin, size_t end) {
+  backend_.EmaUpdate(avg_.data() + begin, params + begin, end - begin, decay_);
 }
 
 }  // namespace trainer

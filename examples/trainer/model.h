@@ -2,6 +2,7 @@
 // the exponential moving average of its parameters.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -60,11 +61,18 @@ class Mlp {
   int rows_ = 0;
 };
 
+// He-normal weights and zero biases for a model of these layer sizes, in the Mlp's layout, from
+// a fully specified generator: the same values on every rank and platform.
+std::vector<float> InitialParameters(const std::vector<int>& sizes, uint64_t seed);
+
 // SGD with momentum and weight decay over a flat parameter vector.
 class SgdOptimizer {
  public:
   SgdOptimizer(Backend& backend, size_t n, float momentum, float weight_decay);
   void Step(float* params, const float* grads, float lr);
+  // The same update on elements [begin, end) only (a parameter server's shard): per element it
+  // is the same arithmetic, so the shards of a sharded server give Step's bits.
+  void StepRange(float* params, const float* grads, float lr, size_t begin, size_t end);
   float* momentum_buffer() { return velocity_.data(); }
   size_t size() const { return velocity_.size(); }
 
@@ -80,6 +88,8 @@ class ParameterEma {
  public:
   ParameterEma(Backend& backend, const float* params, size_t n, float decay);
   void Update(const float* params);
+  // Elements [begin, end) only (a parameter server's shard).
+  void UpdateRange(const float* params, size_t begin, size_t end);
   float* data() { return avg_.data(); }
 
  private:

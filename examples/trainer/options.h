@@ -10,8 +10,20 @@ namespace trainer {
 // How gradients (or parameters) travel between ranks.
 enum class Mode {
   kSync,   // allreduce of the gradients every step (DDP / Horovod)
-  kPs,     // parameter server on rank 0, built from send/recv (synchronous or --async)
+  kPs,     // parameter server on ranks 0..K-1 (--ps-shards), built from send/recv (synchronous or
+           // --async)
   kLocal,  // local SGD: parameters averaged every K steps
+  // Model parallelism (model_parallel.h): the model itself is split over the ranks.
+  kTensor,    // Megatron-style intra-layer split over a tensor group (--tp, default all ranks)
+  kPipeline,  // layers cut into stages, micro-batches sent along them (--stages, --schedule)
+  kHybrid,    // --dp x --tp x --pp: replicas of tensor-parallel pipeline stages
+};
+
+// The order of a pipeline's micro-batches (pipeline_schedule.h).
+enum class Schedule {
+  kGpipe,      // all forwards, then all backwards, one synchronous update
+  kOneFOneB,   // PipeDream-Flush: one forward one backward, same update as gpipe
+  kPipeDream,  // asynchronous 1F1B without flushes, an update per micro-batch, weight stashing
 };
 
 // Where the math runs (backend.h).
@@ -37,6 +49,8 @@ struct Options {
   std::vector<int> hidden = {512, 256};
   Mode mode = Mode::kSync;
   bool async = false;
+  int ps_shards = 1;     // --ps-shards: server ranks 0..K-1, each owning 1/K of the parameters
+  bool elastic = false;  // --elastic: survive lost ranks, take replacements in (elastic.h)
   int average_every = 8;
   double ema = 0;  // 0: off
   bool fp16_allreduce = false;
@@ -53,8 +67,27 @@ struct Options {
   long max_steps = 0;  // > 0: at most this many steps per epoch (quick tests)
   bool progress = true;
   bool print_hash = false;
-  std::string trace;  // --trace FILE: the job's timeline (docs/tracing.md)
+  std::string trace;        // --trace FILE: the job's timeline (docs/tracing.md)
+  std::string save_params;  // --save-params FILE: rank 0 writes the whole model's parameters
+
+  // Model parallelism (--mode tensor|pipeline|hybrid). 0: not given (derived from the ranks).
+  int dp = 0;
+  int tp = 0;
+  int pp = 0;              // --pp or --stages
+  std::vector<int> split;  // --split: layers per stage (empty: balanced by multiply-adds)
+  Schedule schedule = Schedule::kOneFOneB;
+  bool schedule_set = false;
+  int micro_batches = 1;     // per batch (gradient accumulation without stages)
+  bool weight_stash = true;  // --no-weight-stash (pipedream only)
+  bool simulate = false;     // --simulate: every pipeline stage in this one process
 };
+
+// True for the modes that split the model (tensor, pipeline, hybrid).
+inline bool ModelParallel(Mode m) {
+  return m == Mode::kTensor || m == Mode::kPipeline || m == Mode::kHybrid;
+}
+
+const char* ScheduleName(Schedule s);
 
 // Parses argv; on --help sets *help_text and returns true; throws TrainError on a bad option.
 bool ParseOptions(int argc, char** argv, Options* options, std::string* help_text);

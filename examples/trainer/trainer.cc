@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "buckets.h"
 #include "checkpoint.h"
 #include "util.h"
 
@@ -17,43 +16,203 @@ namespace {
 
 constexpr int kEvalBatch = 500;
 
-std::vector<int> LayerSizes(const Options& o, const DataSplit& data) {
+}  // namespace
+
+std::vector<int> ModelSizes(const Options& o, const DataSplit& data) {
   std::vector<int> sizes = {static_cast<int>(data.train.features)};
   sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
   sizes.push_back(data.train.classes);
   return sizes;
 }
 
-}  // namespace
+std::string SizesText(const std::vector<int>& sizes) {
+  std::string text;
+  for (int s : sizes) {
+    if (!text.empty()) text += '-';
+    text += std::to_string(s);
+  }
+  return text;
+}
 
-TrainingRun::TrainingRun(batonComm_t comm_in, const Options& options, Backend& backend_in,
-                         const DataSplit& data_in)
-    : comm(comm_in),
-      opt(options),
-      backend(backend_in),
-      data(data_in),
-      model(backend_in, LayerSizes(options, data_in), std::max(options.batch, kEvalBatch)),
-      optimizer(backend_in, model.parameter_count(), static_cast<float>(options.momentum),
-                static_cast<float>(options.weight_decay)) {
+void WriteParameters(const std::string& path, const std::vector<float>& params) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr)
+    throw TrainError("--save-params: cannot open " + path + ": " + std::strerror(errno));
+  const bool written = std::fwrite(params.data(), sizeof(float), params.size(), f) == params.size();
+  if (std::fclose(f) != 0 || !written) {
+    throw TrainError("--save-params: cannot write " + path + ": " + std::strerror(errno));
+  }
+}
+
+RunContext::RunContext(batonComm_t& comm_in, const Options& options, Backend& backend_in,
+                       const DataSplit& data_in)
+    : comm(comm_in), opt(options), backend(backend_in), data(data_in) {
   CheckBaton(batonCommUserRank(comm, &rank), comm, "batonCommUserRank");
   CheckBaton(batonCommCount(comm, &world), comm, "batonCommCount");
-  size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
-  batch_x_ = backend.Allocate(max_rows * data.train.features);
-  host_x_.resize(max_rows * data.train.features);
-  batch_labels_.resize(max_rows);
   tty_ = rank == 0 && opt.progress && isatty(STDERR_FILENO) == 1;
 }
 
-TrainingRun::~TrainingRun() {
+RunContext::~RunContext() {
   if (json_ != nullptr) std::fclose(json_);
 }
 
-std::vector<uint32_t> TrainingRun::EpochOrder(int epoch) const {
+std::vector<uint32_t> RunContext::EpochOrder(int epoch) const {
   std::vector<uint32_t> order(data.train.count);
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
   Rng rng(MixSeed(opt.seed, static_cast<uint64_t>(epoch), 0x5407));
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Below(i)]);
   return order;
+}
+
+float RunContext::LearningRate(long step, int contributors) const {
+  double base = opt.lr;
+  double target = opt.lr_scaling ? opt.lr * contributors : opt.lr;
+  if (opt.warmup_steps > 0 && step < opt.warmup_steps) {
+    return static_cast<float>(base +
+                              (target - base) * static_cast<double>(step) / opt.warmup_steps);
+  }
+  if (opt.cosine && total_steps > opt.warmup_steps) {
+    double progress = static_cast<double>(step - opt.warmup_steps) /
+                      static_cast<double>(total_steps - opt.warmup_steps);
+    progress = std::min(std::max(progress, 0.0), 1.0);
+    return static_cast<float>(target * 0.5 * (1.0 + std::cos(M_PI * progress)));
+  }
+  return static_cast<float>(target);
+}
+
+int RunContext::LastEpoch() const {
+  return opt.stop_after > 0 ? std::min(opt.stop_after, opt.epochs) : opt.epochs;
+}
+
+void RunContext::LoadRows(const Dataset& set, const uint32_t* indices, int rows, float* host,
+                          uint8_t* labels) const {
+  for (int r = 0; r < rows; ++r) {
+    const uint32_t index = indices[r];
+    if (host != nullptr) {
+      const uint8_t* img = set.image(index);
+      float* x = host + static_cast<size_t>(r) * set.features;
+      for (size_t f = 0; f < set.features; ++f) x[f] = static_cast<float>(img[f]) * (1.0f / 255.0f);
+    }
+    if (labels != nullptr) labels[r] = set.labels[index];
+  }
+}
+
+void RunContext::Progress(int epoch, long step, long steps, const EpochStats& stats) {
+  if (!tty_) return;
+  double now = NowSeconds();
+  if (step + 1 < steps && now - last_progress_ < 0.1) return;
+  last_progress_ = now;
+  constexpr int kWidth = 30;
+  int filled = static_cast<int>(kWidth * (step + 1) / std::max(steps, 1L));
+  std::string bar(static_cast<size_t>(filled), '=');
+  bar.resize(kWidth, ' ');
+  double loss = stats.samples > 0 ? stats.loss_sum / stats.samples : 0;
+  std::fprintf(stderr, "\repoch %d [%s] %ld/%ld loss %.4f", epoch + 1, bar.c_str(), step + 1, steps,
+               loss);
+  if (step + 1 == steps) std::fprintf(stderr, "\r%*s\r", 70, "");
+  std::fflush(stderr);
+}
+
+void RunContext::MembershipChanged() {
+  tty_ = rank == 0 && opt.progress && isatty(STDERR_FILENO) == 1;
+  // The job's file, continued by whoever is rank 0 now.
+  if (rank == 0 && json_ == nullptr && !opt.json.empty()) json_ = std::fopen(opt.json.c_str(), "a");
+}
+
+void RunContext::FailOnRootProblem(const std::string& problem) {
+  char text[512] = {};
+  if (rank == 0) std::snprintf(text, sizeof text, "%s", problem.c_str());
+  CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, 0, comm, nullptr), comm,
+             "start-up broadcast");
+  if (text[0] != '\0') {
+    throw TrainError(rank == 0 ? problem : std::string(text) + " (reported by rank 0)");
+  }
+}
+
+void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStats& test,
+                             const BatchStats* ema_test_in, double wall_s, float lr,
+                             long samples_trained, const EpochExtras& extras) {
+  BatchStats ema_test = ema_test_in != nullptr ? *ema_test_in : BatchStats();
+  double sums[11] = {stats.loss_sum, stats.correct,       stats.samples,         stats.comm_wait_s,
+                     stats.step_s,   stats.staleness_sum, stats.staleness_count, test.correct,
+                     test.samples,   ema_test.correct,    ema_test.samples};
+  CheckBaton(batonAllReduce(sums, sums, 11, batonDouble, batonSum, comm, nullptr), comm,
+             "metrics allreduce");
+  double stale_max = stats.staleness_max;
+  CheckBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
+             "metrics allreduce");
+  if (rank != 0 || epoch <= last_printed_epoch_) return;
+  last_printed_epoch_ = epoch;
+
+  double loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
+  double train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
+  double wait_frac = sums[4] > 0 ? sums[3] / sums[4] : 0;
+  double test_acc = sums[8] > 0 ? sums[7] / sums[8] : 0;
+  double ema_acc = sums[10] > 0 ? sums[9] / sums[10] : 0;
+  double samples_per_s = wall_s > 0 ? static_cast<double>(samples_trained) / wall_s : 0;
+  double stale_mean = sums[6] > 0 ? sums[5] / sums[6] : 0;
+  std::printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_acc %.4f", epoch + 1, opt.epochs, loss,
+              train_acc, test_acc);
+  if (ema_test_in != nullptr) std::printf("  ema_test_acc %.4f", ema_acc);
+  std::printf("  samples/s %.0f  comm_wait_frac %.3f", samples_per_s, wait_frac);
+  if (opt.mode == Mode::kPs && opt.async) {
+    std::printf("  staleness mean %.2f max %.0f", stale_mean, stale_max);
+  }
+  if (extras.pipeline) {
+    std::printf("  bubble %.3f (predicted %.3f)", extras.bubble, extras.bubble_predicted);
+  }
+  if (extras.traffic) std::printf("  sent/step %.3f MB", extras.sent_per_step / 1e6);
+  if (opt.elastic) std::printf("  ranks %d", world);
+  std::printf("  lr %.4g  %.1fs\n", lr, wall_s);
+  std::fflush(stdout);
+  if (json_ != nullptr) {
+    std::fprintf(json_,
+                 "{\"epoch\": %d, \"mode\": \"%s\", \"ranks\": %d, \"loss\": %.6f, "
+                 "\"train_acc\": %.6f, \"test_acc\": %.6f",
+                 epoch + 1, ModeName(opt), world, loss, train_acc, test_acc);
+    if (ema_test_in != nullptr) std::fprintf(json_, ", \"ema_test_acc\": %.6f", ema_acc);
+    if (extras.pipeline) {
+      std::fprintf(json_, ", \"bubble\": %.6f, \"bubble_predicted\": %.6f", extras.bubble,
+                   extras.bubble_predicted);
+    }
+    if (extras.traffic) {
+      std::fprintf(json_,
+                   ", \"sent_bytes_per_rank_step\": %.1f, \"sent_bytes_max_rank_step\": %.1f",
+                   extras.sent_per_step, extras.sent_per_step_max);
+    }
+    std::fprintf(json_,
+                 ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
+                 "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",
+                 samples_per_s, wait_frac, stale_mean, stale_max, lr, wall_s, global_step);
+    std::fflush(json_);
+  }
+}
+
+void RunContext::Start(const std::string& what) {
+  // Opened before training so an unwritable path fails at once, not after the first epoch.
+  std::string json_problem;
+  if (rank == 0 && !opt.json.empty()) {
+    json_ = std::fopen(opt.json.c_str(), opt.resume.empty() ? "w" : "a");
+    if (json_ == nullptr) json_problem = "cannot open " + opt.json + ": " + std::strerror(errno);
+  }
+  FailOnRootProblem(json_problem);
+  if (rank == 0) {
+    std::printf("baton-train: %s, %d rank(s), mode %s, %s, %s\n", data.description.c_str(), world,
+                ModeName(opt), what.c_str(), backend.name().c_str());
+    std::fflush(stdout);
+  }
+}
+
+TrainingRun::TrainingRun(batonComm_t& comm_in, const Options& options, Backend& backend_in,
+                         const DataSplit& data_in)
+    : RunContext(comm_in, options, backend_in, data_in),
+      model(backend_in, ModelSizes(options, data_in), std::max(options.batch, kEvalBatch)),
+      optimizer(backend_in, model.parameter_count(), static_cast<float>(options.momentum),
+                static_cast<float>(options.weight_decay)) {
+  size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
+  batch_x_ = backend.Allocate(max_rows * data.train.features);
+  host_x_.resize(max_rows * data.train.features);
+  batch_labels_.resize(max_rows);
 }
 
 Shard TrainingRun::ShardOf(int part, int parts) const {
@@ -70,35 +229,9 @@ BatchStats TrainingRun::ForwardBatch(const std::vector<uint32_t>& order, const S
   const Dataset& d = data.train;
   int rows = opt.batch;
   size_t first = shard.begin + static_cast<size_t>(step) * static_cast<size_t>(rows);
-  for (int r = 0; r < rows; ++r) {
-    uint32_t index = order[first + static_cast<size_t>(r)];
-    const uint8_t* img = d.image(index);
-    float* x = host_x_.data() + static_cast<size_t>(r) * d.features;
-    for (size_t f = 0; f < d.features; ++f) x[f] = static_cast<float>(img[f]) * (1.0f / 255.0f);
-    batch_labels_[static_cast<size_t>(r)] = d.labels[index];
-  }
+  LoadRows(d, order.data() + first, rows, host_x_.data(), batch_labels_.data());
   backend.Upload(batch_x_.data(), host_x_.data(), static_cast<size_t>(rows) * d.features);
   return model.Forward(model.params(), batch_x_.data(), batch_labels_.data(), rows, train);
-}
-
-float TrainingRun::LearningRate(long step, int contributors) const {
-  double base = opt.lr;
-  double target = opt.lr_scaling ? opt.lr * contributors : opt.lr;
-  if (opt.warmup_steps > 0 && step < opt.warmup_steps) {
-    return static_cast<float>(base +
-                              (target - base) * static_cast<double>(step) / opt.warmup_steps);
-  }
-  if (opt.cosine && total_steps > opt.warmup_steps) {
-    double progress = static_cast<double>(step - opt.warmup_steps) /
-                      static_cast<double>(total_steps - opt.warmup_steps);
-    progress = std::min(std::max(progress, 0.0), 1.0);
-    return static_cast<float>(target * 0.5 * (1.0 + std::cos(M_PI * progress)));
-  }
-  return static_cast<float>(target);
-}
-
-int TrainingRun::LastEpoch() const {
-  return opt.stop_after > 0 ? std::min(opt.stop_after, opt.epochs) : opt.epochs;
 }
 
 void TrainingRun::BroadcastParameters() {
@@ -106,6 +239,17 @@ void TrainingRun::BroadcastParameters() {
   CheckBaton(batonBroadcast(model.params(), model.params(), model.parameter_count(), batonFloat, 0,
                             comm, nullptr),
              comm, "parameter broadcast");
+}
+
+void TrainingRun::ShareState(int root) {
+  backend.Synchronize();
+  const size_t n = model.parameter_count();
+  auto share = [&](float* buf, const char* what) {
+    CheckBaton(batonBroadcast(buf, buf, n, batonFloat, root, comm, nullptr), comm, what);
+  };
+  share(model.params(), "parameter broadcast");
+  share(optimizer.momentum_buffer(), "momentum broadcast");
+  if (ema) share(ema->data(), "EMA broadcast");
 }
 
 uint64_t TrainingRun::ParameterHash() {
@@ -155,68 +299,15 @@ BatchStats TrainingRun::Evaluate(const float* params) {
   return total;
 }
 
-void TrainingRun::Progress(int epoch, long step, long steps, const EpochStats& stats) {
-  if (!tty_) return;
-  double now = NowSeconds();
-  if (step + 1 < steps && now - last_progress_ < 0.1) return;
-  last_progress_ = now;
-  constexpr int kWidth = 30;
-  int filled = static_cast<int>(kWidth * (step + 1) / std::max(steps, 1L));
-  std::string bar(static_cast<size_t>(filled), '=');
-  bar.resize(kWidth, ' ');
-  double loss = stats.samples > 0 ? stats.loss_sum / stats.samples : 0;
-  std::fprintf(stderr, "\repoch %d [%s] %ld/%ld loss %.4f", epoch + 1, bar.c_str(), step + 1, steps,
-               loss);
-  if (step + 1 == steps) std::fprintf(stderr, "\r%*s\r", 70, "");
-  std::fflush(stderr);
-}
-
 void TrainingRun::FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
-                              long samples_trained) {
+                              long samples_trained, const EpochExtras& extras) {
   Timeline::Scope span(timeline, "end of epoch", "\"epoch\":" + std::to_string(epoch + 1));
   backend.Synchronize();
   BatchStats test = Evaluate(model.params());
   BatchStats ema_test;
   if (ema) ema_test = Evaluate(ema->data());
-  double sums[11] = {stats.loss_sum, stats.correct,       stats.samples,         stats.comm_wait_s,
-                     stats.step_s,   stats.staleness_sum, stats.staleness_count, test.correct,
-                     test.samples,   ema_test.correct,    ema_test.samples};
-  CheckBaton(batonAllReduce(sums, sums, 11, batonDouble, batonSum, comm, nullptr), comm,
-             "metrics allreduce");
-  double stale_max = stats.staleness_max;
-  CheckBaton(batonAllReduce(&stale_max, &stale_max, 1, batonDouble, batonMax, comm, nullptr), comm,
-             "metrics allreduce");
+  ReportEpoch(epoch, stats, test, ema ? &ema_test : nullptr, wall_s, lr, samples_trained, extras);
   if (!opt.checkpoint.empty()) SaveCheckpoint(epoch + 1);
-  if (rank != 0) return;
-
-  double loss = sums[2] > 0 ? sums[0] / sums[2] : 0;
-  double train_acc = sums[2] > 0 ? sums[1] / sums[2] : 0;
-  double wait_frac = sums[4] > 0 ? sums[3] / sums[4] : 0;
-  double test_acc = sums[8] > 0 ? sums[7] / sums[8] : 0;
-  double ema_acc = sums[10] > 0 ? sums[9] / sums[10] : 0;
-  double samples_per_s = wall_s > 0 ? static_cast<double>(samples_trained) / wall_s : 0;
-  double stale_mean = sums[6] > 0 ? sums[5] / sums[6] : 0;
-  std::printf("epoch %d/%d  loss %.4f  train_acc %.4f  test_acc %.4f", epoch + 1, opt.epochs, loss,
-              train_acc, test_acc);
-  if (ema) std::printf("  ema_test_acc %.4f", ema_acc);
-  std::printf("  samples/s %.0f  comm_wait_frac %.3f", samples_per_s, wait_frac);
-  if (opt.mode == Mode::kPs && opt.async) {
-    std::printf("  staleness mean %.2f max %.0f", stale_mean, stale_max);
-  }
-  std::printf("  lr %.4g  %.1fs\n", lr, wall_s);
-  std::fflush(stdout);
-  if (json_ != nullptr) {
-    std::fprintf(json_,
-                 "{\"epoch\": %d, \"mode\": \"%s\", \"ranks\": %d, \"loss\": %.6f, "
-                 "\"train_acc\": %.6f, \"test_acc\": %.6f",
-                 epoch + 1, ModeName(opt), world, loss, train_acc, test_acc);
-    if (ema) std::fprintf(json_, ", \"ema_test_acc\": %.6f", ema_acc);
-    std::fprintf(json_,
-                 ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
-                 "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",
-                 samples_per_s, wait_frac, stale_mean, stale_max, lr, wall_s, global_step);
-    std::fflush(json_);
-  }
 }
 
 void TrainingRun::SaveCheckpoint(int epochs_done) {
@@ -238,16 +329,6 @@ void TrainingRun::SaveCheckpoint(int epochs_done) {
     backend.Download(c.ema.data(), ema->data(), n);
   }
   WriteCheckpoint(opt.checkpoint, c);
-}
-
-void TrainingRun::FailOnRootProblem(const std::string& problem) {
-  char text[512] = {};
-  if (rank == 0) std::snprintf(text, sizeof text, "%s", problem.c_str());
-  CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, 0, comm, nullptr), comm,
-             "start-up broadcast");
-  if (text[0] != '\0') {
-    throw TrainError(rank == 0 ? problem : std::string(text) + " (reported by rank 0)");
-  }
 }
 
 // Rank 0 reads the file and broadcasts it, so the other ranks need not see the same filesystem.
@@ -291,43 +372,35 @@ void TrainingRun::LoadCheckpoint() {
 
 void TrainingRun::Run() {
   model.Initialize(opt.seed);
-  // Every rank starts from rank 0's parameters, as DDP and Horovod do.
-  BroadcastParameters();
+  // Every rank starts from rank 0's parameters, as DDP and Horovod do. A replacement that joined
+  // a running job receives the whole state from it instead, in the mode's loop (elastic.h).
+  if (!joined) BroadcastParameters();
   if (opt.ema > 0) {
     ema = std::make_unique<ParameterEma>(backend, model.params(), model.parameter_count(),
                                          static_cast<float>(opt.ema));
   }
-  if (!opt.resume.empty()) LoadCheckpoint();
-  // Opened before training so an unwritable path fails at once, not after the first epoch.
-  std::string json_problem;
-  if (rank == 0 && !opt.json.empty()) {
-    json_ = std::fopen(opt.json.c_str(), opt.resume.empty() ? "w" : "a");
-    if (json_ == nullptr) json_problem = "cannot open " + opt.json + ": " + std::strerror(errno);
-  }
-  FailOnRootProblem(json_problem);
-  if (rank == 0) {
-    std::printf("baton-train: %s, %d rank(s), mode %s, model", data.description.c_str(), world,
-                ModeName(opt));
-    for (size_t i = 0; i < model.sizes().size(); ++i) {
-      std::printf("%s%d", i == 0 ? " " : "-", model.sizes()[i]);
-    }
-    std::printf(" (%zu parameters), batch %d per rank, %s\n", model.parameter_count(), opt.batch,
-                backend.name().c_str());
-    if (start_epoch > 0)
+  if (!joined) {
+    if (!opt.resume.empty()) LoadCheckpoint();
+    Start("model " + SizesText(model.sizes()) + " (" + std::to_string(model.parameter_count()) +
+          " parameters), batch " + std::to_string(opt.batch) + " per rank");
+    if (rank == 0 && start_epoch > 0) {
       std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
-    std::fflush(stdout);
+      std::fflush(stdout);
+    }
   }
-  if (start_epoch < LastEpoch()) {
+  if (joined || start_epoch < LastEpoch()) {
     switch (opt.mode) {
       case Mode::kSync:
-        TrainSync();
+        TrainSync(*this);
         break;
       case Mode::kLocal:
-        TrainLocal();
+        TrainLocal(*this);
         break;
       case Mode::kPs:
         TrainParameterServer(*this);
         break;
+      default:
+        throw TrainError("internal: a model-parallel mode in the data-parallel trainer");
     }
   }
   if (opt.check_replicas) CheckReplicas("at the end");
@@ -335,121 +408,11 @@ void TrainingRun::Run() {
     uint64_t h = ParameterHash();
     if (rank == 0) std::printf("final parameter hash: %016" PRIx64 "\n", h);
   }
-}
-
-void TrainingRun::TrainSync() {
-  GradientAverager averager(comm, backend, model,
-                            static_cast<size_t>(opt.first_bucket_mb * 1024 * 1024),
-                            static_cast<size_t>(opt.bucket_cap_mb * 1024 * 1024), opt.overlap,
-                            opt.fp16_allreduce, timeline);
-  if (rank == 0 && opt.overlap) {
-    std::printf("gradient buckets (reverse layer order):");
-    for (const GradientBucket& b : averager.buckets()) {
-      std::printf(" [layers %d-%d, %.2f MiB]", b.first_layer + 1, b.last_layer + 1,
-                  static_cast<double>(b.end - b.begin) * 4 / (1024.0 * 1024.0));
-    }
-    std::printf("\n");
-  }
-  float lr = 0;
-  total_steps = ShardOf(rank, world).steps * opt.epochs;
-  for (int epoch = start_epoch; epoch < LastEpoch(); ++epoch) {
-    std::vector<uint32_t> order = EpochOrder(epoch);
-    Shard part = ShardOf(rank, world);
-    if (part.steps == 0) {
-      throw TrainError("too few samples: " + std::to_string(data.train.count) + " over " +
-                       std::to_string(world) + " ranks gives no batch of " +
-                       std::to_string(opt.batch));
-    }
-    EpochStats stats;
-    double epoch_start = NowSeconds();
-    for (long step = 0; step < part.steps; ++step) {
-      double t0 = NowSeconds();
-      Timeline::Scope step_span(timeline, "step", "\"step\":" + std::to_string(global_step));
-      BatchStats b;
-      {
-        Timeline::Scope span(timeline, "forward");
-        b = ForwardBatch(order, part, step, true);
-      }
-      {
-        Timeline::Scope span(timeline, "backward");
-        model.Backward([&](int layer) { averager.LayerDone(layer); });
-      }
-      {
-        Timeline::Scope span(timeline, "finish allreduces");
-        stats.comm_wait_s += averager.Finish();
-      }
-      {
-        Timeline::Scope span(timeline, "optimizer");
-        lr = LearningRate(global_step, world);
-        optimizer.Step(model.params(), model.grads(), lr);
-        if (ema) ema->Update(model.params());
-      }
-      ++global_step;
-      stats.step_s += NowSeconds() - t0;
-      stats.loss_sum += b.loss_sum;
-      stats.correct += b.correct;
-      stats.samples += b.samples;
-      if (opt.check_replicas) {
-        CheckReplicas(("after step " + std::to_string(global_step)).c_str());
-      }
-      Progress(epoch, step, part.steps, stats);
-    }
-    // A device backend's last allreduces may still be timing on its stream.
-    stats.comm_wait_s += averager.CollectWait();
-    double wall = NowSeconds() - epoch_start;
-    FinishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
-  }
-}
-
-void TrainingRun::TrainLocal() {
-  size_t n = model.parameter_count();
-  float lr = 0;
-  auto average = [&](float* buf) {
+  if (!opt.save_params.empty() && rank == 0) {
+    std::vector<float> host(model.parameter_count());
     backend.Synchronize();
-    CheckBaton(batonAllReduce(buf, buf, n, batonFloat, batonAvg, comm, nullptr), comm,
-               "model averaging allreduce");
-  };
-  total_steps = ShardOf(rank, world).steps * opt.epochs;
-  for (int epoch = start_epoch; epoch < LastEpoch(); ++epoch) {
-    std::vector<uint32_t> order = EpochOrder(epoch);
-    Shard part = ShardOf(rank, world);
-    if (part.steps == 0) throw TrainError("too few samples for this many ranks and --batch");
-    EpochStats stats;
-    double epoch_start = NowSeconds();
-    for (long step = 0; step < part.steps; ++step) {
-      double t0 = NowSeconds();
-      BatchStats b = ForwardBatch(order, part, step, true);
-      model.Backward(nullptr);
-      // Each replica steps on its own batch, so the rate is one rank's (no linear scaling).
-      lr = LearningRate(global_step, 1);
-      optimizer.Step(model.params(), model.grads(), lr);
-      ++global_step;
-      bool last = step + 1 == part.steps;
-      if (global_step % opt.average_every == 0 || last) {
-        double c0 = NowSeconds();
-        average(model.params());
-        // At the epoch's end the momentum is averaged too, so that every rank holds the same
-        // state there: the checkpoint is then the whole state and the next epoch starts equal.
-        if (last) {
-          average(optimizer.momentum_buffer());
-        }
-        stats.comm_wait_s += NowSeconds() - c0;
-        if (opt.check_replicas) {
-          CheckReplicas(("after averaging at step " + std::to_string(global_step)).c_str());
-        }
-      }
-      if (ema) {
-        ema->Update(model.params());
-        if (last) average(ema->data());
-      }
-      stats.step_s += NowSeconds() - t0;
-      stats.loss_sum += b.loss_sum;
-      stats.correct += b.correct;
-      stats.samples += b.samples;
-      Progress(epoch, step, part.steps, stats);
-    }
-    double wall = NowSeconds() - epoch_start;
-    FinishEpoch(epoch, stats, wall, lr, part.steps * opt.batch * world);
+    backend.Download(host.data(), model.params(), host.size());
+    WriteParameters(opt.save_params, host);
   }
 }
 

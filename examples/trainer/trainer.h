@@ -1,6 +1,5 @@
-// The training loop shared by every mode: sharding, batches, learning-rate schedule, evaluation,
-// per-epoch reports and checkpoints. trainer.cc runs sync and local SGD; param_server.cc the
-// parameter-server modes.
+// What the training modes share: batches, the learning-rate schedule, evaluation, per-epoch
+// reports and checkpoints. Each mode is a file of its own (below).
 #pragma once
 
 #include <baton.h>
@@ -36,62 +35,105 @@ struct Shard {
   long steps = 0;
 };
 
-// The state of one training run on this rank, shared by the mode implementations.
-class TrainingRun {
+// What every mode's epoch report adds beyond the data-parallel figures (model parallelism).
+struct EpochExtras {
+  bool pipeline = false;         // print the bubble
+  double bubble = 0;             // measured idle share of the stages during the pipelined part
+  double bubble_predicted = 0;   // (S - 1) / (M + S - 1)
+  bool traffic = false;          // print the bytes
+  double sent_per_step = 0;      // bytes sent per rank and step, mean over the ranks
+  double sent_per_step_max = 0;  // and the busiest rank's
+};
+
+// What every mode shares: the rank, options, data, the learning-rate schedule, the per-epoch
+// report and the progress bar.
+class RunContext {
  public:
-  TrainingRun(batonComm_t comm, const Options& options, Backend& backend, const DataSplit& data);
-  ~TrainingRun();
-  TrainingRun(const TrainingRun&) = delete;
-  TrainingRun& operator=(const TrainingRun&) = delete;
+  // comm: main's communicator variable, which --elastic replaces when the ranks change (so that
+  // main destroys, or aborts, the current one).
+  RunContext(batonComm_t& comm, const Options& options, Backend& backend, const DataSplit& data);
+  ~RunContext();
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  // The permutation of the training set for an epoch (same on every rank: seed and epoch).
+  std::vector<uint32_t> EpochOrder(int epoch) const;
+  // Goyal et al.: linear warm-up from lr to lr * contributors over warmup_steps, then constant
+  // or a cosine decay to 0 at total_steps (Loshchilov & Hutter's SGDR without restarts).
+  float LearningRate(long step, int contributors) const;
+  // The last epoch to train now (--epochs, or --stop-after when it comes first).
+  int LastEpoch() const;
+  // Writes rows images of `set`, order[first..first+rows), as floats in [0, 1] to host (rows x
+  // features) and their labels to labels (either may be null).
+  void LoadRows(const Dataset& set, const uint32_t* indices, int rows, float* host,
+                uint8_t* labels) const;
+  // Opens --json (rank 0) and prints the run's first line; every rank fails alike when rank 0
+  // cannot open the file. what: e.g. "model 784-512-256-10 (535818 parameters), batch 64 per
+  // rank".
+  void Start(const std::string& what);
+  // Sums the epoch's statistics and test counts across ranks and reports them on rank 0 (line,
+  // JSON). test and ema_test: this rank's share of the evaluation (ema_test null without --ema).
+  void ReportEpoch(int epoch, const EpochStats& stats, const BatchStats& test,
+                   const BatchStats* ema_test, double wall_s, float lr, long samples_trained,
+                   const EpochExtras& extras = EpochExtras());
+  // Progress bar on rank 0 when stderr is a terminal.
+  void Progress(int epoch, long step, long steps, const EpochStats& stats);
+  // Broadcasts rank 0's problem text (empty: none); every rank then throws it, so each reports the
+  // reason (batonrun may stop rank 0 before it prints).
+  void FailOnRootProblem(const std::string& problem);
+  // --elastic: rank and world have changed (elastic.h); a new rank 0 takes over the --json file.
+  void MembershipChanged();
+
+  batonComm_t& comm;
+  int rank = 0;
+  int world = 1;
+  const Options& opt;
+  Backend& backend;
+  const DataSplit& data;
+  int start_epoch = 0;
+  long global_step = 0;
+  long total_steps = 0;          // of the whole run (--epochs), set by each mode for the schedule
+  Timeline* timeline = nullptr;  // --trace: the trainer's events (null: none)
+  bool joined = false;           // a replacement that joined the running job (--elastic)
+
+ private:
+  std::FILE* json_ = nullptr;
+  int last_printed_epoch_ = -1;  // an epoch's end redone after a loss is not printed twice
+  bool tty_ = false;
+  double last_progress_ = 0;
+};
+
+// The data-parallel modes (sync, local SGD, parameter server): every rank holds the whole model.
+class TrainingRun : public RunContext {
+ public:
+  TrainingRun(batonComm_t& comm, const Options& options, Backend& backend, const DataSplit& data);
 
   // Trains options.epochs epochs in the chosen mode (from a checkpoint with --resume).
   void Run();
 
   // ---- used by the mode implementations ----
-  // The permutation of the training set for an epoch (same on every rank: seed and epoch).
-  std::vector<uint32_t> EpochOrder(int epoch) const;
   // Part `part` of `parts` equal shards of the permutation (remainders dropped so every rank
   // takes the same number of steps).
   Shard ShardOf(int part, int parts) const;
   // Loads batch `step` of the shard and runs forward (keeping activations when training).
   BatchStats ForwardBatch(const std::vector<uint32_t>& order, const Shard& shard, long step,
                           bool train);
-  // Goyal et al.: linear warm-up from lr to lr * contributors over warmup_steps, then constant
-  // or a cosine decay to 0 at total_steps (Loshchilov & Hutter's SGDR without restarts).
-  float LearningRate(long step, int contributors) const;
-  // The last epoch to train now (--epochs, or --stop-after when it comes first).
-  int LastEpoch() const;
   // rank 0's parameters to everyone.
   void BroadcastParameters();
+  // --elastic: root's parameters, momentum and EMA to everyone.
+  void ShareState(int root);
   // Allreduces a hash of the parameters with max and min; throws if ranks disagree.
   void CheckReplicas(const char* when);
   // Evaluates, sums the epoch's statistics across ranks, reports (line, JSON) and checkpoints.
   void FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
-                   long samples_trained);
-  // Progress bar on rank 0 when stderr is a terminal.
-  void Progress(int epoch, long step, long steps, const EpochStats& stats);
+                   long samples_trained, const EpochExtras& extras = EpochExtras());
 
-  batonComm_t comm;
-  int rank = 0;
-  int world = 1;
-  const Options& opt;
-  Backend& backend;
-  const DataSplit& data;
   Mlp model;
   SgdOptimizer optimizer;
   std::unique_ptr<ParameterEma> ema;
-  int start_epoch = 0;
-  long global_step = 0;
-  long total_steps = 0;          // of the whole run (--epochs), set by each mode for the schedule
-  Timeline* timeline = nullptr;  // --trace: the trainer's events (null: none)
 
  private:
-  void TrainSync();
-  void TrainLocal();
   BatchStats Evaluate(const float* params);
-  // Broadcasts rank 0's problem text (empty: none); every rank then throws it, so each reports the
-  // reason (batonrun may stop rank 0 before it prints).
-  void FailOnRootProblem(const std::string& problem);
   void SaveCheckpoint(int epochs_done);
   void LoadCheckpoint();
   uint64_t ParameterHash();
@@ -99,12 +141,20 @@ class TrainingRun {
   Buffer batch_x_;
   std::vector<float> host_x_;
   std::vector<uint8_t> batch_labels_;
-  std::FILE* json_ = nullptr;
-  bool tty_ = false;
-  double last_progress_ = 0;
 };
 
-// --mode ps (synchronous or --async): defined in param_server.cc.
+// The model's layer sizes: features, --hidden..., classes.
+std::vector<int> ModelSizes(const Options& o, const DataSplit& data);
+// "784-512-256-10".
+std::string SizesText(const std::vector<int>& sizes);
+// --save-params: the floats as they are in memory (little-endian float32), nothing else.
+void WriteParameters(const std::string& path, const std::vector<float>& params);
+
+// The data-parallel modes, one file each: sync.cc, local_sgd.cc, param_server.cc (--mode ps,
+// synchronous or --async). The model-parallel ones: model_parallel.h.
+void TrainSync(TrainingRun& run);
+void TrainLocal(TrainingRun& run);
+// --mode ps (synchronous or --async, --ps-shards servers): param_server.cc, ps_layout.h.
 void TrainParameterServer(TrainingRun& run);
 
 }  // namespace trainer

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace trainer {
 
@@ -16,6 +17,35 @@ namespace trainer {
 class TrainError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// A request that cannot work (a layout that does not fit the ranks, sizes that do not divide),
+// found by every rank on its own before any training or collective: main exits with status 2,
+// as for a bad option.
+class UsageError : public TrainError {
+ public:
+  using TrainError::TrainError;
+};
+
+// Owns a communicator made by batonCommSplit (null for a rank outside it): destroyed with it.
+class OwnedComm {
+ public:
+  OwnedComm() = default;
+  explicit OwnedComm(batonComm_t c) : comm_(c) {}
+  OwnedComm(OwnedComm&& o) noexcept : comm_(o.comm_) { o.comm_ = nullptr; }
+  OwnedComm& operator=(OwnedComm&& o) noexcept {
+    std::swap(comm_, o.comm_);
+    return *this;
+  }
+  OwnedComm(const OwnedComm&) = delete;
+  OwnedComm& operator=(const OwnedComm&) = delete;
+  ~OwnedComm() {
+    if (comm_ != nullptr) batonCommDestroy(comm_);
+  }
+  batonComm_t get() const { return comm_; }
+
+ private:
+  batonComm_t comm_ = nullptr;
 };
 
 // Throws TrainError("WHAT failed: <baton error string>: <last error message>") unless ok.

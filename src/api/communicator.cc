@@ -182,6 +182,12 @@ batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
   if (comm == nullptr) return Fail(fn, InvalidArgument("comm is NULL"));
   *comm = nullptr;
   const Settings settings = ReadSettings();
+  // The job's rendezvous is long over when batonrun starts a replacement:
+  // waiting at it would only time out.
+  if (settings.elastic_join)
+    return Fail(fn, InvalidUsage("this rank replaces a lost one in a running job (batonrun "
+                                 "--replace set BATON_ELASTIC_JOIN): it joins with batonCommGrow, "
+                                 "with a grow id from an existing rank (docs/reliability.md)"));
   LauncherJob job;
   BATON_API_CHECK(fn, JobFromEnvironment(settings, &job), nullptr);
   // Before the rendezvous, so that the place this rank reports is where it

@@ -100,6 +100,12 @@ namespace baton {
   X(unique_id, "BATON_UNIQUE_ID", String, "", "the unique id as 256 hex digits (set by batonrun)") \
   X(rank, "BATON_RANK", String, "", "global rank (set by batonrun)")                               \
   X(world_size, "BATON_WORLD_SIZE", String, "", "number of ranks (set by batonrun)")               \
+  X(elastic_dir, "BATON_ELASTIC_DIR", String, "",                                                  \
+    "set by batonrun --elastic: a private directory where a replacement rank asks an existing "    \
+    "rank for its batonCommGrow id")                                                               \
+  X(elastic_join, "BATON_ELASTIC_JOIN", Bool, false,                                               \
+    "set by batonrun --replace for a replacement rank: it joins the running job with "             \
+    "batonCommGrow, not batonCommInitFromEnv")                                                     \
   X(local_rank, "BATON_LOCAL_RANK", String, "",                                                    \
     "rank on this host (set by batonrun; read when BATON_BIND asks the library to bind)")          \
   X(local_size, "BATON_LOCAL_SIZE", String, "",                                                    \

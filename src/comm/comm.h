@@ -90,6 +90,13 @@ class Communicator {
   // shrink's offers go over the control sockets). Null with one rank.
   ChannelSet* channels() { return channels_.get(); }
 
+  // batonCommGetUniqueId (comm/grow.cc): a fresh unique id whose rendezvous
+  // this process serves for the communicator's timeout, kept as its pending
+  // grow id until a grow takes it; batonInvalidUsage while one is pending.
+  Status MakeGrowId(batonUniqueId* out);
+  // Whether `id` is the pending grow id, which it then no longer is.
+  bool TakeGrowId(const batonUniqueId& id);
+
   // Stops all traffic now; blocked and later calls fail. The peers are told
   // `why` (empty: that this rank aborted its communicator).
   void Abort(const std::string& why = "");
@@ -173,6 +180,10 @@ class Communicator {
 
   mutable std::mutex error_mu_;
   std::string last_error_;
+
+  std::mutex grow_mu_;
+  bool grow_id_pending_ = false;  // guarded by grow_mu_, as grow_id_
+  batonUniqueId grow_id_{};
 
   std::mutex pending_mu_;
   std::condition_variable pending_cv_;

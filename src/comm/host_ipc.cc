@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/deadline.h"
 #include "base/log.h"
@@ -125,7 +126,7 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what +
                           " on registered buffers within " + std::to_string(timeout_s) + " s");
     if (spins < 256)
-      __builtin_ia32_pause();  // the peer is usually a cache-line transfer away
+      CpuRelax();  // the peer is usually a cache-line transfer away
     else if (spins < 20000)
       sched_yield();
     else

@@ -4,18 +4,17 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__x86_64__)
-#include <x86intrin.h>
-#endif
 
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "algorithms/call_description.h"
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/fd.h"
 #include "base/files.h"
@@ -118,12 +117,10 @@ int64_t TraceClock::RealtimeNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
+// A register read (TSC, CNTVCT_EL0) rather than a clock_gettime per call:
+// the recorder's whole cost is a few stores (docs/tracing.md).
 int64_t TraceClock::Ticks() {
-#if defined(__x86_64__)
-  return static_cast<int64_t>(__rdtsc());
-#else
-  return RealtimeNs();
-#endif
+  return ReadCycleCounter();
 }
 
 TraceClock TraceClock::Now() {
@@ -133,19 +130,20 @@ TraceClock TraceClock::Now() {
   return now;
 }
 
-int64_t TraceClock::ToNs(int64_t ticks, const TraceClock& from, const TraceClock& to) {
-#if defined(__x86_64__)
+double TraceClock::NsPerTick(const TraceClock& from, const TraceClock& to) {
+  if (const uint64_t hz = CycleCounterHz(); hz != 0) return 1e9 / static_cast<double>(hz);
+  // The TSC's rate is not architectural: measured against CLOCK_REALTIME
+  // over the recorder's life (from its creation to the file's writing).
   const int64_t span = to.ticks - from.ticks;
-  const double ns_per_tick =
-      span > 0 ? static_cast<double>(to.realtime_ns - from.realtime_ns) / static_cast<double>(span)
-               : 0.0;
+  return span > 0
+             ? static_cast<double>(to.realtime_ns - from.realtime_ns) / static_cast<double>(span)
+             : 0.0;
+}
+
+int64_t TraceClock::ToNs(int64_t ticks, const TraceClock& from, const TraceClock& to) {
+  if (!kHaveCycleCounter) return ticks;  // already CLOCK_REALTIME ns
   return from.realtime_ns +
-         static_cast<int64_t>(static_cast<double>(ticks - from.ticks) * ns_per_tick);
-#else
-  (void)from;
-  (void)to;
-  return ticks;
-#endif
+         std::llround(static_cast<double>(ticks - from.ticks) * NsPerTick(from, to));
 }
 
 TraceRecorder::TraceRecorder(TraceRecorderConfig config) : config_(std::move(config)) {

@@ -42,10 +42,11 @@ struct TraceRecorderConfig {
   std::string host;
 };
 
-// The timeline's clock: CLOCK_REALTIME in the file, read as the TSC on x86
-// (a third of clock_gettime's cost, which on a 1 us call matters; see
-// docs/tracing.md) and converted with the rate seen between two points
-// where both were read. Elsewhere ticks are CLOCK_REALTIME nanoseconds.
+// The timeline's clock: CLOCK_REALTIME in the file, read as a cycle counter
+// (base/cpu.h: the TSC on x86, a third of clock_gettime's cost, which on a
+// 1 us call matters, see docs/tracing.md; CNTVCT_EL0 on aarch64) and
+// converted from the first point where both were read. Elsewhere ticks are
+// CLOCK_REALTIME nanoseconds.
 struct TraceClock {
   static int64_t Ticks();
   static int64_t RealtimeNs();
@@ -53,9 +54,12 @@ struct TraceClock {
   static TraceClock Now();
   int64_t ticks = 0;
   int64_t realtime_ns = 0;
-  // The CLOCK_REALTIME nanoseconds of `ticks`, by the rate between `from`
-  // and `to` (identity without a TSC).
+  // The CLOCK_REALTIME nanoseconds of `ticks`, counted from `from` (identity
+  // where ticks are already ns: no cycle counter, base/cpu.h).
   static int64_t ToNs(int64_t ticks, const TraceClock& from, const TraceClock& to);
+  // The ticks' period: the architecture's (aarch64's CNTFRQ_EL0), else the
+  // rate between `from` and `to` on both clocks (x86's TSC).
+  static double NsPerTick(const TraceClock& from, const TraceClock& to);
 };
 
 // One call as the timeline holds it.

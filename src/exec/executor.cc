@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/deadline.h"
 #include "base/log.h"

@@ -4,12 +4,14 @@
 #include <atomic>
 #include <cstdint>
 
+#include "base/cpu.h"
+
 namespace baton {
 
 // A futex word that lives in shared memory, one per rank. A waiting rank
 // announces itself in `waiting` before its last check of the channels;
 // producers ring only when someone waits, so the fast path costs no syscall.
-struct alignas(64) Doorbell {
+struct alignas(kCacheLinePad) Doorbell {
   std::atomic<uint32_t> seq{0};
   std::atomic<uint32_t> waiting{0};
 };
@@ -21,14 +23,5 @@ void RingDoorbell(Doorbell* bell);
 void ForceRingDoorbell(Doorbell* bell);
 // Sleeps while bell->seq == seen, at most timeout_ms.
 void WaitDoorbell(Doorbell* bell, uint32_t seen, int timeout_ms);
-
-// A pause instruction for spin loops.
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 }  // namespace baton

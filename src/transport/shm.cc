@@ -48,6 +48,9 @@ size_t ShmSegmentBytes(uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {
 }
 
 void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {
+  // The segment's words are padded apart by kCacheLinePad, fixed at compile
+  // time; say so once if this CPU's lines are wider.
+  WarnIfCacheLineExceedsPadding();
   ShmSegmentHeader* h = seg->header();
   // The file is fresh from ftruncate, so every atomic already reads zero.
   h->magic = kSegmentMagic;

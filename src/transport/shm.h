@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu.h"
 #include "base/status.h"
 #include "transport/channel.h"
 #include "transport/doorbell.h"
@@ -31,7 +32,7 @@ constexpr uint32_t kShmInlineBytes = 472;
 // data slot (three line transfers for an 8-byte message, and slots that
 // cycle through BATON_BUFFSIZE of memory, so every small message also
 // missed in cache). The cells of a ring stay cache-resident.
-struct alignas(64) ShmSlotCell {
+struct alignas(kCacheLinePad) ShmSlotCell {
   // (uint32(slot number) + 1) << 32 | piece size (or kCmaDescriptorBit),
   // stored last with release: the consumer of slot n waits for tag n + 1,
   // which also tells a fresh piece from the one a lap earlier.
@@ -44,7 +45,7 @@ struct alignas(64) ShmSlotCell {
   uint8_t inline_data[kShmInlineBytes];
   CallDescriptor tag;
 };
-static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight cache lines");
+static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight 64-byte lines (four of 128)");
 
 // One direction of a shared-memory connection: a ring of fixed-size slots
 // that lives in the receiver's segment. The producer fills a slot (or, for
@@ -53,7 +54,7 @@ static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight cache lines");
 // `tail`. Slots keep element boundaries aligned, so a reduction never
 // straddles the wrap.
 struct ShmRing {
-  alignas(64) std::atomic<uint64_t> tail;  // slots consumed
+  alignas(kCacheLinePad) std::atomic<uint64_t> tail;  // slots consumed
   ShmSlotCell cells[kShmMaxSlots];
 };
 
@@ -86,11 +87,11 @@ inline constexpr uint64_t kMailboxRecord = 3;
 inline constexpr size_t kShmMailboxOffset = 2048;
 inline constexpr size_t kShmMailboxWords = 56;
 struct ShmCallMailbox {
-  alignas(64) std::atomic<uint64_t> state;
+  alignas(kCacheLinePad) std::atomic<uint64_t> state;
   std::atomic<uint64_t> words[kShmMailboxWords];
   // Steps this rank has completed in registered calls so far (chunks
   // reduced, phases passed), which peers wait for; a line of its own.
-  alignas(64) std::atomic<uint64_t> progress;
+  alignas(kCacheLinePad) std::atomic<uint64_t> progress;
 };
 static_assert(sizeof(ShmSegmentHeader) <= kShmMailboxOffset, "the mailbox follows the header");
 static_assert(kShmMailboxOffset + sizeof(ShmCallMailbox) <= 4096, "rings start at 4096");

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "common/fp8_reference.h"
+#include "common/half_reference.h"
 
 // Every datatype and reduction op of the API, for tests that sweep them.
 inline constexpr batonDataType_t kAllTypes[] = {
@@ -85,7 +86,7 @@ inline void Store(batonDataType_t dt, uint8_t* p, size_t i, double v) {
       reinterpret_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v);
       break;
     case batonFloat16: {
-      const _Float16 h = static_cast<_Float16>(v);
+      const baton_test::Half h = static_cast<baton_test::Half>(v);
       std::memcpy(p + 2 * i, &h, 2);
       break;
     }
@@ -132,7 +133,7 @@ inline double Load(batonDataType_t dt, const uint8_t* p, size_t i) {
     case batonUint64:
       return static_cast<double>(reinterpret_cast<const uint64_t*>(p)[i]);
     case batonFloat16: {
-      _Float16 h;
+      baton_test::Half h;
       std::memcpy(&h, p + 2 * i, 2);
       return static_cast<double>(h);
     }

@@ -282,5 +282,52 @@ run_and_signal TERM 2 -n 2 sh -c 'touch "$0/ready/ready.$BATON_RANK"; exec sleep
 check "untrapped SIGTERM kills the ranks: batonrun exits 143 quickly" \
   eval 'is $status 143 && faster_than 5000'
 
+# ---- --elastic and --replace ------------------------------------------------------------------
+
+check "usage error: --replace without --elastic" usage_error --replace -n 2 true
+check "usage error: --elastic with -H" usage_error --elastic -H localhost:2 true
+check "usage error: --elastic with --world-size" \
+  usage_error --elastic -n 2 --world-size 4 --root 127.0.0.1:29500 true
+
+# Rank 1 kills itself; the others go on and finish.
+suicide='if [ "$BATON_RANK" = 1 ]; then kill -9 $$; fi; sleep 0.3; echo "done $BATON_RANK"'
+run -n 3 sh -c "$suicide"
+check "without --elastic a rank killed stops the job (137)" \
+  eval 'is $status 137 && contains "$ERR" "rank 1 (pid [0-9]*) killed by signal 9" &&
+        contains "$ERR" "stopping the other ranks"'
+run --elastic -n 3 sh -c "$suicide; echo \"\$BATON_ELASTIC_DIR\" > \"$TMP/dir.\$BATON_RANK\""
+check "--elastic: the others finish, batonrun says who was lost and exits 0" \
+  eval 'is $status 0 && contains "$OUT" "^done 0$" && contains "$OUT" "^done 2$" &&
+        contains "$ERR" "rank 1 (pid [0-9]*) killed by signal 9 (Killed); the job goes on without it (--elastic)"'
+check "--elastic: BATON_ELASTIC_DIR is one private directory, removed at the end" \
+  eval 'is "$(cat "$TMP"/dir.* | sort -u | wc -l)" 1 && [[ $(cat "$TMP/dir.0") == */baton-elastic-* ]] &&
+        [[ ! -e $(cat "$TMP/dir.0") ]]'
+run --elastic -p -n 3 sh -c 'mode=$(stat -c %a "$BATON_ELASTIC_DIR"); echo "mode $mode"; sleep 0.2'
+check "--elastic: the directory is 0700" eval 'is $status 0 && contains "$OUT" "^\[0\] mode 700$"'
+run --elastic -n 3 sh -c 'if [ "$BATON_RANK" = 2 ]; then exit 3; fi; sleep 5'
+check "--elastic: a rank that exits non-zero still stops the job with its status" \
+  eval 'is $status 3 && contains "$ERR" "rank 2 (pid [0-9]*) exited with status 3; stopping" &&
+        faster_than 4000'
+run --elastic -n 2 sh -c 'kill -9 $$'
+check "--elastic: every rank lost: the first one's status (137)" \
+  eval 'is $status 137 && contains "$ERR" "no rank is left"'
+
+# The replacement: same program, BATON_ELASTIC_JOIN=1, the lost rank's local slot, a new label.
+rm -f "$TMP"/env.*
+run --elastic --replace -p -n 3 sh -c 'if [ "$BATON_RANK" = 1 ]; then kill -9 $$; fi; sleep 0.3
+  echo "$BATON_RANK ${BATON_ELASTIC_JOIN:-0} $BATON_LOCAL_RANK $BATON_WORLD_SIZE" > "$0/env.$BATON_RANK"' "$TMP"
+check "--replace: a replacement starts as rank 3 in slot 1 with BATON_ELASTIC_JOIN=1" \
+  eval 'is $status 0 && contains "$ERR" "starting rank 3 to replace it (--replace)" &&
+        is "$(cat "$TMP/env.3")" "3 1 1 3" && is "$(cat "$TMP/env.0")" "0 0 0 3" &&
+        is "$(cat "$TMP/env.2")" "2 0 2 3" && [[ ! -e $TMP/env.1 ]]'
+run --elastic --replace -n 2 sh -c 'if [ "$BATON_RANK" != 0 ]; then kill -9 $$; fi; sleep 1'
+check "--replace: at most -n replacements (a rank that always dies cannot loop)" \
+  eval 'is $status 0 && is "$(grep -c "to replace it" "$ERR")" 2 &&
+        contains "$ERR" "no replacement: --replace started 2 already"'
+run_and_signal TERM 2 --elastic --replace -n 2 sh -c \
+  'touch "$0/ready/ready.$BATON_RANK"; exec sleep 100' "$TMP"
+check "--elastic: SIGTERM to batonrun still ends the job (143), nobody is replaced" \
+  eval 'is $status 143 && ! contains "$ERR" "replace" && faster_than 5000'
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]

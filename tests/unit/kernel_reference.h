@@ -1,5 +1,5 @@
 // The kernels tests' scalar reference, written independently of the core
-// (kernels/reduce_copy.h): fp16 through GCC's _Float16, bf16 through a
+// (kernels/reduce_copy.h): fp16 through the compiler's binary16, bf16 through a
 // nearest-neighbour search in double, fp8 from the formats' definitions
 // (common/fp8_reference.h), integers in 64-bit wrapping
 // arithmetic, floats in double rounded to the accumulation type after every
@@ -19,6 +19,7 @@
 
 #include "base/datatype.h"
 #include "common/fp8_reference.h"
+#include "common/half_reference.h"
 
 namespace baton {
 
@@ -35,14 +36,14 @@ inline float FloatOf(uint32_t u) {
 
 // ---- Reference conversions ---------------------------------------------------
 
-// fp16 through the compiler's own _Float16 (libgcc soft-float or F16C).
+// fp16 through the compiler's own binary16 (common/half_reference.h: _Float16, Arm's __fp16).
 inline float RefHalfToFloat(uint16_t bits) {
-  _Float16 h;
+  baton_test::Half h;
   memcpy(&h, &bits, sizeof(h));
   return static_cast<float>(h);
 }
 inline uint16_t RefFloatToHalf(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
+  const baton_test::Half h = static_cast<baton_test::Half>(f);
   uint16_t bits;
   memcpy(&bits, &h, sizeof(bits));
   return bits;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu.h"
 #include "base/trace_file.h"
 #include "comm/trace_recorder.h"
 
@@ -136,27 +137,51 @@ TEST(TraceRecorderTest, TicksBecomeRealtimeAndUnfinishedCallsEndNow) {
   trace.Begin(s, {Numbered(Collective::kReduce, 7, 1)});
   trace.Begin(s, {Numbered(Collective::kReduce, 8, 1)});
   TraceEvent events[2] = {trace.event(0), trace.event(1)};
-  // Two ticks a nanosecond... on x86; elsewhere ticks are nanoseconds.
+  // The ticks' rate as the recorder takes it (base/cpu.h): the TSC's from
+  // the two points on x86 (2 GHz here), CNTFRQ_EL0's on aarch64, and ticks
+  // that are CLOCK_REALTIME ns already elsewhere. `from` is 1 s after the
+  // epoch; the calls sit 1, 2 and 3 ms after it, `now` 4 ms after.
+  const uint64_t hz = !kHaveCycleCounter      ? 1'000'000'000
+                      : CycleCounterHz() != 0 ? CycleCounterHz()
+                                              : 2'000'000'000;
+  ASSERT_EQ(hz % 1000, 0u) << "a counter rate that is not a whole number of kHz";
+  const int64_t ms = static_cast<int64_t>(hz / 1000);  // ticks a millisecond
+  const int64_t t0 = kHaveCycleCounter ? 12345 : 1'000'000'000;
   TraceClock from, now;
-  from.ticks = 0;
+  from.ticks = t0;
   from.realtime_ns = 1'000'000'000;
-  now.ticks = 3000;
-  now.realtime_ns = 1'000'000'000 + 6000;
-#if !defined(__x86_64__)
-  now.realtime_ns = 1'000'000'000 + 3000;
-  from.realtime_ns = 0;
-#endif
-  events[0].begin = 1000;
-  events[0].end = 1500;
-  events[1].begin = 2000;  // unfinished: ends at now
+  now.ticks = t0 + 4 * ms;
+  now.realtime_ns = 1'000'000'000 + 4'000'000;
+  EXPECT_DOUBLE_EQ(TraceClock::NsPerTick(from, now), 1e9 / static_cast<double>(hz));
+  events[0].begin = t0 + ms;
+  events[0].end = t0 + 2 * ms;
+  events[1].begin = t0 + 3 * ms;  // unfinished: ends at now
   const std::string json = TraceEventsJson(trace.config(), events, 2, from, now);
-#if defined(__x86_64__)
-  EXPECT_NE(json.find("\"ts\":1000002.000,\"dur\":1.000"), std::string::npos) << json;
-  EXPECT_NE(json.find("\"ts\":1000004.000,\"dur\":2.000"), std::string::npos) << json;
-#endif
+  EXPECT_NE(json.find("\"ts\":1001000.000,\"dur\":1000.000"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"ts\":1003000.000,\"dur\":1000.000"), std::string::npos) << json;
   EXPECT_NE(json.find("\"unfinished\":true"), std::string::npos) << json;
   EXPECT_EQ(json.find("\"unfinished\":true"), json.rfind("\"unfinished\":true")) << json;
   EXPECT_NE(json.find("\"root\":0"), std::string::npos) << json;
+}
+
+// The live counter (TSC, CNTVCT_EL0) against CLOCK_REALTIME over 50 ms: the
+// converted span matches the clock's (on aarch64 this checks CNTFRQ_EL0).
+TEST(TraceRecorderTest, CounterKeepsPaceWithTheClock) {
+  if (kHaveCycleCounter && CycleCounterHz() == 0) {
+    // x86: the rate is measured between the two points, so take three.
+    const TraceClock a = TraceClock::Now();
+    usleep(50'000);
+    const TraceClock b = TraceClock::Now();
+    usleep(50'000);
+    const TraceClock c = TraceClock::Now();
+    EXPECT_NEAR(TraceClock::ToNs(b.ticks, a, c), b.realtime_ns, 5e6);
+    return;
+  }
+  const TraceClock a = TraceClock::Now();
+  usleep(50'000);
+  const TraceClock b = TraceClock::Now();
+  EXPECT_GT(b.ticks, a.ticks);
+  EXPECT_NEAR(TraceClock::ToNs(b.ticks, a, a), b.realtime_ns, 5e6);
 }
 
 TEST(TraceFileTest, RankFilesSitBesideTheBase) {

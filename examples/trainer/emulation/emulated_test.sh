@@ -43,7 +43,20 @@ same 2 "sync, one allreduce" "${syn[@]}" --no-overlap
 same 2 "sync, fp16 allreduce, EMA" "${syn[@]}" --fp16-allreduce --ema 0.9
 BATON_ALGO=allreduce:rhd EMULATED_POOLS=0 same 4 "sync, 4 ranks rhd, no memory pools" "${syn[@]}"
 same 3 "parameter server, EMA" "${syn[@]}" --mode ps --ema 0.9
+same 4 "parameter server, 2 servers (device ranges in groups), EMA" "${syn[@]}" --mode ps --ps-shards 2 --ema 0.9
 same 2 "local SGD, EMA" "${syn[@]}" --mode local --average-every 3 --ema 0.9
+# The model-parallel modes: activations and gradients through Baton's device path (tensor
+# collectives, pipeline groups of sends and receives), data-parallel buckets on the comm stream.
+mp=("${syn[@]}" --hidden 96,48,24)
+same 2 "tensor" "${mp[@]}" --mode tensor
+same 3 "tensor, gathered output layer, 2 micro-batches" "${syn[@]}" --hidden 120,60 --mode tensor \
+  --micro-batches 2
+same 2 "pipeline 1f1b, 4 micro-batches" "${mp[@]}" --mode pipeline --schedule 1f1b --micro-batches 4
+same 3 "pipeline gpipe, 2 micro-batches" "${mp[@]}" --mode pipeline --schedule gpipe --micro-batches 2
+same 2 "pipeline pipedream, weight stashing" "${mp[@]}" --mode pipeline --schedule pipedream \
+  --micro-batches 2
+same 4 "hybrid dp 2 x pp 2" "${mp[@]}" --dp 2 --pp 2 --micro-batches 2
+same 4 "hybrid dp 2 x tp 2" "${mp[@]}" --dp 2 --tp 2
 
 a=$(hash 3 "$cpu_train" --blas-threads 1 --synthetic 1200 --epochs 3 --warmup 5 --ema 0.9)
 hash 3 "$emu_train" --device cuda --synthetic 1200 --epochs 3 --warmup 5 --ema 0.9 --stop-after 2 \

@@ -25,9 +25,10 @@ namespace {
 // Launch variables batonrun sets. Inherited copies are removed first, so that a batonrun started
 // from inside a rank (or a shell left with stale values) cannot leak them into the new job.
 using baton::SettingName;
-constexpr std::string_view kLaunchVariables[] = {SettingName::rank,       SettingName::world_size,
-                                                 SettingName::local_rank, SettingName::local_size,
-                                                 SettingName::unique_id,  SettingName::root};
+constexpr std::string_view kLaunchVariables[] = {
+    SettingName::rank,        SettingName::world_size,  SettingName::local_rank,
+    SettingName::local_size,  SettingName::unique_id,   SettingName::root,
+    SettingName::elastic_dir, SettingName::elastic_join};
 
 std::string DescribeStatus(int status) {
   if (WIFSIGNALED(status)) {
@@ -47,10 +48,21 @@ int ShellStatus(int status) {
 
 int Job::Run() {
   start_time_ = Clock::now();
+  if (options_.elastic) {
+    std::string error;
+    if (!elastic_dir_.Create(&error)) {
+      fprintf(stderr, "batonrun: %s\n", error.c_str());
+      return kExitLauncherError;
+    }
+  }
   BuildSharedParts();
   ranks_.resize(static_cast<size_t>(options_.num_ranks));
+  next_label_ = options_.WorldSize();
   for (int local = 0; local < options_.num_ranks && !stopping_; ++local) {
-    if (!StartRank(local)) {
+    Rank& rank = ranks_[static_cast<size_t>(local)];
+    rank.slot = local;
+    rank.global_rank = options_.RankOffset() + local;
+    if (!StartRank(rank)) {
       launch_failed_ = true;
       Stop("");
     }
@@ -65,7 +77,11 @@ int Job::Run() {
   RemoveFlightFiles(StartedPids());
   if (timed_out_) return kExitTimeout;
   if (failure_status_) return *failure_status_;
-  return launch_failed_ || launcher_lost_ ? kExitLauncherError : 0;
+  if (launch_failed_ || launcher_lost_) return kExitLauncherError;
+  // --elastic: the job succeeded if the ranks that were left finished it; if every rank was
+  // lost, it failed as the first one did.
+  if (!any_success_ && first_loss_status_) return *first_loss_status_;
+  return 0;
 }
 
 void Job::BuildSharedParts() {
@@ -86,6 +102,8 @@ void Job::BuildSharedParts() {
                       std::to_string(options_.WorldSize()));
   base_env_.push_back(std::string(SettingName::local_size) + "=" +
                       std::to_string(options_.num_ranks));
+  if (options_.elastic)
+    base_env_.push_back(std::string(SettingName::elastic_dir) + "=" + elastic_dir_.path());
 
   for (const std::string& word : options_.command) argv_.push_back(const_cast<char*>(word.c_str()));
   argv_.push_back(nullptr);
@@ -98,14 +116,12 @@ void Job::BuildSharedParts() {
   }
 }
 
-bool Job::StartRank(int local_rank) {
-  Rank& rank = ranks_[static_cast<size_t>(local_rank)];
-  rank.global_rank = options_.RankOffset() + local_rank;
-
+bool Job::StartRank(Rank& rank) {
   std::vector<std::string> own_env = {
       std::string(SettingName::rank) + "=" + std::to_string(rank.global_rank),
-      std::string(SettingName::local_rank) + "=" + std::to_string(local_rank),
+      std::string(SettingName::local_rank) + "=" + std::to_string(rank.slot),
   };
+  if (rank.replacement) own_env.push_back(std::string(SettingName::elastic_join) + "=1");
   std::vector<char*> envp;
   envp.reserve(base_env_.size() + own_env.size() + 1);
   for (const std::string& s : base_env_) envp.push_back(const_cast<char*>(s.c_str()));
@@ -147,7 +163,7 @@ bool Job::StartRank(int local_rank) {
     rank.relays.clear();
     return false;
   }
-  if (pid == 0) ExecChild(parent, local_rank, child_out.get(), child_err.get(), envp.data());
+  if (pid == 0) ExecChild(parent, rank.slot, child_out.get(), child_err.get(), envp.data());
 
   rank.pid = pid;
   rank.running = true;
@@ -155,7 +171,7 @@ bool Job::StartRank(int local_rank) {
   return true;
 }
 
-void Job::ExecChild(pid_t parent, int local_rank, int out_fd, int err_fd, char** envp) {
+void Job::ExecChild(pid_t parent, int slot, int out_fd, int err_fd, char** envp) {
   // The rank must not outlive batonrun, even when batonrun is SIGKILLed and cannot stop it.
   // If batonrun died before prctl took effect, the signal will never come: leave now.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -166,8 +182,8 @@ void Job::ExecChild(pid_t parent, int local_rank, int out_fd, int err_fd, char**
   signals_->RestoreInChild();
   // Bound before exec, as mpirun does, so the program's first allocations are
   // local too. A failure leaves the rank unbound: it still runs correctly.
-  if (static_cast<size_t>(local_rank) < cpusets_.size() && CPU_COUNT(&cpusets_[local_rank]) > 0 &&
-      sched_setaffinity(0, sizeof(cpu_set_t), &cpusets_[local_rank]) != 0) {
+  if (static_cast<size_t>(slot) < cpusets_.size() && CPU_COUNT(&cpusets_[slot]) > 0 &&
+      sched_setaffinity(0, sizeof(cpu_set_t), &cpusets_[slot]) != 0) {
     static const char kWarning[] = "batonrun: warning: cannot bind a rank; it runs unbound\n";
     ssize_t ignored = write(STDERR_FILENO, kWarning, sizeof(kWarning) - 1);
     (void)ignored;
@@ -267,6 +283,8 @@ void Job::HandleSignals() {
       // Here in the loop, not in a handler: reading the files and formatting allocate.
       PrintRequestedFlightTable();
     } else {
+      // Ranks that die of it now are the job being ended, not ranks lost (--elastic).
+      if (sig != SIGUSR2) user_signaled_ = true;
       SignalAll(sig);
     }
   }
@@ -290,9 +308,16 @@ void Job::OnRankExit(Rank& rank, int status) {
   --running_count_;
   for (LineRelay& relay : rank.relays) relay.Finish();
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!failed) any_success_ = true;
   // Only the first failure is reported: later ones are usually ranks we stopped, or peers
   // reacting to the first, and would bury the cause.
   if (!failed || stopping_) return;
+  // A rank that exits with a status said it failed, whatever --elastic says; one killed by a
+  // signal (SIGKILL, the OOM killer, a lost machine's stand-in) is the loss elastic jobs survive.
+  if (options_.elastic && !user_signaled_ && WIFSIGNALED(status)) {
+    LoseRank(rank, status);
+    return;
+  }
   failure_status_ = ShellStatus(status);
   std::string message = "batonrun: rank " + std::to_string(rank.global_rank) + " (pid " +
                         std::to_string(rank.pid) +
@@ -302,6 +327,37 @@ void Job::OnRankExit(Rank& rank, int status) {
   stderr_sink_.Write(message + "\n");
   PrintFlightTable();
   Stop("");
+}
+
+void Job::LoseRank(const Rank& rank, int status) {
+  if (!first_loss_status_) first_loss_status_ = ShellStatus(status);
+  std::string message = "batonrun: rank " + std::to_string(rank.global_rank) + " (pid " +
+                        std::to_string(rank.pid) + ") " + DescribeStatus(status);
+  if (running_count_ == 0) {
+    stderr_sink_.Write(message + "; no rank is left\n");
+    return;
+  }
+  message += "; the job goes on without it (--elastic)";
+  if (!options_.replace) {
+    stderr_sink_.Write(message + "\n");
+    return;
+  }
+  // Bounded, so that a program that dies as soon as it starts cannot make batonrun start
+  // replacements for ever.
+  if (replacements_ >= options_.num_ranks) {
+    stderr_sink_.Write(message + "; no replacement: --replace started " +
+                       std::to_string(replacements_) + " already (at most -n)\n");
+    return;
+  }
+  ++replacements_;
+  Rank& fresh = ranks_.emplace_back();
+  fresh.slot = rank.slot;
+  fresh.global_rank = next_label_++;
+  fresh.replacement = true;
+  stderr_sink_.Write(message + "; starting rank " + std::to_string(fresh.global_rank) +
+                     " to replace it (--replace)\n");
+  // A replacement that cannot start leaves the job as --elastic alone would.
+  if (!StartRank(fresh)) fresh.pid = -1;
 }
 
 void Job::CheckDeadlines() {

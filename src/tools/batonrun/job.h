@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "tools/batonrun/elastic_dir.h"
 #include "tools/batonrun/options.h"
 #include "tools/batonrun/output_relay.h"
 #include "tools/batonrun/signals.h"
@@ -26,7 +28,10 @@ inline constexpr int kExitCannotRun = 127;    // exec failed, as for shells.
 
 // One rank of the job: its process and, with --prefix, the relays of its stdout and stderr.
 struct Rank {
-  int global_rank = 0;
+  int global_rank = 0;  // a replacement's is a new one, from the world size up
+  int slot = 0;         // local rank: its CPUs and BATON_LOCAL_RANK (a replacement takes its
+                        // predecessor's)
+  bool replacement = false;
   pid_t pid = -1;
   bool running = false;
   std::vector<LineRelay> relays;
@@ -62,10 +67,10 @@ class Job {
 
   // Forks and execs one rank. Returns false (after saying why) if it could not be started; a
   // failing exec is reported by the child itself and seen as exit status 127.
-  bool StartRank(int local_rank);
+  bool StartRank(Rank& rank);
 
   // Runs in the forked child; never returns. Async-signal-safe calls only.
-  [[noreturn]] void ExecChild(pid_t parent, int local_rank, int out_fd, int err_fd, char** envp);
+  [[noreturn]] void ExecChild(pid_t parent, int slot, int out_fd, int err_fd, char** envp);
 
   // Sleeps until a signal, output or a deadline, then handles whatever happened.
   void WaitForEvents();
@@ -79,6 +84,8 @@ class Job {
   void ReapChildren();
 
   void OnRankExit(Rank& rank, int status);
+  // --elastic: a rank killed by a signal; the job goes on, with a replacement under --replace.
+  void LoseRank(const Rank& rank, int status);
   // Prints the ranks' flight recorders (once per job): why a job failed or
   // timed out, before its ranks are stopped.
   void PrintFlightTable();
@@ -114,7 +121,7 @@ class Job {
   std::string exec_error_prefix_;
   std::vector<cpu_set_t> cpusets_;  // per local rank, from bindings_
 
-  std::vector<Rank> ranks_;
+  std::deque<Rank> ranks_;  // a deque: replacements are appended while references are held
   int running_count_ = 0;
   Clock::time_point start_time_;
   bool stopping_ = false;  // SIGTERM sent to all ranks.
@@ -125,6 +132,15 @@ class Job {
   std::optional<int> failure_status_;  // Exit status of the first rank that failed.
   baton::Fd launcher_;                 // See WatchLauncher.
   bool launcher_lost_ = false;
+
+  // --elastic (see LoseRank).
+  ElasticDir elastic_dir_;
+  int replacements_ = 0;        // started so far (at most -n)
+  int next_label_ = 0;          // the next replacement's global_rank
+  bool user_signaled_ = false;  // a signal was passed on to the ranks: deaths are no longer lost
+                                // ranks but the job ending
+  bool any_success_ = false;    // a rank exited with status 0
+  std::optional<int> first_loss_status_;  // shell status of the first rank lost
 };
 
 }  // namespace batonrun

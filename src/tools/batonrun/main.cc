@@ -21,7 +21,10 @@
 //
 // The job fails as a whole: when a rank exits non-zero or dies of a signal, batonrun stops the
 // others (SIGTERM, then SIGKILL after a grace period) and exits with that rank's status, encoded
-// like a shell does (128 + signal number for a signal).
+// like a shell does (128 + signal number for a signal). With --elastic a rank killed by a signal
+// does not stop the job (the others must go on without it, as baton-train --elastic does with
+// batonCommShrink), and --replace starts a replacement that joins with batonCommGrow; the ranks
+// find each other's grow id through BATON_ELASTIC_DIR (docs/reliability.md, "Elastic jobs").
 //
 // SPDX-License-Identifier: BSD-3-Clause
 

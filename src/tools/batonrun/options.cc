@@ -43,6 +43,11 @@ const char kUsage[] =
     "                         each rank to a core of its own, spread over NUMA nodes, when\n"
     "                         there are enough cores, else to a NUMA node\n"
     "  --report-bindings      print each rank's CPUs to stderr\n"
+    "  --elastic              a rank killed by a signal does not stop the job: the others\n"
+    "                         go on without it (batonCommShrink); a rank that exits with a\n"
+    "                         non-zero status still stops it (one host only)\n"
+    "  --replace              with --elastic: start a replacement for each rank killed (at\n"
+    "                         most -n in all); it joins the running job with batonCommGrow\n"
     "  --dump PID             print the flight recorders (last calls, and where the ranks\n"
     "                         diverge) of the ranks of batonrun PID, or of rank PID, and exit\n"
     "  --merge-trace OUT IN...  merge timelines (BATON_TRACE_FILE files) into OUT and exit\n"
@@ -148,12 +153,17 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
     };
     if (name == "-h" || name == "--help") return ParseOutcome::kHelp;
     if (name == "--version") return ParseOutcome::kVersion;
-    if (name == "-p" || name == "--prefix" || name == "--report-bindings") {
+    if (name == "-p" || name == "--prefix" || name == "--report-bindings" || name == "--elastic" ||
+        name == "--replace") {
       if (inline_value) {
         *error = "option '" + std::string(name) + "' takes no value";
         return ParseOutcome::kUsageError;
       }
-      (name == "--report-bindings" ? options->report_bindings : options->prefix) = true;
+      bool* flag = name == "--report-bindings" ? &options->report_bindings
+                   : name == "--elastic"       ? &options->elastic
+                   : name == "--replace"       ? &options->replace
+                                               : &options->prefix;
+      *flag = true;
       continue;
     }
 
@@ -240,6 +250,17 @@ ParseOutcome ParseArgs(int argc, char** argv, Options* options, std::string* err
   }
 
   options->command.assign(argv + i, argv + argc);
+  if (options->replace && !options->elastic) {
+    *error = "--replace needs --elastic (a job that stops when a rank dies has nothing to replace)";
+    return ParseOutcome::kUsageError;
+  }
+  // A host's batonrun stops its ranks when one fails and the launcher stops every host when one
+  // does: the multi-host paths would have to learn the elastic rules first.
+  if (options->elastic && (options->MultiHost() || !options->remote_host.empty() ||
+                           options->world_size || !options->root.empty())) {
+    *error = "--elastic runs jobs of one host (no -H, --hostfile, --world-size or --root)";
+    return ParseOutcome::kUsageError;
+  }
   if (options->MultiHost()) {
     if (!options->host_list.empty() && !options->hostfile.empty()) {
       *error = "-H and --hostfile cannot be combined";

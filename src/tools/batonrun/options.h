@@ -21,6 +21,11 @@ struct Options {
   std::string bind_to;               // --bind-to; empty: BATON_BIND, else auto.
   bool report_bindings = false;      // --report-bindings
   int dump_pid = 0;                  // --dump PID: print its ranks' flight recorders and exit
+  // --elastic: a rank that dies of a signal does not stop the job (the others must go on without
+  // it, batonCommShrink); --replace: and a replacement rank is started in its place, which joins
+  // the running job with batonCommGrow (docs/reliability.md, "Elastic jobs").
+  bool elastic = false;
+  bool replace = false;
   // Multi-host jobs started from here (-H or --hostfile); both empty: the ranks run on this host.
   std::string host_list;             // -H, --host: "host0:2,host1:2"
   std::string hostfile;              // --hostfile FILE

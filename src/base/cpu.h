@@ -1,0 +1,79 @@
+// What Baton needs from the processor beyond portable C++, one definition per
+// architecture (x86-64 and aarch64; others get portable fallbacks): the
+// spin-wait hint, the padding that keeps ranks' and threads' words off each
+// other's cache lines, the cache line the CPU really has, and a cheap cycle
+// counter for the timeline. The reduce-copy kernels' instruction sets are
+// kernels/'s business, not this file's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace baton {
+
+// Padding between words that different ranks or threads write (a ring's
+// tail, a slot's control word, a doorbell), in shared memory and in
+// process: at compile time, so it must cover every CPU the binary may run
+// on. x86-64 lines are 64 bytes. On aarch64 they are 64 on Neoverse
+// (Graviton, Grace) and 128 on Apple's and some other cores, so 128 there;
+// A64FX's 256-byte lines are left to a warning (WarnIfCacheLineExceedsPadding).
+#if defined(__aarch64__)
+inline constexpr size_t kCacheLinePad = 128;
+#else
+inline constexpr size_t kCacheLinePad = 64;
+#endif
+
+// The data cache line of this machine at run time: sysconf, else sysfs,
+// else (aarch64) CTR_EL0's smallest data line, else 64. Read once.
+size_t CacheLineBytes();
+
+// Logs a warning, once per process, when CacheLineBytes() exceeds
+// kCacheLinePad: words padded apart may then still share a line (slower,
+// never wrong).
+void WarnIfCacheLineExceedsPadding();
+
+// The hint in a busy-wait loop: yields the core's pipeline to the sibling
+// hyperthread and slows the loop's polling of a line another core is about
+// to write.
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  // Not `yield`: Neoverse cores execute it as a NOP, so the loop would spin
+  // as tightly as without a hint; `isb` waits for the pipeline to drain
+  // (tens of ns, like x86's pause). Rust's spin_loop() chose it likewise.
+  asm volatile("isb" ::: "memory");
+#else
+  asm volatile("" ::: "memory");
+#endif
+}
+
+// A counter that ticks at a constant rate and is read without a system
+// call: the TSC on x86-64, the generic timer's virtual count (CNTVCT_EL0)
+// on aarch64; elsewhere CLOCK_REALTIME in ns. Unserialized: the timeline's
+// stamps need no ordering finer than the call they stamp.
+inline constexpr bool kHaveCycleCounter =
+#if defined(__x86_64__) || defined(__aarch64__)
+    true;
+#else
+    false;
+#endif
+int64_t RealtimeNsForCounter();
+inline int64_t ReadCycleCounter() {
+#if defined(__x86_64__)
+  return static_cast<int64_t>(__builtin_ia32_rdtsc());
+#elif defined(__aarch64__)
+  uint64_t ticks;
+  asm volatile("mrs %0, cntvct_el0" : "=r"(ticks));
+  return static_cast<int64_t>(ticks);
+#else
+  return RealtimeNsForCounter();
+#endif
+}
+
+// Ticks per second of ReadCycleCounter where the architecture states it
+// (aarch64: CNTFRQ_EL0); 0 where it must be measured against a clock (the
+// TSC's rate is not architectural); 1e9 without a counter.
+uint64_t CycleCounterHz();
+
+}  // namespace baton
