@@ -42,6 +42,7 @@
 
 #include <baton.h>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "kernels/cpu_hwy.h"
 #include "kernels/cpu_reduce.h"
@@ -62,13 +63,15 @@ struct FreeDeleter {
   void operator()(void* p) const { free(p); }
 };
 
-// One 64-byte aligned array, filled so floats and 16-bit floats hold small
+// One array aligned to the cache-line padding, filled so floats and 16-bit floats hold small
 // finite values (no denormal or NaN slow paths in any type's view of them,
 // nor in their products).
 class Array {
  public:
   explicit Array(size_t bytes)
-      : bytes_(bytes), data_(static_cast<uint8_t*>(aligned_alloc(64, (bytes + 63) / 64 * 64))) {
+      : bytes_(bytes),
+        data_(static_cast<uint8_t*>(aligned_alloc(
+            kCacheLinePad, (bytes + kCacheLinePad - 1) / kCacheLinePad * kCacheLinePad))) {
     if (data_ == nullptr) return;
     // 0x3c00 is 1.0 in fp16; 0x3c003c00 is a float near 0.0078; bf16 0x3c00 is 0.0078.
     for (size_t i = 0; i + 2 <= bytes; i += 2) memcpy(data_.get() + i, "\x00\x3c", 2);

@@ -187,7 +187,7 @@ for name in "${names[@]}"; do
     tail -30 "$log" | sed 's/^/    | /'
   fi
 done
-echo "  skipped: the x86 back ends' kernel cases (\"this CPU lacks avx2\"), and the CMA case" \
+echo "  skipped: on neoverse-n1 the SVE and SVE2 kernel levels (\"this CPU lacks sve\"), and the CMA case" \
   "(qemu-user has no process_vm_readv)"
 if [ "$full" != 1 ]; then
   echo "  left out (AARCH64_FULL=1 runs them):"

@@ -13,7 +13,7 @@
  * to each destination; max/min follow the core's FuncMax/FuncMin exactly
  * (take the right operand when it is strictly greater/smaller or the left
  * one is NaN), integers wrap, no FMA. The element count is split into a
- * scalar head (up to the first 64-byte boundary of the first destination,
+ * scalar head (up to the first cache-line boundary of the first destination,
  * for large counts), an unrolled vector body and a scalar tail; head and
  * tail run the core functors themselves. Combinations without a vector
  * path that pays (integer division, 8-bit products, 64-bit products with
@@ -301,19 +301,20 @@ void RunReduce(const ReduceCopyArgs& args, const SimdOptions& options) {
   // Large calls first align the first destination to a cache line with a
   // scalar head: no store then splits a line, and streaming stores need it.
   // (Sources keep their own alignment; a split load costs much less.)
-  constexpr size_t kLine = 64;
+  const size_t vector_bytes = hn::Lanes(hn::ScalableTag<uint8_t>());
+  const size_t asked = options.line_bytes;
+  const size_t line = asked > vector_bytes && (asked & (asked - 1)) == 0 ? asked : vector_bytes;
   const uintptr_t d0_addr = reinterpret_cast<uintptr_t>(d0);
   const size_t unit = hn::Lanes(typename LanesOf<T>::type::DS());
   size_t head = 0;
   if (count >= 16 * unit && d0_addr % sizeof(T) == 0) {
-    head = ((kLine - d0_addr % kLine) % kLine) / sizeof(T);
+    head = ((line - d0_addr % line) % line) / sizeof(T);
   }
   ScalarRange<T, Op, kDiv>(srcs, args.nsrcs, d0, d1, 0, head, divisor);
 
-  const bool d1_in_phase =
-      d1 == nullptr || (reinterpret_cast<uintptr_t>(d1) - d0_addr) % kLine == 0;
+  const bool d1_in_phase = d1 == nullptr || (reinterpret_cast<uintptr_t>(d1) - d0_addr) % line == 0;
   const bool use_nt = count * sizeof(T) >= options.non_temporal_min_bytes && d1_in_phase &&
-                      (d0_addr + head * sizeof(T)) % kLine == 0;
+                      (d0_addr + head * sizeof(T)) % line == 0;
   size_t done;
   if (use_nt) {
     done =

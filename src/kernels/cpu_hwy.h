@@ -26,6 +26,10 @@ struct SimdOptions {
   // (cache-bypassing) stores. Only worth it when the output will not be read
   // soon and is much larger than the cache; SIZE_MAX disables them.
   size_t non_temporal_min_bytes = SIZE_MAX;
+  // The data cache line (base/cpu.h's CacheLineBytes(); a power of two):
+  // large calls align the first destination to it. The loops use at least
+  // one vector, which streaming stores need.
+  size_t line_bytes = 64;
 };
 
 // The non_temporal_min_bytes ReduceCopy passes to the back end. Default:

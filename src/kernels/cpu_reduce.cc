@@ -31,6 +31,7 @@
 #include <atomic>
 #include <string>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/log.h"
 #include "base/settings.h"
@@ -86,7 +87,7 @@ void ReduceBlocked(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts, s
   using Acc = Accum<T>;
   // 4-8 KiB: stays in L1 next to the streamed sources.
   constexpr size_t kBlock = 1024;
-  alignas(64) Acc acc[kBlock];
+  alignas(kCacheLinePad) Acc acc[kBlock];
   const Op op;
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = std::min(kBlock, count - base);
@@ -248,6 +249,7 @@ bool ReduceCopySimd(const ReduceCopyArgs& args) {
   SimdOptions options;
   options.non_temporal_min_bytes =
       args.non_temporal ? 0 : g_non_temporal_min_bytes.load(std::memory_order_relaxed);
+  options.line_bytes = CacheLineBytes();
   return SimdReduceCopy(target, args, options);
 }
 
