@@ -234,6 +234,31 @@ batonResult_t batonCommAbort(batonComm_t comm);
 /* batonSuccess, batonInProgress while a nonblocking creation runs, or the
  * sticky error of a failed creation or asynchronous operation. */
 batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError);
+/* The ranks of comm that this rank knows to have failed, in comm's
+ * numbering, ascending, each once: up to maxRanks of them into ranks, and
+ * their number into *nFailed (0 when none; the whole number even when it is
+ * larger than maxRanks; ranks may be NULL when maxRanks is 0, to ask for the
+ * number alone). As MPI's MPI_Comm_get_failed (ULFM), the list is what this
+ * rank knows, and it only grows. A rank has failed when it is gone without
+ * freeing comm on purpose: its process died or exited, its connection is
+ * refused, it stopped answering past BATON_TIMEOUT (named in the timeout's
+ * error), or it aborted comm before comm had failed. A rank that failed a
+ * call because of another's failure, shrank, or aborted or destroyed comm
+ * after the failure is a survivor and is never listed; a rank that
+ * destroyed comm (not aborted) is not listed either. On a comm that has
+ * failed the call first asks the control sockets and the listeners of the
+ * ranks this one never talked to, for at most min(1 s, comm's timeout), so
+ * that every survivor lists every rank whose process is gone by then: pass
+ * the list to batonCommShrink (ranks killed together exit some
+ * milliseconds apart: read it until it stops growing). A rank never
+ * connected to this one that has freed comm cannot be told from a dead one:
+ * ask before the survivors free the failed comm. Works on a failed comm, is
+ * safe to call from any thread, and does not change comm.
+ * batonInvalidArgument for a comm that is not live, a NULL nFailed, a
+ * negative maxRanks, or a NULL ranks with maxRanks > 0; batonInvalidUsage
+ * while a nonblocking creation of comm runs. See docs/reliability.md,
+ * "Which ranks failed". */
+batonResult_t batonCommGetFailedRanks(batonComm_t comm, int* ranks, int maxRanks, int* nFailed);
 batonResult_t batonCommCount(const batonComm_t comm, int* count);
 batonResult_t batonCommUserRank(const batonComm_t comm, int* rank);
 

@@ -15,6 +15,7 @@ import argparse
 import concurrent.futures
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,17 @@ def main():
     if cuda:
         torch_args += ["-DBATON_TORCH_CUDA", "-isystem", cuda]
         torch_link += ["-lc10_cuda"]
+    # What python/meson.build writes from _build_info.py.in (baton.torch checks the torch).
+    with open(os.path.join(ROOT, "python", "baton", "_build_info.py.in")) as f:
+        info = f.read()
+    with open(os.path.join(ROOT, "meson.build")) as f:
+        version = re.search(r"version : '([^']+)'", f.read()).group(1)
+    for key, value in {"BATON_VERSION": repr(version), "TORCH_VERSION": repr(torch.__version__),
+                       "TORCH_CUDA": str(bool(cuda)), "LIBBATON_CUDA": str(bool(cuda)),
+                       "WHEEL": "False"}.items():
+        info = info.replace(f"@{key}@", value)
+    with open(os.path.join(pkg, "_build_info.py"), "w") as f:
+        f.write(info)
     print(f"device_python_build: Python {sys.version.split()[0]}, torch {torch.__version__}, "
           f"CUDA tensors: {'yes (' + cuda + ')' if cuda else 'no'}", flush=True)
 

@@ -7,8 +7,9 @@
 # scripts/perf.sh -n 20. COMPARE=0 skips the comparison.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# No aarch64 cross tools: only the test suite uses them (docs/arm.md).
-SETUP_CROSS=${SETUP_CROSS:-0} scripts/setup.sh
+# No aarch64 cross tools (docs/arm.md) and no torch (docs/python.md): only the
+# test suite and the Python examples use them.
+SETUP_CROSS=${SETUP_CROSS:-0} SETUP_TORCH=${SETUP_TORCH:-0} scripts/setup.sh
 ranks=${RANKS:-4}
 max=${MAXBYTES:-64M}
 for transport in shm tcp; do

@@ -6,13 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and test tools; then the peers perf/compare.py runs against (Open MPI,
-# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot, and
-# clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh).
+# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot,
+# clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh), and for the
+# pip test patchelf (meson-python fixes the wheel's rpaths with it) and ccache
+# (the wheel's builds reuse the main build's objects).
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libhwy-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
           dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev
-          python3-venv python3-dev)
+          python3-venv python3-dev patchelf ccache)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -37,15 +39,25 @@ if [ -d /usr/local/cuda/bin ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
 fi
 
-# Python: a virtual environment in .venv (git-ignored) with torch 2.x, NumPy and
-# mpi4py from PyPI, for the baton package, its torch backend and their peers
-# (docs/python.md: what torch's wheel pulls in and how long it takes).
-# Skipped when it is complete; SETUP_PYTHON=0 skips it altogether.
+# Python: a virtual environment in .venv (git-ignored) with NumPy, mpi4py and
+# meson-python (the pip test builds the wheel with it), and torch 2.x from
+# PyPI for the torch backend, its tests and the Python examples (docs/python.md:
+# what torch's wheel pulls in and how long it takes). Each part is skipped when
+# it is there. SETUP_TORCH=0 leaves torch out (about 3 GB of downloads:
+# scripts/perf.sh, the main job, needs none of it); SETUP_PYTHON=0 skips the
+# venv altogether.
 venv_made=0
-if [ "${SETUP_PYTHON:-1}" != 0 ] && ! .venv/bin/python3 -c "import torch, numpy, mpi4py" 2>/dev/null; then
+python_packages=()
+if [ "${SETUP_PYTHON:-1}" != 0 ]; then
+  .venv/bin/python3 -c "import numpy, mpi4py, mesonpy" 2>/dev/null || python_packages+=(numpy mpi4py meson-python)
+  if [ "${SETUP_TORCH:-1}" != 0 ] && ! .venv/bin/python3 -c "import torch" 2>/dev/null; then
+    python_packages+=("torch==2.15.*")
+  fi
+fi
+if ((${#python_packages[@]})); then
   [ -x .venv/bin/python3 ] || /usr/bin/python3 -m venv .venv
-  echo "setup: installing torch, numpy and mpi4py into .venv (about 5 GB)"
-  .venv/bin/pip install -q --disable-pip-version-check "torch==2.15.*" numpy mpi4py
+  echo "setup: installing ${python_packages[*]} into .venv$([[ " ${python_packages[*]} " == *torch* ]] && echo " (about 5 GB)")"
+  .venv/bin/pip install -q --disable-pip-version-check "${python_packages[@]}"
   venv_made=1
 fi
 

@@ -115,7 +115,10 @@ Checkpoint ReadCheckpoint(const std::string& path) {
   c.params = s.GetFloats(kLimit);
   c.momentum = s.GetFloats(kLimit);
   c.ema = s.GetFloats(kLimit);
-  if (c.momentum.size() != c.params.size() || (!c.ema.empty() && c.ema.size() != c.params.size())) {
+  // The optimizer's state is one vector of the parameters' size per part (Adam: two).
+  const bool state_fits =
+      c.momentum.size() == c.params.size() || c.momentum.size() == 2 * c.params.size();
+  if (!state_fits || (!c.ema.empty() && c.ema.size() != c.params.size())) {
     throw TrainError(path + ": corrupt checkpoint (array sizes disagree)");
   }
   return c;

@@ -11,14 +11,14 @@ namespace trainer {
 // is a function of (seed, epoch) and the learning rate of the global step, so with parameters,
 // momentum and the EMA restored, the next epoch computes exactly what it would have.
 struct Checkpoint {
-  std::string mode;        // "sync", "ps", "ps-async", "local"
+  std::string mode;  // "sync", "ps", "ps-async", "local"; "/adam" etc. after it for --optimizer
   std::vector<int> sizes;  // layer sizes, e.g. 784,512,256,10
   uint64_t seed = 0;
   int64_t epochs_done = 0;
   int64_t global_step = 0;
   std::vector<float> params;
-  std::vector<float> momentum;
-  std::vector<float> ema;  // empty without --ema
+  std::vector<float> momentum;  // the optimizer's state (adam, lamb: m then v)
+  std::vector<float> ema;       // empty without --ema
 };
 
 // Writes FILE.tmp, then renames it over FILE (a crash never leaves half a checkpoint).

@@ -23,9 +23,10 @@ struct Dataset {
   const uint8_t* image(size_t i) const { return pixels.data() + i * features; }
 };
 
-// The train and test halves of one data source.
+// The train and test halves of one data source (and --val-fraction of the train half held out).
 struct DataSplit {
   Dataset train;
+  Dataset val;  // empty without --val-fraction
   Dataset test;
   std::string description;  // e.g. "fashion-mnist (60000 train, 10000 test)"
 };

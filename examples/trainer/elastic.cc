@@ -6,7 +6,6 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
-#include <regex>
 
 #include "util.h"
 
@@ -71,20 +70,15 @@ EpochPlan Replan(const EpochPlan& plan, int parts, int batch, long max_steps) {
 
 long TotalSteps(const RunContext& run, const EpochPlan& plan, long global_step, int parts) {
   const long per_epoch =
-      StepsPerEpoch(run.data.train.count, parts, run.opt.batch, run.opt.max_steps);
+      StepsPerEpoch(run.data.train.count, parts, StepBatch(run.opt), run.opt.max_steps);
   return global_step + (plan.steps - plan.step) +
          static_cast<long>(run.opt.epochs - plan.epoch - 1) * per_epoch;
 }
 
-int LostRankIn(const std::string& message) {
-  // The words of Baton's errors for a peer that is gone (docs/reliability.md): the first one
-  // named is the rank lost; a note passed on by another rank keeps the words.
-  static const std::regex kLost(
-      "rank ([0-9]+) (left the communicator|closed its connection|\\(pid [0-9]+ on [^)]*\\) "
-      "does not answer)|cannot connect to rank ([0-9]+)");
-  std::smatch m;
-  if (!std::regex_search(message, m, kLost)) return -1;
-  return std::atoi((m[1].matched ? m[1] : m[3]).str().c_str());
+std::string RanksWords(const std::vector<int>& ranks) {
+  std::string words = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) words += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  return words;
 }
 
 Elastic::Elastic(RunContext& run)
@@ -97,8 +91,8 @@ void Elastic::Adopt(batonComm_t comm) {
   run_.MembershipChanged();
 }
 
-int Elastic::Shrink(const TrainError& error, int* world_before,
-                    const std::function<void(int lost)>& refuse) {
+std::vector<int> Elastic::Shrink(const TrainError& error, int* world_before,
+                                 const std::function<void(int lost)>& refuse) {
   // `throw;` rethrows what was caught as it was (a UsageError stays one).
   if (!enabled_) throw;
   batonResult_t state = batonSuccess;
@@ -108,21 +102,44 @@ int Elastic::Shrink(const TrainError& error, int* world_before,
       state == batonInvalidUsage || state == batonInvalidArgument) {
     throw;
   }
-  const int lost = LostRankIn(error.what());
-  if (lost < 0 || lost >= run_.world || lost == run_.rank) {
-    throw TrainError(std::string(error.what()) +
-                     " (--elastic: the error names no lost rank to leave out, so the job stops)");
+  // The ranks Baton knows to be gone (docs/reliability.md, "Which ranks failed"): the same list
+  // on every survivor once the lost processes are gone, which batonCommShrink needs. Processes
+  // killed together finish exiting some milliseconds apart, and the list grows as they do: read
+  // it until it has not grown for kSettleS (at most kSettleMaxS), so that every survivor reads
+  // the whole of it.
+  constexpr double kSettleS = 0.1, kSettleMaxS = 2.0;
+  std::vector<int> lost;
+  const double asked = NowSeconds();
+  double grew = asked;
+  for (;;) {
+    int count = 0;
+    std::vector<int> now(static_cast<size_t>(run_.world));
+    CheckBaton(batonCommGetFailedRanks(run_.comm, now.data(), run_.world, &count), run_.comm,
+               "batonCommGetFailedRanks");
+    now.resize(static_cast<size_t>(std::min(count, run_.world)));
+    if (now.size() > lost.size()) {
+      lost = std::move(now);
+      grew = NowSeconds();
+    }
+    const double t = NowSeconds();
+    if (t - grew >= kSettleS || t - asked >= kSettleMaxS) break;
+    usleep(20000);
   }
-  if (refuse) refuse(lost);
+  if (lost.empty()) {
+    throw TrainError(std::string(error.what()) +
+                     " (--elastic: no rank of the communicator failed, so there is none to leave "
+                     "out, and the job stops)");
+  }
+  if (refuse)
+    for (int r : lost) refuse(r);
   *world_before = run_.world;
-  int excluded[1] = {lost};
   batonComm_t shrunk = nullptr;
   const double t0 = NowSeconds();
-  const batonResult_t r =
-      batonCommShrink(run_.comm, excluded, 1, &shrunk, nullptr, BATON_SHRINK_ABORT);
+  const batonResult_t r = batonCommShrink(run_.comm, lost.data(), static_cast<int>(lost.size()),
+                                          &shrunk, nullptr, BATON_SHRINK_ABORT);
   change_s_ = NowSeconds() - t0;
   if (r != batonSuccess) {
-    throw TrainError("--elastic: lost rank " + std::to_string(lost) + " (" + error.what() +
+    throw TrainError("--elastic: lost " + RanksWords(lost) + " (" + error.what() +
                      "), and batonCommShrink failed: " + batonGetErrorString(r) + ": " +
                      batonGetLastError(run_.comm));
   }

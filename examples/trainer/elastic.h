@@ -55,23 +55,23 @@ long StepsPerEpoch(size_t samples, int parts, int batch, long max_steps);
 // this epoch under `plan`, and the epochs after it under `parts`.
 long TotalSteps(const RunContext& run, const EpochPlan& plan, long global_step, int parts);
 
-// The rank a message of Baton's names as lost ("rank 2 left the communicator", "rank 2 closed its
-// connection", "rank 2 (pid ...) does not answer", "cannot connect to rank 2"), or -1.
-int LostRankIn(const std::string& message);
+// "rank 2" or "ranks 1, 3" (the log's words for the ranks lost).
+std::string RanksWords(const std::vector<int>& ranks);
 
 class Elastic {
  public:
   explicit Elastic(RunContext& run);
   bool enabled() const { return enabled_; }
 
-  // After `error` was thrown while training: when it is the loss of a peer (the communicator has
-  // failed and Baton's error names the rank), the survivors shrink the communicator without it
-  // (run.comm, run.rank and run.world then describe the new one) and it returns the lost rank
-  // of the old communicator, with *world_before. Otherwise, or without --elastic, it rethrows;
-  // a failure of the shrink itself is a TrainError. Call it from the handler that caught `error`.
-  // `refuse`, when given, sees the lost rank first and throws when the mode cannot lose it.
-  int Shrink(const TrainError& error, int* world_before,
-             const std::function<void(int lost)>& refuse = nullptr);
+  // After `error` was thrown while training: when it is the loss of peers (the communicator has
+  // failed and batonCommGetFailedRanks lists them), the survivors shrink the communicator without
+  // them (run.comm, run.rank and run.world then describe the new one) and it returns the lost
+  // ranks of the old communicator, ascending, with *world_before. Otherwise, or without
+  // --elastic, it rethrows; a failure of the shrink itself is a TrainError. Call it from the
+  // handler that caught `error`. `refuse`, when given, sees each lost rank first and throws when
+  // the mode cannot lose it.
+  std::vector<int> Shrink(const TrainError& error, int* world_before,
+                          const std::function<void(int lost)>& refuse = nullptr);
 
   // At a step boundary, on every rank: rank 0 looks for replacements asking to join; when there
   // are some, everyone grows the communicator with them (run.comm, run.rank, run.world change)

@@ -67,7 +67,7 @@ if [[ $SECTIONS == *ps* ]]; then
     run -1 -n $((k + 4)) -- --mode ps --ps-shards $k || continue
     python3 - "$k" "$work/run.json" "$work/run.log" <<'PY'
 import json, re, statistics, sys
-k, recs, log = int(sys.argv[1]), [json.loads(l) for l in open(sys.argv[2])], open(sys.argv[3]).read()
+k, recs, log = int(sys.argv[1]), [r for r in map(json.loads, open(sys.argv[2])) if "epoch" in r], open(sys.argv[3]).read()
 m = re.search(r"a step sends ([\d.]+) MB per worker and ([\d.]+) MB per server", log)
 sps = statistics.median(r["samples_per_s"] for r in recs)
 r = recs[-1]
@@ -96,7 +96,7 @@ if [[ $SECTIONS == *elastic* ]]; then
     python3 - "$name" "$transport" "$base" "$work/run.json" "$work/run.log" <<'PY'
 import json, re, sys
 name, transport, base = sys.argv[1:4]
-recs, log = [json.loads(l) for l in open(sys.argv[4])], open(sys.argv[5]).read()
+recs, log = [r for r in map(json.loads, open(sys.argv[4])) if "epoch" in r], open(sys.argv[5]).read()
 lost = re.search(r"during step (\d+) \(epoch (\d+)\)", log)
 rec = re.search(r"recovered in ([\d.]+) ms \(shrink ([\d.]+) ms\)", log)
 join = re.search(r"([\d.]+) s to start \(data, model\), ([\d.]+) s to join", log)

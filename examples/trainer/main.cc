@@ -78,6 +78,12 @@ int BlasThreads(const trainer::Options& o, int world) {
   return std::max(1, cores / std::max(local, 1));
 }
 
+// An error this rank has already printed.
+class ReportedError : public TrainError {
+ public:
+  using TrainError::TrainError;
+};
+
 // Loads the data on every rank and agrees on the outcome, so a rank that cannot read its files
 // makes every rank stop with a message instead of leaving the others in a collective.
 trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int rank) {
@@ -89,10 +95,17 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   } catch (const TrainError& e) {
     problem = e.what();
   }
+  // Before any collective: a split that cannot work is a usage error every rank finds alike,
+  // and a rank that left after a collective could break a peer still finishing it.
+  if (problem.empty()) trainer::SplitValidation(&data, o.val_fraction, o.seed);
+  // Said before the allreduce: once it completes, the first rank to exit makes batonrun stop the
+  // others, and a message printed after it could be lost.
+  if (!problem.empty())
+    std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, problem.c_str());
   int ok = problem.empty() ? 1 : 0;
   trainer::CheckBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
                       "data check allreduce");
-  if (!problem.empty()) throw TrainError(problem);
+  if (!problem.empty()) throw ReportedError(problem);
   if (ok == 0)
     throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
                      " could)");
@@ -120,6 +133,7 @@ int RunReplacement(const trainer::Options& options) {
     trainer::DataSplit data = options.synthetic > 0
                                   ? trainer::MakeSynthetic(options.synthetic, options.seed)
                                   : trainer::LoadFashionMnist(options.data_dir);
+    trainer::SplitValidation(&data, options.val_fraction, options.seed);
     const double ready = trainer::NowSeconds();
     comm = trainer::JoinRunningJob();
     if (comm == nullptr) {
@@ -170,6 +184,12 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  if (options.eval) return trainer::RunEvaluation(options);
+  // Baton's algorithm choice is BATON_ALGO, read once when the first communicator is made; the
+  // API has no per-communicator setting, so --algo sets it for this process before that.
+  if (!options.algo.empty() && options.algo != "auto") {
+    setenv("BATON_ALGO", ("allreduce:" + options.algo).c_str(), 1);
+  }
   // Baton records its calls on the same timeline (FILE.rankN.json beside ours).
   if (!options.trace.empty()) setenv("BATON_TRACE_FILE", options.trace.c_str(), 1);
   if (const char* join = std::getenv("BATON_ELASTIC_JOIN"); join != nullptr && join[0] == '1') {
@@ -222,6 +242,14 @@ int main(int argc, char** argv) {
     batonCommDestroy(comm);
     return 2;
   }
+  if (options.backup_workers > 0 && options.backup_workers >= world - options.ps_shards) {
+    std::fprintf(stderr,
+                 "baton-train: rank %d: error: --backup-workers %d leaves no gradient to apply: "
+                 "it must be below the %d worker(s)\n",
+                 rank, options.backup_workers, world - options.ps_shards);
+    batonCommDestroy(comm);
+    return 2;
+  }
   // Outside the try block, so that after an error the communicator is aborted before the backend
   // is destroyed: a device backend's destructor waits for its stream, which may still hold a
   // collective that only the abort ends.
@@ -231,7 +259,9 @@ int main(int argc, char** argv) {
     // "Asynchrony begets momentum"); on top of 0.9 it diverges, so --async compensates unless
     // --momentum is given.
     const int workers = world - options.ps_shards;
-    if (options.async && !options.momentum_set && workers > 1) {
+    const bool adam_like = options.optimizer == trainer::OptimizerKind::kAdam ||
+                           options.optimizer == trainer::OptimizerKind::kLamb;
+    if (options.async && !options.momentum_set && workers > 1 && !adam_like) {
       options.momentum = std::max(0.0, options.momentum - (1.0 - 1.0 / workers));
       if (rank == 0) {
         std::printf(
@@ -276,6 +306,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     return 0;
+  } catch (const ReportedError&) {
+    batonCommAbort(comm);
+    return 1;
   } catch (const trainer::UsageError& e) {
     // Found by every rank alike (layout.cc): a usage error, as for a bad option.
     std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, e.what());

@@ -33,6 +33,8 @@ class Mlp {
   const std::vector<int>& sizes() const { return sizes_; }
   float* params() { return params_.data(); }
   float* grads() { return grads_.data(); }
+  // The last Forward's logits (backend memory, rows x classes).
+  const float* logits() const { return activations_.back().data(); }
 
   // He-normal weights and zero biases from seed (the same on every rank and platform).
   void Initialize(uint64_t seed);

@@ -389,6 +389,8 @@ void ModelParallelTrainer::Train() {
                      std::to_string(batch_) + ")");
   }
   run_.total_steps = steps_ * opt_.epochs * (pipedream_ ? micro_ : 1);
+  run_.data_ranks = layout_.dp;  // for the configuration line
+  run_.lr_contributors = layout_.dp;
   size_t whole = 0;
   for (size_t i = 0; i + 1 < sizes_.size(); ++i) {
     whole += static_cast<size_t>(sizes_[i]) * sizes_[i + 1] + static_cast<size_t>(sizes_[i + 1]);

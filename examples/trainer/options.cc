@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 #include "backend.h"
+#include "straggle.h"
 #include "util.h"
 
 namespace trainer {
@@ -14,6 +16,8 @@ namespace {
 
 constexpr const char* kUsage =
     R"(usage: baton-train [options]   (launch with batonrun -n N, mpirun or srun)
+       baton-train eval --checkpoint FILE [--data DIR | --synthetic N]   (evaluate, no training)
+       baton-train --version
 
 Data
   --data DIR              Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)
@@ -22,11 +26,18 @@ Model and optimizer
   --hidden 512,256        hidden layer sizes (784-512-256-10 by default)
   --epochs N              epochs to train (5)
   --batch N               samples per rank and step (64)
-  --lr X                  learning rate for one rank's batch (0.05)
-  --no-lr-scaling         do not scale the rate by the number of ranks
-  --warmup N              steps of linear warm-up to the scaled rate (200)
+  --optimizer sgd|nesterov|adam|lars|lamb   the update rule (sgd: with momentum)
+  --lr X                  learning rate for --base-batch samples (0.05)
+  --lr-scaling linear|sqrt|none   scale the rate by global batch / --base-batch (linear)
+  --base-batch N          the batch --lr is meant for (default: --batch, i.e. one rank's)
+  --no-lr-scaling         the same as --lr-scaling none
+  --warmup N | Xep        linear warm-up to the scaled rate over N steps or X epochs (200)
   --lr-schedule cosine|constant   after the warm-up (cosine to 0 over all epochs)
-  --momentum X            (0.9)   --weight-decay X   (1e-4)
+  --momentum X            (0.9; adam, lamb: beta1)  --beta2 X (0.999)  --eps X (1e-8)
+  --weight-decay X        (1e-4; lars, lamb: not on biases)
+  --trust-coef X          lars: the trust coefficient eta (0.001)
+  --accumulate N          sum gradients over N micro-batches of --batch before one
+                          allreduce/update (sync, ps, local)
   --ema DECAY             also evaluate an exponential moving average of the parameters
   --seed N                seed of the initial weights, shuffles and synthetic data (1)
 Communication
@@ -34,10 +45,20 @@ Communication
   --ps-shards K           with --mode ps: K server ranks (0..K-1), each owning 1/K of the
                           parameters; the other ranks are workers (1)
   --async                 with --mode ps: workers do not wait for each other
+  --staleness S           with --async: no worker more than S steps ahead of the slowest
+                          (stale synchronous parallel; 0: lockstep; default unbounded)
+  --backup-workers B      synchronous --mode ps: each step applies the first W-B gradients
+                          to arrive and drops the rest (Chen et al. 2016)
   --elastic               survive a lost rank: the others shrink the communicator and go on,
                           and replacements (batonrun --elastic --replace) join; --mode sync
                           and synchronous --mode ps (a lost worker)
   --average-every K       with --mode local: average the parameters every K steps (8)
+  --post-local E          with --mode local: average gradients every step (synchronous) for
+                          the first E epochs, then local SGD (Lin et al. 2020)
+  --adaptive-k            with --mode local: double K after an epoch whose training loss fell
+                          by less than 10% (up to 64 K)
+  --algo ring|rhd|tree|hier|auto   the allreduce's algorithm (sets BATON_ALGO=allreduce:X for
+                          this process; auto: Baton's cost model, or BATON_ALGO as set)
   --no-overlap            one allreduce after backward instead of overlapped buckets
   --bucket-cap-mb X       bucket size (25)     --first-bucket-mb X   first bucket (1)
   --fp16-allreduce        send gradients as fp16
@@ -53,8 +74,17 @@ Model parallelism (docs/trainer.md)
   --no-weight-stash       pipedream: backward with the newest weights (shows why stashing matters)
   --simulate              run every stage of --mode pipeline in this one process (one rank)
   --save-params FILE      rank 0 writes the whole model's final parameters (float32, W1 b1 W2 ...)
-Output and state
-  --json FILE             one JSON object per epoch and line (rank 0)
+Experiments
+  --straggle RANK:F,...   these ranks take F times as long per step (by sleeping)
+  --straggle-random P:F   each rank's step takes F times as long with probability P
+Evaluation and output
+  --val-fraction F        hold out F of the training set as a validation set (0)
+  --target-acc X          report time and steps to reach accuracy X (validation if any)
+  --stop-at-target        and stop training there
+  --log-every N           a loss line every N steps
+  --keep-best             with --checkpoint FILE: FILE.best holds the best epoch's state
+  --json FILE             the configuration, then one JSON object per epoch and line (rank 0)
+  --version               print the version and exit
   --checkpoint FILE       write the training state after every epoch (rank 0)
   --resume FILE           continue from a checkpoint
   --no-progress           no progress bar (it is only drawn on a terminal anyway)
@@ -75,6 +105,7 @@ class ArgReader {
  public:
   ArgReader(int argc, char** argv) : argc_(argc), argv_(argv) {}
   bool done() const { return i_ >= argc_; }
+  int index() const { return i_; }  // of the next argument
   std::string Next() { return argv_[i_++]; }
   std::string Value(const std::string& flag) {
     if (i_ >= argc_) throw TrainError(flag + " needs a value (see --help)");
@@ -120,6 +151,29 @@ class ArgReader {
   int i_ = 1;
 };
 
+// --warmup N (steps) or --warmup Xep (epochs, fractions allowed).
+void ParseWarmup(const std::string& v, Options* o) {
+  const bool epochs = v.size() > 2 && v.compare(v.size() - 2, 2, "ep") == 0;
+  const std::string number = epochs ? v.substr(0, v.size() - 2) : v;
+  char* end = nullptr;
+  errno = 0;
+  if (epochs) {
+    double x = std::strtod(number.c_str(), &end);
+    if (number.empty() || *end != '\0' || errno != 0 || !std::isfinite(x) || x < 0 || x > 1e5) {
+      throw TrainError("--warmup: '" + v + "' is not a number of epochs in [0, 100000] (e.g. 2ep)");
+    }
+    o->warmup_epochs = x;
+  } else {
+    long x = std::strtol(number.c_str(), &end, 10);
+    if (number.empty() || *end != '\0' || errno != 0 || x < 0 || x > 100'000'000) {
+      throw TrainError("--warmup: '" + v +
+                       "' is neither a number of steps in [0, 100000000] nor of epochs (e.g. 2ep)");
+    }
+    o->warmup_steps = static_cast<int>(x);
+    o->warmup_epochs = -1;
+  }
+}
+
 std::vector<int> ParseSizes(const std::string& flag, const std::string& v) {
   std::vector<int> sizes;
   size_t start = 0;
@@ -139,89 +193,6 @@ std::vector<int> ParseSizes(const std::string& flag, const std::string& v) {
   return sizes;
 }
 
-// The checks of the model-parallel options that need no rank count (layout.cc checks the rest
-// once the communicator says how many ranks there are).
-void CheckModelParallelOptions(Options* o, bool mode_set) {
-  const bool layout_given = o->dp != 0 || o->tp != 0 || o->pp != 0;
-  // --tp, --pp or --dp alone mean the general layout, as Megatron's flags do.
-  if (!mode_set && layout_given) o->mode = Mode::kHybrid;
-  const char* mode = ModeName(*o);
-  if (!ModelParallel(o->mode)) {
-    if (layout_given) {
-      throw TrainError(std::string("--dp, --tp, --pp and --stages need --mode tensor, pipeline or "
-                                   "hybrid (not --mode ") +
-                       mode + ")");
-    }
-    if (!o->split.empty() || o->schedule_set || o->micro_batches != 1 || !o->weight_stash ||
-        o->simulate) {
-      throw TrainError(
-          std::string("--split, --schedule, --micro-batches, --no-weight-stash and "
-                      "--simulate need --mode tensor, pipeline or hybrid (not --mode ") +
-          mode + ")");
-    }
-    if (!o->save_params.empty() && o->mode != Mode::kSync) {
-      throw TrainError("--save-params applies to --mode sync and the model-parallel modes");
-    }
-    return;
-  }
-  if (o->mode == Mode::kTensor && o->pp > 1) {
-    throw TrainError("--mode tensor with --pp/--stages: use --mode hybrid --tp T --pp S");
-  }
-  if (o->mode == Mode::kPipeline && o->tp > 1) {
-    throw TrainError("--mode pipeline with --tp: use --mode hybrid --tp T --pp S");
-  }
-  if (o->micro_batches > o->batch) {
-    throw TrainError("--micro-batches " + std::to_string(o->micro_batches) +
-                     " is larger than --batch " + std::to_string(o->batch) +
-                     ": every micro-batch needs at least one sample");
-  }
-  if (!o->weight_stash && o->schedule != Schedule::kPipeDream) {
-    throw TrainError("--no-weight-stash applies to --schedule pipedream only");
-  }
-  if (o->simulate && (o->mode != Mode::kPipeline || o->dp > 1)) {
-    throw TrainError("--simulate runs the stages of --mode pipeline (without --dp) in one process");
-  }
-  // The model-parallel modes keep no checkpoint and no parameter average (yet): refuse rather
-  // than silently ignore.
-  auto refuse = [&](bool given, const char* flag) {
-    if (given) throw TrainError(std::string(flag) + " is not supported with --mode " + mode);
-  };
-  refuse(!o->checkpoint.empty(), "--checkpoint");
-  refuse(!o->resume.empty(), "--resume");
-  refuse(o->ema > 0, "--ema");
-  refuse(o->fp16_allreduce, "--fp16-allreduce");
-  refuse(o->stop_after > 0, "--stop-after");
-}
-
-// --elastic needs ranks that each hold the whole model, so that the others can go on without
-// one and a replacement can be given the state: say why a mode cannot.
-void CheckElastic(const Options& o) {
-  const std::string mode = std::string("--elastic with --mode ") + ModeName(o) + ": ";
-  if (ModelParallel(o.mode)) {
-    throw TrainError(mode +
-                     "each rank holds a part of the model (layers or a slice of every layer), "
-                     "which a lost rank takes with it, so the others cannot go on; --elastic "
-                     "needs --mode sync or --mode ps");
-  }
-  if (o.mode == Mode::kPs && o.async) {
-    throw TrainError(mode +
-                     "asynchronous workers share no step to go on from after a loss, and the "
-                     "servers' per-worker communicators (one batonCommSplit each) would all have "
-                     "to be remade; --elastic needs synchronous --mode ps or --mode sync");
-  }
-  if (o.mode == Mode::kLocal) {
-    throw TrainError(mode +
-                     "the ranks' parameters differ between averages, so a lost rank's steps "
-                     "since the last average are lost with it and the others have no common "
-                     "state to go on from; --elastic needs --mode sync or --mode ps");
-  }
-  if (o.device == Device::kCuda) {
-    throw TrainError(
-        "--elastic runs on the CPU backend only: a device backend's streams hold "
-        "collectives of the communicator the loss breaks");
-  }
-}
-
 }  // namespace
 
 bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
@@ -231,7 +202,19 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   bool mode_set = false;
   while (!args.done()) {
     std::string flag = args.Next();
-    if (flag == "-h" || flag == "--help") {
+    if (flag == "eval" && args.index() == 2) {
+      o->eval = true;
+      continue;
+    }
+    if (o->eval && flag != "--checkpoint" && flag != "--data" && flag != "--synthetic" &&
+        flag != "--blas-threads" && flag != "-h" && flag != "--help") {
+      throw TrainError("eval takes --checkpoint, --data, --synthetic and --blas-threads (not " +
+                       flag + "): the model and seed come from the checkpoint");
+    }
+    if (flag == "--version") {
+      *help_text = VersionText() + "\n";
+      return true;
+    } else if (flag == "-h" || flag == "--help") {
       *help_text = std::string(kUsage) + "                          (this build: " +
                    (cudaBackendBuilt() ? "with" : "without") + " the CUDA backend)\n";
       return true;
@@ -248,14 +231,62 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--lr") {
       o->lr = args.Real(flag, 0, 100);
     } else if (flag == "--no-lr-scaling") {
-      o->lr_scaling = false;
+      o->lr_scaling = LrScaling::kNone;
+    } else if (flag == "--lr-scaling") {
+      o->lr_scaling = args.Choice<LrScaling>(
+          flag,
+          {{"linear", LrScaling::kLinear}, {"sqrt", LrScaling::kSqrt}, {"none", LrScaling::kNone}});
+    } else if (flag == "--base-batch") {
+      o->base_batch = static_cast<int>(args.Integer(flag, 1, 1 << 30));
     } else if (flag == "--warmup") {
-      o->warmup_steps = static_cast<int>(args.Integer(flag, 0, 100'000'000));
+      ParseWarmup(args.Value(flag), o);
+    } else if (flag == "--optimizer") {
+      o->optimizer = args.Choice<OptimizerKind>(flag, {{"sgd", OptimizerKind::kSgd},
+                                                       {"nesterov", OptimizerKind::kNesterov},
+                                                       {"adam", OptimizerKind::kAdam},
+                                                       {"lars", OptimizerKind::kLars},
+                                                       {"lamb", OptimizerKind::kLamb}});
+    } else if (flag == "--beta2") {
+      o->beta2 = args.Real(flag, 0, 0.999999999);
+    } else if (flag == "--eps") {
+      o->adam_eps = args.Real(flag, 1e-30, 1);
+    } else if (flag == "--trust-coef") {
+      o->trust = args.Real(flag, 1e-9, 1000);
+    } else if (flag == "--accumulate") {
+      o->accumulate = static_cast<int>(args.Integer(flag, 1, 65536));
+    } else if (flag == "--val-fraction") {
+      o->val_fraction = args.Real(flag, 0, 0.9);
+    } else if (flag == "--log-every") {
+      o->log_every = args.Integer(flag, 1, 1L << 40);
+    } else if (flag == "--target-acc") {
+      o->target_acc = args.Real(flag, 0, 1);
+      if (o->target_acc == 0) throw TrainError("--target-acc: the accuracy must be in (0, 1]");
+    } else if (flag == "--stop-at-target") {
+      o->stop_at_target = true;
+    } else if (flag == "--straggle") {
+      o->straggle = ParseStraggle(flag, args.Value(flag));
+    } else if (flag == "--straggle-random") {
+      std::tie(o->straggle_random_p, o->straggle_random_factor) =
+          ParseStraggleRandom(flag, args.Value(flag));
+    } else if (flag == "--staleness") {
+      o->staleness = static_cast<int>(args.Integer(flag, 0, 1 << 30));
+    } else if (flag == "--backup-workers") {
+      o->backup_workers = static_cast<int>(args.Integer(flag, 1, 1 << 20));
+    } else if (flag == "--post-local") {
+      o->post_local = static_cast<int>(args.Integer(flag, 1, 100000));
+    } else if (flag == "--adaptive-k") {
+      o->adaptive_k = true;
+    } else if (flag == "--algo") {
+      o->algo = args.Choice<std::string>(
+          flag,
+          {{"ring", "ring"}, {"rhd", "rhd"}, {"tree", "tree"}, {"hier", "hier"}, {"auto", "auto"}});
+    } else if (flag == "--keep-best") {
+      o->keep_best = true;
     } else if (flag == "--lr-schedule") {
       o->cosine = args.Choice<bool>(flag, {{"cosine", true}, {"constant", false}});
     } else if (flag == "--stop-after") {
       o->stop_after = static_cast<int>(args.Integer(flag, 1, 100000));
-    } else if (flag == "--momentum") {
+    } else if (flag == "--momentum" || flag == "--beta1") {
       o->momentum = args.Real(flag, 0, 0.999999);
       o->momentum_set = true;
     } else if (flag == "--weight-decay") {
@@ -317,6 +348,10 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
     } else if (flag == "--json") {
       o->json = args.Value(flag);
     } else if (flag == "--checkpoint") {
+      if (o->eval) {
+        o->eval_checkpoint = args.Value(flag);
+        continue;
+      }
       o->checkpoint = args.Value(flag);
     } else if (flag == "--resume") {
       o->resume = args.Value(flag);
@@ -345,9 +380,7 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
   if (average_every_set && o->mode != Mode::kLocal) {
     throw TrainError("--average-every needs --mode local");
   }
-  if (o->fp16_allreduce && o->mode != Mode::kSync) {
-    throw TrainError("--fp16-allreduce applies to --mode sync only");
-  }
+  CheckCombinations(*o);
   return false;
 }
 
@@ -365,6 +398,18 @@ const char* ModeName(const Options& o) {
       return "pipeline";
     case Mode::kHybrid:
       return "hybrid";
+  }
+  return "?";
+}
+
+const char* LrScalingName(LrScaling s) {
+  switch (s) {
+    case LrScaling::kLinear:
+      return "linear";
+    case LrScaling::kSqrt:
+      return "sqrt";
+    case LrScaling::kNone:
+      return "none";
   }
   return "?";
 }

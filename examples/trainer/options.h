@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace trainer {
@@ -26,6 +27,22 @@ enum class Schedule {
   kPipeDream,  // asynchronous 1F1B without flushes, an update per micro-batch, weight stashing
 };
 
+// The update rule (optimizers.h).
+enum class OptimizerKind {
+  kSgd,       // SGD with momentum (PyTorch's formulation)
+  kNesterov,  // SGD with Nesterov momentum (PyTorch's nesterov=True)
+  kAdam,      // Adam (Kingma & Ba), L2 weight decay added to the gradient as torch.optim.Adam
+  kLars,      // LARS (You et al. 2017): layer-wise trust ratio on momentum SGD
+  kLamb,      // LAMB (You et al. 2019): layer-wise trust ratio on Adam's update
+};
+
+// How the peak learning rate follows the global batch (ranks x batch x accumulation).
+enum class LrScaling {
+  kLinear,  // lr * global / base (Goyal et al. 2017)
+  kSqrt,    // lr * sqrt(global / base) (Krizhevsky 2014, Hoffer et al. 2017)
+  kNone,
+};
+
 // Where the math runs (backend.h).
 enum class Device {
   kCpu,   // OpenBLAS on the host
@@ -38,9 +55,15 @@ struct Options {
   size_t synthetic = 0;  // > 0: a synthetic set of this many training samples
   int epochs = 5;
   int batch = 64;    // per rank (per worker in ps mode)
-  double lr = 0.05;  // for one rank's batch; scaled linearly with the ranks (see scaleLr)
-  bool lr_scaling = true;
-  int warmup_steps = 200;
+  double lr = 0.05;  // for --base-batch samples; scaled by the global batch (LearningRate)
+  LrScaling lr_scaling = LrScaling::kLinear;
+  int base_batch = 0;         // --base-batch; 0: one rank's batch (--batch)
+  int warmup_steps = 200;     // --warmup N
+  double warmup_epochs = -1;  // --warmup Xep; >= 0 overrides warmup_steps
+  OptimizerKind optimizer = OptimizerKind::kSgd;
+  double beta1 = 0.9, beta2 = 0.999, adam_eps = 1e-8;  // adam, lamb
+  double trust = 0.001;                                // lars: the trust coefficient eta
+  int accumulate = 1;  // --accumulate: micro-batches per update (data-parallel modes)
   bool cosine = true;  // cosine decay to 0 after the warm-up (else constant)
   int stop_after = 0;  // > 0: stop after this epoch, as if interrupted (tests of --resume)
   double momentum = 0.9;
@@ -70,6 +93,24 @@ struct Options {
   std::string trace;        // --trace FILE: the job's timeline (docs/tracing.md)
   std::string save_params;  // --save-params FILE: rank 0 writes the whole model's parameters
 
+  // Everyday features (docs/trainer.md).
+  double val_fraction = 0;      // --val-fraction: held out of the training set for validation
+  long log_every = 0;           // --log-every N: a loss line every N steps (rank 0 or worker 0)
+  double target_acc = 0;        // --target-acc X: report the time and steps to reach it
+  bool stop_at_target = false;  // and stop there
+  bool keep_best = false;       // --keep-best: FILE.best holds the best epoch (--checkpoint)
+  std::string eval_checkpoint;  // `baton-train eval --checkpoint F`: evaluate, do not train
+  bool eval = false;
+
+  // Experiments (straggle.h, param_server_*.cc).
+  std::vector<std::pair<int, double>> straggle;  // --straggle RANK:FACTOR,...
+  double straggle_random_p = 0, straggle_random_factor = 1;
+  int staleness = -1;       // --staleness S (--mode ps --async); -1: unbounded
+  int backup_workers = 0;   // --backup-workers B (synchronous --mode ps)
+  int post_local = 0;       // --post-local E: --mode local averages gradients for E epochs first
+  bool adaptive_k = false;  // --adaptive-k: --average-every doubles when the loss flattens
+  std::string algo;         // --algo: the gradient allreduce's algorithm (BATON_ALGO)
+
   // Model parallelism (--mode tensor|pipeline|hybrid). 0: not given (derived from the ranks).
   int dp = 0;
   int tp = 0;
@@ -89,9 +130,25 @@ inline bool ModelParallel(Mode m) {
 
 const char* ScheduleName(Schedule s);
 
-// Parses argv; on --help sets *help_text and returns true; throws TrainError on a bad option.
+// Samples per rank and update: --batch x --accumulate.
+inline int StepBatch(const Options& o) {
+  return o.batch * o.accumulate;
+}
+
+// Parses argv; on --help or --version sets *help_text and returns true; throws TrainError on a
+// bad option.
 bool ParseOptions(int argc, char** argv, Options* options, std::string* help_text);
 
 const char* ModeName(const Options& o);
+const char* OptimizerName(OptimizerKind k);
+const char* LrScalingName(LrScaling s);
+
+// The checks of option combinations (options_check.cc); throw TrainError.
+void CheckModelParallelOptions(Options* o, bool mode_set);
+void CheckElastic(const Options& o);
+void CheckCombinations(const Options& o);
+
+// "baton-train 0.3.0 (Baton 0.3.0, built with|without CUDA)".
+std::string VersionText();
 
 }  // namespace trainer

@@ -45,7 +45,7 @@ run() {
 row() {
   python3 - "$1" "$work/run.json" "$work/run.log" <<'PY'
 import json, re, statistics, sys
-name, recs = sys.argv[1], [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+name, recs = sys.argv[1], [r for r in (json.loads(l) for l in open(sys.argv[2]) if l.strip()) if "epoch" in r]
 log = open(sys.argv[3]).read()
 acc = recs[-1]["test_acc"]
 first = next((r["epoch"] for r in recs if r["test_acc"] >= 0.85), None)

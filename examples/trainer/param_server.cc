@@ -122,7 +122,8 @@ void SyncServer::SizeInbox() {
 bool SyncServer::NextEpoch() {
   const int epoch = plan_.epoch + 1;
   if (epoch >= run_.LastEpoch()) return false;
-  plan_ = FirstPlan(epoch, run_.EpochOrder(epoch), ps_.workers, run_.opt.batch, run_.opt.max_steps);
+  plan_ = FirstPlan(epoch, run_.EpochOrder(epoch), ps_.workers, StepBatch(run_.opt),
+                    run_.opt.max_steps);
   if (plan_.steps == 0) throw TrainError("too few samples for this many workers and --batch");
   stats_ = EpochStats{};
   epoch_start_ = NowSeconds();
@@ -142,7 +143,7 @@ void SyncServer::ServerStep() {
   GroupEnd(comm, "gradient receive from the workers");
   if (run_.opt.elastic) {
     run_.backend.Copy(snapshot_params_.data(), run_.model.params() + b(), n);
-    run_.backend.Copy(snapshot_momentum_.data(), run_.optimizer.momentum_buffer() + b(), n);
+    run_.backend.Copy(snapshot_momentum_.data(), run_.optimizer.state() + b(), n);
     if (run_.ema) run_.backend.Copy(snapshot_ema_.data(), run_.ema->data() + b(), n);
   }
   float* g = run_.model.grads() + b();
@@ -169,9 +170,8 @@ void SyncServer::ServerStep() {
 void SyncServer::WorkerStep() {
   batonComm_t comm = run_.comm;
   double t0 = NowSeconds();
-  BatchStats batch = run_.ForwardBatch(plan_.pending, plan_.PartShard(ps_.worker_index(run_.rank)),
-                                       plan_.step, true);
-  run_.model.Backward(nullptr);
+  BatchStats batch = run_.ComputeGradient(
+      plan_.pending, plan_.PartShard(ps_.worker_index(run_.rank)), plan_.step, nullptr);
   run_.backend.Synchronize();
   double c0 = NowSeconds();
   batonGroupStart();
@@ -207,10 +207,12 @@ void SyncServer::FinishEpoch() {
   if (ps_.servers > 1) ShareShards(run_, ps_, run_.model.params(), "parameter broadcast");
   if (run_.ema) ShareShards(run_, ps_, run_.ema->data(), "EMA broadcast");
   if (ps_.servers > 1 && !run_.opt.checkpoint.empty())
-    ShareShards(run_, ps_, run_.optimizer.momentum_buffer(), "momentum broadcast");
+    for (int p = 0; p < run_.optimizer.parts(); ++p) {
+      ShareShards(run_, ps_, run_.optimizer.state() + p * ps_.params, "optimizer broadcast");
+    }
   if (run_.opt.check_replicas && ps_.servers > 1) run_.CheckReplicas("at the end of the epoch");
   const EpochExtras traffic = PsTraffic(run_, bytes_sent_, steps_this_epoch_);
-  run_.FinishEpoch(plan_.epoch, stats_, wall, lr_, plan_.SamplesDone(run_.opt.batch), traffic);
+  run_.FinishEpoch(plan_.epoch, stats_, wall, lr_, plan_.SamplesDone(StepBatch(run_.opt)), traffic);
 }
 
 // Everyone takes root's plan and step; the servers' ranges are what they hold (rolled back when
@@ -225,13 +227,13 @@ void SyncServer::Resync(int root) {
     }
     const size_t n = e() - b();
     run_.backend.Copy(run_.model.params() + b(), snapshot_params_.data(), n);
-    run_.backend.Copy(run_.optimizer.momentum_buffer() + b(), snapshot_momentum_.data(), n);
+    run_.backend.Copy(run_.optimizer.state() + b(), snapshot_momentum_.data(), n);
     if (run_.ema) run_.backend.Copy(run_.ema->data() + b(), snapshot_ema_.data(), n);
   }
   ShareShards(run_, ps_, run_.model.params(), "parameter broadcast");
   if (run_.world <= ps_.servers) throw TrainError("--elastic: no worker is left");
   ps_ = MakePsLayout(run_);
-  plan_ = Replan(plan_, ps_.workers, run_.opt.batch, run_.opt.max_steps);
+  plan_ = Replan(plan_, ps_.workers, StepBatch(run_.opt), run_.opt.max_steps);
   run_.total_steps = TotalSteps(run_, plan_, run_.global_step, ps_.workers);
   SizeInbox();
 }
@@ -240,7 +242,7 @@ void SyncServer::AfterLoss(const TrainError& error) {
   const double t0 = NowSeconds();
   int world_before = 0;
   const int servers = ps_.servers;
-  const int lost = elastic_.Shrink(error, &world_before, [&](int rank) {
+  const std::vector<int> lost = elastic_.Shrink(error, &world_before, [&](int rank) {
     if (rank < servers) {
       throw TrainError(std::string(error.what()) + " (--elastic: lost rank " +
                        std::to_string(rank) +
@@ -256,12 +258,13 @@ void SyncServer::AfterLoss(const TrainError& error) {
   Resync(root);
   if (run_.rank == 0) {
     std::printf(
-        "elastic: lost worker rank %d of %d during step %ld (epoch %d): %s\n"
+        "elastic: lost worker %s of %d during step %ld (epoch %d): %s\n"
         "elastic: %d workers go on after step %ld: %ld steps left in epoch %d, lr %.4g for a "
         "global batch of %d; recovered in %.1f ms (shrink %.1f ms)\n",
-        lost, world_before, during, plan_.epoch + 1, error.what(), ps_.workers, run_.global_step,
-        plan_.steps, plan_.epoch + 1, run_.LearningRate(run_.global_step, ps_.workers),
-        ps_.workers * run_.opt.batch, 1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
+        RanksWords(lost).c_str(), world_before, during, plan_.epoch + 1, error.what(), ps_.workers,
+        run_.global_step, plan_.steps, plan_.epoch + 1,
+        run_.LearningRate(run_.global_step, ps_.workers), ps_.workers * StepBatch(run_.opt),
+        1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
     std::fflush(stdout);
   }
 }
@@ -295,7 +298,7 @@ void SyncServer::Train() {
   SizeInbox();
   PrintLayout();
   run_.total_steps =
-      StepsPerEpoch(run_.data.train.count, ps_.workers, run_.opt.batch, run_.opt.max_steps) *
+      StepsPerEpoch(run_.data.train.count, ps_.workers, StepBatch(run_.opt), run_.opt.max_steps) *
       run_.opt.epochs;
   plan_.epoch = run_.start_epoch - 1;
   plan_.finished = true;
@@ -344,6 +347,8 @@ void TrainParameterServer(TrainingRun& run) {
   }
   if (run.opt.async) {
     TrainAsyncPs(run);
+  } else if (run.opt.backup_workers > 0) {
+    TrainBackupPs(run);
   } else {
     TrainSyncPs(run);
   }

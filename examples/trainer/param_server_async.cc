@@ -11,12 +11,21 @@
 // other workers; staleness = updates a range received between a worker's pull and its push.
 // With K = 1 these are the pairs {0, w} of the unsharded server.
 //
+// --staleness S (stale synchronous parallel, Ho et al. 2013): each server counts every worker's
+// pushes this epoch (its clock) and answers a push only once that worker is at most S pushes
+// ahead of the slowest, so no worker starts a step more than S steps ahead of any other (S = 0:
+// lockstep, bulk synchronous). The answer carries the newest parameters at that moment, with the
+// updates the wait let in.
+//
 // Device backends: a push or pull groups a host header (the version) with the parameters, and
 // Baton refuses a group that mixes host and device buffers, so the parameters go through host
 // copies (download / upload).
 #include <baton.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -36,8 +45,10 @@ void GroupEnd(batonComm_t comm, const std::string& what) {
 // A server's shared state, which its per-worker threads update.
 struct AsyncServer {
   std::mutex mu;
-  int64_t version = 0;  // updates applied to this range so far (= global step)
-  EpochStats stats;     // staleness
+  std::condition_variable clock_moved;  // --staleness: a push was applied (or a thread failed)
+  std::vector<long> clocks;             // pushes applied this epoch, per worker
+  int64_t version = 0;                  // updates applied to this range so far (= global step)
+  EpochStats stats;                     // staleness
   double bytes_sent = 0;
   std::string error;  // first failure of any thread
 };
@@ -45,6 +56,9 @@ struct AsyncServer {
 // One server thread: `worker`'s pushes on its communicator (the worker is rank `servers` there).
 void ServeWorker(TrainingRun& run, const PsLayout& ps, AsyncServer& server, batonComm_t comm,
                  int worker, long steps) {
+  const char* timeout = std::getenv("BATON_TIMEOUT");
+  const double wait_limit_s =
+      timeout != nullptr && std::atoi(timeout) > 0 ? std::atoi(timeout) : 300;
   const size_t b = ps.begin(run.rank), n = ps.size(run.rank);
   const bool staged = run.backend.device_memory();
   const std::string who = "worker rank " + std::to_string(ps.worker_rank(worker));
@@ -75,6 +89,29 @@ void ServeWorker(TrainingRun& run, const PsLayout& ps, AsyncServer& server, bato
         run.optimizer.StepRange(run.model.params(), grad.data(), lr, b, b + n);
         if (run.ema) run.ema->UpdateRange(run.model.params(), b, b + n);
         ++server.version;
+        ++server.clocks[static_cast<size_t>(worker)];
+      }
+      server.clock_moved.notify_all();
+      {
+        std::unique_lock<std::mutex> lock(server.mu);
+        const long mine = server.clocks[static_cast<size_t>(worker)];
+        auto gap = [&] {
+          return mine - *std::min_element(server.clocks.begin(), server.clocks.end());
+        };
+        if (run.opt.staleness >= 0) {
+          // Every wait has a deadline: BATON_TIMEOUT's worth of the slowest worker not moving.
+          const double deadline = NowSeconds() + wait_limit_s;
+          while (gap() > run.opt.staleness && server.error.empty()) {
+            if (NowSeconds() > deadline) {
+              throw TrainError("--staleness: the slowest worker made no push in " +
+                               std::to_string(static_cast<int>(wait_limit_s)) + " s");
+            }
+            server.clock_moved.wait_for(lock, std::chrono::milliseconds(200));
+          }
+          if (!server.error.empty()) return;
+        }
+        server.stats.clock_gap_max =
+            std::max(server.stats.clock_gap_max, static_cast<double>(gap()));
         run.backend.Download(outgoing.data(), run.model.params() + b, n);
         out_header[0] = server.version;
         server.bytes_sent += static_cast<double>(n) * sizeof(float) + sizeof(int64_t);
@@ -87,8 +124,11 @@ void ServeWorker(TrainingRun& run, const PsLayout& ps, AsyncServer& server, bato
       GroupEnd(comm, "parameter send to " + who);
     }
   } catch (const TrainError& e) {
-    std::lock_guard<std::mutex> lock(server.mu);
-    if (server.error.empty()) server.error = who + ": " + e.what();
+    {
+      std::lock_guard<std::mutex> lock(server.mu);
+      if (server.error.empty()) server.error = who + ": " + e.what();
+    }
+    server.clock_moved.notify_all();  // no thread waits for a worker this one no longer serves
   }
 }
 
@@ -125,6 +165,7 @@ void TrainAsyncPs(TrainingRun& run) {
     double epoch_start = NowSeconds();
     if (server_rank) {
       server.stats = EpochStats{};
+      server.clocks.assign(static_cast<size_t>(ps.workers), 0);
       server.bytes_sent = 0;
       std::vector<std::thread> threads;
       for (int w = 0; w < ps.workers; ++w) {
@@ -146,8 +187,7 @@ void TrainAsyncPs(TrainingRun& run) {
       float* params_in = staged ? host_buffer.data() : run.model.params();
       for (long step = 0; step < part.steps; ++step) {
         double t0 = NowSeconds();
-        BatchStats b = run.ForwardBatch(order, part, step, true);
-        run.model.Backward(nullptr);
+        BatchStats b = run.ComputeGradient(order, part, step, nullptr);
         run.backend.Synchronize();
         double c0 = NowSeconds();
         if (staged) run.backend.Download(host_buffer.data(), run.model.grads(), n);
@@ -186,10 +226,12 @@ void TrainAsyncPs(TrainingRun& run) {
     run.global_step = step_now;
     if (run.ema) ShareShards(run, ps, run.ema->data(), "EMA broadcast");
     if (ps.servers > 1 && !run.opt.checkpoint.empty())
-      ShareShards(run, ps, run.optimizer.momentum_buffer(), "momentum broadcast");
+      for (int p = 0; p < run.optimizer.parts(); ++p) {
+        ShareShards(run, ps, run.optimizer.state() + p * n, "optimizer broadcast");
+      }
     if (run.opt.check_replicas) run.CheckReplicas("at the end of the epoch");
     const EpochExtras traffic = PsTraffic(run, bytes_sent, part.steps);
-    run.FinishEpoch(epoch, stats, wall, lr, part.steps * run.opt.batch * ps.workers, traffic);
+    run.FinishEpoch(epoch, stats, wall, lr, part.steps * StepBatch(run.opt) * ps.workers, traffic);
   }
 }
 

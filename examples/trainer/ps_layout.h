@@ -45,5 +45,7 @@ EpochExtras PsTraffic(TrainingRun& run, double bytes_sent, long steps);
 // param_server_async.cc (--async).
 void TrainSyncPs(TrainingRun& run);
 void TrainAsyncPs(TrainingRun& run);
+// --backup-workers: param_server_backup.cc.
+void TrainBackupPs(TrainingRun& run);
 
 }  // namespace trainer

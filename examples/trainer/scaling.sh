@@ -35,7 +35,7 @@ trap 'exit 130' INT TERM
 summary() {
   python3 - "$1" <<'PY'
 import json, statistics, sys
-recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+recs = [r for r in (json.loads(l) for l in open(sys.argv[1]) if l.strip()) if "epoch" in r]
 sps = statistics.median(r["samples_per_s"] for r in recs)
 wait = statistics.median(r["comm_wait_frac"] for r in recs)
 last = recs[-1]

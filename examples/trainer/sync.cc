@@ -57,11 +57,12 @@ void SyncTrainer::MakeAverager() {
 bool SyncTrainer::NextEpoch() {
   const int epoch = plan_.epoch + 1;
   if (epoch >= run_.LastEpoch()) return false;
-  plan_ = FirstPlan(epoch, run_.EpochOrder(epoch), run_.world, run_.opt.batch, run_.opt.max_steps);
+  plan_ =
+      FirstPlan(epoch, run_.EpochOrder(epoch), run_.world, StepBatch(run_.opt), run_.opt.max_steps);
   if (plan_.steps == 0) {
     throw TrainError("too few samples: " + std::to_string(run_.data.train.count) + " over " +
                      std::to_string(run_.world) + " ranks gives no batch of " +
-                     std::to_string(run_.opt.batch));
+                     std::to_string(StepBatch(run_.opt)));
   }
   stats_ = EpochStats{};
   epoch_start_ = NowSeconds();
@@ -72,11 +73,15 @@ void SyncTrainer::Step() {
   double t0 = NowSeconds();
   Timeline::Scope step_span(run_.timeline, "step", "\"step\":" + std::to_string(run_.global_step));
   BatchStats b;
-  {
-    Timeline::Scope span(run_.timeline, "forward");
-    b = run_.ForwardBatch(plan_.pending, plan_.PartShard(run_.rank), plan_.step, true);
-  }
-  {
+  if (run_.opt.accumulate > 1 || run_.straggler.active()) {
+    Timeline::Scope span(run_.timeline, "forward and backward");
+    b = run_.ComputeGradient(plan_.pending, plan_.PartShard(run_.rank), plan_.step,
+                             [&](int layer) { averager_->LayerDone(layer); });
+  } else {
+    {
+      Timeline::Scope span(run_.timeline, "forward");
+      b = run_.ForwardBatch(plan_.pending, plan_.PartShard(run_.rank), plan_.step, true);
+    }
     Timeline::Scope span(run_.timeline, "backward");
     run_.model.Backward([&](int layer) { averager_->LayerDone(layer); });
   }
@@ -106,7 +111,7 @@ void SyncTrainer::Step() {
 void SyncTrainer::Resync(int root) {
   SharePlan(run_, root, &plan_);
   run_.ShareState(root);
-  plan_ = Replan(plan_, run_.world, run_.opt.batch, run_.opt.max_steps);
+  plan_ = Replan(plan_, run_.world, StepBatch(run_.opt), run_.opt.max_steps);
   run_.total_steps = TotalSteps(run_, plan_, run_.global_step, run_.world);
   MakeAverager();
 }
@@ -114,7 +119,7 @@ void SyncTrainer::Resync(int root) {
 void SyncTrainer::AfterLoss(const TrainError& error) {
   const double t0 = NowSeconds();
   int world_before = 0;
-  const int lost = elastic_.Shrink(error, &world_before);
+  const std::vector<int> lost = elastic_.Shrink(error, &world_before);
   const long during = run_.global_step + 1;
   long agreed = 0;
   // A step some survivors completed had every rank's gradient (an allreduce returns only once
@@ -124,12 +129,13 @@ void SyncTrainer::AfterLoss(const TrainError& error) {
   Resync(root);
   if (run_.rank == 0) {
     std::printf(
-        "elastic: lost rank %d of %d during step %ld (epoch %d): %s\n"
+        "elastic: lost %s of %d during step %ld (epoch %d): %s\n"
         "elastic: %d ranks go on after step %ld: %ld steps left in epoch %d, lr %.4g for a "
         "global batch of %d; recovered in %.1f ms (shrink %.1f ms)\n",
-        lost, world_before, during, plan_.epoch + 1, error.what(), run_.world, run_.global_step,
-        plan_.steps, plan_.epoch + 1, run_.LearningRate(run_.global_step, run_.world),
-        run_.world * run_.opt.batch, 1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
+        RanksWords(lost).c_str(), world_before, during, plan_.epoch + 1, error.what(), run_.world,
+        run_.global_step, plan_.steps, plan_.epoch + 1,
+        run_.LearningRate(run_.global_step, run_.world), run_.world * StepBatch(run_.opt),
+        1e3 * (NowSeconds() - t0), 1e3 * elastic_.change_s());
     std::fflush(stdout);
   }
 }
@@ -142,7 +148,7 @@ void SyncTrainer::AfterGrow(int joined) {
         "elastic: %d rank(s) joined after step %ld (epoch %d): %d ranks, %ld steps left in the "
         "epoch, lr %.4g for a global batch of %d; grow %.1f ms, state %.1f ms\n",
         joined, run_.global_step, plan_.epoch + 1, run_.world, plan_.steps,
-        run_.LearningRate(run_.global_step, run_.world), run_.world * run_.opt.batch,
+        run_.LearningRate(run_.global_step, run_.world), run_.world * StepBatch(run_.opt),
         1e3 * elastic_.change_s(), 1e3 * (NowSeconds() - t0));
     std::fflush(stdout);
   }
@@ -159,7 +165,7 @@ void SyncTrainer::Train() {
     std::printf("\n");
   }
   run_.total_steps =
-      StepsPerEpoch(run_.data.train.count, run_.world, run_.opt.batch, run_.opt.max_steps) *
+      StepsPerEpoch(run_.data.train.count, run_.world, StepBatch(run_.opt), run_.opt.max_steps) *
       run_.opt.epochs;
   // Before the first epoch: "the previous one" is finished.
   plan_.epoch = run_.start_epoch - 1;
@@ -182,7 +188,7 @@ void SyncTrainer::Train() {
       // A device backend's last allreduces may still be timing on its stream.
       stats_.comm_wait_s += averager_->CollectWait();
       const double wall = NowSeconds() - epoch_start_;
-      run_.FinishEpoch(plan_.epoch, stats_, wall, lr_, plan_.SamplesDone(run_.opt.batch));
+      run_.FinishEpoch(plan_.epoch, stats_, wall, lr_, plan_.SamplesDone(StepBatch(run_.opt)));
       plan_.finished = true;
     } catch (const TrainError& e) {
       AfterLoss(e);

@@ -5,14 +5,18 @@
 #include <baton.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.h"
 #include "data.h"
 #include "model.h"
+#include "optimizers.h"
 #include "options.h"
+#include "straggle.h"
 #include "timeline.h"
 
 namespace trainer {
@@ -27,6 +31,11 @@ struct EpochStats {
   double staleness_sum = 0;  // async parameter server: versions between pull and apply
   double staleness_count = 0;
   double staleness_max = 0;
+  double clock_gap_max = 0;      // async parameter server: pushes ahead of the slowest worker
+  double gradients_applied = 0;  // --backup-workers: the server's
+  double gradients_dropped = 0;
+  double local_k = 0;   // --mode local: the averaging period this epoch (0: synchronous)
+  double averages = 0;  // --mode local: allreduces of the parameters (or gradients) this epoch
 };
 
 // One rank's disjoint part of an epoch: samples order[begin + step * batch + i].
@@ -58,11 +67,22 @@ class RunContext {
 
   // The permutation of the training set for an epoch (same on every rank: seed and epoch).
   std::vector<uint32_t> EpochOrder(int epoch) const;
-  // Goyal et al.: linear warm-up from lr to lr * contributors over warmup_steps, then constant
-  // or a cosine decay to 0 at total_steps (Loshchilov & Hutter's SGDR without restarts).
+  // lr_schedule.cc. Goyal et al.: linear warm-up from --lr to the peak rate (--lr scaled by the
+  // global batch of `contributors` ranks' batches, --lr-scaling) over WarmupSteps(), then
+  // constant or a cosine decay to 0 at total_steps (Loshchilov & Hutter's SGDR without restarts).
   float LearningRate(long step, int contributors) const;
-  // The last epoch to train now (--epochs, or --stop-after when it comes first).
+  double PeakLearningRate(int contributors) const;
+  // contributors x --batch x --accumulate (0: data_ranks).
+  double GlobalBatch(int contributors = 0) const;
+  // --warmup in steps, or its epochs in steps of total_steps.
+  long WarmupSteps() const;
+  // The last epoch to train now (--epochs, or --stop-after when it comes first, or the epoch
+  // that reached --target-acc with --stop-at-target).
   int LastEpoch() const;
+  // config.cc: the effective configuration as (key, JSON value) pairs, one JSON object and text.
+  std::vector<std::pair<std::string, std::string>> ConfigEntries() const;
+  std::string ConfigJson() const;
+  std::string ConfigText() const;
   // Writes rows images of `set`, order[first..first+rows), as floats in [0, 1] to host (rows x
   // features) and their labels to labels (either may be null).
   void LoadRows(const Dataset& set, const uint32_t* indices, int rows, float* host,
@@ -73,10 +93,15 @@ class RunContext {
   void Start(const std::string& what);
   // Sums the epoch's statistics and test counts across ranks and reports them on rank 0 (line,
   // JSON). test and ema_test: this rank's share of the evaluation (ema_test null without --ema).
+  // val: this rank's share of the validation set (--val-fraction); class_counts: this rank's
+  // correct and total per class of the test set (2 x classes), reported at the last epoch.
   void ReportEpoch(int epoch, const EpochStats& stats, const BatchStats& test,
                    const BatchStats* ema_test, double wall_s, float lr, long samples_trained,
-                   const EpochExtras& extras = EpochExtras());
-  // Progress bar on rank 0 when stderr is a terminal.
+                   const EpochExtras& extras = EpochExtras(), const BatchStats* val = nullptr,
+                   const std::vector<double>* class_counts = nullptr);
+  // At the end: says whether --target-acc was reached.
+  void ReportTarget();
+  // Progress bar on rank 0 when stderr is a terminal; --log-every lines.
   void Progress(int epoch, long step, long steps, const EpochStats& stats);
   // Broadcasts rank 0's problem text (empty: none); every rank then throws it, so each reports the
   // reason (batonrun may stop rank 0 before it prints).
@@ -95,8 +120,22 @@ class RunContext {
   long total_steps = 0;          // of the whole run (--epochs), set by each mode for the schedule
   Timeline* timeline = nullptr;  // --trace: the trainer's events (null: none)
   bool joined = false;           // a replacement that joined the running job (--elastic)
+  int data_ranks = 0;            // ranks whose batches make one global batch (0: world)
+  Straggler straggler;           // --straggle, --straggle-random
+  int lr_contributors = 1;       // what the mode passes LearningRate (for the configuration)
+  double last_score = 0;         // the last epoch's validation accuracy (test without one)
+  double last_train_loss = 0;    // the last epoch's mean training loss (every rank)
 
  private:
+  double start_time_ = 0;
+  int stop_epoch_ = -1;  // --stop-at-target: the epoch that reached it
+  bool target_reached_ = false;
+  double straggle_s_ = 0;  // straggler's figures at the last report
+  long straggled_ = 0;
+  long logged_steps_ = 0;           // --log-every: this rank's steps
+  std::vector<double> step_times_;  // this epoch: seconds between this rank's step ends
+  double last_step_end_ = 0;
+  double log_loss_ = 0, log_samples_ = 0;
   std::FILE* json_ = nullptr;
   int last_printed_epoch_ = -1;  // an epoch's end redone after a loss is not printed twice
   bool tty_ = false;
@@ -127,21 +166,44 @@ class TrainingRun : public RunContext {
   // Evaluates, sums the epoch's statistics across ranks, reports (line, JSON) and checkpoints.
   void FinishEpoch(int epoch, const EpochStats& stats, double wall_s, float lr,
                    long samples_trained, const EpochExtras& extras = EpochExtras());
+  // Micro-batch `micro` of update `step` (--accumulate): the rows after those of the micro-batches
+  // before it.
+  BatchStats ForwardMicroBatch(const std::vector<uint32_t>& order, const Shard& shard, long step,
+                               int micro);
+  // The gradient of update `step` in grads(): forward and backward over --accumulate
+  // micro-batches, their mean; layer_done(l) as Mlp::Backward's, once layer l's mean is final.
+  BatchStats ComputeGradient(const std::vector<uint32_t>& order, const Shard& shard, long step,
+                             const std::function<void(int layer)>& layer_done);
 
   Mlp model;
-  SgdOptimizer optimizer;
+  Optimizer optimizer;
   std::unique_ptr<ParameterEma> ema;
 
  private:
-  BatchStats Evaluate(const float* params);
-  void SaveCheckpoint(int epochs_done);
+  // This rank's share of `set` (rank/world of it); class_counts as ReportEpoch's, or null.
+  BatchStats Evaluate(const Dataset& set, const float* params, std::vector<double>* class_counts);
+  void SaveCheckpoint(int epochs_done, const std::string& path);
   void LoadCheckpoint();
   uint64_t ParameterHash();
 
   Buffer batch_x_;
   std::vector<float> host_x_;
   std::vector<uint8_t> batch_labels_;
+  Buffer grad_sum_;         // --accumulate: the micro-batches' gradients so far
+  double best_score_ = -1;  // --keep-best
 };
+
+// This rank's share [begin, end) of `set` through `model` with `params` (x and host: scratch of
+// at least kEvalBatch rows); class_counts (2 x classes: correct, then total) added to when not
+// null. evaluation.cc.
+inline constexpr int kEvalBatch = 500;
+BatchStats EvaluateRows(Backend& backend, Mlp& model, const Dataset& set, const float* params,
+                        size_t begin, size_t end, float* x, std::vector<float>& host,
+                        std::vector<double>* class_counts);
+// Moves the last --val-fraction of a seeded permutation of data->train into data->val.
+void SplitValidation(DataSplit* data, double fraction, uint64_t seed);
+// `baton-train eval --checkpoint F`: one process, no communicator; returns the exit status.
+int RunEvaluation(const Options& options);
 
 // The model's layer sizes: features, --hidden..., classes.
 std::vector<int> ModelSizes(const Options& o, const DataSplit& data);

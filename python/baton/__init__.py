@@ -222,6 +222,14 @@ class Comm:
             self._stream = None
         self._free_orphans(all_done=True)
 
+    def failed_ranks(self):
+        """The ranks of this communicator known to have failed (batonCommGetFailedRanks), a list
+        in ascending order, [] when none; what to pass to a shrink. Meant for after a failure:
+        a communicator's RemoteError and BatonTimeoutError carry the same list as
+        `failed_ranks`."""
+        self._check_open()
+        return _lib.failed_ranks(self._handle)
+
     def finalize(self):
         self._check_open()
         _lib.check(_lib.lib.batonCommFinalize(self._handle), self._handle, "finalize")

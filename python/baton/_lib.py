@@ -53,14 +53,18 @@ def make_config(name=None, timeout=None):
 RESULT_NAMES = ["success", "unhandled cuda error", "system error", "internal error",
                 "invalid argument", "invalid usage", "remote error", "in progress", "timeout"]
 IN_PROGRESS = RESULT_NAMES.index("in progress")  # batonInProgress
+REMOTE_ERROR, TIMEOUT = 6, 8  # batonRemoteError, batonTimeout
 
 
 class BatonError(RuntimeError):
-    """A Baton call failed; `result` is the batonResult_t, str() is Baton's message."""
+    """A Baton call failed; `result` is the batonResult_t, str() is Baton's message.
+    `failed_ranks`: for an error of a communicator's call, the ranks of that communicator known
+    to have failed when it was raised (batonCommGetFailedRanks), ascending; [] otherwise."""
 
-    def __init__(self, result, message):
+    def __init__(self, result, message, failed_ranks=()):
         super().__init__(message)
         self.result = result
+        self.failed_ranks = list(failed_ranks)
 
 
 class InvalidArgumentError(BatonError, ValueError):
@@ -92,7 +96,21 @@ def check(result, comm=None, what=""):
     text = f"{what}: {message}" if what else message
     if not message:
         text = f"{what}: {name}" if what else name
-    raise _ERROR_CLASSES.get(result, BatonError)(result, text)
+    failed = failed_ranks(comm) if comm and result in (REMOTE_ERROR, TIMEOUT) else []
+    raise _ERROR_CLASSES.get(result, BatonError)(result, text, failed)
+
+
+def failed_ranks(comm):
+    """batonCommGetFailedRanks: the ranks of comm known to have failed, ascending; [] when the
+    query itself fails (comm freed meanwhile)."""
+    n = ctypes.c_int(0)
+    while True:
+        buf = (ctypes.c_int * max(n.value, 1))()
+        cap = n.value
+        if lib.batonCommGetFailedRanks(comm, buf, cap, ctypes.byref(n)) != 0:
+            return []
+        if n.value <= cap:  # the list only grows: ask again when it outgrew the buffer
+            return list(buf[:n.value])
 
 
 # ---- prototypes ----
@@ -108,6 +126,7 @@ _PROTOTYPES = {
     "batonCommDestroy": [c_comm],
     "batonCommAbort": [c_comm],
     "batonCommCount": [c_comm, ctypes.POINTER(_i)],
+    "batonCommGetFailedRanks": [c_comm, ctypes.POINTER(_i), _i, ctypes.POINTER(_i)],
     "batonCommUserRank": [c_comm, ctypes.POINTER(_i)],
     "batonRedOpCreatePreMulSum": [ctypes.POINTER(_i), _vp, _i, _i, c_comm],
     "batonRedOpDestroy": [_i, c_comm],

@@ -10,15 +10,42 @@ process group's Store.
 
 import atexit as _atexit
 
-import torch as _torch
-import torch.distributed as _dist
+from . import _build_info
+
+_REBUILD = ("with that torch installed, `pip install --no-build-isolation --force-reinstall .` "
+            "in Baton's source (meson builds: a -Dpython= that has it; docs/python.md)")
+
+if _build_info.TORCH_VERSION is None:
+    raise ImportError("baton.torch: this baton was built without torch (torch was not importable "
+                      "when it was built), so it has no torch backend; to get it: "
+                      + _REBUILD)
+
+try:
+    import torch as _torch
+except ImportError as e:
+    raise ImportError(f"baton.torch: needs torch {_build_info.TORCH_VERSION} (the torch it "
+                      f"was built for): {e}") from e
+
+
+def _public(version):
+    return version.split("+")[0]
+
+
+# The extension is compiled against one torch's C++ API, which changes between
+# releases: loaded under another torch it may fail to link or misbehave. Only
+# the local label (+cu132, +cpu) may differ.
+if _public(_torch.__version__) != _public(_build_info.TORCH_VERSION):
+    raise ImportError(f"baton.torch: built for torch {_build_info.TORCH_VERSION}, but torch "
+                      f"{_torch.__version__} is installed; rebuild baton against it: " + _REBUILD)
+
+import torch.distributed as _dist  # noqa: E402 (after the check: any torch may be there)
 
 try:
     from . import _baton_torch
-except ImportError as e:  # the extension is built only where torch was found
-    raise ImportError("baton.torch: the _baton_torch extension is not built (meson builds it "
-                      "when the venv of scripts/setup.sh has torch; see docs/python.md): "
-                      f"{e}") from e
+except ImportError as e:  # e.g. a torch without the CUDA libraries the extension links
+    raise ImportError(f"baton.torch: the _baton_torch extension (built for torch "
+                      f"{_build_info.TORCH_VERSION}) does not load under torch "
+                      f"{_torch.__version__}: {e}; " + _REBUILD) from e
 
 BatonBackend = _baton_torch.BatonBackend
 

@@ -45,7 +45,7 @@ BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
   Check(batonCommInitRankConfig(&comm, size, id, rank, &config), "creating the communicator");
   comm_ = comm;
   try {
-    runner_ = std::make_unique<StreamRunner>();
+    runner_ = std::make_unique<StreamRunner>(comm);
   } catch (...) {
     batonCommDestroy(comm_.exchange(nullptr));
     throw;

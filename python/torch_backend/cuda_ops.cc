@@ -1,6 +1,7 @@
 // The torch backend's calls on CUDA tensors: Baton's device-buffer support
 // (docs/cuda.md) takes a cudaStream_t as the call's batonStream_t.
 #include "backend.h"
+#include "tensors.h"
 
 #ifdef BATON_TORCH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -8,6 +9,12 @@
 #endif
 
 namespace baton_torch {
+
+#ifdef BATON_TORCH_CUDA
+extern const bool kCudaTensors = true;
+#else
+extern const bool kCudaTensors = false;
+#endif
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::LaunchOnStream(
     c10d::OpType type, std::vector<at::Tensor> outputs, const at::Tensor& like,

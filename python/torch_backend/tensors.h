@@ -10,12 +10,9 @@
 namespace baton_torch {
 
 // Whether this build routes CUDA tensors to Baton's device buffers
-// (cuda_ops.cc; meson defines BATON_TORCH_CUDA when torch has CUDA).
-#ifdef BATON_TORCH_CUDA
-constexpr bool kCudaTensors = true;
-#else
-constexpr bool kCudaTensors = false;
-#endif
+// (cuda_ops.cc; meson defines BATON_TORCH_CUDA there alone when torch and
+// libbaton have CUDA, so the other files compile alike either way).
+extern const bool kCudaTensors;
 
 // Baton's datatype for t's dtype; torch dtypes Baton lacks throw.
 batonDataType_t DataType(const at::Tensor& t);

@@ -29,6 +29,7 @@ struct RunnerState {
   void Complete();
 
   batonStream_t stream = nullptr;
+  batonComm_t comm = nullptr;  // the stream's calls', for their errors' failed ranks
 
   std::mutex issue_mu;               // orders queueing on the stream
   std::vector<Operation> held;       // sends and recvs not queued yet
@@ -56,10 +57,26 @@ std::exception_ptr BackendError(const std::string& message) {
   std::rethrow_exception(BackendError(message));
 }
 
-std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm) {
+std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm,
+                      batonComm_t failed_of) {
   const char* message = batonGetLastError(comm);
-  return "baton " + what + ": " + batonGetErrorString(result) +
-         (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
+  std::string text = "baton " + what + ": " + batonGetErrorString(result) +
+                     (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
+  // The ranks that failed, from the API rather than the message's words, in one form a
+  // program can parse: "[failed ranks: 1, 3]".
+  int n = 0;
+  if (failed_of == nullptr) failed_of = comm;
+  if (failed_of != nullptr && (result == batonRemoteError || result == batonTimeout) &&
+      batonCommGetFailedRanks(failed_of, nullptr, 0, &n) == batonSuccess && n > 0) {
+    std::vector<int> ranks(static_cast<size_t>(n));
+    if (batonCommGetFailedRanks(failed_of, ranks.data(), n, &n) == batonSuccess) {
+      text += " [failed ranks: ";
+      for (size_t i = 0; i < ranks.size() && i < static_cast<size_t>(n); ++i)
+        text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+      text += "]";
+    }
+  }
+  return text;
 }
 
 std::exception_ptr CaptureError(const std::function<void()>& fn) {
@@ -112,7 +129,7 @@ bool BatonWork::wait(std::chrono::milliseconds timeout) {
   if (event && timeout == kNoTimeout && !isCompleted()) {
     // Every Baton call has a deadline, so this wait ends.
     batonResult_t r = batonEventSynchronize(event.get());
-    Complete(r == batonSuccess ? nullptr : BackendError(ErrorText(name_, r)));
+    Complete(r == batonSuccess ? nullptr : BackendError(ErrorText(name_, r, nullptr, comm_)));
   }
   return c10d::Work::wait(timeout);
 }
@@ -141,7 +158,8 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
   if (group) {
     // Ends the group even after a failure: this thread must leave it.
     batonResult_t r = batonGroupEnd();
-    if (r != batonSuccess && !c.error) c.error = BackendError(ErrorText(ops.front().name, r));
+    if (r != batonSuccess && !c.error)
+      c.error = BackendError(ErrorText(ops.front().name, r, nullptr, comm));
   }
   if (!c.error || group) {  // a group's calls before the failure were queued
     batonEvent_t event = nullptr;
@@ -150,7 +168,8 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
       c.event = SharedEvent(event, [](batonEvent_t e) { batonEventDestroy(e); });
       r = batonEventRecord(event, stream);
     }
-    if (r != batonSuccess && !c.error) c.error = BackendError(ErrorText(ops.front().name, r));
+    if (r != batonSuccess && !c.error)
+      c.error = BackendError(ErrorText(ops.front().name, r, nullptr, comm));
   }
   if (!c.error && c.event) {
     for (const Operation& op : ops) {
@@ -158,6 +177,7 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
       std::lock_guard<std::mutex> lock(op.work->mutex_);
       op.work->event_ = c.event;
       op.work->name_ = op.name;
+      op.work->comm_ = comm;
     }
   }
   std::exception_ptr error = c.error;
@@ -225,7 +245,8 @@ void RunnerState::Complete() {
     std::exception_ptr error = c.error;
     if (c.event != nullptr) {
       batonResult_t r = batonEventSynchronize(c.event.get());
-      if (r != batonSuccess && !error) error = BackendError(ErrorText(c.ops.front().name, r));
+      if (r != batonSuccess && !error)
+        error = BackendError(ErrorText(c.ops.front().name, r, nullptr, comm));
     }
     for (const Operation& op : c.ops) {
       if (!error && op.copy_out) error = CaptureError(op.copy_out);
@@ -245,7 +266,8 @@ void RunnerState::Complete() {
 
 // ---- StreamRunner ----
 
-StreamRunner::StreamRunner() : state_(std::make_shared<RunnerState>()) {
+StreamRunner::StreamRunner(batonComm_t comm) : state_(std::make_shared<RunnerState>()) {
+  state_->comm = comm;
   batonResult_t r = batonStreamCreate(&state_->stream);
   if (r != batonSuccess) ThrowBackendError(ErrorText("creating the host stream", r));
   completer_ = std::thread([state = state_] { state->Complete(); });

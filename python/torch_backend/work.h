@@ -76,14 +76,18 @@ class BatonWork : public c10d::Work {
   std::weak_ptr<RunnerState> runner_;  // set while a send or recv is held; may outlive it
   SharedEvent event_;                  // set once queued, for an operation without host copies
   std::string name_;                   // the operation's, for errors
+  batonComm_t comm_ = nullptr;         // its communicator, for the errors' failed ranks
 };
 
 // A c10::DistBackendError with message: what Baton's errors become.
 [[noreturn]] void ThrowBackendError(const std::string& message);
 std::exception_ptr BackendError(const std::string& message);
 // "baton <what>: <Baton's error string>: <the last error's message>", the
-// message from comm's last error (nullptr: this thread's).
-std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm = nullptr);
+// message from comm's last error (nullptr: this thread's); for a remote
+// error or a timeout then " [failed ranks: 1, 3]" when failed_of (or comm)
+// lists any (batonCommGetFailedRanks).
+std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm = nullptr,
+                      batonComm_t failed_of = nullptr);
 // Runs fn; what it throws, as a DistBackendError (nullptr when nothing).
 std::exception_ptr CaptureError(const std::function<void()>& fn);
 
@@ -110,8 +114,9 @@ class StreamRunner {
   // waits on them (a caller that polls is_completed() or the future).
   static constexpr std::chrono::milliseconds kP2pLinger{20};
 
-  // Creates the host stream and the completion thread.
-  StreamRunner();
+  // Creates the host stream and the completion thread; comm: the
+  // communicator of the calls it runs (their errors name its failed ranks).
+  explicit StreamRunner(batonComm_t comm = nullptr);
   ~StreamRunner();
   StreamRunner(const StreamRunner&) = delete;
   StreamRunner& operator=(const StreamRunner&) = delete;

@@ -51,6 +51,14 @@ std::vector<IpcRef> InputsAt(int rank, int nranks, uint64_t offset) {
   return refs;
 }
 
+// Where rank q's block starts in this rank's receive buffer (elements).
+uint64_t Displacement(const IpcCall& call, int q) {
+  if (call.displs != nullptr) return call.displs[q];
+  uint64_t at = 0;
+  for (int p = 0; p < q; ++p) at += call.counts[p];
+  return at;
+}
+
 }  // namespace
 
 size_t IpcPlan::StepCount() const {
@@ -118,12 +126,37 @@ void BuildIpcPlan(const IpcCall& call, IpcPlan* plan) {
       }
       break;
     }
+    case Collective::kAllGatherV: {
+      if (call.counts == nullptr) break;
+      std::vector<IpcStep>* steps = phase();
+      for (int k = 0; k < n; ++k) {
+        const int q = (r + k) % n;
+        AddCopy({q, IpcBuffer::kSend, 0}, {r, IpcBuffer::kRecv, Displacement(call, q) * es},
+                call.counts[q], steps);
+      }
+      break;
+    }
+    case Collective::kReduceScatterV: {
+      if (call.counts == nullptr) break;
+      uint64_t at = 0;
+      for (int q = 0; q < r; ++q) at += call.counts[q];
+      AddReduction(InputsAt(r, n, at * es), {r, IpcBuffer::kRecv, 0}, call.counts[r], divisor,
+                   phase());
+      break;
+    }
+    case Collective::kAlltoAllV: {
+      if (call.counts == nullptr || call.source_offsets == nullptr) break;
+      std::vector<IpcStep>* steps = phase();
+      for (int k = 0; k < n; ++k) {
+        const int q = (r + k) % n;
+        AddCopy({q, IpcBuffer::kSend, call.source_offsets[q] * es},
+                {r, IpcBuffer::kRecv, Displacement(call, q) * es}, call.counts[q], steps);
+      }
+      break;
+    }
     // No plan: launch/ stages these through host memory instead.
     case Collective::kGather:
     case Collective::kScatter:
-    case Collective::kAllGatherV:
-    case Collective::kReduceScatterV:
-    case Collective::kAlltoAllV:
       break;
   }
 }

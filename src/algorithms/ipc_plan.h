@@ -68,6 +68,18 @@ struct IpcCall {
   int root = 0;
   int rank = 0;
   int nranks = 1;
+  // The v-collectives (the single-copy path on host buffers, comm/host_cma.cc;
+  // CUDA IPC leaves them null and gets no plan): this rank's receive counts
+  // and displacements in elements, as CollArgs holds them (displs null:
+  // packed), and for alltoallv where the block for this rank starts in each
+  // peer's send buffer (elements), which only the peers know.
+  const size_t* counts = nullptr;
+  const size_t* displs = nullptr;
+  const uint64_t* source_offsets = nullptr;
+  // Alltoallv: this rank's send counts and displacements (displs null:
+  // packed), which its peers read to find their blocks.
+  const size_t* send_counts = nullptr;
+  const size_t* send_displs = nullptr;
 };
 
 // Whether a step whose first source and destination resolve to `src` and
@@ -86,7 +98,9 @@ inline bool IsNoOpStep(const IpcStep& step, const void* src, const void* dst) {
 //    (phase 2), like a reduce-scatter + allgather done by loads;
 //  - reduce-scatter: rank r reduces block r of all inputs (one phase);
 //  - allgather, broadcast, alltoall: copies from the owners (one phase);
-//  - reduce: the root reduces all inputs (one phase).
+//  - reduce: the root reduces all inputs (one phase);
+//  - allgatherv, reducescatterv, alltoallv (with counts; alltoallv also with
+//    source_offsets): as their uniform kin, per-rank blocks.
 // Reductions over more than kMaxIpcStepSources inputs take several passes, each
 // folding up to kMaxIpcStepSources - 1 more inputs into the destination; avg
 // divides only in the last pass. The own input comes first, so an in-place

@@ -51,8 +51,12 @@ struct Op {
 // memory (batonCommRegister): when every rank's are, the communicator runs
 // its IPC plan on the mapped buffers instead of the schedule's ops
 // (comm/host_ipc.cc). A buffer the call does not touch here has size 0.
+// A call on ordinary buffers large enough for the single-copy path
+// (comm/host_cma.cc) travels the same way with `ordinary` set and no
+// allocations: the peers reach its buffers through cross-memory attach.
 struct RegisteredCall {
   bool valid = false;
+  bool ordinary = false;
   IpcCall call;
   const void* send = nullptr;
   void* recv = nullptr;

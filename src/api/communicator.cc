@@ -2,6 +2,7 @@
 // errors. Argument checks here; the work in comm/ and bootstrap/.
 #include <baton.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,6 +60,9 @@ batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
   // Queued stream work holds its own reference; wait for it so the
   // connections close only after the last collective.
   impl->WaitPending();
+  // Freed on purpose: the peers do not count this rank as failed when its
+  // sockets close (unless an abort of a healthy communicator said so).
+  impl->Leave();
   return batonSuccess;
 }
 
@@ -251,6 +255,24 @@ batonResult_t batonCommFinalize(batonComm_t comm) {
   if (error != batonSuccess)
     return Fail(fn, Status(error, "the communicator failed: " + c.comm->last_error()),
                 c.comm.get());
+  return batonSuccess;
+}
+
+batonResult_t batonCommGetFailedRanks(batonComm_t comm, int* ranks, int maxRanks, int* nFailed) {
+  const char* fn = "batonCommGetFailedRanks";
+  // A failed communicator is when this is asked: no sticky error here.
+  const CommLookup c = LookupCommState(comm);
+  if (!c.comm) return Fail(fn, NotLiveError(c));
+  if (nFailed == nullptr) return Fail(fn, InvalidArgument("nFailed is NULL"), c.comm.get());
+  if (maxRanks < 0)
+    return Fail(fn, InvalidArgument("maxRanks " + std::to_string(maxRanks) + " < 0"), c.comm.get());
+  if (ranks == nullptr && maxRanks > 0)
+    return Fail(fn, InvalidArgument("ranks is NULL with maxRanks " + std::to_string(maxRanks)),
+                c.comm.get());
+  const std::vector<int> failed = c.comm->FailedRanks();
+  const size_t n = std::min(failed.size(), static_cast<size_t>(maxRanks));
+  std::copy(failed.begin(), failed.begin() + static_cast<std::ptrdiff_t>(n), ranks);
+  *nFailed = static_cast<int>(failed.size());
   return batonSuccess;
 }
 

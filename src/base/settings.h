@@ -72,6 +72,11 @@ namespace baton {
   X(cma, "BATON_CMA", Bool, false, "read large shared-memory messages with process_vm_readv")      \
   X(cma_threshold, "BATON_CMA_THRESHOLD", Size, 256 << 10,                                         \
     "smallest message sent by address when BATON_CMA=1")                                           \
+  X(cma_coll, "BATON_CMA_COLL", Int, -1,                                                           \
+    "single-copy collectives on ordinary buffers of one host (process_vm_readv/writev): "          \
+    "-1 where ranks do not outnumber cores, 1 always, 0 never")                                    \
+  X(cma_coll_min_bytes, "BATON_CMA_COLL_MIN_BYTES", Size, 1 << 20,                                 \
+    "smallest collective on ordinary buffers that takes the single-copy path")                     \
   X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, 256 << 10,                           \
     "smallest collective on registered buffers that reads the peers' buffers in place")            \
   X(spin_us, "BATON_SPIN_US", Int, 200, "microseconds to poll before sleeping on a futex/socket")  \

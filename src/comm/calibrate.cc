@@ -28,7 +28,7 @@ constexpr int kCacheVersion = 1;
 constexpr size_t kLargeShmBytes = 32 << 20;
 constexpr size_t kLargeNetBytes = 4 << 20;
 constexpr int kPairsPerClass = 3;  // measured pairs per link class; the fastest counts
-constexpr int kStream = 16;              // messages in the overhead stream
+constexpr int kStream = 16;        // messages in the overhead stream
 
 // What one rank measured, exchanged as plain bytes.
 struct Figures {

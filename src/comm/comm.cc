@@ -455,6 +455,10 @@ Status Communicator::Fail(Status st) {
   BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
   // Tell the peers now, and why, rather than letting them wait for
   // BATON_TIMEOUT; a failure that came from a peer's note passes it on.
+  // The note carries the ranks known to have failed: read what the control
+  // sockets hold first (the executor may have seen a data socket close
+  // before the watchdog saw the dead rank's control socket).
+  channels_->SweepControl();
   FailureNote note{st.code(), rank_, st.message()};
   if (channels_->note_arrived()) note = channels_->FirstNote();
   channels_->Abort(&note);
@@ -463,6 +467,12 @@ Status Communicator::Fail(Status st) {
 
 void Communicator::Abort(const std::string& why) {
   if (channels_) {
+    // batonCommAbort of a communicator that had not failed: this rank is
+    // where the failure starts, and leaves, so it is failed for its peers.
+    // After a failure it is a survivor cleaning up, never listed.
+    if (why.empty() && async_error_.load() == batonSuccess && !channels_->aborted() &&
+        !channels_->note_arrived() && channels_->failed_count() == 0)
+      channels_->MarkFailed({rank_});
     const FailureNote note{
         batonRemoteError, rank_,
         why.empty() ? "rank " + std::to_string(rank_) + " aborted its communicator" : why};
@@ -470,6 +480,20 @@ void Communicator::Abort(const std::string& why) {
   }
   batonResult_t expected = batonSuccess;
   async_error_.compare_exchange_strong(expected, batonRemoteError);
+}
+
+std::vector<int> Communicator::FailedRanks() {
+  if (!channels_) return {};
+  channels_->SweepControl();
+  const bool failed = async_error_.load() != batonSuccess || channels_->aborted() ||
+                      channels_->note_arrived() || channels_->failed_count() > 0;
+  // A healthy communicator costs no dial: nothing says anyone is gone.
+  if (failed) channels_->ProbeUnconnected(DeadlineIn(std::min(1.0, config_.timeout_s)));
+  return channels_->FailedRanks();
+}
+
+void Communicator::Leave() {
+  if (channels_) channels_->SayGoodbye();
 }
 
 void Communicator::set_last_error(const std::string& message) {

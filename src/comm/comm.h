@@ -67,6 +67,15 @@ class Communicator {
   Registrations& registrations() { return registrations_; }
   const Registrations& registrations() const { return registrations_; }
 
+  // Whether calls on ordinary buffers may take the single-copy path
+  // (comm/host_cma.cc): every rank on this host, BATON_CMA_COLL, and not
+  // settled otherwise by the first such call (the same on every rank).
+  bool single_copy_open() const {
+    return config_.cma_coll != 0 && nranks_ > 1 && channels_ && channels_->has_mailboxes() &&
+           (config_.cma_coll == 1 || (cost_model_ && !cost_model_->Oversubscribed())) &&
+           !single_copy_refused_.load(std::memory_order_relaxed);
+  }
+
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
   CollArgs MakeArgs(const void* send = nullptr, void* recv = nullptr, size_t count = 0,
@@ -100,6 +109,16 @@ class Communicator {
   // Stops all traffic now; blocked and later calls fail. The peers are told
   // `why` (empty: that this rank aborted its communicator).
   void Abort(const std::string& why = "");
+
+  // batonCommGetFailedRanks: the ranks this rank knows to have failed
+  // (transport/failed_set.h), ascending. On a communicator that has failed
+  // it first reads every control socket and dials the peers it has no
+  // connection to, for at most min(1 s, the timeout), so that each dead
+  // rank is known here directly and not only by word from others.
+  std::vector<int> FailedRanks();
+  // batonCommDestroy and batonCommAbort: this rank frees the communicator
+  // on purpose; the peers are told, so its leaving is no failure there.
+  void Leave();
 
   // BATON_TRACE_FILE: writes this communicator's timeline so far to its
   // rank's file (batonCommFinalize; the destructor writes it again, with
@@ -152,6 +171,9 @@ class Communicator {
   // schedule as usual.
   Status RunRegisteredLocked(const Schedule& schedule);
   std::unique_ptr<HostIpcState> host_ipc_;  // guarded by run_mu_
+  // The single-copy path was refused by the kernel somewhere (host_cma.cc):
+  // calls stop offering it (read without run_mu_ by launch/call.cc).
+  std::atomic<bool> single_copy_refused_{false};
   // Collectives numbered so far, 64 bits (the mailboxes' call numbers), and
   // whether NumberCalls must leave the mailbox alone (a record is in it).
   uint64_t collective_seq_ = 0;

@@ -22,6 +22,12 @@ struct CommConfig {
   // the ordinary path (launch/call.cc). Ranks that differ still agree per
   // call (then on the ordinary path).
   uint64_t registered_min_bytes = 256 << 10;
+  // BATON_CMA_COLL_MIN_BYTES: smaller calls on ordinary buffers take the
+  // slot path even where the single-copy one is open (launch/call.cc).
+  uint64_t cma_coll_min_bytes = 1 << 20;
+  // BATON_CMA_COLL: -1 single copy unless a host has more ranks than cores
+  // (measured slower there, docs/performance.md), 1 always, 0 never.
+  int cma_coll = -1;
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
   std::string trace_file;         // BATON_TRACE_FILE (empty: no timeline)
   int64_t trace_events = 100000;  // BATON_TRACE_EVENTS

@@ -33,6 +33,8 @@ constexpr size_t kMaxMappings = 64;
 // The write-everywhere allreduce's scratch piece: well inside a core's L2.
 constexpr size_t kScratchBytes = 64 << 10;
 
+}  // namespace
+
 // The last-level cache of CPU 0 as sysfs describes it (sysconf's figure
 // comes from CPUID, which in a VM may describe the whole host's), or 32 MiB
 // when sysfs does not say.
@@ -59,10 +61,18 @@ size_t LastLevelCacheBytes() {
   return bytes;
 }
 
-}  // namespace
-
-IpcRecord MakeHostIpcRecord(const RegisteredCall& rc) {
+IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma) {
   IpcRecord r = MakeIpcRecord(rc.call, static_cast<int>(getpid()));
+  r.send_ptr = reinterpret_cast<uint64_t>(rc.send);
+  r.recv_ptr = reinterpret_cast<uint64_t>(rc.recv);
+  if (rc.ordinary) {
+    r.flags |= kIpcOrdinary;
+    // Alltoallv: where the peers find their blocks (host_cma.cc).
+    const uint64_t arrays[2] = {reinterpret_cast<uint64_t>(rc.call.send_counts),
+                                reinterpret_cast<uint64_t>(rc.call.send_displs)};
+    std::memcpy(r.send_handle, arrays, sizeof(arrays));
+  }
+  if (offer_cma) r.flags |= kIpcCma;
   if (rc.send_alloc.size != 0) {
     r.flags |= kIpcHasSend;
     std::memcpy(r.send_handle, &rc.send_alloc, sizeof(rc.send_alloc));
@@ -111,7 +121,8 @@ namespace {
 template <typename Ready>
 Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
                    Ready ready) {
-  Deadline deadline{};
+  Deadline deadline{}, probe_at{};
+  Clock::time_point asked_at{};
   for (int spins = 0;; ++spins) {
     if (ready()) return Status::Ok();
     if (ch.aborted()) return RemoteError("communicator was aborted");
@@ -121,10 +132,29 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       return RemoteError("rank " + std::to_string(peer) + " left during " + what +
                          " on registered buffers");
     }
-    if (spins == 64) deadline = DeadlineIn(timeout_s);  // the clock only for real waits
-    if (spins > 64 && Clock::now() >= deadline)
-      return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what +
-                          " on registered buffers within " + std::to_string(timeout_s) + " s");
+    if (spins == 64) {  // the clock only for real waits
+      deadline = DeadlineIn(timeout_s);
+      // As the executor does: ask the peers where they are a while before
+      // the deadline, so that its verdict can say who does not answer.
+      probe_at = DeadlineIn(std::clamp(timeout_s / 4, 0.05, 1.0));
+    }
+    if (spins > 64) {
+      const auto now = Clock::now();
+      if (asked_at == Clock::time_point{} && now >= probe_at) {
+        ch.QueryPeers();
+        asked_at = now;
+      }
+      if (now >= deadline) {
+        std::string verdict;
+        CallState state;
+        if (asked_at != Clock::time_point{} && !ch.PeerState(peer, asked_at, &state))
+          verdict = "; rank " + std::to_string(peer) + " (pid " +
+                    std::to_string(ch.peer_pid(peer)) +
+                    ") does not answer (stopped, or its process hangs)";
+        return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what + " within " +
+                            std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
+      }
+    }
     if (spins < 256)
       CpuRelax();  // the peer is usually a cache-line transfer away
     else if (spins < 20000)
@@ -133,6 +163,8 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
+
+}  // namespace
 
 // Every peer's progress word at `target` or past it: a barrier through
 // shared memory, and the point after which no peer reads this rank's
@@ -168,6 +200,8 @@ void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_
     first = false;
   }
 }
+
+namespace {
 
 // Allreduce that writes everywhere: rank r reduces part r of every input
 // and stores the result into every rank's output, so each input byte is
@@ -278,38 +312,75 @@ Status RunPlan(ChannelSet& ch, const IpcCall& c, const std::vector<const uint8_t
 
 }  // namespace
 
-namespace {
-
-// The first call with records from every rank: each rank says on its
-// progress word whether it could map every peer's buffers (+2) or not
-// (+1), then reads everybody's. A rank that could not never moves its word
-// again (no registered call follows on this communicator), so a peer that
-// finds a word at +1 knows, and one at +2 or beyond knows the opposite.
-// Every rank reaches the same verdict without another round.
-Status SettleReach(ChannelSet& ch, int me, int n, double timeout_s, const Status& mapped,
-                   HostIpcState* st) {
-  const uint64_t base = st->progress;
-  ch.PublishProgress(base + (mapped.ok() ? 2 : 1));
-  int unable = mapped.ok() ? -1 : me;
+// Round 1: each rank publishes base+2 (able) or base+1 (unable) and reads
+// every peer's word once it is past base; the parity is the answer. Round
+// 2: each publishes base+4 (able) or base+3 (unable), keeping its parity
+// for peers still reading round 1, and waits for every peer at base+3 or
+// past, after which nobody reads round 1 any more; then all stand at base+4.
+Status AgreeOnProgressWords(ChannelSet& ch, int me, int n, double timeout_s, bool able,
+                            uint64_t* progress, int* unable) {
+  const uint64_t base = *progress;
+  *unable = able ? -1 : me;
+  ch.PublishProgress(base + (able ? 2 : 1));
   for (int q = 0; q < n; ++q) {
     if (q == me) continue;
-    BATON_RETURN_IF_ERROR(WaitForPeer(ch, q, timeout_s, "the registered-buffer check",
+    BATON_RETURN_IF_ERROR(WaitForPeer(ch, q, timeout_s, "the single-pass check",
                                       [&] { return ch.PeerProgress(q) > base; }));
-    if (unable < 0 && ch.PeerProgress(q) == base + 1) unable = q;
+    if (*unable < 0 && (ch.PeerProgress(q) - base) % 2 == 1) *unable = q;
   }
+  ch.PublishProgress(base + (able ? 4 : 3));
+  BATON_RETURN_IF_ERROR(WaitAllProgress(ch, me, n, base + 3, timeout_s, "the single-pass check"));
+  *progress = base + 4;
+  ch.PublishProgress(*progress);
+  return Status::Ok();
+}
+
+namespace {
+
+// The first call with records from every rank: each rank says whether it
+// could map every peer's buffers, and all agree (AgreeOnProgressWords).
+Status SettleReach(ChannelSet& ch, int me, int n, double timeout_s, const Status& mapped,
+                   HostIpcState* st) {
+  int unable = -1;
+  BATON_RETURN_IF_ERROR(
+      AgreeOnProgressWords(ch, me, n, timeout_s, mapped.ok(), &st->progress, &unable));
   if (unable < 0) {
     st->reach = HostIpcState::Reach::kYes;
-    st->progress = base + 2;
     return Status::Ok();
   }
   st->reach = HostIpcState::Reach::kNo;
   if (unable == me)
-    BATON_WARN(kLogColl, "registered buffers: %s; the ordinary path carries them",
-               mapped.message().c_str());
+    BATON_WARN(kLogColl, "registered buffers: %s; they are not mapped", mapped.message().c_str());
   else
     BATON_INFO(kLogColl,
-               "registered buffers: rank %d cannot map its peers' memory; the ordinary path "
-               "carries them",
+               "registered buffers: rank %d cannot map its peers' memory; they are not mapped",
+               unable);
+  return Status::Ok();
+}
+
+// The first single-copy call: each rank probes every peer's memory with
+// process_vm_readv, and all agree; a refusal anywhere sends every later
+// call on ordinary buffers through the slots, on every rank.
+Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, HostIpcState* st) {
+  int refused_by = -1, err = 0;
+  for (int q = 0; q < n && err == 0; ++q) {
+    if (q == me) continue;
+    err = ch.ProbePeerMemory(q);
+    if (err != 0) refused_by = q;
+  }
+  int unable = -1;
+  BATON_RETURN_IF_ERROR(
+      AgreeOnProgressWords(ch, me, n, timeout_s, err == 0, &st->progress, &unable));
+  st->cma_reach = unable < 0 ? HostIpcState::Reach::kYes : HostIpcState::Reach::kNo;
+  if (unable == me)
+    BATON_INFO(kLogColl,
+               "single-copy collectives: process_vm_readv of rank %d's memory fails (%s); the "
+               "shared-memory slots carry ordinary buffers",
+               refused_by, std::strerror(err));
+  else if (unable >= 0)
+    BATON_INFO(kLogColl,
+               "single-copy collectives: rank %d cannot read its peers' memory; the "
+               "shared-memory slots carry ordinary buffers",
                unable);
   return Status::Ok();
 }
@@ -323,20 +394,26 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   const int n = nranks_, me = rank_;
   ChannelSet& ch = *channels_;
   const double timeout_s = config_.timeout_s;
+  using Reach = HostIpcState::Reach;
   // Every failure from here on ends the call and sticks (peers waiting on
   // this rank see it abort).
   auto fail = [&](Status err) {
     EndCalls(err.code());
     return Fail(std::move(err));
   };
+  auto ordinary_path = [&] {
+    NumberCalls(schedule);
+    return RunNumberedLocked(schedule);
+  };
 
-  // Settled by an earlier call: some rank cannot map its peers' memory.
-  if (st.reach == HostIpcState::Reach::kNo) return RunNumberedLocked(schedule);
+  // Settled by an earlier call: no single-pass path can take this one.
+  const bool offer_cma = single_copy_open() && st.cma_reach != Reach::kNo;
+  if (!offer_cma && (rc.ordinary || st.reach == Reach::kNo)) return ordinary_path();
 
   // 1. Publish, then number the call (NumberCalls leaves the record alone).
   const uint64_t call = collective_seq_ + 1;
   st.records.resize(n);
-  st.records[me] = MakeHostIpcRecord(rc);
+  st.records[me] = MakeHostIpcRecord(rc, offer_cma);
   ch.PublishCall(call, &st.records[me], sizeof(IpcRecord));
   record_published_ = true;
   NumberCalls(schedule);
@@ -355,36 +432,71 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   }
   if (!everyone) return RunNumberedLocked(schedule);
   const IpcVerdict verdict = JudgeIpcRecords(st.records);
-  if (verdict.kind == IpcVerdict::Kind::kError) return fail(verdict.error);
+  if (verdict.kind == IpcVerdict::Kind::kError)  // worded as the ordinary path's mismatches
+    return fail(Status(verdict.error.code(), "collective mismatch in collective #" +
+                                                 std::to_string(collective_calls_) + ": " +
+                                                 verdict.error.message()));
   if (verdict.kind == IpcVerdict::Kind::kFallback) return RunNumberedLocked(schedule);
+  // What every rank reads alike from the records: mapped when all buffers
+  // are registered, else cross-memory attach when every rank offers it.
+  bool all_registered = true, all_cma = true;
+  for (const IpcRecord& r : st.records) {
+    all_registered &= !(r.flags & kIpcOrdinary);
+    all_cma &= (r.flags & kIpcCma) != 0;
+  }
 
   // 3. Map the peers' buffers.
   std::vector<const uint8_t*> send_base(n, nullptr), recv_base(n, nullptr);
   send_base[me] = static_cast<const uint8_t*>(rc.send);
   recv_base[me] = static_cast<const uint8_t*>(rc.recv);
-  Status mapped = Status::Ok();
-  for (int q = 0; q < n && mapped.ok(); ++q) {
-    if (q == me) continue;
-    const IpcRecord& r = st.records[q];
-    for (const bool send : {true, false}) {
-      if (!(r.flags & (send ? kIpcHasSend : kIpcHasRecv))) continue;
-      const SharedAllocInfo info = RecordAlloc(r, send);
-      const uint8_t* base = nullptr;
-      if (Status s = st.Map(info, &base); !s.ok()) {
-        mapped = s.WithContext("mapping the registered buffer of rank " + std::to_string(q));
-        break;
+  bool mapped_path = all_registered && st.reach != Reach::kNo;
+  if (mapped_path) {
+    Status mapped = Status::Ok();
+    for (int q = 0; q < n && mapped.ok(); ++q) {
+      if (q == me) continue;
+      const IpcRecord& r = st.records[q];
+      for (const bool send : {true, false}) {
+        if (!(r.flags & (send ? kIpcHasSend : kIpcHasRecv))) continue;
+        const SharedAllocInfo info = RecordAlloc(r, send);
+        const uint8_t* base = nullptr;
+        if (Status s = st.Map(info, &base); !s.ok()) {
+          mapped = s.WithContext("mapping the registered buffer of rank " + std::to_string(q));
+          break;
+        }
+        (send ? send_base : recv_base)[q] = base + info.offset;
       }
-      (send ? send_base : recv_base)[q] = base + info.offset;
+    }
+    if (st.reach == Reach::kUnknown) {
+      Status settled = SettleReach(ch, me, n, timeout_s, mapped, &st);
+      if (!settled.ok()) return fail(std::move(settled));
+      mapped_path = st.reach == Reach::kYes;
+    } else if (!mapped.ok()) {
+      // Every rank mapped its peers' memory before, so this is not a matter
+      // of permissions; the peers are committed, so this rank fails and aborts.
+      return fail(std::move(mapped));
     }
   }
-  if (st.reach == HostIpcState::Reach::kUnknown) {
-    Status settled = SettleReach(ch, me, n, timeout_s, mapped, &st);
-    if (!settled.ok()) return fail(std::move(settled));
-    if (st.reach == HostIpcState::Reach::kNo) return RunNumberedLocked(schedule);
-  } else if (!mapped.ok()) {
-    // Every rank mapped its peers' memory before, so this is not a matter
-    // of permissions; the peers are committed, so this rank fails and aborts.
-    return fail(std::move(mapped));
+
+  if (!mapped_path) {
+    // 3'. Or reach them through cross-memory attach.
+    if (!all_cma) return RunNumberedLocked(schedule);
+    if (st.cma_reach == Reach::kUnknown) {
+      Status settled = SettleCmaReach(ch, me, n, timeout_s, &st);
+      if (!settled.ok()) return fail(std::move(settled));
+      if (st.cma_reach == Reach::kNo) single_copy_refused_.store(true, std::memory_order_relaxed);
+    }
+    if (st.cma_reach == Reach::kNo) return RunNumberedLocked(schedule);
+    if (const uint32_t bit = 1u << static_cast<int>(rc.call.collective); !(st.cma_noted & bit)) {
+      st.cma_noted |= bit;
+      BATON_INFO(kLogColl,
+                 "single-copy collectives: %s of %d ranks reaches the peers' buffers through "
+                 "process_vm_readv/writev",
+                 CollectiveName(rc.call.collective), n);
+    }
+    Status s = RunCmaCall(ch, rc.call, rc.send, rc.recv, st.records, timeout_s, &st);
+    if (!s.ok()) return fail(std::move(s));
+    EndCalls(batonSuccess);
+    return Status::Ok();
   }
 
   if (!st.noted) {

@@ -53,19 +53,53 @@ struct HostIpcState {
   std::vector<IpcRecord> records;
   IpcPlan plan;
   std::vector<uint8_t> scratch;  // the allreduce's cache-sized piece (host_ipc.cc)
-  uint64_t progress = 0;  // this rank's progress word (the same on every rank between calls)
-  bool noted = false;     // the first registered call was logged
+  uint64_t progress = 0;         // this rank's progress word (the same on every rank between calls)
+  bool noted = false;            // the first registered call was logged
+  uint32_t cma_noted = 0;        // per Collective (bit): its first single-copy call was logged
   // Whether every rank can map every peer's allocations, settled by the
   // first call that has records from everybody (RunRegisteredLocked): a
   // rank that cannot (another user, another pid namespace, no /proc)
   // sends every later call the ordinary way, on every rank.
   enum class Reach { kUnknown, kYes, kNo } reach = Reach::kUnknown;
+  // Whether every rank can read every peer's memory with process_vm_readv
+  // (comm/host_cma.cc), settled the same way by the first call that offers
+  // the single-copy path from every rank.
+  Reach cma_reach = Reach::kUnknown;
   // Returns the mapping of `info`, opening it if needed.
   Status Map(const SharedAllocInfo& info, const uint8_t** base);
 };
 
-// This rank's record for `rc`.
-IpcRecord MakeHostIpcRecord(const RegisteredCall& rc);
+// Record flags of host calls: the buffers are ordinary (reached through
+// cross-memory attach, not mapped), and this rank offers the single-copy
+// path (BATON_CMA_COLL), which runs only when every rank does.
+inline constexpr uint32_t kIpcOrdinary = 1u << 3;
+inline constexpr uint32_t kIpcCma = 1u << 4;
+
+// This rank's record for `rc` (its buffers' addresses always included).
+IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma);
+
+// Helpers the mapped and the single-copy executors share (host_ipc.cc).
+// The last-level cache (sysfs), above which outputs are streamed.
+size_t LastLevelCacheBytes();
+// Every peer's progress word at `target` or past it: a barrier through
+// shared memory (deadline, abort, a peer's death).
+Status WaitAllProgress(ChannelSet& ch, int me, int n, uint64_t target, double timeout_s,
+                       const char* what);
+// dst = the inputs reduced (own first), in passes of at most kMaxReduceSrcs.
+void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_t count,
+                  batonDataType_t datatype, batonRedOp_t op, uint32_t divisor);
+// Every rank says whether it can (`able`) and learns whether all can, in
+// two rounds on the progress words; *progress moves past both rounds alike
+// on every rank. *unable: a rank that cannot (this one first), or -1.
+Status AgreeOnProgressWords(ChannelSet& ch, int me, int n, double timeout_s, bool able,
+                            uint64_t* progress, int* unable);
+
+// The call on ordinary (or mixed) buffers through process_vm_readv /
+// process_vm_writev (host_cma.cc): `records` give every rank's pid and
+// buffer addresses; allreduce writes everywhere, the others run the IPC
+// plan. Ends with a barrier.
+Status RunCmaCall(ChannelSet& ch, const IpcCall& c, const void* send, void* recv,
+                  const std::vector<IpcRecord>& records, double timeout_s, HostIpcState* st);
 // The memfd identity a record carries for a buffer.
 SharedAllocInfo RecordAlloc(const IpcRecord& r, bool send);
 

@@ -15,7 +15,8 @@ Status Communicator::SetUpTuning() {
   const auto& hosts = topology_.host_ranks();
   const int per_host = static_cast<int>(hosts[0].size());
   bool uniform = true;
-  for (const auto& members : hosts) uniform = uniform && static_cast<int>(members.size()) == per_host;
+  for (const auto& members : hosts)
+    uniform = uniform && static_cast<int>(members.size()) == per_host;
   if (uniform) {
     host_layout_.hosts = static_cast<int>(hosts.size());
     host_layout_.per_host = per_host;

@@ -77,9 +77,13 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
   const std::vector<int> silent_peers = SilentPeers(rank, asked_at);
   for (size_t i = 0; i < silent_peers.size(); ++i)
     silent += (i > 0 ? ", " : "") + Label(silent_peers[i]);
-  if (!silent_peers.empty())
+  if (!silent_peers.empty()) {
     message += "; " + silent + (silent_peers.size() == 1 ? " does" : " do") +
                " not answer (stopped, or its process hangs)";
+    // Given up on, as a failure detector would: listed as failed here and,
+    // with the note that follows, on every rank.
+    channels_->MarkFailed(silent_peers);
+  }
   message += behind;
   if (silent_peers.empty() && behind.empty() && asked_at != Clock::time_point{}) {
     const int unconnected = UnconnectedPeers(rank);
@@ -282,10 +286,10 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       // call, a neighbour connected to the culprit times out about now and
       // names it in its note, so wait for that a little (two probes) before
       // giving a verdict that names nobody.
-      const bool names_nobody = behind.empty() && SilentPeers(rank, asked_at).empty() &&
-                                UnconnectedPeers(rank) > 0;
-      if (!names_nobody || now - last_progress > std::chrono::duration<double>(config_.timeout_s) +
-                                                     2 * config_.probe)
+      const bool names_nobody =
+          behind.empty() && SilentPeers(rank, asked_at).empty() && UnconnectedPeers(rank) > 0;
+      if (!names_nobody || now - last_progress >
+                               std::chrono::duration<double>(config_.timeout_s) + 2 * config_.probe)
         return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
     }
     // A long stall: ask the peers where they are, and weigh their answers.

@@ -49,8 +49,18 @@ struct Builder {
       for (size_t i = first; i < s->ops.size(); ++i) s->ops[i].call = index;
     s->calls.emplace_back();
     CopyCallDescriptor(&s->calls.back(), call);
-    if (registered.valid && index == 0) [[unlikely]]
+    if (registered.valid && index == 0) [[unlikely]] {
       s->registered = registered;
+      // Ordinary buffers are read where the schedule's arguments point,
+      // which is the staging copy when device buffers are staged.
+      if (registered.ordinary) {
+        s->registered.send = a.send;
+        s->registered.recv = a.recv;
+        const Collective coll = registered.call.collective;
+        if ((coll == Collective::kAlltoAll || coll == Collective::kAlltoAllV) && a.send == a.recv)
+          s->registered.valid = false;  // a peer may still read the block this rank overwrites
+      }
+    }
   }
 };
 
@@ -143,6 +153,22 @@ void MarkRegistered(const Communicator& comm, const CollectiveCall& c, const Ipc
   if (b.recv_bytes != 0 &&
       !comm.registrations().FindShareable(c.recv, b.recv_bytes, &rc.recv_alloc))
     return;
+  rc.valid = true;
+  call->builder.registered = rc;
+}
+
+// Marks a collective on ordinary buffers for the single-copy path
+// (comm/host_cma.cc) when the communicator offers it (every rank on one
+// host, BATON_CMA_COLL, not refused by the kernel) and the call is at least
+// BATON_CMA_COLL_MIN_BYTES, below which the slot rings are faster
+// (docs/performance.md, "Single-copy collectives"). The size is the same on
+// every rank; where a rank decides otherwise anyway, the call's mailbox
+// exchange sends every rank the ordinary way.
+void MarkSingleCopy(const Communicator& comm, const IpcCall& ipc, size_t bytes, Call* call) {
+  if (bytes < comm.config().cma_coll_min_bytes || bytes == 0 || !comm.single_copy_open()) return;
+  RegisteredCall rc;
+  rc.call = ipc;
+  rc.ordinary = true;
   rc.valid = true;
   call->builder.registered = rc;
 }
@@ -258,6 +284,22 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
                  : nullptr;
   if (call.ipc != nullptr && !comm.registrations().empty()) [[unlikely]]
     MarkRegistered(comm, c, ipc, bytes, &call);
+  if (call.ipc != nullptr && !call.builder.registered.valid) {
+    MarkSingleCopy(comm, ipc, bytes, &call);
+  } else if (HasVariableCounts(c.collective)) {
+    // The v-collectives' plans take the counts; the records carry the
+    // counts' hash where a rooted call has its root, so ranks that pass
+    // different counts fail as on the ordinary path instead of reading
+    // blocks that are not there.
+    IpcCall v = ipc;
+    v.count = count;
+    v.root = static_cast<int>(counts_hash);
+    v.counts = call.args.counts;
+    v.displs = call.args.displs;
+    v.send_counts = call.args.send_counts;
+    v.send_displs = call.args.send_displs;
+    MarkSingleCopy(comm, v, bytes, &call);
+  }
   return Route(site, call);
 }
 

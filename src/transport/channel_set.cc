@@ -50,6 +50,7 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->control_in_.resize(n);
   set->control_done_.assign(n, 0);
   set->peer_state_.resize(n);
+  set->failed_ = FailedSet(n);
   set->shrink_offers_.resize(n);
   set->peer_state_at_.resize(n);
   set->pair_.assign(n, Pair::kNone);
@@ -216,6 +217,8 @@ Status ChannelSet::Publish(int peer, Fd control) {
     // A shrink waiting for this peer's offer wakes to read it.
     std::lock_guard<std::mutex> lock(control_mu_);
     control_cv_.notify_all();
+    // A peer connected after a failure learns what this rank knows.
+    if (failed_.count() > 0) SendControl(peer, EncodeFailed(failed_.Sorted()));
   }
   return Status::Ok();
 }
@@ -234,7 +237,7 @@ Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) 
   }
   BATON_RETURN_IF_ERROR(st.WithContext("shared memory (is /dev/shm full?)"));
   InitShmSegment(own_segment_.get(), nrings, nslots, static_cast<uint32_t>(slot_bytes));
-  if (setup.config.cma) {
+  if (setup.config.cma || setup.config.cma_coll) {
     InitCmaProbe(own_segment_.get());
     // Where Yama restricts ptrace to descendants, let sibling ranks read us
     // (Open MPI's shared-memory transport does the same).
@@ -279,6 +282,11 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
   BATON_INFO(kLogShm, "cross memory attach: %d of %d local peers read our memory directly",
              cma_peers, (int)local_peers.size());
   return Status::Ok();
+}
+
+int ChannelSet::ProbePeerMemory(int peer) const {
+  if (peer < 0 || peer >= nranks_ || !peer_segments_[peer]) return EINVAL;
+  return ProbeCmaError(peers_[peer].pid, *peer_segments_[peer]);
 }
 
 ChannelSet::ChannelSet() = default;
@@ -397,8 +405,11 @@ void ChannelSet::Abort(const FailureNote* note) {
   aborted_.store(true, std::memory_order_release);
   if (note != nullptr) {
     // Best effort and never blocking: a note is far smaller than a socket
-    // buffer, and a peer that stopped reading has left anyway.
-    const std::vector<uint8_t> frame = EncodeNote(*note);
+    // buffer, and a peer that stopped reading has left anyway. The failed
+    // ranks go first, so a peer that fails because of the note knows them.
+    std::vector<uint8_t> frame = EncodeFailed(FailedRanks());
+    const std::vector<uint8_t> text = EncodeNote(*note);
+    frame.insert(frame.end(), text.begin(), text.end());
     for (int p = 0; p < nranks_; ++p)
       if (p != note->origin) SendControl(p, frame);
     note_forwarded_.store(true, std::memory_order_release);

@@ -22,6 +22,7 @@
 #include "transport/channel.h"
 #include "transport/control.h"
 #include "transport/doorbell.h"
+#include "transport/failed_set.h"
 #include "transport/rdma/rdma_setup.h"
 #include "transport/user_memory.h"
 
@@ -57,8 +58,9 @@ struct TransportConfig {
   int tcp_sockets = 1;          // BATON_NSOCKS_PERPEER: sockets per TCP peer, striped
   bool cma = false;             // BATON_CMA=1: single-copy shm transfers (docs/performance.md)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address
-  rdma::RdmaConfig rdma;               // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
-  bool runtime_connect = true;         // BATON_RUNTIME_CONNECT: pairs connected on first use
+  bool cma_coll = true;   // BATON_CMA_COLL: peers may read this rank's memory (comm/host_cma.cc)
+  rdma::RdmaConfig rdma;  // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
+  bool runtime_connect = true;  // BATON_RUNTIME_CONNECT: pairs connected on first use
 };
 
 // Everything needed to set up the channels of one communicator.
@@ -141,6 +143,27 @@ class ChannelSet {
   void SendShrinkOffer(int peer, const ShrinkOffer& offer);
   bool WaitShrinkOffer(int leader, Deadline deadline, ShrinkOffer* out);
 
+  // The ranks this rank knows to have failed (failed_set.h says what
+  // counts), ascending. Thread-safe, as the rest of this block.
+  std::vector<int> FailedRanks() const;
+  int failed_count() const { return failed_count_.load(std::memory_order_acquire); }
+  // Adds ranks this rank judged failed (peers that do not answer at the
+  // timeout, a refused connection, itself when it aborts a healthy
+  // communicator); a set that grew is passed on to every connected peer.
+  void MarkFailed(const std::vector<int>& ranks);
+  // Reads every control socket now, as the watchdog would next: closures
+  // and frames that have reached this host count before a note is written
+  // or the failed ranks are read.
+  void SweepControl();
+  // Dials the listener of each peer this rank has no connection to and has
+  // not listed as failed (connections made on first use: every rank keeps
+  // its listener while its communicator lives): a refusal means the peer
+  // is gone. A dial still unanswered at `deadline` counts as alive.
+  void ProbeUnconnected(Deadline deadline);
+  // This rank frees its communicator on purpose: tells every peer before
+  // its sockets close, so that the closing is no failure there.
+  void SayGoodbye();
+
   // Asks every peer where it is; the answers arrive in the background, and
   // each one bumps answers() and wakes a waiting executor.
   void QueryPeers();
@@ -165,6 +188,12 @@ class ChannelSet {
   // this rank's, published with release, and a peer's, read with acquire.
   void PublishProgress(uint64_t steps);
   uint64_t PeerProgress(int peer) const;
+  // Single-copy collectives on ordinary buffers (comm/host_cma.cc): whether
+  // this rank can read `peer`'s memory with process_vm_readv (0, or the
+  // errno the kernel gave), and the pid to read it through. Only for
+  // peers that share memory and are connected.
+  int ProbePeerMemory(int peer) const;
+  int peer_pid(int peer) const { return peers_[peer].pid; }
   // Whether the watchdog saw `peer`'s sockets close (it died or aborted).
   bool peer_closed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
 
@@ -180,6 +209,10 @@ class ChannelSet {
   // socket is closed, broken, or done (a note came). Under control_mu_.
   bool ReadControlLocked(int peer);
   void SendControl(int peer, const std::vector<uint8_t>& frame);
+  // Under control_mu_: adds to failed_ and, when it grew, sends the whole
+  // set to every connected peer not in it.
+  void MarkFailedLocked(const std::vector<int>& ranks);
+  void ShareFailedLocked();
   void Notify();
   Status SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
   Status CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings);
@@ -218,6 +251,8 @@ class ChannelSet {
   std::vector<int> notes_from_;        // peers whose note arrived
   FailureNote first_note_;
   std::atomic<bool> note_arrived_{false};
+  FailedSet failed_;  // guarded by control_mu_
+  std::atomic<int> failed_count_{0};
   std::vector<CallState> peer_state_;             // their last answers
   std::vector<ShrinkOffer> shrink_offers_;        // from each peer (survivors != 0: arrived)
   std::condition_variable control_cv_;            // a shrink offer came, or a socket closed

@@ -36,11 +36,16 @@ constexpr int kDialAttempts = 4;
 // One non-blocking connect, waited for until `deadline`. Unlike the mesh, a
 // refusal is not retried: every rank listens from before the rendezvous
 // until its communicator is destroyed, so a refusal means the peer is gone.
-Status Dial(const SockAddr& addr, Deadline deadline, Fd* out) {
+// *refused: the peer's host answered that nothing listens there.
+Status Dial(const SockAddr& addr, Deadline deadline, Fd* out, bool* refused) {
+  *refused = false;
   Fd fd(socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return ErrnoError("socket", errno);
   if (connect(fd.get(), addr.sa(), addr.len) != 0) {
-    if (errno != EINPROGRESS) return ErrnoError("connect", errno);
+    if (errno != EINPROGRESS) {
+      *refused = errno == ECONNREFUSED;
+      return ErrnoError("connect", errno);
+    }
     for (;;) {
       if (Clock::now() >= deadline) return TimeoutError("connect timed out");
       pollfd pfd{fd.get(), POLLOUT, 0};
@@ -52,6 +57,7 @@ Status Dial(const SockAddr& addr, Deadline deadline, Fd* out) {
     int err = 0;
     socklen_t len = sizeof(err);
     getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    *refused = err == ECONNREFUSED;
     if (err != 0) return ErrnoError("connect", err);
   }
   BATON_RETURN_IF_ERROR(SetNonBlocking(fd.get(), false));
@@ -110,8 +116,10 @@ Status ChannelSet::ConnectOne(int peer, Deadline deadline) {
     int attempts = 0;
     for (int index = 0; index < k && st.ok() && !rejected; ++index) {
       Fd& fd = sockets[index];
-      st = Dial(addr, deadline, &fd);
+      bool refused = false;
+      st = Dial(addr, deadline, &fd, &refused);
       if (!st.ok()) {
+        if (refused) MarkFailed({peer});
         st = RemoteError("cannot connect to " + who + " at " + addr.ToString() + ": " +
                          st.message() + " (it has exited or destroyed its communicator)");
         break;
@@ -199,6 +207,53 @@ Status ChannelSet::FinishPair(int peer, int fd, Deadline deadline, std::vector<F
   if (shm && ++local_connected_ == local_ranks_ - 1) own_segment_->Unlink();
   connect_cv_.notify_all();
   return Status::Ok();
+}
+
+void ChannelSet::ProbeUnconnected(Deadline deadline) {
+  if (!lazy_) return;  // every pair connected at creation
+  std::vector<int> peers;
+  {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    for (int p = 0; p < nranks_; ++p)
+      if (p != rank_ && !connected(p) && !failed_.contains(p)) peers.push_back(p);
+  }
+  // All dials at once, so a dead rank costs one round trip, not one each.
+  std::vector<Fd> fds;
+  std::vector<pollfd> waits;
+  std::vector<int> waiting_for, gone;
+  for (int p : peers) {
+    const SockAddr addr = FromWire(peers_[p].listen_addr);
+    Fd fd(socket(addr.family(), SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd.valid()) continue;
+    if (connect(fd.get(), addr.sa(), addr.len) == 0) continue;  // it listens: alive
+    if (errno == ECONNREFUSED) {
+      gone.push_back(p);
+    } else if (errno == EINPROGRESS) {
+      waits.push_back({fd.get(), POLLOUT, 0});
+      waiting_for.push_back(p);
+      fds.push_back(std::move(fd));
+    }
+  }
+  size_t answered = 0;
+  while (answered < waits.size() && Clock::now() < deadline) {
+    const int n = poll(waits.data(), waits.size(), std::min(MillisLeft(deadline), 100));
+    if (n < 0 && errno != EINTR) break;
+    for (size_t i = 0; i < waits.size(); ++i) {
+      if (waits[i].fd < 0 || waits[i].revents == 0) continue;
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(waits[i].fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err == ECONNREFUSED) gone.push_back(waiting_for[i]);
+      waits[i].fd = -1;  // poll skips it from now on
+      ++answered;
+    }
+  }
+  // The accepted probes close here; the peer's acceptor drops them as
+  // connections without a hello.
+  if (!gone.empty()) {
+    for (int p : gone) BATON_INFO(kLogNet, "rank %d failed: its listener refuses", p);
+    MarkFailed(gone);
+  }
 }
 
 void ChannelSet::AcceptLoop() {

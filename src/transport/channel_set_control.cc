@@ -72,7 +72,9 @@ bool ChannelSet::ReadControlLocked(int peer) {
           // connections made on first use, the origin may have none to
           // them, and the ring neighbours carry it around.
           if (!note_forwarded_.exchange(true, std::memory_order_acq_rel)) {
-            const std::vector<uint8_t> forward = EncodeNote(first_note_);
+            std::vector<uint8_t> forward = EncodeFailed(failed_.Sorted());
+            const std::vector<uint8_t> text = EncodeNote(first_note_);
+            forward.insert(forward.end(), text.begin(), text.end());
             for (int p = 0; p < nranks_; ++p)
               if (p != peer && p != first_note_.origin && p != rank_) SendControl(p, forward);
           }
@@ -89,6 +91,12 @@ bool ChannelSet::ReadControlLocked(int peer) {
       case FrameType::kQuery:
         SendControl(peer, EncodeState(CurrentCallState()));
         break;
+      case FrameType::kFailed:
+        MarkFailedLocked(frame.failed);
+        break;
+      case FrameType::kLeave:
+        failed_.MarkLeft(peer);
+        break;
       case FrameType::kState:
         peer_state_[peer] = frame.state;
         peer_state_at_[peer] = Clock::now();
@@ -99,7 +107,16 @@ bool ChannelSet::ReadControlLocked(int peer) {
   }
   in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(offset));
   if (answered) Notify();
-  if (closed) control_done_[peer] = 1;
+  if (closed) {
+    control_done_[peer] = 1;
+    // Gone without a goodbye: it died, exited, or freed its communicator
+    // without saying so.
+    if (failed_.OnClosed(peer)) {
+      BATON_INFO(kLogNet, "rank %d failed: its control socket closed", peer);
+      failed_count_.store(failed_.count(), std::memory_order_release);
+      ShareFailedLocked();
+    }
+  }
   if (control_done_[peer]) control_cv_.notify_all();
   return !control_done_[peer];
 }
@@ -170,6 +187,50 @@ bool ChannelSet::PeerState(int peer, Clock::time_point since, CallState* out) co
     return false;
   *out = peer_state_[peer];
   return true;
+}
+
+std::vector<int> ChannelSet::FailedRanks() const {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  return failed_.Sorted();
+}
+
+void ChannelSet::MarkFailed(const std::vector<int>& ranks) {
+  std::lock_guard<std::mutex> lock(control_mu_);
+  MarkFailedLocked(ranks);
+}
+
+void ChannelSet::MarkFailedLocked(const std::vector<int>& ranks) {
+  if (!failed_.Add(ranks)) return;
+  failed_count_.store(failed_.count(), std::memory_order_release);
+  ShareFailedLocked();
+}
+
+void ChannelSet::ShareFailedLocked() {
+  // Each rank passes the set on only when it grew, so the flooding ends;
+  // ranks not connected to this one learn it from the others, or by their
+  // own probe (ProbeUnconnected).
+  const std::vector<uint8_t> frames = EncodeFailed(failed_.Sorted());
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_ && !failed_.contains(p)) SendControl(p, frames);
+}
+
+void ChannelSet::SweepControl() {
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_ || !connected(p) || !control_[p].valid()) continue;
+    bool open;
+    {
+      std::lock_guard<std::mutex> lock(control_mu_);
+      open = ReadControlLocked(p);
+    }
+    // As the watchdog does when it reads a closed socket (it will, too).
+    if (!open) peer_closed_[p].store(true, std::memory_order_release);
+  }
+}
+
+void ChannelSet::SayGoodbye() {
+  const std::vector<uint8_t> frame = EncodeLeave();
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_) SendControl(p, frame);
 }
 
 }  // namespace baton

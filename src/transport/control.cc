@@ -59,6 +59,23 @@ std::vector<uint8_t> EncodeShrink(const ShrinkOffer& offer) {
   return Frame(FrameType::kShrink, 0, &offer, sizeof(offer));
 }
 
+std::vector<uint8_t> EncodeFailed(const std::vector<int>& ranks) {
+  std::vector<uint8_t> out;
+  for (size_t at = 0; at < ranks.size(); at += kMaxFailedPerFrame) {
+    const size_t n = std::min(kMaxFailedPerFrame, ranks.size() - at);
+    std::vector<int32_t> payload(ranks.begin() + static_cast<std::ptrdiff_t>(at),
+                                 ranks.begin() + static_cast<std::ptrdiff_t>(at + n));
+    const std::vector<uint8_t> frame =
+        Frame(FrameType::kFailed, 0, payload.data(), payload.size() * sizeof(int32_t));
+    out.insert(out.end(), frame.begin(), frame.end());
+  }
+  return out;
+}
+
+std::vector<uint8_t> EncodeLeave() {
+  return Frame(FrameType::kLeave, 0, nullptr, 0);
+}
+
 FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame* out,
                        size_t* used) {
   if (len < sizeof(FrameHeader)) return FrameParse::kIncomplete;
@@ -81,6 +98,13 @@ FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame
     case FrameType::kShrink:
       if (h.length != sizeof(ShrinkOffer)) return FrameParse::kInvalid;
       break;
+    case FrameType::kFailed:
+      if (h.length == 0 || h.length % 4 != 0 || h.length / 4 > kMaxFailedPerFrame)
+        return FrameParse::kInvalid;
+      break;
+    case FrameType::kLeave:
+      if (h.length != 0) return FrameParse::kInvalid;
+      break;
     default:
       return FrameParse::kInvalid;
   }
@@ -96,6 +120,14 @@ FrameParse DecodeFrame(const uint8_t* data, size_t len, int nranks, ControlFrame
     out->note.text.assign(reinterpret_cast<const char*>(payload) + 4, h.length - 4);
   } else if (type == FrameType::kShrink) {
     memcpy(&out->shrink, payload, sizeof(out->shrink));
+  } else if (type == FrameType::kFailed) {
+    out->failed.resize(h.length / 4);
+    for (size_t i = 0; i < out->failed.size(); ++i) {
+      int32_t r;
+      memcpy(&r, payload + 4 * i, 4);
+      if (r < 0 || r >= nranks) return FrameParse::kInvalid;
+      out->failed[i] = r;
+    }
   } else if (type == FrameType::kState) {
     StatePayload p;
     memcpy(&p, payload, sizeof(p));

@@ -50,23 +50,38 @@ struct ShrinkOffer {
 };
 static_assert(sizeof(ShrinkOffer) == 144, "the wire format is 144 bytes");
 
-enum class FrameType : uint16_t { kNote = 1, kQuery = 2, kState = 3, kShrink = 4 };
+enum class FrameType : uint16_t {
+  kNote = 1,
+  kQuery = 2,
+  kState = 3,
+  kShrink = 4,
+  kFailed = 5,  // ranks (int32 each) the sender knows to have failed
+  kLeave = 6,   // the sender frees its communicator on purpose
+};
 
 inline constexpr uint32_t kControlMagic = 0x42544e46;  // "BTNF", version 1
 inline constexpr size_t kMaxNoteText = 2000;
 inline constexpr size_t kMaxFrameBytes = 16 + 4 + kMaxNoteText;
+// Ranks per kFailed frame (the same bound as a note's text); a longer list
+// goes in several frames.
+inline constexpr size_t kMaxFailedPerFrame = kMaxNoteText / 4;
 
 std::vector<uint8_t> EncodeNote(const FailureNote& note);
 std::vector<uint8_t> EncodeQuery();
 std::vector<uint8_t> EncodeState(const CallState& state);
 std::vector<uint8_t> EncodeShrink(const ShrinkOffer& offer);
+// The failed ranks `ranks` (each in [0, nranks)), in as many frames as
+// they need, back to back; nothing for an empty list.
+std::vector<uint8_t> EncodeFailed(const std::vector<int>& ranks);
+std::vector<uint8_t> EncodeLeave();
 
 // One frame parsed from the front of what a control socket delivered.
 struct ControlFrame {
   FrameType type = FrameType::kQuery;
-  FailureNote note;    // kNote
-  CallState state;     // kState
-  ShrinkOffer shrink;  // kShrink
+  FailureNote note;         // kNote
+  CallState state;          // kState
+  ShrinkOffer shrink;       // kShrink
+  std::vector<int> failed;  // kFailed: every one in [0, nranks)
 };
 enum class FrameParse { kComplete, kIncomplete, kInvalid };
 // Parses the frame at the front of data[0, len); on kComplete, *used is its

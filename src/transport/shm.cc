@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "transport/cma.h"
 
 namespace baton {
 
@@ -174,14 +175,17 @@ void InitCmaProbe(ShmSegment* own) {
   own->header()->probe_value = g_cma_probe_word;
 }
 
-bool ProbeCma(int peer_pid, const ShmSegment& peer_segment) {
+int ProbeCmaError(int peer_pid, const ShmSegment& peer_segment) {
   const ShmSegmentHeader* h = peer_segment.header();
-  if (h->probe_addr == 0) return false;
+  if (h->probe_addr == 0) return EINVAL;  // the peer did not offer a probe
   uint64_t value = 0;
-  iovec local{&value, sizeof(value)};
-  iovec remote{reinterpret_cast<void*>(h->probe_addr), sizeof(value)};
-  ssize_t n = process_vm_readv(peer_pid, &local, 1, &remote, 1, 0);
-  return n == sizeof(value) && value == h->probe_value;
+  if (int err = CmaTryRead(peer_pid, &value, h->probe_addr, sizeof(value)); err != 0) return err;
+  // Another value: the pid names another process (another pid namespace).
+  return value == h->probe_value ? 0 : ESRCH;
+}
+
+bool ProbeCma(int peer_pid, const ShmSegment& peer_segment) {
+  return ProbeCmaError(peer_pid, peer_segment) == 0;
 }
 
 void ShmChannel::EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold) {

@@ -203,6 +203,9 @@ class ShmChannel : public Channel {
 
 // Reads the probe of a peer's segment; true when process_vm_readv works.
 bool ProbeCma(int peer_pid, const ShmSegment& peer_segment);
+// The same, saying why not: 0 when readable, else the errno (ESRCH also
+// when the pid names another process, EINVAL when the peer offers no probe).
+int ProbeCmaError(int peer_pid, const ShmSegment& peer_segment);
 // Fills the probe fields of our own segment.
 void InitCmaProbe(ShmSegment* own);
 

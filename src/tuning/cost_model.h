@@ -87,6 +87,13 @@ class CostModel {
   static constexpr size_t kChunkCandidates[] = {16 << 10,  64 << 10, 256 << 10,
                                                 512 << 10, 1 << 20,  4 << 20};
 
+  // Whether some host runs more ranks than it has cores.
+  bool Oversubscribed() const {
+    for (double f : oversubscription_)
+      if (f > 1) return true;
+    return false;
+  }
+
  private:
   // A set of links used by one step, or by all steps of a pipeline: the
   // largest alpha, overhead and beta (NIC sharing included) among them.
@@ -131,8 +138,8 @@ class CostModel {
   static double Slowest(const Paths& paths, double cb, double gamma);
   double Serial(int steps, int reducing, size_t block, double gamma, size_t chunk,
                 const StepCost& s, const Paths& chain) const;
-  double Staged(size_t bytes, double gamma, size_t chunk, const StepCost& s,
-                double sends_per_chunk, double reduces_per_chunk, const Paths& paths) const;
+  double Staged(size_t bytes, double gamma, size_t chunk, const StepCost& s, double sends_per_chunk,
+                double reduces_per_chunk, const Paths& paths) const;
   double Alltoall(size_t block) const;
   // Gather and scatter of `block` bytes per rank.
   double Direct(size_t block, bool root_sends) const;
@@ -145,12 +152,12 @@ class CostModel {
 
   int p_ = 1;
   CostParams params_;
-  std::vector<double> oversubscription_;  // per rank: max(1, ranks on its host / cores)
+  std::vector<double> oversubscription_;    // per rank: max(1, ranks on its host / cores)
   const CommTopology* topology_ = nullptr;  // during construction only
   bool uniform_hosts_ = false;
   int per_host_ = 1;
 
-  StepCost ring_;  // every ring edge
+  StepCost ring_;                // every ring edge
   Paths ring_half_, ring_full_;  // p - 1 and 2 (p - 1) consecutive ring hops
   StepCost chain_;               // the ring from rank 0, without its closing edge
   Paths chain_paths_;
@@ -162,8 +169,8 @@ class CostModel {
   Paths rooted_paths_;
   StepCost binomial_;  // binomial tree from rank 0
   Paths binomial_paths_;
-  int binomial_fanout_ = 0;  // the root's children
-  StepCost all_pairs_;       // pairwise alltoall: the worst link
+  int binomial_fanout_ = 0;          // the root's children
+  StepCost all_pairs_;               // pairwise alltoall: the worst link
   double alltoall_host_blocks_ = 0;  // blocks leaving the busiest host
   double network_beta_ = 0;
   double local_beta_ = 0;  // between two ranks of the first host (0: it has one)

@@ -22,6 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         (frame.note.origin < 0 || frame.note.origin >= nranks ||
          frame.note.text.size() > baton::kMaxNoteText))
       __builtin_trap();
+    if (frame.type == baton::FrameType::kFailed) {
+      if (frame.failed.empty() || frame.failed.size() > baton::kMaxFailedPerFrame)
+        __builtin_trap();
+      for (int r : frame.failed)
+        if (r < 0 || r >= nranks) __builtin_trap();
+    }
     offset += used;
   }
   return 0;

@@ -170,11 +170,17 @@ if lone is not None:
     expect_error("async failure, own wait", baton.BatonTimeoutError, "no progress", lone.wait)
     expect_error("async failure, again", baton.BatonTimeoutError, "allreduce", lone.wait)
     expect_error("async failure, test()", baton.BatonTimeoutError, "allreduce", lone.test)
+    # The others are alive and answer (they wait in another communicator): nobody failed.
+    check("failed ranks after a timeout", np.array(short.failed_ranks(), np.int64),
+          np.zeros(0, np.int64))
 comm.barrier()  # the others keep `short` until rank 0's call has timed out
 if rank == 0:
     short.abort()
 else:
     short.destroy()
+
+check("failed ranks of a healthy communicator", np.array(comm.failed_ranks(), np.int64),
+      np.zeros(0, np.int64))
 
 # split: even and odd ranks.
 sub = comm.split(rank % 2, key=rank)

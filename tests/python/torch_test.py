@@ -464,7 +464,8 @@ def killed():
     if rank == size - 1:
         os.kill(os.getpid(), signal.SIGKILL)
     start = time.monotonic()
-    expect_error("killed peer", ["baton allreduce"],
+    # The error names the lost rank through batonCommGetFailedRanks.
+    expect_error("killed peer", ["baton allreduce", f"[failed ranks: {size - 1}]"],
                  lambda: dist.all_reduce(torch.ones(1 << 16), group=bgroup))
     if time.monotonic() - start > 20:
         failures.append(f"killed peer: noticed after {time.monotonic() - start:.1f} s")

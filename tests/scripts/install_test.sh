@@ -7,11 +7,17 @@
 # one the build's Python package is for), the installed package too: `import
 # baton` from the prefix's site-packages, its extension loading the installed
 # libbaton, a one-rank allreduce (and `import baton.torch` where it was built).
+# Then README's C quick start, verbatim, as a new user runs it: `meson install
+# -C build` to the real prefix, then the README's `cc hello.c $(pkg-config ...)`
+# and `batonrun -n 4 ./hello` with a clean environment; in a private mount
+# namespace whose prefix and /etc are throwaway overlays, so the install (and
+# the loader cache it refreshes) touch nothing outside the test.
 #
-#   install_test.sh BUILD_DIR [PYTHON]
+#   install_test.sh BUILD_DIR README [PYTHON]
 set -uo pipefail
 build=$(cd "$1" && pwd)
-python=${2:-}
+readme=$2
+python=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -68,6 +74,43 @@ print("imported", baton.__file__, "version", baton.version())' "$root" 2>&1) ||
       out=$(clean PYTHONPATH="$site" "$python" -c 'import baton.torch, torch.distributed as d
 assert "baton" in d.Backend.backend_list' 2>&1) || fail "import baton.torch from $site: $out"
     fi
+  fi
+fi
+
+# README's quick start. The C program and the two shell lines are cut out of
+# README.md and run as they are written.
+quick=$tmp/quickstart
+mkdir -p "$quick"
+awk '/^## Quick start in C/ {on = 1} on && /^```c$/ {c = 1; next} c && /^```$/ {exit} c' \
+  "$readme" > "$quick/hello.c"
+awk '/^## Quick start in C/ {on = 1} on && /^```sh$/ {s = 1; next} s && /^```$/ {exit} s' \
+  "$readme" > "$quick/commands.sh"
+if ! grep -q batonCommInitFromEnv "$quick/hello.c" || ! grep -q "^batonrun -n 4 ./hello" "$quick/commands.sh"; then
+  fail "README's C quick start not found in $readme"
+elif ! unshare -m --propagation private true 2> /dev/null; then
+  echo "SKIP quick start: no private mount namespace here (unshare -m)"
+else
+  # In the namespace: overlays over the prefix and /etc, `meson install -C
+  # build` (its install script runs ldconfig), then README's lines.
+  cat > "$quick/run.sh" <<EOF
+set -e
+for d in "$prefix" /etc; do
+  mkdir -p "$quick/ovl\$d/u" "$quick/ovl\$d/w"
+  mount -t overlay overlay -o "lowerdir=\$d,upperdir=$quick/ovl\$d/u,workdir=$quick/ovl\$d/w" "\$d"
+done
+meson install -C "$build" --no-rebuild > "$quick/install.log" 2>&1 || { cat "$quick/install.log"; exit 1; }
+cd "$quick"
+env -i PATH="$prefix/bin:/usr/bin:/bin" HOME="$quick" bash -e commands.sh
+EOF
+  out=$(unshare -m --propagation private bash "$quick/run.sh" 2>&1)
+  rc=$?
+  want=$(for r in 0 1 2 3; do echo "rank $r of 4: 6"; done)
+  if [[ $rc -ne 0 ]]; then
+    fail "README's quick start (exit $rc): $out"
+  elif [[ $(grep '^rank' <<< "$out" | sort) != "$want" ]]; then
+    fail "README's quick start printed: $out"
+  else
+    echo "quick start: $(grep -c '^rank' <<< "$out") ranks agree (meson install, cc, batonrun -n 4 ./hello)"
   fi
 fi
 
