@@ -103,12 +103,15 @@ export BATON_SOCKET_IFNAME=lo BATON_TIMEOUT=60
 
 # The default run's exclusions: the same loops as the tests that stay, at
 # sizes (1M+ elements, hundreds to thousands of simulated ranks) that cost
-# minutes under emulation and exercise no other instruction. On the SVE
-# CPU the portable level's sweeps are left out too (they ran on the NEON
-# one): the rest, and every vector level's cases, run there.
-kernels_neon_filter='-*LargeCount*'
-kernels_sve_filter='-*LargeCount*:*StreamingStores*:*AllShapes/*_portable'
-kernels_sve_filter+=':*MatchesPortableCoreBitwise/*_portable'
+# minutes under emulation and exercise no other instruction. Each Highway
+# level runs on the CPU that has it and nowhere else: the NEON level and the
+# level-free tests on the NEON CPU, SVE and SVE2 each on the SVE CPU; the
+# portable level's sweeps and the streaming-store variants (the same loops
+# with other stores) ran on x86 already.
+kernels_neon_filter='-*LargeCount*:*StreamingStores*:*AllShapes/*_portable'
+kernels_neon_filter+=':*MatchesPortableCoreBitwise/*_portable'
+kernels_sve_filter='*_sve-*LargeCount*:*StreamingStores*'
+kernels_sve2_filter='*_sve2-*LargeCount*:*StreamingStores*'
 unit_filter='-ScheduleTest.RingAllGatherAndReduceScatter:ScheduleTest.RingAllReduceAtThousandRanks'
 unit_filter+=':TreeTest.AllAlgorithmsMatchReferenceUpTo64Ranks:TreeTest.DepthIsLogarithmic'
 unit_filter+=':TreeTest.AllAlgorithmsMatchReferenceAtLargeRankCounts'
@@ -120,7 +123,7 @@ unit_filter+=':PlanTest.HierarchicalIsLogarithmicWithBoundedFanIn:IpcPlanTest.Ev
 # spin waits, cache lines, atomics in shared memory, sockets, OpenSSL).
 unit_sve_filter='TraceRecorder*:TraceFile*:ShmPair*:TcpChannel*:Sockets*:Handshake*:Rdma*'
 if [ "$full" = 1 ]; then
-  kernels_neon_filter='*' kernels_sve_filter='*' unit_filter='*'
+  kernels_neon_filter='*' kernels_sve_filter='*_sve' kernels_sve2_filter='*_sve2' unit_filter='*'
 fi
 
 names=()
@@ -149,6 +152,8 @@ step kernels_neon "$neon" gtest "${qemu[@]}" "$build/tests/kernels_test" \
   --gtest_filter="$kernels_neon_filter"
 step kernels_sve "$sve" gtest "${qemu[@]}" "$build/tests/kernels_test" \
   --gtest_filter="$kernels_sve_filter"
+step kernels_sve2 "$sve" gtest "${qemu[@]}" "$build/tests/kernels_test" \
+  --gtest_filter="$kernels_sve2_filter"
 step unit_neon "$neon" gtest "${qemu[@]}" "$build/tests/unit_test" --gtest_filter="$unit_filter"
 step cuda_host_neon "$neon" gtest "${qemu[@]}" "$build/tests/cuda_host_test"
 step unit_sve "$sve" gtest "${qemu[@]}" "$build/tests/unit_test" \
@@ -187,11 +192,11 @@ for name in "${names[@]}"; do
     tail -30 "$log" | sed 's/^/    | /'
   fi
 done
-echo "  skipped: the x86 back ends' kernel cases (\"this CPU lacks avx2\"), and the CMA case" \
+echo "  skipped: on neoverse-n1 the SVE and SVE2 kernel levels (\"this CPU lacks sve\"), and the CMA case" \
   "(qemu-user has no process_vm_readv)"
 if [ "$full" != 1 ]; then
   echo "  left out (AARCH64_FULL=1 runs them):"
-  echo "    kernels_test on NEON: ${kernels_neon_filter#-}; on SVE: ${kernels_sve_filter#-}" |
+  echo "    kernels_test on NEON: ${kernels_neon_filter#-}; on SVE and SVE2: ${kernels_sve_filter#*-}" |
     sed 's/:\([^ ]\)/, \1/g'
   echo "${unit_filter#-}" | sed 's/:/, /g; s/^/    unit_test: /' | fold -s -w 96 |
     sed '2,$s/^/      /'

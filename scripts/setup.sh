@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh), and for the
 # pip test patchelf (meson-python fixes the wheel's rpaths with it) and ccache
 # (the wheel's builds reuse the main build's objects).
-packages=(g++ meson ninja-build pkg-config libhwloc-dev libibverbs-dev
+packages=(g++ meson ninja-build pkg-config libhwloc-dev libhwy-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
           dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev

@@ -84,7 +84,8 @@ namespace baton {
   X(spin_yield_ns, "BATON_SPIN_YIELD_NS", Int, -1,                                                 \
     "yield at most this often while polling (-1: 1000, or 0 when ranks outnumber cores)")          \
   X(kernels, "BATON_KERNELS", String, "auto",                                                      \
-    "CPU reduction kernels: auto, avx512, avx2, portable")                                         \
+    "CPU reduction kernels: auto, portable or a Highway target (sse4, avx2, avx512, avx3_dl, "     \
+    "neon, sve, sve2)")                                                                            \
   X(cuda, "BATON_CUDA", Bool, true, "look for a GPU (0: device buffers are not recognized)")       \
   X(cuda_ipc, "BATON_CUDA_IPC", Bool, true,                                                        \
     "read device buffers of ranks on one host through CUDA IPC (0: stage through host memory)")    \

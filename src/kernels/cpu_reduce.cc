@@ -12,10 +12,12 @@
  * Every path applies the same core functors in the same order, so they agree
  * with ReduceCopyRange (and so with the device kernels) bit for bit.
  *
- * Before those portable loops, ReduceCopy offers the call to the vectorized
- * back ends (cpu_avx512.cc, cpu_avx2.cc) chosen at run time: the best the CPU
- * has, or what BATON_KERNELS asks for. They compute the same elements in the
- * same order and decline combinations they have no vector code for.
+ * Before those portable loops, ReduceCopy (and ScaleCopy, ScaleReduce) offer
+ * the call to the vectorized back end (cpu_hwy.h: Google Highway, one
+ * implementation compiled per target) at the target chosen at run time: the
+ * best the CPU has, or what BATON_KERNELS asks for. It computes the same
+ * elements in the same order and declines combinations it has no vector code
+ * for.
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
@@ -23,15 +25,17 @@
 
 #include <assert.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <string>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/log.h"
 #include "base/settings.h"
-#include "kernels/cpu_simd.h"
+#include "kernels/cpu_hwy.h"
 #include "kernels/reduce_copy.h"
 
 namespace baton {
@@ -83,7 +87,7 @@ void ReduceBlocked(const T* const* srcs, int nsrcs, T* const* dsts, int ndsts, s
   using Acc = Accum<T>;
   // 4-8 KiB: stays in L1 next to the streamed sources.
   constexpr size_t kBlock = 1024;
-  alignas(64) Acc acc[kBlock];
+  alignas(kCacheLinePad) Acc acc[kBlock];
   const Op op;
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t n = std::min(kBlock, count - base);
@@ -185,23 +189,11 @@ void ScaleReduceTyped(T* dst, const T* own, const T* other, size_t n, T scalar, 
 
 // ---- Kernel level ----------------------------------------------------------
 
-constexpr int kLevelUnset = -1;
-// The level ReduceCopy runs; read on every call, so relaxed and lock-free.
-std::atomic<int> g_kernel_level{kLevelUnset};
+constexpr int64_t kLevelUnset = -1;
+// The level ReduceCopy runs (kPortable or a Highway target bit); read on
+// every call, so relaxed and lock-free.
+std::atomic<int64_t> g_kernel_level{kLevelUnset};
 std::atomic<size_t> g_non_temporal_min_bytes{kDefaultNonTemporalMinBytes};
-
-bool ParseKernelLevel(const std::string& text, CpuKernelLevel* out, bool* is_auto) {
-  *is_auto = text == "auto";
-  if (*is_auto) return true;
-  for (CpuKernelLevel level :
-       {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2, CpuKernelLevel::kAvx512}) {
-    if (text == CpuKernelLevelName(level)) {
-      *out = level;
-      return true;
-    }
-  }
-  return false;
-}
 
 // BATON_KERNELS, resolved against the CPU. Runs once per process.
 CpuKernelLevel LevelFromSettings() {
@@ -209,14 +201,19 @@ CpuKernelLevel LevelFromSettings() {
   CpuKernelLevel chosen = best;
   const std::string& name = ProcessSettings().kernels;
   CpuKernelLevel asked = best;
-  bool is_auto = false;
-  if (!ParseKernelLevel(name, &asked, &is_auto)) {
-    BATON_WARN(kLogEnv, "ignoring BATON_KERNELS=%s: expected auto, portable, avx2 or avx512",
-               name.c_str());
-  } else if (!is_auto && !CpuKernelLevelAvailable(asked)) {
-    BATON_WARN(kLogEnv, "BATON_KERNELS=%s: this CPU lacks %s, using %s", name.c_str(),
-               CpuKernelLevelName(asked), CpuKernelLevelName(best));
-  } else if (!is_auto) {
+  if (name == "auto") {
+    // chosen stays the best
+  } else if (!ParseCpuKernelLevel(name, &asked)) {
+    BATON_WARN(kLogEnv, "ignoring BATON_KERNELS=%s: expected auto, portable or one of %s; using %s",
+               name.c_str(), SimdTargetNames(), CpuKernelLevelName(best));
+  } else if (!CpuKernelLevelAvailable(asked)) {
+    BATON_WARN(kLogEnv, "BATON_KERNELS=%s: %s is not %s, using %s", name.c_str(),
+               CpuKernelLevelName(asked),
+               (CompiledSimdTargets() & static_cast<int64_t>(asked)) != 0
+                   ? "supported by this CPU"
+                   : "compiled into this build",
+               CpuKernelLevelName(best));
+  } else {
     chosen = asked;
   }
   BATON_INFO(kLogInit, "reduce kernels: %s (best on this CPU: %s)", CpuKernelLevelName(chosen),
@@ -227,49 +224,99 @@ CpuKernelLevel LevelFromSettings() {
 // Resolves BATON_KERNELS on first use; thread-safe (a static's initializer).
 void EnsureKernelLevel() {
   static const bool resolved = [] {
-    int expected = kLevelUnset;
-    g_kernel_level.compare_exchange_strong(expected, static_cast<int>(LevelFromSettings()));
+    int64_t expected = kLevelUnset;
+    g_kernel_level.compare_exchange_strong(expected, static_cast<int64_t>(LevelFromSettings()));
     return true;
   }();
   (void)resolved;
 }
 
-// Offers args to the vectorized back end of the current level; true when it
-// ran them.
-bool ReduceCopySimd(const ReduceCopyArgs& args) {
-  int level = g_kernel_level.load(std::memory_order_relaxed);
+// The Highway target to offer a call to; 0 for the portable loops.
+int64_t SimdTarget() {
+  int64_t level = g_kernel_level.load(std::memory_order_relaxed);
   if (level == kLevelUnset) {
     EnsureKernelLevel();
     level = g_kernel_level.load(std::memory_order_relaxed);
   }
-  if (level == static_cast<int>(CpuKernelLevel::kPortable)) return false;
+  return level;
+}
+
+// Offers args to the vectorized back end of the current level; true when it
+// ran them.
+bool ReduceCopySimd(const ReduceCopyArgs& args) {
+  const int64_t target = SimdTarget();
+  if (target == 0) return false;
   SimdOptions options;
   options.non_temporal_min_bytes =
       args.non_temporal ? 0 : g_non_temporal_min_bytes.load(std::memory_order_relaxed);
-  if (level == static_cast<int>(CpuKernelLevel::kAvx512)) return ReduceCopyAvx512(args, options);
-  return ReduceCopyAvx2(args, options);
+  options.line_bytes = CacheLineBytes();
+  return SimdReduceCopy(target, args, options);
+}
+
+bool ScaleSimd(const ScaleArgs& args) {
+  const int64_t target = SimdTarget();
+  return target != 0 && args.count > 0 && SimdScale(target, args);
+}
+
+// The last-level cache (L3, else L2; 8 MiB where the C library does not
+// say, as on aarch64).
+size_t LastLevelCacheBytes() {
+  static const size_t bytes = [] {
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return llc > 0 ? static_cast<size_t>(llc) : size_t{8} << 20;
+  }();
+  return bytes;
+}
+
+// Whether ScaleCopy offers a call to the vector back end. A scaled copy of
+// a type stored as it accumulates is one read and one write per element: in
+// cache the vectors run it at 1.6-3.5x the portable loop, but once source
+// and destination exceed the last-level cache the portable loop's narrower
+// stores moved 10-20% more from DRAM than 256- or 512-bit ones
+// (docs/design.md, "CPU reduce-copy kernels"). fp16, bf16 and fp8 convert
+// every element and gain at any size.
+bool ScaleCopyUsesVectors(size_t count, batonDataType_t dt) {
+  switch (dt) {
+    case batonFloat16:
+    case batonBfloat16:
+    case batonFloat8e4m3:
+    case batonFloat8e5m2:
+      return true;
+    default:
+      return 2 * count * DatatypeSize(dt) <= LastLevelCacheBytes();
+  }
+}
+
+// Exactly one bit: a Highway target rather than kPortable or garbage.
+bool IsOneTarget(CpuKernelLevel level) {
+  const int64_t bits = static_cast<int64_t>(level);
+  return bits > 0 && (bits & (bits - 1)) == 0;
 }
 
 }  // namespace
 
 CpuKernelLevel BestCpuKernelLevel() {
-  static const CpuKernelLevel best = CpuSupportsAvx512() ? CpuKernelLevel::kAvx512
-                                     : CpuSupportsAvx2() ? CpuKernelLevel::kAvx2
-                                                         : CpuKernelLevel::kPortable;
+  // Highway's bits: the lowest set bit is the best target.
+  static const CpuKernelLevel best = [] {
+    const int64_t supported = SupportedSimdTargets();
+    return static_cast<CpuKernelLevel>(supported & -supported);
+  }();
   return best;
 }
 
-bool CpuKernelLevelAvailable(CpuKernelLevel level) {
-  switch (level) {
-    case CpuKernelLevel::kPortable:
-      return true;
-    case CpuKernelLevel::kAvx2:
-      return CpuSupportsAvx2();
-    case CpuKernelLevel::kAvx512:
-      return CpuSupportsAvx512();
-    default:
-      return false;
+std::vector<CpuKernelLevel> CompiledCpuKernelLevels() {
+  std::vector<CpuKernelLevel> levels = {CpuKernelLevel::kPortable};
+  const int64_t compiled = CompiledSimdTargets();
+  for (int bit = 62; bit >= 0; --bit) {
+    if ((compiled >> bit) & 1) levels.push_back(static_cast<CpuKernelLevel>(int64_t{1} << bit));
   }
+  return levels;
+}
+
+bool CpuKernelLevelAvailable(CpuKernelLevel level) {
+  if (level == CpuKernelLevel::kPortable) return true;
+  return IsOneTarget(level) && (SupportedSimdTargets() & static_cast<int64_t>(level)) != 0;
 }
 
 CpuKernelLevel CurrentCpuKernelLevel() {
@@ -280,21 +327,25 @@ CpuKernelLevel CurrentCpuKernelLevel() {
 bool SetCpuKernelLevel(CpuKernelLevel level) {
   if (!CpuKernelLevelAvailable(level)) return false;
   EnsureKernelLevel();  // so a later first call cannot overwrite this choice
-  g_kernel_level.store(static_cast<int>(level), std::memory_order_relaxed);
+  g_kernel_level.store(static_cast<int64_t>(level), std::memory_order_relaxed);
   return true;
 }
 
 const char* CpuKernelLevelName(CpuKernelLevel level) {
-  switch (level) {
-    case CpuKernelLevel::kPortable:
-      return "portable";
-    case CpuKernelLevel::kAvx2:
-      return "avx2";
-    case CpuKernelLevel::kAvx512:
-      return "avx512";
-    default:
-      return "invalid";
+  if (level == CpuKernelLevel::kPortable) return "portable";
+  const char* name = IsOneTarget(level) ? SimdTargetName(static_cast<int64_t>(level)) : nullptr;
+  return name != nullptr ? name : "invalid";
+}
+
+bool ParseCpuKernelLevel(std::string_view name, CpuKernelLevel* level) {
+  if (name == "portable") {
+    *level = CpuKernelLevel::kPortable;
+    return true;
   }
+  const int64_t target = SimdTargetFromName(name);
+  if (target == 0) return false;
+  *level = static_cast<CpuKernelLevel>(target);
+  return true;
 }
 
 size_t SimdNonTemporalMinBytes() {
@@ -343,8 +394,15 @@ void ReduceCopy(const ReduceCopyArgs& args) {
 }
 
 void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, const void* scalar) {
-  // One pass, vectorized by the compiler for the baseline ISA (the loop is
-  // the branch-free core); it runs once per call, not once per step.
+  ScaleArgs simd;
+  simd.dst = dst;
+  simd.own = src;
+  simd.count = count;
+  simd.datatype = dt;
+  simd.scalar = scalar;
+  if (ScaleCopyUsesVectors(count, dt) && ScaleSimd(simd)) return;
+  // Else one pass, vectorized by the compiler for the baseline ISA (the
+  // loop is the branch-free core).
   DispatchDatatype(dt, [&](auto type_tag) {
     using T = typename decltype(type_tag)::type;
     T s;
@@ -355,6 +413,8 @@ void ScaleCopy(void* dst, const void* src, size_t count, batonDataType_t dt, con
 
 void ScaleReduce(void* dst, const void* own, const void* other, size_t count, batonDataType_t dt,
                  const void* scalar, bool own_first) {
+  ScaleArgs simd{dst, own, other, count, dt, scalar, own_first};
+  if (ScaleSimd(simd)) return;
   DispatchDatatype(dt, [&](auto type_tag) {
     using T = typename decltype(type_tag)::type;
     T s;

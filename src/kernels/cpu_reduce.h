@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <string_view>
+#include <vector>
+
 #include <baton.h>
 
 namespace baton {
@@ -62,26 +65,40 @@ void ScaleReduce(void* dst, const void* own, const void* other, size_t count, ba
 
 // ---- Kernel implementation (BATON_KERNELS) ---------------------------------
 //
-// ReduceCopy runs one of these; all give bit-identical results (NaN payloads
-// of sums and products aside, as in the portable core). The default is the
-// best the CPU has; BATON_KERNELS=portable|avx2|avx512|auto overrides it.
-enum class CpuKernelLevel {
+// ReduceCopy, ScaleCopy and ScaleReduce run either the portable loops or
+// one target of the vectorized back end, which Google Highway compiles for
+// SSE4, AVX2, AVX-512 and AVX3_DL on x86 and NEON, SVE and SVE2 on aarch64
+// (cpu_hwy.h); all give bit-identical results (NaN payloads of sums and
+// products aside, as in the portable core). The default is the best the
+// CPU has; BATON_KERNELS=auto|portable|<target> overrides it.
+//
+// A level is kPortable or one Highway target, its value that target's bit
+// (HWY_AVX2, ...), which is also its order: a smaller bit is a better
+// target on the same architecture.
+enum class CpuKernelLevel : int64_t {
   kPortable = 0,  // the core's loops, auto-vectorized for the baseline ISA
-  kAvx2 = 1,      // AVX2 + F16C
-  kAvx512 = 2,    // AVX-512 F/BW/DQ
 };
 
 // The level ReduceCopy uses now. The first call reads BATON_KERNELS and logs
 // the choice once at INFO.
 CpuKernelLevel CurrentCpuKernelLevel();
-// The best level this CPU (and OS) supports.
+// The best level this CPU (and OS) supports among those compiled.
 CpuKernelLevel BestCpuKernelLevel();
+// kPortable, then every Highway target compiled into this build from the
+// least to the most capable, whether or not this CPU runs it.
+std::vector<CpuKernelLevel> CompiledCpuKernelLevels();
+// Compiled and supported by this CPU (kPortable always is).
 bool CpuKernelLevelAvailable(CpuKernelLevel level);
 // Makes ReduceCopy use level from now on, for every thread (tests and
 // benchmarks compare levels in one process). Returns false, changing
-// nothing, when the CPU lacks it or level is out of range.
+// nothing, when the level is unavailable or out of range.
 bool SetCpuKernelLevel(CpuKernelLevel level);
-// "portable", "avx2", "avx512"; "invalid" when out of range.
+// "portable", "sse4", "avx2", "avx512", "avx3_dl", "neon", "sve", "sve2",
+// ...; "invalid" for a value that is none of them.
 const char* CpuKernelLevelName(CpuKernelLevel level);
+// The level a BATON_KERNELS name stands for ("portable" or a target's name
+// or alias, whether or not compiled here: "avx3" is "avx512"); false for
+// anything else (including "auto").
+bool ParseCpuKernelLevel(std::string_view name, CpuKernelLevel* level);
 
 }  // namespace baton

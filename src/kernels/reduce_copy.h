@@ -173,8 +173,8 @@ BATON_HD_INLINE bfloat16_t FloatToBf16(float f) {
 // ---- fp8 conversions ----------------------------------------------------------
 //
 // Branch-free like the fp16 ones (same reasons: vectorizable loops, no warp
-// divergence, right under flush-to-zero). The vector back ends
-// (cpu_avx2.cc, cpu_avx512.cc) translate these steps lane for lane.
+// divergence, right under flush-to-zero). The Highway back end
+// (cpu_hwy_convert-inl.h) translates these steps lane for lane.
 
 // The two formats' parameters: mantissa bits, exponent bias, the code of the
 // largest finite magnitude and its value's float bits.

@@ -296,35 +296,34 @@ TEST_P(Fp8PairsTest, AllPairs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Fp8Types, Fp8PairsTest,
-    ::testing::Combine(::testing::Values(batonFloat8e4m3, batonFloat8e5m2),
-                       ::testing::ValuesIn(kernel_test::kAllLevels)),
-    [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
-      return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
-             CpuKernelLevelName(std::get<1>(info.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Fp8Types, Fp8PairsTest,
+                         ::testing::Combine(::testing::Values(batonFloat8e4m3, batonFloat8e5m2),
+                                            ::testing::ValuesIn(kernel_test::AllLevels())),
+                         kernel_test::LevelParamName);
 
-// PreMulSum's pre-multiplication: one rounding of the fp32 product, fp8
-// saturating; integers wrap; in place allowed.
-TEST(ScaleCopy, RoundsOnceAndWraps) {
-  for (batonDataType_t dt : {batonFloat8e4m3, batonFloat8e5m2}) {
-    const int mant = dt == batonFloat8e4m3 ? baton_test::kE4m3Mant : baton_test::kE5m2Mant;
-    const int bias = dt == batonFloat8e4m3 ? baton_test::kE4m3Bias : baton_test::kE5m2Bias;
-    std::vector<uint8_t> in(256), out(256);
-    for (int i = 0; i < 256; ++i) in[i] = static_cast<uint8_t>(i);
-    for (double s : {0.5, 3.0, -1.75, 300.0}) {
-      const uint8_t scalar = baton_test::NearestFp8(s, mant, bias);
-      ScaleCopy(out.data(), in.data(), 256, dt, &scalar);
-      const double sv = baton_test::Fp8Value(scalar, mant, bias);
-      for (int i = 0; i < 256; ++i) {
-        const double x = baton_test::Fp8Value(in[i], mant, bias);
-        if (isnan(x) || isinf(x)) continue;
-        ASSERT_EQ(out[i], baton_test::NearestFp8(static_cast<float>(x * sv), mant, bias))
-            << DatatypeName(dt) << " x=" << x << " s=" << sv;
-      }
+// PreMulSum's pre-multiplication of fp8 at each kernel level: one rounding
+// of the fp32 product, saturating.
+TEST_P(Fp8PairsTest, ScaleCopyRoundsOnce) {
+  const batonDataType_t dt = datatype();
+  const int mant = dt == batonFloat8e4m3 ? baton_test::kE4m3Mant : baton_test::kE5m2Mant;
+  const int bias = dt == batonFloat8e4m3 ? baton_test::kE4m3Bias : baton_test::kE5m2Bias;
+  std::vector<uint8_t> in(256), out(256);
+  for (int i = 0; i < 256; ++i) in[i] = static_cast<uint8_t>(i);
+  for (double s : {0.5, 3.0, -1.75, 300.0}) {
+    const uint8_t scalar = baton_test::NearestFp8(s, mant, bias);
+    ScaleCopy(out.data(), in.data(), 256, dt, &scalar);
+    const double sv = baton_test::Fp8Value(scalar, mant, bias);
+    for (int i = 0; i < 256; ++i) {
+      const double x = baton_test::Fp8Value(in[i], mant, bias);
+      if (isnan(x) || isinf(x)) continue;
+      ASSERT_EQ(out[i], baton_test::NearestFp8(static_cast<float>(x * sv), mant, bias))
+          << DatatypeName(dt) << " x=" << x << " s=" << sv;
     }
   }
+}
+
+// Integers wrap; in place allowed.
+TEST(ScaleCopy, WrapsInPlace) {
   std::vector<int8_t> v = {100, -3, 64};
   const int8_t three = 3;
   ScaleCopy(v.data(), v.data(), v.size(), batonInt8, &three);  // in place

@@ -1,7 +1,8 @@
 // The harness of the ReduceCopy tests (kernels_test.cc and
 // kernels_special_test.cc): random and guarded test data, one case run
 // against the independent reference of unit/kernel_reference.h, and the
-// fixture parameterized by datatype and kernel level.
+// fixture parameterized by datatype and kernel level (the portable loops and
+// every Highway target compiled into the build, each forced in turn).
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #pragma once
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include <cfloat>
+#include <ostream>
 #include <random>
 #include <string>
 #include <tuple>
@@ -21,15 +23,34 @@
 
 #include "base/datatype.h"
 #include "common/reference.h"
+#include "kernels/cpu_hwy.h"
 #include "kernels/cpu_reduce.h"
-#include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
 #include "unit/kernel_reference.h"
 
+namespace baton {
+
+// gtest prints a level by its name ("avx2") rather than its bytes.
+inline void PrintTo(CpuKernelLevel level, std::ostream* os) {
+  *os << CpuKernelLevelName(level);
+}
+
+}  // namespace baton
+
 namespace baton::kernel_test {
 
-constexpr CpuKernelLevel kAllLevels[] = {CpuKernelLevel::kPortable, CpuKernelLevel::kAvx2,
-                                         CpuKernelLevel::kAvx512};
+// kPortable and every Highway target of the build; the tests of a target
+// this CPU cannot run skip.
+inline std::vector<CpuKernelLevel> AllLevels() {
+  return CompiledCpuKernelLevels();
+}
+
+// Test names: datatype and level ("float32_avx2").
+inline std::string LevelParamName(
+    const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
+  return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
+         CpuKernelLevelName(std::get<1>(info.param));
+}
 
 // ---- Test data -------------------------------------------------------------------
 

@@ -1,12 +1,17 @@
 // Tests of the CPU entry point ReduceCopy (src/kernels) over every datatype
-// x op x shape at every kernel level the CPU has (portable, AVX2, AVX-512:
-// each forced in turn) and the kernel-level selection. Expected values come
+// x op x shape at every kernel level the CPU has (portable and each Highway
+// target of the build: SSE4, AVX2, AVX-512, AVX3_DL on x86, NEON, SVE, SVE2
+// on aarch64, each forced in turn) and the kernel-level selection. Expected values come
 // from the independent scalar reference of unit/kernel_reference.h; special
 // values, agreement with the portable core and the grid-stride use are in
 // kernels_special_test.cc, the conversions and operators themselves in
 // conversions_test.cc.
 //
 // SPDX-License-Identifier: BSD-3-Clause
+
+#include <set>
+#include <string>
+#include <vector>
 
 #include "unit/kernels_harness.h"
 
@@ -147,17 +152,57 @@ TEST(KernelLevel, SelectionApi) {
   EXPECT_TRUE(CpuKernelLevelAvailable(CpuKernelLevel::kPortable));
   EXPECT_TRUE(CpuKernelLevelAvailable(BestCpuKernelLevel()));
   EXPECT_FALSE(CpuKernelLevelAvailable(static_cast<CpuKernelLevel>(7)));
+  EXPECT_FALSE(CpuKernelLevelAvailable(static_cast<CpuKernelLevel>(-1)));
   EXPECT_FALSE(SetCpuKernelLevel(static_cast<CpuKernelLevel>(7)));
   EXPECT_EQ(CurrentCpuKernelLevel(), saved);  // a refused request changes nothing
   EXPECT_STREQ(CpuKernelLevelName(CpuKernelLevel::kPortable), "portable");
-  EXPECT_STREQ(CpuKernelLevelName(CpuKernelLevel::kAvx2), "avx2");
-  EXPECT_STREQ(CpuKernelLevelName(CpuKernelLevel::kAvx512), "avx512");
   EXPECT_STREQ(CpuKernelLevelName(static_cast<CpuKernelLevel>(-1)), "invalid");
-  for (CpuKernelLevel level : kAllLevels) {
+  EXPECT_STREQ(CpuKernelLevelName(static_cast<CpuKernelLevel>(7)), "invalid");
+
+  // Every compiled level has its own name, which parses back to it; the
+  // best is the last available one.
+  const std::vector<CpuKernelLevel> levels = AllLevels();
+  ASSERT_FALSE(levels.empty());
+  EXPECT_EQ(levels.front(), CpuKernelLevel::kPortable);
+  std::set<std::string> names;
+  CpuKernelLevel last_available = CpuKernelLevel::kPortable;
+  for (CpuKernelLevel level : levels) {
+    const std::string name = CpuKernelLevelName(level);
+    EXPECT_NE(name, "invalid");
+    EXPECT_TRUE(names.insert(name).second) << name;
+    CpuKernelLevel parsed;
+    ASSERT_TRUE(ParseCpuKernelLevel(name, &parsed)) << name;
+    EXPECT_EQ(parsed, level) << name;
     if (!CpuKernelLevelAvailable(level)) continue;
+    last_available = level;
     EXPECT_TRUE(SetCpuKernelLevel(level));
     EXPECT_EQ(CurrentCpuKernelLevel(), level);
   }
+  EXPECT_EQ(BestCpuKernelLevel(), last_available);
+
+  // The names of the hand-written back ends Highway replaced still work,
+  // and the other targets are known whether or not this build has them.
+  CpuKernelLevel avx512, avx3, avx2, zen4, dl;
+  ASSERT_TRUE(ParseCpuKernelLevel("avx512", &avx512));
+  ASSERT_TRUE(ParseCpuKernelLevel("avx3", &avx3));
+  ASSERT_TRUE(ParseCpuKernelLevel("avx2", &avx2));
+  EXPECT_EQ(avx512, avx3);
+  EXPECT_STREQ(CpuKernelLevelName(avx512), "avx512");
+  EXPECT_STREQ(CpuKernelLevelName(avx2), "avx2");
+  ASSERT_TRUE(ParseCpuKernelLevel("avx3_zen4", &zen4));
+  ASSERT_TRUE(ParseCpuKernelLevel("avx3_dl", &dl));
+  EXPECT_STREQ(CpuKernelLevelName(dl), "avx3_dl");
+  EXPECT_NE(zen4, CpuKernelLevel::kPortable);
+  for (const char* name : {"sse4", "neon", "sve", "sve2"}) {
+    CpuKernelLevel level;
+    ASSERT_TRUE(ParseCpuKernelLevel(name, &level)) << name;
+    EXPECT_STREQ(CpuKernelLevelName(level), name);
+  }
+  CpuKernelLevel ignored;
+  EXPECT_FALSE(ParseCpuKernelLevel("auto", &ignored));
+  EXPECT_FALSE(ParseCpuKernelLevel("avx1024", &ignored));
+  EXPECT_FALSE(ParseCpuKernelLevel("", &ignored));
+
   // Without BATON_KERNELS (as meson test runs it) the default is the best.
   if (getenv("BATON_KERNELS") == nullptr) {
     EXPECT_EQ(saved, BestCpuKernelLevel());
@@ -165,13 +210,23 @@ TEST(KernelLevel, SelectionApi) {
   SetCpuKernelLevel(saved);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, ReduceCopyTest,
-    ::testing::Combine(::testing::ValuesIn(kAllTypes), ::testing::ValuesIn(kAllLevels)),
-    [](const ::testing::TestParamInfo<std::tuple<batonDataType_t, CpuKernelLevel>>& info) {
-      return std::string(DatatypeName(std::get<0>(info.param))) + "_" +
-             CpuKernelLevelName(std::get<1>(info.param));
-    });
+// On x86-64 the build has SSE4, AVX2, AVX-512 and AVX3_DL (unless its
+// baseline already exceeds some of them); aarch64 has NEON, SVE and SVE2.
+TEST(KernelLevel, CompiledTargets) {
+  std::set<std::string> names;
+  for (CpuKernelLevel level : AllLevels()) names.insert(CpuKernelLevelName(level));
+#if defined(__x86_64__) && !defined(__AVX2__)
+  for (const char* name : {"sse4", "avx2", "avx512", "avx3_dl"})
+    EXPECT_EQ(names.count(name), 1u) << name;
+#elif defined(__aarch64__)
+  for (const char* name : {"neon", "sve", "sve2"}) EXPECT_EQ(names.count(name), 1u) << name;
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, ReduceCopyTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllTypes),
+                                            ::testing::ValuesIn(AllLevels())),
+                         LevelParamName);
 
 }  // namespace
 }  // namespace baton::kernel_test

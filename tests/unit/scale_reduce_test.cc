@@ -6,6 +6,8 @@
 // after each, then once to the element type. For float, double and the
 // integers that is also ScaleCopy followed by a plain sum, bit for bit;
 // fp16, bf16 and fp8 round once instead of twice (a case below shows it).
+// Each test runs at every kernel level (the portable loops and each Highway
+// target of the build, forced in turn; those this CPU lacks skip).
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "common/reference.h"
 #include "kernels/cpu_reduce.h"
 #include "unit/kernel_reference.h"
+#include "unit/kernels_harness.h"
 
 namespace baton {
 namespace {
@@ -53,7 +56,23 @@ uint64_t Reference(batonDataType_t dt, uint64_t own, uint64_t other, uint64_t sc
 
 enum class Place { kApart, kIntoOwn, kIntoOther };
 
-TEST(ScaleReduce, MatchesReferenceEveryTypeAndPlacement) {
+// Parameterized by kernel level, forced for the test.
+class ScaleReduceLevel : public ::testing::TestWithParam<CpuKernelLevel> {
+ protected:
+  void SetUp() override {
+    saved_ = CurrentCpuKernelLevel();
+    if (!CpuKernelLevelAvailable(GetParam())) {
+      GTEST_SKIP() << "this CPU lacks " << CpuKernelLevelName(GetParam());
+    }
+    ASSERT_TRUE(SetCpuKernelLevel(GetParam()));
+  }
+  void TearDown() override { SetCpuKernelLevel(saved_); }
+
+ private:
+  CpuKernelLevel saved_ = CpuKernelLevel::kPortable;
+};
+
+TEST_P(ScaleReduceLevel, MatchesReferenceEveryTypeAndPlacement) {
   uint64_t state = 42;
   for (batonDataType_t dt : kAllTypes) {
     const size_t size = DatatypeSize(dt);
@@ -98,7 +117,7 @@ TEST(ScaleReduce, MatchesReferenceEveryTypeAndPlacement) {
 // does not: (1 + 2^-10) * (1 + 3 * 2^-10) - 1 is 2^-8 + 3 * 2^-20, which
 // rounds to 2^-8 + 2^-18 (0x1c01); rounding the product to fp16 first
 // gives 1 + 2^-8, then exactly 2^-8 (0x1c00).
-TEST(ScaleReduce, Fp16RoundsOnce) {
+TEST_P(ScaleReduceLevel, Fp16RoundsOnce) {
   const uint16_t x = 0x3c01, s = 0x3c03, minus_one = 0xbc00;
   uint16_t fused = 0, unfused = 0;
   ScaleReduce(&fused, &x, &minus_one, 1, batonFloat16, &s, true);
@@ -110,7 +129,7 @@ TEST(ScaleReduce, Fp16RoundsOnce) {
 
 // float, double and the integers: the fused step equals ScaleCopy then a
 // sum, bit for bit (the accumulation type is the element type).
-TEST(ScaleReduce, SameBitsAsUnfusedWhereAccumulatingInTheType) {
+TEST_P(ScaleReduceLevel, SameBitsAsUnfusedWhereAccumulatingInTheType) {
   uint64_t state = 7;
   for (batonDataType_t dt : {batonFloat32, batonFloat64, batonInt8, batonUint8, batonInt32,
                              batonUint32, batonInt64, batonUint64}) {
@@ -131,6 +150,11 @@ TEST(ScaleReduce, SameBitsAsUnfusedWhereAccumulatingInTheType) {
           << DatatypeName(dt) << " element " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(AllLevels, ScaleReduceLevel, ::testing::ValuesIn(kernel_test::AllLevels()),
+                         [](const ::testing::TestParamInfo<CpuKernelLevel>& info) {
+                           return std::string(CpuKernelLevelName(info.param));
+                         });
 
 }  // namespace
 }  // namespace baton

@@ -8,6 +8,8 @@
  * the core does); bf16 rounds with integer arithmetic, never with AVX512_BF16,
  * whose conversion flushes denormals.
  *
+ * Kept for perf/kernels_bench only (old_simd.h says why).
+ *
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <stdint.h>
@@ -15,8 +17,8 @@
 
 #include <type_traits>
 
-#include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
+#include "old_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 // GCC 12 reports its own _mm512_undefined_*() (a deliberate self-initialized
@@ -26,7 +28,7 @@
 #endif
 #include <immintrin.h>
 
-namespace baton {
+namespace baton::old_kernels {
 
 bool CpuSupportsAvx512() {
   // __builtin_cpu_supports also checks that the OS saves the ZMM state.
@@ -34,7 +36,7 @@ bool CpuSupportsAvx512() {
          __builtin_cpu_supports("avx512dq");
 }
 
-}  // namespace baton
+}  // namespace baton::old_kernels
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx2,f16c")
@@ -305,27 +307,27 @@ struct Simd<uint64_t> : IntZmm<uint64_t> {
 }  // namespace
 }  // namespace baton
 
-#include "kernels/cpu_simd_impl.h"
+#include "old_simd_impl.h"
 
-namespace baton {
+namespace baton::old_kernels {
 
 bool ReduceCopyAvx512(const ReduceCopyArgs& args, const SimdOptions& options) {
   return SimdReduceCopy(args, options);
 }
 
-}  // namespace baton
+}  // namespace baton::old_kernels
 
 #pragma GCC pop_options
 
 #else  // not x86
 
-namespace baton {
+namespace baton::old_kernels {
 bool CpuSupportsAvx512() {
   return false;
 }
 bool ReduceCopyAvx512(const ReduceCopyArgs&, const SimdOptions&) {
   return false;
 }
-}  // namespace baton
+}  // namespace baton::old_kernels
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * The vectorized reduce-copy loop, written once over an instruction-set
- * adapter. Included only by cpu_avx2.cc and cpu_avx512.cc, each after it has
- * switched on its GCC target (#pragma GCC target) and defined, in an anonymous
- * namespace, a specialization of
+ * adapter. Included only by cpu_avx2.cc and cpu_avx512.cc (kept for perf/kernels_bench), each after
+ * it has switched on its GCC target (#pragma GCC target) and defined, in an anonymous namespace, a
+ * specialization of
  *
  *   template <typename T> struct Simd {
  *     static constexpr bool kAvailable;   // false: no vector path for T
@@ -151,7 +151,7 @@ size_t VectorRangeAnySrcs(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t 
 }
 
 template <typename T, typename Op, bool kDiv>
-void RunTyped(const ReduceCopyArgs& args, const SimdOptions& options) {
+void RunTyped(const ReduceCopyArgs& args, const old_kernels::SimdOptions& options) {
   constexpr OpKind kKind = OpKindOf<T, Op>();
   const T* srcs[kMaxReduceSrcs];
   for (int s = 0; s < args.nsrcs; ++s) srcs[s] = static_cast<const T*>(args.srcs[s]);
@@ -188,7 +188,7 @@ void RunTyped(const ReduceCopyArgs& args, const SimdOptions& options) {
 }
 
 // The back end's entry: false when (datatype, op, divisor) has no vector path.
-bool SimdReduceCopy(const ReduceCopyArgs& args, const SimdOptions& options) {
+bool SimdReduceCopy(const ReduceCopyArgs& args, const old_kernels::SimdOptions& options) {
   bool handled = false;
   const bool divide = args.post_divisor > 1;
   DispatchReduce(args.datatype, args.op, [&](auto type_tag, auto op_tag) {

@@ -6,6 +6,8 @@
  * CpuSupportsAvx2() holds. FMA is deliberately not enabled: contracting a
  * multiply and an add would change results against the portable core.
  *
+ * Kept for perf/kernels_bench only (old_simd.h says why).
+ *
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <stdint.h>
@@ -13,14 +15,14 @@
 
 #include <type_traits>
 
-#include "kernels/cpu_simd.h"
 #include "kernels/reduce_copy.h"
+#include "old_simd.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #include <immintrin.h>
 
-namespace baton {
+namespace baton::old_kernels {
 
 bool CpuSupportsAvx2() {
   // __builtin_cpu_supports also checks that the OS saves the YMM state; F16C
@@ -30,7 +32,7 @@ bool CpuSupportsAvx2() {
   return __builtin_cpu_supports("avx2") && f16c;
 }
 
-}  // namespace baton
+}  // namespace baton::old_kernels
 
 #pragma GCC push_options
 #pragma GCC target("avx2,f16c")
@@ -313,27 +315,27 @@ struct Simd<uint64_t> : IntYmm<uint64_t> {
 }  // namespace
 }  // namespace baton
 
-#include "kernels/cpu_simd_impl.h"
+#include "old_simd_impl.h"
 
-namespace baton {
+namespace baton::old_kernels {
 
 bool ReduceCopyAvx2(const ReduceCopyArgs& args, const SimdOptions& options) {
   return SimdReduceCopy(args, options);
 }
 
-}  // namespace baton
+}  // namespace baton::old_kernels
 
 #pragma GCC pop_options
 
 #else  // not x86
 
-namespace baton {
+namespace baton::old_kernels {
 bool CpuSupportsAvx2() {
   return false;
 }
 bool ReduceCopyAvx2(const ReduceCopyArgs&, const SimdOptions&) {
   return false;
 }
-}  // namespace baton
+}  // namespace baton::old_kernels
 
 #endif
