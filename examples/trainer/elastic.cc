@@ -12,17 +12,6 @@
 namespace trainer {
 namespace {
 
-// BATON_TIMEOUT as the library reads it (its default when unset or malformed): how long a
-// replacement waits for an answer.
-double JoinTimeoutSeconds() {
-  const char* v = std::getenv("BATON_TIMEOUT");
-  if (v == nullptr || v[0] == '\0') return 300;
-  char* end = nullptr;
-  const long s = std::strtol(v, &end, 10);
-  if (*end != '\0' || s < 0) return 300;
-  return s == 0 ? 1e9 : static_cast<double>(s);
-}
-
 // BATON_ELASTIC_DIR, set by batonrun --elastic ("" without).
 std::string ElasticDir() {
   const char* v = std::getenv("BATON_ELASTIC_DIR");
@@ -235,7 +224,7 @@ batonComm_t JoinRunningJob() {
         "BATON_ELASTIC_JOIN is set but BATON_ELASTIC_DIR is not: a replacement is started by "
         "batonrun --elastic --replace");
   }
-  const JoinGrant grant = AskToJoin(dir, JoinTimeoutSeconds());
+  const JoinGrant grant = AskToJoin(dir, BatonTimeoutSeconds());
   if (grant.finished) return nullptr;
   batonComm_t comm = nullptr;
   CheckBaton(batonCommGrow(nullptr, grant.nranks, &grant.id, grant.rank, &comm, nullptr), nullptr,

@@ -53,6 +53,23 @@ void ShareShards(TrainingRun& run, const PsLayout& ps, float* buf, const char* w
   }
 }
 
+WorkerComms SplitPerWorker(TrainingRun& run, const PsLayout& ps) {
+  WorkerComms comms;
+  const bool server_rank = ps.is_server(run.rank);
+  for (int w = 0; w < ps.workers; ++w) {
+    const bool member = server_rank || run.rank == ps.worker_rank(w);
+    batonComm_t c = nullptr;
+    CheckBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c, nullptr),
+               run.comm, "batonCommSplit for worker rank " + std::to_string(ps.worker_rank(w)));
+    if (server_rank) {
+      comms.per_worker.emplace_back(c);
+    } else if (member) {
+      comms.mine = OwnedComm(c);
+    }
+  }
+  return comms;
+}
+
 EpochExtras PsTraffic(TrainingRun& run, double bytes_sent, long steps) {
   double sent[2] = {steps > 0 ? bytes_sent / static_cast<double>(steps) : 0, 0};
   sent[1] = sent[0];

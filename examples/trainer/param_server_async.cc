@@ -56,9 +56,7 @@ struct AsyncServer {
 // One server thread: `worker`'s pushes on its communicator (the worker is rank `servers` there).
 void ServeWorker(TrainingRun& run, const PsLayout& ps, AsyncServer& server, batonComm_t comm,
                  int worker, long steps) {
-  const char* timeout = std::getenv("BATON_TIMEOUT");
-  const double wait_limit_s =
-      timeout != nullptr && std::atoi(timeout) > 0 ? std::atoi(timeout) : 300;
+  const double wait_limit_s = BatonTimeoutSeconds();
   const size_t b = ps.begin(run.rank), n = ps.size(run.rank);
   const bool staged = run.backend.device_memory();
   const std::string who = "worker rank " + std::to_string(ps.worker_rank(worker));
@@ -138,19 +136,7 @@ void TrainAsyncPs(TrainingRun& run) {
   const PsLayout ps = MakePsLayout(run);
   const size_t n = ps.params;
   const bool server_rank = ps.is_server(run.rank);
-  // One communicator {servers, w} per worker w; a server keeps them all, worker w its own.
-  std::vector<OwnedComm> per_worker;
-  OwnedComm mine;
-  for (int w = 0; w < ps.workers; ++w) {
-    const bool member = server_rank || run.rank == ps.worker_rank(w);
-    batonComm_t c = nullptr;
-    CheckBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c, nullptr),
-               run.comm, "batonCommSplit for worker rank " + std::to_string(ps.worker_rank(w)));
-    if (server_rank)
-      per_worker.emplace_back(c);
-    else if (member)
-      mine = OwnedComm(c);
-  }
+  WorkerComms comms = SplitPerWorker(run, ps);
   AsyncServer server;
   server.version = run.global_step;
   float lr = 0;
@@ -170,7 +156,7 @@ void TrainAsyncPs(TrainingRun& run) {
       std::vector<std::thread> threads;
       for (int w = 0; w < ps.workers; ++w) {
         threads.emplace_back(ServeWorker, std::ref(run), std::cref(ps), std::ref(server),
-                             per_worker[w].get(), w, part.steps);
+                             comms.per_worker[w].get(), w, part.steps);
       }
       for (std::thread& t : threads) t.join();
       if (!server.error.empty()) throw TrainError("parameter server: " + server.error);
@@ -179,7 +165,7 @@ void TrainAsyncPs(TrainingRun& run) {
       run.global_step = server.version;
       lr = run.LearningRate(run.global_step, 1);
     } else {
-      batonComm_t comm = mine.get();
+      batonComm_t comm = comms.mine.get();
       std::vector<int64_t> versions(ps.servers, run.global_step);
       const bool staged = run.backend.device_memory();
       std::vector<float> host_buffer(staged ? n : 0);  // staged: gradient out, parameters in

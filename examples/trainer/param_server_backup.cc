@@ -138,21 +138,8 @@ void TrainBackupPs(TrainingRun& run) {
                      " leaves no gradient to apply: it must be below the " +
                      std::to_string(ps.workers) + " worker(s)");
   }
-  std::vector<OwnedComm> per_worker;
-  OwnedComm mine;
-  for (int w = 0; w < ps.workers; ++w) {
-    const bool member = server_rank || run.rank == ps.worker_rank(w);
-    batonComm_t c = nullptr;
-    CheckBaton(batonCommSplit(run.comm, member ? 0 : BATON_SPLIT_NOCOLOR, run.rank, &c, nullptr),
-               run.comm, "batonCommSplit for worker rank " + std::to_string(ps.worker_rank(w)));
-    if (server_rank)
-      per_worker.emplace_back(c);
-    else if (member)
-      mine = OwnedComm(c);
-  }
-  const char* timeout = std::getenv("BATON_TIMEOUT");
-  const double wait_limit_s =
-      timeout != nullptr && std::atoi(timeout) > 0 ? std::atoi(timeout) : 300;
+  WorkerComms comms = SplitPerWorker(run, ps);
+  const double wait_limit_s = BatonTimeoutSeconds();
   BackupServer server;
   server.needed = ps.workers - run.opt.backup_workers;
   server.accepted_from.assign(static_cast<size_t>(ps.workers), 0);
@@ -181,8 +168,8 @@ void TrainBackupPs(TrainingRun& run) {
       server.steps = steps;
       std::vector<std::thread> threads;
       for (int w = 0; w < ps.workers; ++w) {
-        threads.emplace_back(ServeWorker, std::ref(run), std::ref(server), per_worker[w].get(), w,
-                             n, wait_limit_s);
+        threads.emplace_back(ServeWorker, std::ref(run), std::ref(server),
+                             comms.per_worker[w].get(), w, n, wait_limit_s);
       }
       for (std::thread& t : threads) t.join();
       if (!server.error.empty()) throw TrainError("parameter server: " + server.error);
@@ -190,7 +177,7 @@ void TrainBackupPs(TrainingRun& run) {
       bytes_sent = server.bytes_sent;
       lr = server.lr;
     } else {
-      batonComm_t comm = mine.get();
+      batonComm_t comm = comms.mine.get();
       int64_t version = run.global_step;
       for (long local = 0;; ++local) {
         const double t0 = NowSeconds();

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "trainer.h"
+#include "util.h"
 
 namespace trainer {
 
@@ -36,6 +38,14 @@ PsLayout MakePsLayout(const TrainingRun& run);
 
 // Every server broadcasts its range of buf (whole-model size): then every rank holds all of it.
 void ShareShards(TrainingRun& run, const PsLayout& ps, float* buf, const char* what);
+
+// One communicator {servers, w} per worker w (batonCommSplit of run.comm, so every rank calls
+// it): a server holds them all in per_worker, worker w its own in mine.
+struct WorkerComms {
+  std::vector<OwnedComm> per_worker;
+  OwnedComm mine;
+};
+WorkerComms SplitPerWorker(TrainingRun& run, const PsLayout& ps);
 
 // The report's traffic: this rank's bytes sent over `steps` steps, the mean over the ranks and
 // the busiest rank's (two allreduces).

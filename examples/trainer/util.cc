@@ -1,6 +1,7 @@
 #include "util.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 
 namespace trainer {
@@ -47,6 +48,15 @@ double NowSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double BatonTimeoutSeconds() {
+  const char* v = std::getenv("BATON_TIMEOUT");
+  if (v == nullptr || v[0] == '\0') return 300;
+  char* end = nullptr;
+  const long s = std::strtol(v, &end, 10);
+  if (*end != '\0' || s < 0) return 300;
+  return s == 0 ? 1e9 : static_cast<double>(s);
 }
 
 }  // namespace trainer

@@ -77,4 +77,9 @@ uint64_t HashBytes(const void* data, size_t bytes);
 // Monotonic seconds.
 double NowSeconds();
 
+// BATON_TIMEOUT as the library reads it: 300 s when unset or malformed, 0 = no limit (1e9 here).
+// The bound of the trainer's own waits for a peer (a server waiting for a worker, a replacement
+// waiting to join), so they end when Baton's collectives would.
+double BatonTimeoutSeconds();
+
 }  // namespace trainer

@@ -14,15 +14,8 @@
 # Every run is bounded (batonrun --timeout, BATON_TIMEOUT).
 # Usage: tests/scripts/elastic_test.sh BATONRUN BATON_TRAIN
 set -u
-batonrun=$1
-train=$2
-export BATON_SOCKET_IFNAME=lo BATON_TIMEOUT=${BATON_TIMEOUT:-20}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-bad() { echo "not ok - $1"; failed=$((failed + 1)); [[ -f $work/log ]] && tail -25 "$work/log"; }
+export BATON_TIMEOUT=${BATON_TIMEOUT:-20}
+source "$(dirname "$0")/trainer_lib.sh" "$1" "$2"
 
 # killed_run "RANKS TO KILL" BATONRUN-ARGS -- TRAINER-ARGS: runs the job in the background, waits
 # for epoch 1's line, then (after KILL_DELAY s) kills the ranks named (batonrun's BATON_RANK) with
@@ -139,27 +132,6 @@ else
 fi
 
 # ---- Bad input: exit 2 on every rank, before training -----------------------------------------
-# Launched torchrun-style, so that each rank's own status is checked.
-expect_usage() {
-  local name=$1 pattern=$2 ranks=$3
-  shift 3
-  local port=$((20000 + RANDOM % 20000)) pids=() r all=1
-  for ((r = 0; r < ranks; r++)); do
-    RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$train" \
-      --no-progress --synthetic 500 "$@" >"$work/usage$r" 2>&1 &
-    pids+=($!)
-  done
-  for ((r = 0; r < ranks; r++)); do
-    wait "${pids[$r]}"
-    local rc=$?
-    if [[ $rc -ne 2 ]] || ! grep -q -- "baton-train: rank $r: error: .*$pattern" "$work/usage$r" ||
-      grep -q "^epoch" "$work/usage$r"; then
-      all=0
-      echo "rank $r: exit $rc: $(head -c 300 "$work/usage$r")"
-    fi
-  done
-  if [[ $all -eq 1 ]]; then ok "$name: every rank exits 2 ($(head -1 "$work/usage0"))"; else bad "$name"; fi
-}
 expect_usage "--elastic --mode tensor" "--elastic with --mode tensor: each rank holds a part of the model" 4 \
   --elastic --mode tensor
 expect_usage "--elastic --mode pipeline" "--elastic with --mode pipeline: each rank holds a part" 2 \
@@ -178,5 +150,4 @@ else
   bad "replacement without --elastic: exit $rc"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+trainer_summary

@@ -12,23 +12,8 @@
 #   gives the measured bubble beside (S-1)/(M+S-1).
 # Usage: tests/scripts/model_parallel_test.sh BATONRUN BATON_TRAIN
 set -u
-batonrun=$1
-train=$2
-export BATON_SOCKET_IFNAME=lo BATON_TIMEOUT=${BATON_TIMEOUT:-60}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-bad() { echo "not ok - $1"; failed=$((failed + 1)); [[ -f $work/log ]] && tail -20 "$work/log"; }
+source "$(dirname "$0")/trainer_lib.sh" "$1" "$2"
 
-# One BLAS thread everywhere: OpenBLAS's sgemm can round differently with other thread counts,
-# and the bitwise checks below compare runs with different rank counts.
-run() {
-  local ranks=$1
-  shift
-  timeout 120 "$batonrun" -n "$ranks" "$train" --no-progress --blas-threads 1 "$@" >"$work/log" 2>&1
-}
 alone() { timeout 120 "$train" --no-progress --blas-threads 1 "$@" >"$work/log" 2>&1; }
 last_json() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[-1])[sys.argv[2]])" "$@"; }
 
@@ -169,28 +154,6 @@ assert all(abs(p - (535818 - 256) / 2 - 256) < 1 for p in ranks), ranks
 PY
 
 # ---- Bad input: exit 2 on every rank, before training, never a hang ---------------------------------
-# Launched torchrun-style (no batonrun, which would stop the others after the first exit), so each
-# rank's own exit status is what is checked.
-expect_usage() {
-  local name=$1 pattern=$2 ranks=$3
-  shift 3
-  local port=$((20000 + RANDOM % 20000)) pids=() r all=1
-  for ((r = 0; r < ranks; r++)); do
-    RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$train" \
-      --no-progress --synthetic 500 "$@" >"$work/usage$r" 2>&1 &
-    pids+=($!)
-  done
-  for ((r = 0; r < ranks; r++)); do
-    wait "${pids[$r]}"
-    local rc=$?
-    if [[ $rc -ne 2 ]] || ! grep -q "baton-train: rank $r: error: .*$pattern" "$work/usage$r" ||
-      grep -q "^epoch" "$work/usage$r"; then
-      all=0
-      echo "rank $r: exit $rc: $(head -c 300 "$work/usage$r")"
-    fi
-  done
-  if [[ $all -eq 1 ]]; then ok "$name: every rank exits 2 ($(head -1 "$work/usage0"))"; else bad "$name"; fi
-}
 expect_usage "layout that does not fit the ranks" "the layout dp 1 x tp 3 x pp 1 needs 3 ranks; this job has 4" 4 \
   --mode tensor --tp 3
 expect_usage "data-parallel size that does not divide" "do not divide into 3-rank parts" 4 --tp 3 --pp 1
@@ -225,5 +188,4 @@ assert 0 <= rec["bubble"] < 1, rec
 assert rec["sent_bytes_per_rank_step"] > 0, rec
 PY
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+trainer_summary

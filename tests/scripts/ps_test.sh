@@ -12,21 +12,8 @@
 # - too few ranks for the servers, or --ps-shards without --mode ps: exit 2 on every rank.
 # Usage: tests/scripts/ps_test.sh BATONRUN BATON_TRAIN
 set -u
-batonrun=$1
-train=$2
-export BATON_SOCKET_IFNAME=lo BATON_TIMEOUT=${BATON_TIMEOUT:-60}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-bad() { echo "not ok - $1"; failed=$((failed + 1)); [[ -f $work/log ]] && tail -20 "$work/log"; }
+source "$(dirname "$0")/trainer_lib.sh" "$1" "$2"
 
-run() {
-  local ranks=$1
-  shift
-  timeout 120 "$batonrun" -n "$ranks" "$train" --no-progress --blas-threads 1 "$@" >"$work/log" 2>&1
-}
 final_hash() { sed -n 's/^final parameter hash: //p' "$work/log"; }
 json_field() { python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).read().splitlines()[int(sys.argv[3])])[sys.argv[2]])" "$@"; }
 
@@ -92,30 +79,8 @@ else
 fi
 
 # ---- Usage errors: exit 2 on every rank ----------------------------------------------------------
-# Launched torchrun-style, so that each rank's own status is checked.
-expect_usage() {
-  local name=$1 pattern=$2 ranks=$3
-  shift 3
-  local port=$((20000 + RANDOM % 20000)) pids=() r all=1
-  for ((r = 0; r < ranks; r++)); do
-    RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$train" \
-      --no-progress --synthetic 500 "$@" >"$work/usage$r" 2>&1 &
-    pids+=($!)
-  done
-  for ((r = 0; r < ranks; r++)); do
-    wait "${pids[$r]}"
-    local rc=$?
-    if [[ $rc -ne 2 ]] || ! grep -q "baton-train: rank $r: error: .*$pattern" "$work/usage$r" ||
-      grep -q "^epoch" "$work/usage$r"; then
-      all=0
-      echo "rank $r: exit $rc: $(head -c 300 "$work/usage$r")"
-    fi
-  done
-  if [[ $all -eq 1 ]]; then ok "$name: every rank exits 2 ($(head -1 "$work/usage0"))"; else bad "$name"; fi
-}
 expect_usage "more servers than ranks allow" "--mode ps with 3 server(s) needs at least 4 ranks" 3 \
   --mode ps --ps-shards 3
 expect_usage "--ps-shards without --mode ps" "--ps-shards needs --mode ps" 2 --ps-shards 2
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+trainer_summary

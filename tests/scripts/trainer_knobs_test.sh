@@ -7,49 +7,14 @@
 # (exit 2 on every rank). Quick: small synthetic sets, a few steps.
 # Usage: tests/scripts/trainer_knobs_test.sh BATONRUN BATON_TRAIN
 set -u
-batonrun=$1
-train=$2
-export BATON_SOCKET_IFNAME=lo BATON_TIMEOUT=${BATON_TIMEOUT:-60}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { echo "ok - $1${TIMING:+ [$SECONDS s]}"; passed=$((passed + 1)); }
-bad() { echo "not ok - $1"; failed=$((failed + 1)); [[ -f $work/log ]] && tail -20 "$work/log"; }
+source "$(dirname "$0")/trainer_lib.sh" "$1" "$2"
 
-run() {
-  local ranks=$1
-  shift
-  timeout 120 "$batonrun" -n "$ranks" "$train" --no-progress --blas-threads 1 "$@" >"$work/log" 2>&1
-}
 # py FILE... SCRIPT: a check in Python over the run's files (exit status = verdict, stdout = why).
 check() {
   local name=$1
   shift
   local why
   if why=$(python3 - "$@" 2>&1); then ok "$name${why:+: $why}"; else bad "$name: $why"; fi
-}
-
-# Every rank exits 2 with the message (launched torchrun-style to see each rank's status).
-expect_usage() {
-  local name=$1 pattern=$2 ranks=$3
-  shift 3
-  local port=$((20000 + RANDOM % 20000)) pids=() r all=1
-  for ((r = 0; r < ranks; r++)); do
-    RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$train" \
-      --no-progress --synthetic 500 "$@" >"$work/usage$r" 2>&1 &
-    pids+=($!)
-  done
-  for ((r = 0; r < ranks; r++)); do
-    wait "${pids[$r]}"
-    local rc=$?
-    if [[ $rc -ne 2 ]] || ! grep -q -- "error: .*$pattern" "$work/usage$r" ||
-      grep -q "^epoch" "$work/usage$r"; then
-      all=0
-      echo "rank $r: exit $rc: $(head -c 300 "$work/usage$r")"
-    fi
-  done
-  if [[ $all -eq 1 ]]; then ok "$name: every rank exits 2"; else bad "$name"; fi
 }
 
 # ---- --version, the configuration line, test loss -------------------------------------------
@@ -337,5 +302,4 @@ expect_usage "--algo bogus" "--algo: 'butterfly' is not one of ring, rhd, tree, 
 expect_usage "--lr-scaling bogus" "--lr-scaling: 'cubic' is not one of linear, sqrt, none" 1 --lr-scaling cubic
 if "$train" eval >"$work/log" 2>&1; then bad "eval without --checkpoint"; elif [[ $? -eq 2 ]] && grep -q "eval needs --checkpoint" "$work/log"; then ok "eval without --checkpoint: exit 2"; else bad "eval without --checkpoint: $(cat "$work/log")"; fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+trainer_summary

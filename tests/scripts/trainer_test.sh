@@ -6,15 +6,7 @@
 # epoch of real Fashion-MNIST (skipped without the dataset package).
 # Usage: tests/scripts/trainer_test.sh BATONRUN BATON_TRAIN
 set -u
-batonrun=$1
-train=$2
-export BATON_SOCKET_IFNAME=lo BATON_TIMEOUT=${BATON_TIMEOUT:-60}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-passed=0
-failed=0
-ok() { echo "ok - $1"; passed=$((passed + 1)); }
-bad() { echo "not ok - $1"; failed=$((failed + 1)); [[ -f $work/log ]] && tail -20 "$work/log"; }
+source "$(dirname "$0")/trainer_lib.sh" "$1" "$2"
 
 # run NAME RANKS ARGS...: runs the trainer, output in $work/log; returns its exit status.
 run() {
@@ -271,5 +263,4 @@ else
   echo "skip - Fashion-MNIST check: $fm missing (apt-get install dataset-fashion-mnist)"
 fi
 
-echo "$passed passed, $failed failed"
-[[ $failed -eq 0 ]]
+trainer_summary
