@@ -15,36 +15,37 @@ Status CmaError(const char* call, int pid, int err) {
   return ErrnoError(std::string(call) + " with process " + std::to_string(pid), err);
 }
 
-}  // namespace
+// Both directions: process_vm_readv and process_vm_writev share a signature,
+// and a copy may stop short (a page boundary, a signal) and go on from there.
+using CmaCall = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                            unsigned long);
 
-Status CmaRead(int pid, void* local, uint64_t remote, size_t bytes) {
-  auto* dst = static_cast<uint8_t*>(local);
+Status CmaCopyAll(CmaCall call, const char* name, int pid, uint8_t* local, uint64_t remote,
+                  size_t bytes) {
   while (bytes > 0) {
-    iovec l{dst, bytes};
+    iovec l{local, bytes};
     iovec r{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    const ssize_t n = call(pid, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return CmaError("process_vm_readv", pid, n < 0 ? errno : EFAULT);
-    dst += n;
+    if (n <= 0) return CmaError(name, pid, n < 0 ? errno : EFAULT);
+    local += n;
     remote += static_cast<uint64_t>(n);
     bytes -= static_cast<size_t>(n);
   }
   return Status::Ok();
 }
 
+}  // namespace
+
+Status CmaRead(int pid, void* local, uint64_t remote, size_t bytes) {
+  return CmaCopyAll(process_vm_readv, "process_vm_readv", pid, static_cast<uint8_t*>(local), remote,
+                    bytes);
+}
+
 Status CmaWrite(int pid, uint64_t remote, const void* local, size_t bytes) {
-  const auto* src = static_cast<const uint8_t*>(local);
-  while (bytes > 0) {
-    iovec l{const_cast<uint8_t*>(src), bytes};
-    iovec r{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return CmaError("process_vm_writev", pid, n < 0 ? errno : EFAULT);
-    src += n;
-    remote += static_cast<uint64_t>(n);
-    bytes -= static_cast<size_t>(n);
-  }
-  return Status::Ok();
+  // process_vm_writev only reads the local iovec's memory.
+  return CmaCopyAll(process_vm_writev, "process_vm_writev", pid,
+                    static_cast<uint8_t*>(const_cast<void*>(local)), remote, bytes);
 }
 
 int CmaTryRead(int pid, void* local, uint64_t remote, size_t bytes) {

@@ -158,6 +158,29 @@ inline double Load(batonDataType_t dt, const uint8_t* p, size_t i) {
   }
 }
 
+// Element i of rank r where the input need not depend on the op (copies,
+// and reductions checked with CloseInType): small integers in [-2, 2]
+// ([0, 4] unsigned), exact in every type.
+inline double SmallInput(batonDataType_t t, int r, size_t i) {
+  const double v = static_cast<double>((r * 5 + i * 3 + 1) % 5);
+  return IsUnsigned(t) ? v : v - 2;
+}
+
+// SmallInput reduced over n ranks in double (avg: the sum divided by n).
+inline double SmallReduced(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
+  double acc = SmallInput(t, 0, i);
+  for (int r = 1; r < n; ++r) acc = CombineReference(op, acc, SmallInput(t, r, i));
+  return op == batonAvg ? acc / n : acc;
+}
+
+// Integers exactly; floating types within their rounding (1e-2 relative for
+// the 16-bit types, 1e-6 for the others).
+inline bool CloseInType(batonDataType_t t, double got, double want) {
+  if (!IsFloat(t)) return got == want;
+  const double tol = t == batonFloat16 || t == batonBfloat16 ? 1e-2 : 1e-6;
+  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
+}
+
 // Input element i of rank r for op: small integers (prod: one 2 and one
 // -1 per element across ranks, so products stay tiny and exact). fp8 has
 // too few significant bits for sums over many ranks (E5M2 counts exactly to

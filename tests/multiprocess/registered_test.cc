@@ -40,25 +40,6 @@ const char* Name(Coll c) {
   return kNames[static_cast<int>(c)];
 }
 
-// Element i (of the whole input) of rank r: small integers, so every sum,
-// product and extremum is exact in every type used here.
-double Input(batonDataType_t t, int r, size_t i) {
-  const double v = static_cast<double>((r * 5 + i * 3 + 1) % 5);
-  return IsUnsigned(t) ? v : v - 2;
-}
-
-double Reduced(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
-  double acc = Input(t, 0, i);
-  for (int r = 1; r < n; ++r) acc = CombineReference(op, acc, Input(t, r, i));
-  return op == batonAvg ? acc / n : acc;
-}
-
-bool Close(batonDataType_t t, double got, double want) {
-  if (!IsFloat(t)) return got == want;
-  const double tol = t == batonFloat16 || t == batonBfloat16 ? 1e-2 : 1e-6;
-  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
-}
-
 struct Case {
   Coll coll;
   batonDataType_t type;
@@ -89,7 +70,7 @@ batonResult_t RunCase(RankContext& ctx, const Case& c, uint8_t* send_mem, uint8_
     default:
       if (c.in_place) recv = send;
   }
-  for (size_t i = 0; i < in_count; ++i) Store(c.type, send, i, Input(c.type, r, in_first + i));
+  for (size_t i = 0; i < in_count; ++i) Store(c.type, send, i, SmallInput(c.type, r, in_first + i));
   batonResult_t res = batonSuccess;
   batonComm_t comm = ctx.comm();
   switch (c.coll) {
@@ -115,23 +96,23 @@ batonResult_t RunCase(RankContext& ctx, const Case& c, uint8_t* send_mem, uint8_
     double want = 0;
     switch (c.coll) {
       case Coll::kAllReduce:
-        want = Reduced(c.type, c.op, n, i);
+        want = SmallReduced(c.type, c.op, n, i);
         break;
       case Coll::kReduceScatter:
-        want = Reduced(c.type, c.op, n, r * cnt + i);
+        want = SmallReduced(c.type, c.op, n, r * cnt + i);
         break;
       case Coll::kAllGather:
-        want = Input(c.type, static_cast<int>(i / cnt), i);
+        want = SmallInput(c.type, static_cast<int>(i / cnt), i);
         break;
       case Coll::kBroadcast:
-        want = Input(c.type, c.root, i);
+        want = SmallInput(c.type, c.root, i);
         break;
       case Coll::kReduce:
         if (r != c.root) return res;
-        want = Reduced(c.type, c.op, n, i);
+        want = SmallReduced(c.type, c.op, n, i);
         break;
     }
-    *wrong += !Close(c.type, Load(c.type, recv, i), want);
+    *wrong += !CloseInType(c.type, Load(c.type, recv, i), want);
   }
   return res;
 }

@@ -57,22 +57,6 @@ bool Reduces(Coll c) {
          c == Coll::kReduceScatterV;
 }
 
-// Element i of rank r's input: small integers, exact in every type here.
-double Input(batonDataType_t t, int r, size_t i) {
-  const double v = static_cast<double>((r * 5 + i * 3 + 1) % 5);
-  return IsUnsigned(t) ? v : v - 2;
-}
-double Reduced(batonDataType_t t, batonRedOp_t op, int n, size_t i) {
-  double acc = Input(t, 0, i);
-  for (int r = 1; r < n; ++r) acc = CombineReference(op, acc, Input(t, r, i));
-  return op == batonAvg ? acc / n : acc;
-}
-bool Close(batonDataType_t t, double got, double want) {
-  if (!IsFloat(t)) return got == want;
-  const double tol = t == batonFloat16 || t == batonBfloat16 ? 1e-2 : 1e-6;
-  return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
-}
-
 struct Case {
   Coll coll;
   batonDataType_t type;
@@ -171,7 +155,7 @@ batonResult_t RunCase(RankContext& ctx, const Case& c, size_t* wrong) {
         recv = send;
     }
   }
-  for (size_t i = 0; i < send_elems; ++i) Store(c.type, send, i, Input(c.type, r, first + i));
+  for (size_t i = 0; i < send_elems; ++i) Store(c.type, send, i, SmallInput(c.type, r, first + i));
   batonComm_t comm = ctx.comm();
   batonResult_t res = batonSuccess;
   switch (c.coll) {
@@ -208,33 +192,34 @@ batonResult_t RunCase(RankContext& ctx, const Case& c, size_t* wrong) {
   *wrong = 0;
   if (res != batonSuccess) return res;
   auto check = [&](size_t at, double want) {
-    *wrong += !Close(c.type, Load(c.type, recv, at), want);
+    *wrong += !CloseInType(c.type, Load(c.type, recv, at), want);
   };
   switch (c.coll) {
     case Coll::kAllReduce:
-      for (size_t i = 0; i < cnt; ++i) check(i, Reduced(c.type, c.op, n, i));
+      for (size_t i = 0; i < cnt; ++i) check(i, SmallReduced(c.type, c.op, n, i));
       break;
     case Coll::kReduceScatter:
-      for (size_t i = 0; i < cnt; ++i) check(i, Reduced(c.type, c.op, n, r * cnt + i));
+      for (size_t i = 0; i < cnt; ++i) check(i, SmallReduced(c.type, c.op, n, r * cnt + i));
       break;
     case Coll::kAllGather:
-      for (size_t i = 0; i < n * cnt; ++i) check(i, Input(c.type, static_cast<int>(i / cnt), i));
+      for (size_t i = 0; i < n * cnt; ++i)
+        check(i, SmallInput(c.type, static_cast<int>(i / cnt), i));
       break;
     case Coll::kBroadcast:
-      for (size_t i = 0; i < cnt; ++i) check(i, Input(c.type, c.root, i));
+      for (size_t i = 0; i < cnt; ++i) check(i, SmallInput(c.type, c.root, i));
       break;
     case Coll::kReduce:
       if (r == c.root)
-        for (size_t i = 0; i < cnt; ++i) check(i, Reduced(c.type, c.op, n, i));
+        for (size_t i = 0; i < cnt; ++i) check(i, SmallReduced(c.type, c.op, n, i));
       break;
     case Coll::kAlltoAll:
       for (int q = 0; q < n; ++q)
-        for (size_t j = 0; j < cnt; ++j) check(q * cnt + j, Input(c.type, q, r * cnt + j));
+        for (size_t j = 0; j < cnt; ++j) check(q * cnt + j, SmallInput(c.type, q, r * cnt + j));
       break;
     case Coll::kAllGatherV: {
       size_t g = 0;
       for (int q = 0; q < n; ++q) {
-        for (size_t j = 0; j < counts[q]; ++j) check(displs[q] + j, Input(c.type, q, g + j));
+        for (size_t j = 0; j < counts[q]; ++j) check(displs[q] + j, SmallInput(c.type, q, g + j));
         g += counts[q];
       }
       // The gaps keep what they held (in place: this rank's own input is there).
@@ -245,7 +230,7 @@ batonResult_t RunCase(RankContext& ctx, const Case& c, size_t* wrong) {
     case Coll::kReduceScatterV: {
       size_t at = 0;
       for (int q = 0; q < r; ++q) at += counts[q];
-      for (size_t j = 0; j < counts[r]; ++j) check(j, Reduced(c.type, c.op, n, at + j));
+      for (size_t j = 0; j < counts[r]; ++j) check(j, SmallReduced(c.type, c.op, n, at + j));
       break;
     }
     case Coll::kAlltoAllV:
@@ -253,7 +238,7 @@ batonResult_t RunCase(RankContext& ctx, const Case& c, size_t* wrong) {
       for (int q = 0; q < n; ++q) {
         size_t off = 0;
         for (int p = n - 1; p > r; --p) off += (cnt == 0 ? 0 : (cnt + q + p) % 7 + cnt) + 1;
-        for (size_t j = 0; j < counts[q]; ++j) check(displs[q] + j, Input(c.type, q, off + j));
+        for (size_t j = 0; j < counts[q]; ++j) check(displs[q] + j, SmallInput(c.type, q, off + j));
       }
       break;
   }
