@@ -37,35 +37,46 @@ fi
 
 flags=(-std=c++20 -O1 -g -fno-omit-frame-pointer -Isrc -Iinclude "-I$config_dir"
        -fsanitize=address,undefined -fno-sanitize-recover=undefined)
-# The library files the targets exercise. The fuzzers test parsers, not the
+# The library below the algorithms, whole folders so that a file one of
+# them starts to call is never missing: an archive, from which the linker
+# takes only what the targets reach. The fuzzers test parsers, not the
 # reduce-copy kernels (kernels_test does): the Highway back end is compiled
 # for its static target only (HWY_COMPILE_ONLY_STATIC, no SIMD target on
 # x86-64's baseline), so ReduceCopy runs the portable loops and the
 # sanitized build stays short.
-sources=(base/cpu.cc base/datatype.cc base/log.cc base/settings.cc base/socket.cc base/status.cc
-         bootstrap/handshake.cc bootstrap/unique_id.cc transport/channel.cc transport/control.cc
-         transport/cma.cc transport/doorbell.cc transport/shm.cc transport/tcp.cc
-         tuning/algorithm_filter.cc tools/batonrun/hosts.cc kernels/cpu_reduce.cc
-         kernels/cpu_hwy.cc kernels/cpu_hwy_float.cc kernels/cpu_hwy_int.cc kernels/cpu_hwy_lowp.cc)
+sources=(src/base/*.cc src/bootstrap/*.cc src/transport/*.cc src/kernels/*.cc
+         src/tuning/algorithm_filter.cc src/tools/batonrun/hosts.cc)
 objects=()
+compile_failed=$out/compile_failed
+rm -f "$compile_failed"
 for src in "${sources[@]}"; do
-  obj=$out/obj/$(echo "$src" | tr / _).o
+  obj=$out/obj/$(echo "${src#src/}" | tr / _).o
+  objects+=("$obj")
+  [[ -f $obj && ! $src -nt $obj ]] && continue
   extra=()
   case $src in
-    kernels/cpu_hwy*) extra=(-DHWY_COMPILE_ONLY_STATIC) ;;
+    src/kernels/cpu_hwy*) extra=(-DHWY_COMPILE_ONLY_STATIC) ;;
   esac
-  if [[ ! -f $obj || src/$src -nt $obj ]]; then
-    "$cxx" "${flags[@]}" "${extra[@]}" -fsanitize=fuzzer-no-link -c "src/$src" -o "$obj" ||
-      { echo "fuzz: cannot compile $src"; exit 1; }
-  fi
-  objects+=("$obj")
+  # As many compilers at once as there are cores.
+  while (($(jobs -rp | wc -l) >= $(nproc))); do wait -n; done
+  { "$cxx" "${flags[@]}" "${extra[@]}" -fsanitize=fuzzer-no-link -c "$src" -o "$obj" ||
+      echo "$src" >> "$compile_failed"; } &
 done
+wait
+if [[ -f $compile_failed ]]; then
+  echo "fuzz: cannot compile $(tr '\n' ' ' < "$compile_failed")"
+  rm -f "${objects[@]}"
+  exit 1
+fi
+library=$out/libbaton_fuzz.a
+rm -f "$library"
+ar rcs "$library" "${objects[@]}"
 
 failures=0
 for target in tests/fuzz/*.cc; do
   name=$(basename "$target" .cc)
   bin=$out/$name
-  "$cxx" "${flags[@]}" -fsanitize=fuzzer "$target" "${objects[@]}" -lcrypto -lhwy -lpthread -o "$bin" ||
+  "$cxx" "${flags[@]}" -fsanitize=fuzzer "$target" "$library" -lcrypto -lhwy -lpthread -o "$bin" ||
     { echo "fuzz: cannot build $name"; failures=$((failures + 1)); continue; }
   mkdir -p "$out/corpus/$name"
   log=$out/$name.log
