@@ -86,10 +86,6 @@ EpochExtras PsTraffic(TrainingRun& run, double bytes_sent, long steps) {
 
 namespace {
 
-void GroupEnd(batonComm_t comm, const std::string& what) {
-  CheckBaton(batonGroupEnd(), comm, what);
-}
-
 class SyncServer {
  public:
   explicit SyncServer(TrainingRun& run) : run_(run), elastic_(run), ps_(MakePsLayout(run)) {}

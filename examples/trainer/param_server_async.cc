@@ -38,10 +38,6 @@
 namespace trainer {
 namespace {
 
-void GroupEnd(batonComm_t comm, const std::string& what) {
-  CheckBaton(batonGroupEnd(), comm, what);
-}
-
 // A server's shared state, which its per-worker threads update.
 struct AsyncServer {
   std::mutex mu;

@@ -29,10 +29,6 @@
 namespace trainer {
 namespace {
 
-void GroupEnd(batonComm_t comm, const std::string& what) {
-  CheckBaton(batonGroupEnd(), comm, what);
-}
-
 struct BackupServer {
   std::mutex mu;
   std::condition_variable stepped;  // an update was applied (or a thread failed)

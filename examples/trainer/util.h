@@ -50,6 +50,10 @@ class OwnedComm {
 
 // Throws TrainError("WHAT failed: <baton error string>: <last error message>") unless ok.
 void CheckBaton(batonResult_t result, batonComm_t comm, const std::string& what);
+// batonGroupEnd, checked as CheckBaton does.
+inline void GroupEnd(batonComm_t comm, const std::string& what) {
+  CheckBaton(batonGroupEnd(), comm, what);
+}
 
 // A small, fully specified generator (splitmix64), so the synthetic set, the initial weights and
 // the shuffles are the same on every platform and standard library (std::*_distribution are not).
