@@ -2,12 +2,15 @@
 # The tuning layer from the outside: baton-topo's JSON (machine facts and the
 # algorithm table), the TUNING log, BATON_TOPO_DUMP_FILE and BATON_CALIBRATE's
 # cache; and that the automatic choice runs what forcing it runs.
-# Usage: tests/scripts/tuning_test.sh BATONRUN BATON_TOPO ALL_REDUCE_PERF TOPOLOGY_XML
+# Usage: tests/scripts/tuning_test.sh BATONRUN BATON_TOPO ALL_REDUCE_PERF TOPOLOGY_XML SELECT_AB
+#        TUNE_PY
 set -u
 batonrun=$1
 topo=$2
 perf=$3
 xml=$4
+select_ab=$5
+tune=$6
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -108,6 +111,25 @@ connections() { grep -o "rank [0-9]* at destroy: .*" "$1" | sort; }
 [[ -n $(connections "$tmp/auto8.log") ]] || fail "no connection counts at destroy"
 diff <(connections "$tmp/auto8.log") <(connections "$tmp/forced8.log") > "$tmp/conn.diff" ||
   fail "BATON_ALGO=$first opened other connections than auto: $(cat "$tmp/conn.diff")"
+
+# perf/select_ab: every variant in the same processes, the automatic choice read from its table.
+"$batonrun" -n 3 "$select_ab" -b 8 -e 4K -f 8 -r 2 -t 0.001 -J "$tmp/ab.jsonl" > "$tmp/ab.log" 2>&1 ||
+  fail "select_ab: $(tail -3 "$tmp/ab.log")"
+python3 - "$tmp/ab.jsonl" <<'PY' || fail "select_ab's JSON: $(cat "$tmp/ab.jsonl")"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert [r["bytes"] for r in rows] == [8, 64, 512, 4096], rows
+for r in rows:
+    assert r["ranks"] == 3 and r["chose"] in ("ring", "rhd", "tree", "hier"), r
+    assert all(r[v] > 0 for v in ("auto", "ring", "rhd", "tree")), r
+PY
+"$batonrun" -n 2 "$select_ab" -v rhd > /dev/null 2>&1 && fail "select_ab accepted -v without auto first"
+
+# perf/tune.py on simulated hosts over loopback TCP (no namespaces): one quick sweep.
+python3 "$tune" --build "$(dirname "$(dirname "$perf")")" --configs lo2 --sizes 8,4K \
+  --algorithms rhd --reps 1 --out "$tmp/tune" > "$tmp/tune.log" 2>&1 ||
+  fail "tune.py --configs lo2: $(tail -5 "$tmp/tune.log")"
+grep -q "^| 4K | .* | rhd | " "$tmp/tune/tune.md" || fail "tune.py's table: $(cat "$tmp/tune/tune.md")"
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failure(s)"
