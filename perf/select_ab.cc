@@ -11,7 +11,8 @@
 //
 // Prints, per size, the median time per call (us) of each variant over the rounds, the
 // algorithm the automatic communicator chose (its table, BATON_TOPO_DUMP_FILE), auto over the
-// forced run of that algorithm, and auto over the best forced one. Allreduce of float sum, out of
+// forced run of that algorithm (the ratio of the medians, and the median of the ratios of each
+// round's two blocks), and auto over the best forced one. Allreduce of float sum, out of
 // place; the result is checked once per variant and size.
 #include <baton.h>
 #include <unistd.h>
@@ -192,7 +193,7 @@ int main(int argc, char** argv) {
                 rounds);
     std::printf("%10s", "bytes");
     for (const std::string& v : variants) std::printf(" %9s", v.c_str());
-    std::printf("  chose  auto/chosen  auto/best\n");
+    std::printf("  chose  auto/chosen  paired  auto/best\n");
   }
   for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= factor) {
     const size_t count = std::max<size_t>(bytes / sizeof(float), 1);
@@ -246,6 +247,10 @@ int main(int argc, char** argv) {
     if (rank != 0) continue;
     const std::string chose = ChoiceFor(table, count * sizeof(float));
     double best = 0, auto_us = Median(us[0]), chosen_us = 0;
+    // auto over the chosen variant round by round (their blocks ran within one round, close in
+    // time): the median of these ratios follows load that changes between rounds less than the
+    // ratio of the medians does.
+    std::vector<double> paired;
     std::printf("%10zu", count * sizeof(float));
     for (size_t v = 0; v < variants.size(); ++v) {
       if (!usable[v]) {
@@ -255,15 +260,22 @@ int main(int argc, char** argv) {
       const double m = Median(us[v]);
       std::printf(" %9.3f", m);
       if (v > 0 && (best == 0 || m < best)) best = m;
-      if (v > 0 && variants[v] == chose) chosen_us = m;
+      if (v > 0 && variants[v] == chose) {
+        chosen_us = m;
+        for (size_t i = 0; i < us[v].size() && i < us[0].size(); ++i)
+          paired.push_back(us[0][i] / us[v][i]);
+      }
     }
-    std::printf("  %5s  %11.3f  %9.3f\n", chose.c_str(), chosen_us > 0 ? auto_us / chosen_us : NAN,
+    const double paired_ratio = paired.empty() ? NAN : Median(paired);
+    std::printf("  %5s  %11.3f  %6.3f  %9.3f\n", chose.c_str(),
+                chosen_us > 0 ? auto_us / chosen_us : NAN, paired_ratio,
                 best > 0 ? auto_us / best : NAN);
     if (json != nullptr) {
       std::fprintf(json, "{\"bytes\": %zu, \"ranks\": %d, \"rounds\": %d, \"chose\": \"%s\"",
                    count * sizeof(float), nranks, rounds, chose.c_str());
       for (size_t v = 0; v < variants.size(); ++v)
         if (usable[v]) std::fprintf(json, ", \"%s\": %.6g", variants[v].c_str(), Median(us[v]));
+      if (!paired.empty()) std::fprintf(json, ", \"paired\": %.6g", paired_ratio);
       std::fprintf(json, "}\n");
     }
     std::fflush(stdout);
