@@ -381,7 +381,7 @@ def main():
                             for nm, cfg in zip(names, configs)]},
                 {"title": "median step time (ms)", "kind": "bar",
                  "series": [{"x": names, "y": [cc.median_ms(stats[cfg].step) for cfg in configs]}]},
-                {"title": "KiB per rank per step (sent + received)", "kind": "bar", "log": True,
+                {"title": "KiB per rank per step (sent + received)", "kind": "bar",
                  "series": [{"x": names, "y": [kib(stats[cfg].sent) + kib(stats[cfg].recv)
                                                 for cfg in configs]}]}]}
     note = cc.plot(spec, args.out + ".png")
