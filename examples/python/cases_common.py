@@ -120,7 +120,8 @@ def plot(spec, out):
         return None
     except ImportError:
         pass
-    run = subprocess.run(["/usr/bin/python3", os.path.abspath(__file__), "plot", out + ".json", out],
+    run = subprocess.run(["/usr/bin/python3", os.path.abspath(__file__), "plot", out + ".json",
+                          out],
                          capture_output=True, text=True, check=False)
     if run.returncode != 0:
         return f"no plot (no matplotlib here or in /usr/bin/python3): {run.stderr.strip()[-300:]}"

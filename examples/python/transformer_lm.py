@@ -139,7 +139,8 @@ def main():
     docs = cc.fortunes(args.corpus)
     chars, index = encode(docs)
     unk = index.get("?", 0)
-    enc = lambda ds: torch.tensor([index.get(c, unk) for c in "\n".join(ds)], dtype=torch.long)  # noqa: E731
+    def enc(ds):
+        return torch.tensor([index.get(c, unk) for c in "\n".join(ds)], dtype=torch.long)
     train = enc([d for i, d in enumerate(docs) if i % 10 != 0])
     held = enc([d for i, d in enumerate(docs) if i % 10 == 0])
     hgen = torch.Generator().manual_seed(args.seed + 2)
@@ -250,20 +251,25 @@ def main():
                   f, indent=1)
     backend_runs = [r for r in runs if r["label"].endswith("adam warm-up")]
     opt_runs = [r for r in runs if r["backend"] == backends[0] and "/ddp" in r["label"]]
+    if len(opt_runs) < 2:  # no optimizer study: every configuration's held-out loss
+        opt_runs = runs
     style = lambda r: "-" if r["backend"] == backends[0] else "--"  # noqa: E731
     spec = {"title": f"character-level Transformer LM on fortunes, {size} ranks",
             "panels": [
-                {"title": "training loss: backends and wrappers", "xlabel": "step", "ylabel": "loss",
+                {"title": "training loss: backends and wrappers", "xlabel": "step",
+                 "ylabel": "loss",
                  "series": [{"label": r["label"], "x": [s for s, _ in r["train"]],
                              "y": [v for _, v in r["train"]], "style": style(r)}
                             for r in backend_runs]},
-                {"title": "held-out loss: warm-up and optimizer", "xlabel": "step",
+                {"title": "held-out loss" + (": warm-up and optimizer" if opt_runs is not runs
+                                             else ""), "xlabel": "step",
                  "ylabel": "loss",
                  "series": [{"label": r["label"], "x": [s for s, _ in r["held"]],
                              "y": [v for _, v in r["held"]]} for r in opt_runs]},
                 {"title": "tokens/s (median step)", "kind": "bar",
                  "series": [{"x": [r["label"] for r in backend_runs],
-                             "y": [tokens / cc.median_ms(r["times"]) * 1e3 for r in backend_runs]}]}]}
+                             "y": [tokens / cc.median_ms(r["times"]) * 1e3
+                                   for r in backend_runs]}]}]}
     note = cc.plot(spec, args.out + ".png")
     print(note or f"wrote {args.out}.md, {args.out}.json and {args.out}.png", flush=True)
     dist.destroy_process_group()

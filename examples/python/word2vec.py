@@ -150,7 +150,8 @@ def step_sparse(m, g, backend, size, batch, vocab, lr, st):
     dim = rows.shape[1]
     t = time.perf_counter()
     # Indices and rows travel as the bytes of one buffer: one variable-size allgather.
-    part = torch.cat([idx.contiguous().view(torch.uint8), rows.contiguous().view(-1).view(torch.uint8)])
+    part = torch.cat([idx.contiguous().view(torch.uint8),
+                      rows.contiguous().view(-1).view(torch.uint8)])
     parts, got = gather_uneven(part, g, backend, size)
     st.sync.append(time.perf_counter() - t)
     st.sent.append(8 + part.numel())
@@ -244,7 +245,8 @@ def main():
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--corpus", default=cc.FORTUNES)
     p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--batch", type=int, default=512, help="(center, context) pairs per rank per step")
+    p.add_argument("--batch", type=int, default=512,
+                   help="(center, context) pairs per rank per step")
     p.add_argument("--dim", type=int, default=50)
     p.add_argument("--vocab", type=int, default=20000, help="at most this many words")
     p.add_argument("--min-count", type=int, default=5)
@@ -322,7 +324,8 @@ def main():
                 loss = models[cfg].step(g, batch, vocab, lr, stats[cfg])
             stats[cfg].step.append(time.perf_counter() - t)
             if (step + 1) % args.eval_every == 0 or step == 0:
-                stats[cfg].curve.append((step + 1, loss.item(), held_out_loss(weights(cfg), held, vocab)))
+                stats[cfg].curve.append((step + 1, loss.item(),
+                                         held_out_loss(weights(cfg), held, vocab)))
         if rank == 0 and (step + 1) % max(args.steps // 6, 1) == 0:
             print(f"step {step + 1}: held-out loss " + ", ".join(
                 f"{b}/{m} {stats[(b, m)].curve[-1][2]:.4f}" for b, m in configs), flush=True)
@@ -332,7 +335,8 @@ def main():
     scale = ref.abs().max().item()
     diffs = {f"{b}/{m}": (final[(b, m)] - ref).abs().max().item() for b, m in configs}
     # Every rank's replica: a digest of each model compared over the ranks.
-    digest = torch.tensor([final[cfg].double().sum().item() for cfg in configs], dtype=torch.float64)
+    digest = torch.tensor([final[cfg].double().sum().item() for cfg in configs],
+                          dtype=torch.float64)
     everyone = [torch.empty_like(digest) for _ in range(size)]
     dist.all_gather(everyone, digest)
     agree = all(torch.equal(e, everyone[0]) for e in everyone)
@@ -347,10 +351,12 @@ def main():
     for cfg in configs:
         s = stats[cfg]
         rows.append([cfg[0], cfg[1], f"{sum(s.rows) / len(s.rows):.0f}", f"{kib(s.sent):.1f}",
-                     f"{kib(s.recv):.1f}", f"{cc.median_ms(s.sync):.2f}", f"{cc.median_ms(s.step):.2f}",
+                     f"{kib(s.recv):.1f}", f"{cc.median_ms(s.sync):.2f}",
+                     f"{cc.median_ms(s.step):.2f}",
                      f"{s.curve[-1][2]:.4f}", f"{diffs[cfg[0] + '/' + cfg[1]]:.2e}"])
     nn_words = neighbours(final[configs[0]], words, vocab)
-    text = (f"word2vec on fortunes: {size} ranks, {args.steps} steps of {args.batch} pairs per rank, "
+    text = (f"word2vec on fortunes: {size} ranks, {args.steps} steps of {args.batch} pairs per "
+            f"rank, "
             f"vocabulary {vocab}, dimension {args.dim}, {args.negatives} negatives, lr {args.lr:g} "
             f"(medians over steps {args.steps // 10 + 1}..{args.steps}; sent/recv: bytes handed "
             f"to / returned by the collectives per rank)\n\n" + cc.table(headers, rows) +
