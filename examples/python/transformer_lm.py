@@ -3,7 +3,7 @@ over "baton" and "gloo", warm-up or none, Adam or LAMB.
 
     batonrun -n 2 .venv/bin/python examples/python/transformer_lm.py --out transformer_n2
     batonrun -n 4 .venv/bin/python examples/python/transformer_lm.py --out transformer_n4
-    torchrun --nproc-per-node 2 examples/python/transformer_lm.py --quick
+    .venv/bin/torchrun --nproc-per-node 2 examples/python/transformer_lm.py --quick
 
 The seeds' second case study, and their advice for big batches (warm-up, a
 per-layer normalised step: LAMB). Every configuration trains its own copy of
