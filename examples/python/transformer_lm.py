@@ -128,10 +128,9 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="transformer", help="writes OUT.md, OUT.json, OUT.png")
     p.add_argument("--quick", action="store_true", help="a short run (the test's)")
+    if p.parse_args().quick:  # smaller defaults; options given still win
+        p.set_defaults(steps=40, dim=64, layers=1, ctx=32, batch=8, eval_every=10)
     args = p.parse_args()
-    if args.quick:
-        args.steps, args.dim, args.layers, args.ctx, args.batch = 40, 64, 1, 32, 8
-        args.eval_every = 10
     args.warmup = args.warmup or max(args.steps // 10, 1)
     backends = args.backends.split(",")
     rank, size, groups = cc.init_groups(backends)

@@ -259,9 +259,9 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="word2vec", help="writes OUT.md, OUT.json, OUT.png")
     p.add_argument("--quick", action="store_true", help="a short run (the test's)")
+    if p.parse_args().quick:  # smaller defaults; options given still win
+        p.set_defaults(steps=60, vocab=3000, dim=32, eval_every=10)
     args = p.parse_args()
-    if args.quick:
-        args.steps, args.vocab, args.dim, args.eval_every = 60, 3000, 32, 10
     backends, modes = args.backends.split(","), args.modes.split(",")
     rank, size, groups = cc.init_groups(backends)
     if args.lr is None:
