@@ -22,6 +22,8 @@ struct RunnerState {
   std::exception_ptr RunLocked(std::vector<Operation> ops, bool group,
                                c10::intrusive_ptr<BatonWork> extra = {});
   void FlushHeldLocked();
+  // Nothing submitted before is still running or completing.
+  bool IdleLocked();
   // Waits until the operations submitted so far have completed (all), or
   // until the last one that copies out has (otherwise).
   void WaitLocked(bool all);
@@ -210,6 +212,11 @@ void RunnerState::FlushHeldLocked() {
   RunLocked(std::move(ops), /*group=*/true);  // an error completes their Works
 }
 
+bool RunnerState::IdleLocked() {
+  std::lock_guard<std::mutex> lock(mu);
+  return done_before == next_seq;
+}
+
 void RunnerState::WaitLocked(bool all) {
   std::unique_lock<std::mutex> lock(mu);
   const uint64_t until = all ? next_seq : copies_before;
@@ -301,6 +308,16 @@ void StreamRunner::Submit(Operation op) {
       s.linger_until = std::chrono::steady_clock::now() + kP2pLinger;
       s.cv.notify_all();
     }
+    return;
+  }
+  if (op.blocking && s.held.empty() && s.IdleLocked()) {
+    // The fast path (see work.h): issue_mu stays held while the calls run,
+    // so nothing is queued on the stream meanwhile and the calls keep their
+    // order; it is released before completing, whose callbacks may call in.
+    std::exception_ptr error = CaptureError([&] { op.queue(nullptr); });
+    if (!error && op.copy_out) error = CaptureError(op.copy_out);
+    issue.unlock();
+    op.work->Complete(error);
     return;
   }
   s.FlushHeldLocked();

@@ -19,6 +19,10 @@
 //    first waits for everything submitted before it, and the next operation
 //    waits for its copies out: tensors are read and written in the order the
 //    calls were made, as they would be on a stream.
+// A blocking call (Operation::blocking) when the runner is idle skips the
+// stream altogether: its Baton calls run synchronously on the caller's
+// thread, which is what the caller would wait for anyway, and its Work and
+// future are completed before Submit returns, without waking any thread.
 #pragma once
 
 #include <baton.h>
@@ -105,6 +109,10 @@ struct Operation {
   // queue reads tensors on the host (flattens a list of inputs).
   bool copy_in = false;
   bool p2p = false;
+  // The caller waits on the Work at once (torch's async_op=False): with
+  // nothing queued, held or coalescing, the calls run on the caller's thread
+  // (the NULL stream) and the Work is complete when Submit returns.
+  bool blocking = false;
 };
 
 // Runs Operations on one host stream of one communicator (see the top).
