@@ -111,7 +111,7 @@ BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> output
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
+          c10::ListType::ofTensors(), std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
   std::shared_ptr<RunnerState> state;
