@@ -9,9 +9,14 @@ back to back, on:
   fake    torch's "fake" backend (torch.testing), which does nothing: torch's own dispatch;
   native  the same allreduce through the baton NumPy package on a NumPy view of the
           tensor (Baton's C API plus one Python call, no torch);
+  stream  "baton" with blocking calls sent through its host stream as before the fast
+          path (baton.torch._baton_torch._set_inline_blocking(False) around its calls);
   async   "baton" with async_op=True and .wait() (the Work path).
 Each round runs --calls calls of every backend in turn after a barrier; each cell is
 the slowest rank's median over --rounds rounds of (time of the calls / calls), us.
+torch attaches its flight recorder's hook to third-party backends such as "baton" (gloo and
+fake record natively or not at all); TORCH_FR_BUFFER_SIZE=0 in the environment turns it off,
+to see the backend's own cost (docs/python.md).
 """
 
 import argparse
@@ -31,7 +36,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--sizes", default="8,65536,524288")
 p.add_argument("--rounds", type=int, default=15)
 p.add_argument("--calls", type=int, default=200, help="calls per round at 8 B (fewer above)")
-p.add_argument("--backends", default="baton,gloo,fake,native,async")
+p.add_argument("--backends", default="baton,stream,gloo,fake,native,async")
 a = p.parse_args()
 torch.set_num_threads(1)
 timeout = datetime.timedelta(seconds=120)
@@ -39,9 +44,9 @@ dist.init_process_group("gloo", timeout=timeout)
 rank, size = dist.get_rank(), dist.get_world_size()
 names = a.backends.split(",")
 groups = {"gloo": dist.group.WORLD}
-if "baton" in names or "async" in names:
+if {"baton", "stream", "async"} & set(names):
     groups["baton"] = dist.new_group(backend="baton", timeout=timeout)
-    groups["async"] = groups["baton"]
+    groups["async"] = groups["stream"] = groups["baton"]
 if "fake" in names:
     groups["fake"] = dist.new_group(backend="fake")
 comm = None
@@ -61,6 +66,10 @@ def runner(name, t):
     return lambda: dist.all_reduce(t, group=g)
 
 
+def inline(on):
+    baton.torch._baton_torch._set_inline_blocking(on)
+
+
 if rank == 0:
     print(f"# {size} ranks, all_reduce float32 sum in place, us per call "
           f"(slowest rank's median of {a.rounds} rounds)")
@@ -69,17 +78,21 @@ for nbytes in [int(s) for s in a.sizes.split(",")]:
     t = torch.ones(max(1, nbytes // 4))
     calls = max(5, a.calls // max(1, nbytes // 4096))
     fns = {n: runner(n, t) for n in names}
-    for f in fns.values():
+    for n, f in fns.items():
+        inline(n != "stream")
         for _ in range(3):
             f()
+        inline(True)
     times = {n: [] for n in names}
     for _ in range(a.rounds):
         for n, f in fns.items():
+            inline(n != "stream")
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(calls):
                 f()
             times[n].append((time.perf_counter() - t0) / calls)
+            inline(True)
     med = {}
     for n in names:
         m = torch.tensor([statistics.median(times[n])], dtype=torch.float64)

@@ -22,4 +22,7 @@ PYBIND11_MODULE(_baton_torch, m) {
   m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
         py::call_guard<py::gil_scoped_release>(),
         "Runs the queued work and stops every baton backend's worker (at exit).");
+  m.def("_set_inline_blocking", &baton_torch::StreamRunner::SetInlineBlocking, py::arg("on"),
+        "Whether blocking calls on an idle backend run on the caller's thread (default True); "
+        "False sends them through the host stream, for benchmarks and tests of that path.");
 }

@@ -98,6 +98,8 @@ std::exception_ptr CaptureError(const std::function<void()>& fn) {
 
 namespace {
 
+std::atomic<bool> inline_blocking{true};
+
 std::exception_ptr ShutDownError(const std::string& name) {
   return BackendError("baton " + name + ": the process group is shut down");
 }
@@ -110,8 +112,8 @@ BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> output
                      std::vector<c10::Device> devices)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::ofTensors(), std::move(devices))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(),
+                                                       std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
   std::shared_ptr<RunnerState> state;
@@ -273,6 +275,10 @@ void RunnerState::Complete() {
 
 // ---- StreamRunner ----
 
+void StreamRunner::SetInlineBlocking(bool on) {
+  inline_blocking.store(on, std::memory_order_relaxed);
+}
+
 StreamRunner::StreamRunner(batonComm_t comm) : state_(std::make_shared<RunnerState>()) {
   state_->comm = comm;
   batonResult_t r = batonStreamCreate(&state_->stream);
@@ -310,7 +316,8 @@ void StreamRunner::Submit(Operation op) {
     }
     return;
   }
-  if (op.blocking && s.held.empty() && s.IdleLocked()) {
+  if (op.blocking && inline_blocking.load(std::memory_order_relaxed) && s.held.empty() &&
+      s.IdleLocked()) {
     // The fast path (see work.h): issue_mu stays held while the calls run,
     // so nothing is queued on the stream meanwhile and the calls keep their
     // order; it is released before completing, whose callbacks may call in.

@@ -122,6 +122,11 @@ class StreamRunner {
   // waits on them (a caller that polls is_completed() or the future).
   static constexpr std::chrono::milliseconds kP2pLinger{20};
 
+  // Whether blocking operations on an idle runner run on the caller's thread
+  // (the default); off, they take the stream like the others. Process-wide,
+  // for benchmarks and tests of the stream path.
+  static void SetInlineBlocking(bool on);
+
   // Creates the host stream and the completion thread; comm: the
   // communicator of the calls it runs (their errors name its failed ranks).
   explicit StreamRunner(batonComm_t comm = nullptr);
