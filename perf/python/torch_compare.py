@@ -12,7 +12,8 @@ Blocking calls (async_op=False) on float32 CPU tensors, 8 B to 256 MiB (--max-by
 allreduce where DeepSpeed is importable (scripts/setup.sh with SETUP_DEEPSPEED=1),
 deepspeed: deepspeed.comm.inference_all_reduce, its shared-memory allreduce op (built with
 ninja on first use, about a minute and a half; LOCAL_SIZE is set to the world size, which
-its launcher would set). DeepSpeed's other collectives are torch.distributed's, i.e. gloo's
+its launcher would set), and direct: baton.torch.all_reduce, the baton group's blocking
+allreduce without torch.distributed's layer, as DeepSpeed's call is. DeepSpeed's other collectives are torch.distributed's, i.e. gloo's
 here, so they have no column of their own. Each round runs some calls of every backend in
 turn after a barrier; each cell is the slowest rank's median over --rounds rounds of (time
 of the calls / calls), in us, then the ratios other/baton (above 1: baton is faster).
@@ -27,7 +28,7 @@ import time
 import torch
 import torch.distributed as dist
 
-import baton.torch  # noqa: F401
+import baton.torch
 
 p = argparse.ArgumentParser()
 p.add_argument("--ops", default="allreduce,reduce_scatter,all_gather,broadcast,alltoall")
@@ -68,6 +69,8 @@ def make(op, nbytes, backend):
         t = torch.ones(per * size)
         if backend == "deepspeed":
             return t.numel(), lambda: ds.inference_all_reduce(t)
+        if backend == "direct":
+            return t.numel(), lambda: baton.torch.all_reduce(t, group=groups["baton"])
         return t.numel(), lambda: dist.all_reduce(t, group=g)
     if op == "reduce_scatter":
         i, o = torch.ones(per * size), torch.empty(per)
@@ -94,12 +97,17 @@ if rank == 0:
     print(f"# {size} ranks, float32, blocking calls, us per call "
           f"(slowest rank's median of {a.rounds} rounds); torch {torch.__version__}")
 for op in a.ops.split(","):
-    names = ["baton", "gloo"] + (["deepspeed"] if ds is not None and op == "allreduce" else [])
+    names = ["baton", "gloo"]
+    if op == "allreduce":
+        names += ["direct"] + (["deepspeed"] if ds is not None else [])
     if rank == 0:
         head = f"{'op':>14} {'bytes':>10} " + " ".join(f"{n + ' us':>12}" for n in names)
         print(head + " " + " ".join(f"{n + '/baton':>15}" for n in names[1:]), flush=True)
-    nbytes = a.min_bytes
-    while nbytes <= a.max_bytes:
+    sizes, nbytes = [], a.min_bytes
+    while nbytes < a.max_bytes:
+        sizes.append(nbytes)
+        nbytes *= a.step
+    for nbytes in sizes + [a.max_bytes]:
         fns, elements = {}, 0
         for n in names:
             elements, fns[n] = make(op, nbytes, n)
@@ -124,6 +132,5 @@ for op in a.ops.split(","):
             print(row + " " + " ".join(f"{med[n] / med['baton']:>15.2f}" for n in names[1:]),
                   flush=True)
         del fns
-        nbytes *= a.step
 dist.barrier()
 dist.destroy_process_group()

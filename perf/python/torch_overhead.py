@@ -11,7 +11,9 @@ back to back, on:
           tensor (Baton's C API plus one Python call, no torch);
   stream  "baton" with blocking calls sent through its host stream as before the fast
           path (baton.torch._baton_torch._set_inline_blocking(False) around its calls);
-  async   "baton" with async_op=True and .wait() (the Work path).
+  async   "baton" with async_op=True and .wait() (the Work path);
+  direct  baton.torch.all_reduce(t, group=...): the backend's blocking call without
+          torch.distributed's Python layer and dispatcher.
 Each round runs --calls calls of every backend in turn after a barrier; each cell is
 the slowest rank's median over --rounds rounds of (time of the calls / calls), us.
 torch attaches its flight recorder's hook to third-party backends such as "baton" (gloo and
@@ -36,7 +38,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--sizes", default="8,65536,524288")
 p.add_argument("--rounds", type=int, default=15)
 p.add_argument("--calls", type=int, default=200, help="calls per round at 8 B (fewer above)")
-p.add_argument("--backends", default="baton,stream,gloo,fake,native,async")
+p.add_argument("--backends", default="baton,stream,gloo,fake,native,async,direct")
 a = p.parse_args()
 torch.set_num_threads(1)
 timeout = datetime.timedelta(seconds=120)
@@ -44,9 +46,9 @@ dist.init_process_group("gloo", timeout=timeout)
 rank, size = dist.get_rank(), dist.get_world_size()
 names = a.backends.split(",")
 groups = {"gloo": dist.group.WORLD}
-if {"baton", "stream", "async"} & set(names):
+if {"baton", "stream", "async", "direct"} & set(names):
     groups["baton"] = dist.new_group(backend="baton", timeout=timeout)
-    groups["async"] = groups["stream"] = groups["baton"]
+    groups["async"] = groups["stream"] = groups["direct"] = groups["baton"]
 if "fake" in names:
     groups["fake"] = dist.new_group(backend="fake")
 comm = None
@@ -63,6 +65,8 @@ def runner(name, t):
     g = groups[name]
     if name == "async":
         return lambda: dist.all_reduce(t, group=g, async_op=True).wait()
+    if name == "direct":
+        return lambda: baton.torch.all_reduce(t, group=g)
     return lambda: dist.all_reduce(t, group=g)
 
 

@@ -348,6 +348,13 @@ def blocking_calls():
     for w in works:
         w.wait()
     same("blocking after async", [a] + outs, [torch.full((100000,), s * size ** 2)] * (size + 1))
+    # baton.torch.all_reduce: the same call without torch.distributed's layer.
+    for op, want in [(R.SUM, s), (R.MAX, float(size))]:
+        t = torch.full((1001,), float(rank + 1))
+        baton.torch.all_reduce(t, op=op, group=bgroup)
+        same(f"baton.torch.all_reduce {op}", [t], [torch.full((1001,), want)])
+    expect_error("baton.torch.all_reduce on gloo", ["not baton's"],
+                 lambda: baton.torch.all_reduce(torch.ones(2), group=gloo))
     # Its errors come back through the Work, as DistBackendError with Baton's message.
     bopts = dist.BroadcastOptions()
     bopts.rootRank = size + 5
