@@ -16,7 +16,7 @@ its launcher would set), and direct: baton.torch.all_reduce, the baton group's b
 allreduce without torch.distributed's layer, as DeepSpeed's call is. DeepSpeed's other collectives are torch.distributed's, i.e. gloo's
 here, so they have no column of their own. Each round runs some calls of every backend in
 turn after a barrier; each cell is the slowest rank's median over --rounds rounds of (time
-of the calls / calls), in us, then the ratios other/baton (above 1: baton is faster).
+of the calls / calls), in us (3x the rounds up to 2 MiB), then the ratios other/baton (above 1: baton is faster).
 """
 
 import argparse
@@ -35,7 +35,7 @@ p.add_argument("--ops", default="allreduce,reduce_scatter,all_gather,broadcast,a
 p.add_argument("--min-bytes", type=int, default=8)
 p.add_argument("--max-bytes", type=int, default=256 << 20)
 p.add_argument("--step", type=int, default=8, help="size factor between rows")
-p.add_argument("--rounds", type=int, default=5)
+p.add_argument("--rounds", type=int, default=5, help="rounds per size (3x that up to 2 MiB)")
 p.add_argument("--deepspeed", choices=["auto", "yes", "no"], default="auto")
 a = p.parse_args()
 torch.set_num_threads(1)
@@ -95,7 +95,8 @@ def calls_for(nbytes):
 
 if rank == 0:
     print(f"# {size} ranks, float32, blocking calls, us per call "
-          f"(slowest rank's median of {a.rounds} rounds); torch {torch.__version__}")
+          f"(slowest rank's median of {a.rounds} rounds, {3 * a.rounds} up to 2 MiB); "
+          f"torch {torch.__version__}")
 for op in a.ops.split(","):
     names = ["baton", "gloo"]
     if op == "allreduce":
@@ -115,7 +116,7 @@ for op in a.ops.split(","):
         for f in fns.values():  # warm up
             f()
         times = {n: [] for n in names}
-        for _ in range(a.rounds):
+        for _ in range(a.rounds * (3 if nbytes <= (2 << 20) else 1)):
             for n, f in fns.items():
                 dist.barrier()
                 t0 = time.perf_counter()
