@@ -13,10 +13,11 @@ allreduce where DeepSpeed is importable (scripts/setup.sh with SETUP_DEEPSPEED=1
 deepspeed: deepspeed.comm.inference_all_reduce, its shared-memory allreduce op (built with
 ninja on first use, about a minute and a half; LOCAL_SIZE is set to the world size, which
 its launcher would set), and direct: baton.torch.all_reduce, the baton group's blocking
-allreduce without torch.distributed's layer, as DeepSpeed's call is. DeepSpeed's other collectives are torch.distributed's, i.e. gloo's
-here, so they have no column of their own. Each round runs some calls of every backend in
-turn after a barrier; each cell is the slowest rank's median over --rounds rounds of (time
-of the calls / calls), in us (3x the rounds up to 2 MiB), then the ratios other/baton (above 1: baton is faster).
+allreduce without torch.distributed's layer, as DeepSpeed's call is. DeepSpeed's other
+collectives are torch.distributed's, i.e. gloo's here, so they have no column of their own. Each round runs every backend's calls in turn
+after a barrier (as many as take about 2 ms, 1 to 200, after a warm-up); each cell is the
+slowest rank's median over --rounds rounds (3x that up to 2 MiB) of (time of the calls /
+calls), in us, then the ratios other/baton (above 1: baton is faster).
 """
 
 import argparse
@@ -87,10 +88,15 @@ def make(op, nbytes, backend):
     raise ValueError(op)
 
 
-def calls_for(nbytes):
-    # About a millisecond or more of work per backend and round at small sizes; one call
-    # from 16 MiB on.
-    return max(1, min(200, (4 << 20) // max(nbytes, 1) // 8))
+def calls_for(f):
+    """Calls per round for about 2 ms of work (1 to 200), the same on every rank."""
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(3):
+        f()
+    t = torch.tensor([(time.perf_counter() - t0) / 3], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return max(1, min(200, int(2e-3 / max(t.item(), 1e-7))))
 
 
 if rank == 0:
@@ -112,17 +118,15 @@ for op in a.ops.split(","):
         fns, elements = {}, 0
         for n in names:
             elements, fns[n] = make(op, nbytes, n)
-        calls = calls_for(nbytes)
-        for f in fns.values():  # warm up
-            f()
+        calls = {n: calls_for(f) for n, f in fns.items()}  # after a warm-up of 3 calls
         times = {n: [] for n in names}
         for _ in range(a.rounds * (3 if nbytes <= (2 << 20) else 1)):
             for n, f in fns.items():
                 dist.barrier()
                 t0 = time.perf_counter()
-                for _ in range(calls):
+                for _ in range(calls[n]):
                     f()
-                times[n].append((time.perf_counter() - t0) / calls)
+                times[n].append((time.perf_counter() - t0) / calls[n])
         med = {}
         for n in names:
             m = torch.tensor([statistics.median(times[n])], dtype=torch.float64)
