@@ -501,6 +501,27 @@ def timeouts_and_abort():
                             f"(round 1: {base[1]}, {base[2]})")
 
 
+def calls_in_callbacks():
+    """Calls made inside a future's callback, which runs on the backend's completion thread
+    (PowerSGD's hook does this): they complete there instead of waiting for that thread."""
+    t = torch.full((5,), float(rank + 1))
+    s = float(sum(r + 1 for r in range(size)))
+
+    def callback(fut):
+        # A list allgather (copied out once it ran), a list reduce_scatter (inputs flattened
+        # when queued), an allreduce whose own future is waited on, all inside the callback.
+        outs = [torch.empty(5) for _ in range(size)]
+        dist.all_gather(outs, fut.value()[0], group=bgroup)
+        out = torch.empty(5)
+        dist.reduce_scatter(out, outs, group=bgroup)
+        inner = dist.all_reduce(out.clone(), group=bgroup, async_op=True).get_future().wait()[0]
+        return [out, inner]
+
+    got = dist.all_reduce(t, group=bgroup, async_op=True).get_future().then(callback).wait()
+    close("callback reduce_scatter", got[0], torch.full((5,), size * s), 0)
+    close("callback allreduce", got[1], torch.full((5,), size * size * s), 0)
+
+
 def train():
     fsdp2()
     fsdp1()
@@ -510,6 +531,7 @@ def train():
 
 def lowp():
     low_precision()
+    calls_in_callbacks()
     timeouts_and_abort()
 
 
