@@ -178,7 +178,7 @@ def pipeline():
             stage = PipelineStage(stages[rank], rank, 2, torch.device("cpu"), group=group)
             sched = schedule_type(stage, n_microbatches=4, loss_fn=loss_fn)
             tag = f"{schedule_type.__name__} {name}"
-            for step, batch in enumerate(batches(3, n=16, seed=300)):
+            for step, batch in enumerate(batches(2, n=16, seed=300)):
                 x, y = batch[0]  # one batch: the pipeline's input on stage 0, target on 1
                 opt.zero_grad()
                 losses = []
