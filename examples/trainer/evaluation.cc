@@ -112,12 +112,12 @@ int RunEvaluation(const Options& o) {
     std::unique_ptr<Backend> backend = MakeCpuBackend(o.blas_threads);
     std::unique_ptr<Model> owned = MakeModel(*backend, c.sizes, kEvalBatch);
     Model& model = *owned;
-    // The parameters, then the model's state (batch norm's running statistics).
     const size_t n = model.parameter_count();
-    if (c.params.size() != n + model.state_count()) {
+    if (c.params.size() != n || c.model_state.size() != model.state_count()) {
       throw TrainError(o.eval_checkpoint + ": wrong number of parameters");
     }
-    std::copy(c.params.begin() + static_cast<long>(n), c.params.end(), model.state());
+    // Batch norm's running statistics.
+    std::copy(c.model_state.begin(), c.model_state.end(), model.state());
     Buffer x = backend->Allocate(static_cast<size_t>(kEvalBatch) * data.test.features);
     std::vector<float> host(static_cast<size_t>(kEvalBatch) * data.test.features);
     std::printf("eval: %s, %s, trained %ld epoch(s), %ld step(s), mode %s\n",

@@ -314,10 +314,9 @@ void TrainingRun::SaveCheckpoint(int epochs_done, const std::string& path) {
   c.global_step = global_step;
   size_t n = model.parameter_count();
   backend.Synchronize();
-  // The parameters, then the model's state (batch norm's running statistics; none for the MLP).
-  c.params.resize(n + model.state_count());
+  c.params.resize(n);
   backend.Download(c.params.data(), model.params(), n);
-  std::copy(model.state(), model.state() + model.state_count(), c.params.begin() + static_cast<long>(n));
+  c.model_state.assign(model.state(), model.state() + model.state_count());
   c.momentum.resize(optimizer.state_size());
   backend.Download(c.momentum.data(), optimizer.state(), c.momentum.size());
   if (ema) {
@@ -343,7 +342,8 @@ void TrainingRun::LoadCheckpoint() {
         problem = opt.resume + ": written with another --seed";
       else if (!c.ema.empty() != (ema != nullptr))
         problem = opt.resume + ": --ema differs";
-      else if (c.params.size() != model.parameter_count() + model.state_count() ||
+      else if (c.params.size() != model.parameter_count() ||
+               c.model_state.size() != model.state_count() ||
                c.momentum.size() != optimizer.state_size())
         problem = opt.resume + ": wrong size";
     } catch (const TrainError& e) {
@@ -363,7 +363,7 @@ void TrainingRun::LoadCheckpoint() {
   };
   share(c.params, model.params(), n);
   if (model.state_count() > 0) {
-    std::vector<float> state(c.params.begin() + static_cast<long>(n), c.params.end());
+    std::vector<float>& state = c.model_state;
     state.resize(model.state_count());
     CheckBaton(batonBroadcast(state.data(), state.data(), state.size(), batonFloat, 0, comm, nullptr),
                comm, "checkpoint broadcast");
