@@ -73,7 +73,8 @@ Cnn::Cnn(Backend& backend, std::vector<int> sizes, int max_batch)
       b.xhat.resize(pixels * b.out);
       b.dz.resize(pixels * b.out);
     }
-    const size_t pooled = static_cast<size_t>(max_batch_) * (full.ho() / 2) * (full.wo() / 2) * b.out;
+    const size_t pooled =
+        static_cast<size_t>(max_batch_) * (full.ho() / 2) * (full.wo() / 2) * b.out;
     b.pooled.resize(pooled);
     b.argmax.resize(pooled);
     h = full.ho() / 2;
@@ -102,8 +103,8 @@ void Cnn::Initialize(uint64_t seed) {
   Rng rng(MixSeed(seed, 0x1417));
   for (size_t l = 0; l < layers_.size(); ++l) {
     const LayerSlice& s = layers_[l];
-    const bool bn = (static_cast<int>(l) == blocks_[0].bn_layer ||
-                     static_cast<int>(l) == blocks_[1].bn_layer);
+    const bool bn =
+        (static_cast<int>(l) == blocks_[0].bn_layer || static_cast<int>(l) == blocks_[1].bn_layer);
     const double stddev = std::sqrt(2.0 / s.in);  // He et al. 2015, for ReLU
     for (size_t i = s.weight_offset; i < s.bias_offset; ++i) {
       host[i] = bn ? 1.0f : static_cast<float>(stddev * rng.Normal());
@@ -125,29 +126,26 @@ void Cnn::BlockForward(Block& b, const float* params, const float* in, int rows,
   const size_t pixels = b.shape.rows();
   Im2col(in, b.shape, b.cols.data());
   // Z = cols W^T (+ b): one product for the whole batch.
-  backend_.Gemm(false, true, static_cast<int>(pixels), b.out, b.shape.window(), 1.0f,
-                b.cols.data(), params + conv.weight_offset, 0.0f, b.z.data());
+  backend_.Gemm(false, true, static_cast<int>(pixels), b.out, b.shape.window(), 1.0f, b.cols.data(),
+                params + conv.weight_offset, 0.0f, b.z.data());
   if (!batch_norm_) {
     backend_.AddBias(b.z.data(), params + conv.bias_offset, static_cast<int>(pixels), b.out, true);
     std::copy(b.z.begin(), b.z.begin() + pixels * b.out, b.act.begin());
   } else {
-    backend_.AddBias(b.z.data(), params + conv.bias_offset, static_cast<int>(pixels), b.out,
-                     false);
+    backend_.AddBias(b.z.data(), params + conv.bias_offset, static_cast<int>(pixels), b.out, false);
     const LayerSlice& bn = layers_[b.bn_layer];
     float* mean = state_.data() + b.state_offset;
     float* var = mean + b.out;
     if (train) {
-      BatchNormTrain(b.z.data(), pixels, b.out, params + bn.weight_offset,
-                     params + bn.bias_offset, b.act.data(), b.xhat.data(), &b.cache, mean, var,
-                     stat_sum_);
+      BatchNormTrain(b.z.data(), pixels, b.out, params + bn.weight_offset, params + bn.bias_offset,
+                     b.act.data(), b.xhat.data(), &b.cache, mean, var, stat_sum_);
     } else {
       BatchNormEval(b.z.data(), pixels, b.out, params + bn.weight_offset, params + bn.bias_offset,
                     mean, var, b.act.data());
     }
     for (size_t i = 0; i < pixels * b.out; ++i) b.act[i] = std::max(b.act[i], 0.0f);
   }
-  MaxPool2(b.act.data(), rows, b.shape.ho(), b.shape.wo(), b.out, b.pooled.data(),
-           b.argmax.data());
+  MaxPool2(b.act.data(), rows, b.shape.ho(), b.shape.wo(), b.out, b.pooled.data(), b.argmax.data());
 }
 
 BatchStats Cnn::Forward(const float* params, const float* x, const uint8_t* labels, int rows,
@@ -218,7 +216,8 @@ void Cnn::Backward(const std::function<void(int layer)>& layer_done) {
     float* below = i == 0 ? dflat_.data() : fc_delta_[i - 1].data();
     backend_.Gemm(false, false, rows_, s.in, s.out, 1.0f, delta, params + s.weight_offset, 0.0f,
                   below);
-    if (i > 0) backend_.ReluBackward(below, fc_act_[i - 1].data(), static_cast<size_t>(rows_) * s.in);
+    if (i > 0)
+      backend_.ReluBackward(below, fc_act_[i - 1].data(), static_cast<size_t>(rows_) * s.in);
   }
   // The first block's pooled output is overwritten by its gradient (forward is done with it).
   BlockBackward(blocks_[1], dflat_.data(), blocks_[0].pooled.data(), layer_done);

@@ -51,15 +51,6 @@ double MeanLoss(Cnn& m, const Batch& b, int rows) {
   return m.Forward(m.params(), b.x.data(), b.labels.data(), rows, true).loss_sum / rows;
 }
 
-double RelativeError(const std::vector<double>& a, const std::vector<double>& b) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    diff += (a[i] - b[i]) * (a[i] - b[i]);
-    norm += b[i] * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-12);
-}
-
 // Central differences of the mean loss along directions in one layer's parameters against the
 // directional derivatives Backward's gradient gives: along the gradient itself and along random
 // unit directions, with the error relative to the layer gradient's norm. Moving a whole layer
@@ -109,8 +100,8 @@ void GradientCheck(bool batch_norm) {
     char text[200];
     std::snprintf(text, sizeof text,
                   "%s layer %zu (%d x %d): directional derivatives vs central differences, "
-                  "error %.1e of |gradient| %.1e", batch_norm ? "bn" : "plain", l, s.out, s.in,
-                  worst, gnorm);
+                  "error %.1e of |gradient| %.1e",
+                  batch_norm ? "bn" : "plain", l, s.out, s.in, worst, gnorm);
     // A conv bias before batch norm has no effect on the loss: its gradient must be ~0.
     Expect(gnorm < 1e-6 || worst < 1e-2, text);
   }
@@ -150,8 +141,7 @@ double MaxAbsDiff(const float* a, const float* b, size_t n) {
 
 // `ranks` models with b rows each (sync: SyncBN) against one with ranks x b rows, over `steps`
 // plain SGD steps on the averaged gradient. Returns the largest parameter difference at the end.
-double DataParallelVsGlobal(bool batch_norm, bool sync, int ranks, int b, int steps,
-                            bool report) {
+double DataParallelVsGlobal(bool batch_norm, bool sync, int ranks, int b, int steps, bool report) {
   const int global = ranks * b;
   const float lr = 0.1f;
   auto ref_backend = trainer::MakeCpuBackend(1);
@@ -179,8 +169,10 @@ double DataParallelVsGlobal(bool batch_norm, bool sync, int ranks, int b, int st
       threads.emplace_back([&, r] {
         Cnn& m = *models[r];
         const size_t first = static_cast<size_t>(r) * b;
-        losses[r] = m.Forward(m.params(), all.x.data() + first * pixels, all.labels.data() + first,
-                              b, true).loss_sum / b;
+        losses[r] =
+            m.Forward(m.params(), all.x.data() + first * pixels, all.labels.data() + first, b, true)
+                .loss_sum /
+            b;
         m.Backward(nullptr);
       });
     }
@@ -193,7 +185,8 @@ double DataParallelVsGlobal(bool batch_norm, bool sync, int ranks, int b, int st
     }
     worst_loss = std::max(worst_loss, std::fabs(loss - ref_loss));
     double gmax = 0;
-    for (size_t i = 0; i < n; ++i) gmax = std::max(gmax, static_cast<double>(std::fabs(ref.grads()[i])));
+    for (size_t i = 0; i < n; ++i)
+      gmax = std::max(gmax, static_cast<double>(std::fabs(ref.grads()[i])));
     worst_grad = std::max(worst_grad, MaxAbsDiff(grad.data(), ref.grads(), n) / gmax);
     for (size_t i = 0; i < n; ++i) {
       ref.params()[i] -= lr * ref.grads()[i];
@@ -203,17 +196,19 @@ double DataParallelVsGlobal(bool batch_norm, bool sync, int ranks, int b, int st
   double worst_param = 0, worst_state = 0;
   for (int r = 0; r < ranks; ++r) {
     worst_param = std::max(worst_param, MaxAbsDiff(models[r]->params(), ref.params(), n));
-    worst_state = std::max(worst_state, MaxAbsDiff(models[r]->state(), ref.state(), ref.state_count()));
+    worst_state =
+        std::max(worst_state, MaxAbsDiff(models[r]->state(), ref.state(), ref.state_count()));
   }
   if (report) {
     char text[240];
-    std::snprintf(text, sizeof text,
-                  "%s%s, %d ranks x %d rows vs one process x %d rows, %d steps: loss diff %.1e, "
-                  "gradient diff %.1e (of the largest), parameter diff %.1e, running stats diff %.1e",
-                  batch_norm ? (sync ? "SyncBN" : "per-rank BN") : "no BN", "", ranks, b, global,
-                  steps, worst_loss, worst_grad, worst_param, worst_state);
-    const bool ok = worst_loss < 1e-5 && worst_grad < 1e-4 && worst_param < 1e-5 &&
-                    worst_state < 1e-5;
+    std::snprintf(
+        text, sizeof text,
+        "%s%s, %d ranks x %d rows vs one process x %d rows, %d steps: loss diff %.1e, "
+        "gradient diff %.1e (of the largest), parameter diff %.1e, running stats diff %.1e",
+        batch_norm ? (sync ? "SyncBN" : "per-rank BN") : "no BN", "", ranks, b, global, steps,
+        worst_loss, worst_grad, worst_param, worst_state);
+    const bool ok =
+        worst_loss < 1e-5 && worst_grad < 1e-4 && worst_param < 1e-5 && worst_state < 1e-5;
     Expect(ok, text);
   }
   return std::max(worst_param, worst_loss);

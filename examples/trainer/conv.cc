@@ -26,8 +26,7 @@ void Im2col(const float* x, const ConvShape& s, float* cols) {
             if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) {
               std::fill(o, o + s.c, 0.0f);
             } else {
-              std::memcpy(o, img + (static_cast<size_t>(iy) * s.w + ix) * s.c,
-                          sizeof(float) * s.c);
+              std::memcpy(o, img + (static_cast<size_t>(iy) * s.w + ix) * s.c, sizeof(float) * s.c);
             }
           }
         }
@@ -118,8 +117,7 @@ void BatchNormTrain(const float* x, size_t rows, int c, const float* gamma, cons
     scale[ch] = static_cast<float>(cache->invstd[ch]);
     const double unbiased = count > 1 ? var * count / (count - 1) : var;
     running_mean[ch] = (1 - kMomentum) * running_mean[ch] + kMomentum * static_cast<float>(m);
-    running_var[ch] =
-        (1 - kMomentum) * running_var[ch] + kMomentum * static_cast<float>(unbiased);
+    running_var[ch] = (1 - kMomentum) * running_var[ch] + kMomentum * static_cast<float>(unbiased);
   }
   for (size_t r = 0; r < rows; ++r) {
     const float* in = x + r * c;
@@ -136,7 +134,8 @@ void BatchNormEval(const float* x, size_t rows, int c, const float* gamma, const
                    const float* running_mean, const float* running_var, float* y) {
   std::vector<float> scale(c);
   for (int ch = 0; ch < c; ++ch) {
-    scale[ch] = static_cast<float>(gamma[ch] / std::sqrt(static_cast<double>(running_var[ch]) + kEps));
+    scale[ch] =
+        static_cast<float>(gamma[ch] / std::sqrt(static_cast<double>(running_var[ch]) + kEps));
   }
   for (size_t r = 0; r < rows; ++r) {
     for (int ch = 0; ch < c; ++ch) {
@@ -145,9 +144,9 @@ void BatchNormEval(const float* x, size_t rows, int c, const float* gamma, const
   }
 }
 
-void BatchNormBackward(const float* dy, const float* xhat, const BatchNormCache& cache,
-                       size_t rows, int c, const float* gamma, float* dgamma, float* dbeta,
-                       float* dx, const StatSum& sum) {
+void BatchNormBackward(const float* dy, const float* xhat, const BatchNormCache& cache, size_t rows,
+                       int c, const float* gamma, float* dgamma, float* dbeta, float* dx,
+                       const StatSum& sum) {
   // The two reductions backward needs: sum(dy) and sum(dy * xhat) per channel.
   std::vector<double> red(2 * static_cast<size_t>(c), 0.0);
   for (size_t r = 0; r < rows; ++r) {

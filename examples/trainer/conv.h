@@ -50,8 +50,8 @@ void BatchNormEval(const float* x, size_t rows, int c, const float* gamma, const
                    const float* running_mean, const float* running_var, float* y);
 // dgamma, dbeta: this rank's (the gradient allreduce averages them); dx uses the reductions over
 // the whole (synchronised) batch, as torch's SyncBatchNorm.
-void BatchNormBackward(const float* dy, const float* xhat, const BatchNormCache& cache,
-                       size_t rows, int c, const float* gamma, float* dgamma, float* dbeta,
-                       float* dx, const StatSum& sum);
+void BatchNormBackward(const float* dy, const float* xhat, const BatchNormCache& cache, size_t rows,
+                       int c, const float* gamma, float* dgamma, float* dbeta, float* dx,
+                       const StatSum& sum);
 
 }  // namespace trainer

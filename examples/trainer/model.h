@@ -1,5 +1,5 @@
-// The model interface, the multilayer perceptron (ReLU hidden layers, softmax cross-entropy), its SGD optimizer and
-// the exponential moving average of its parameters.
+// The model interface, the multilayer perceptron (ReLU hidden layers, softmax cross-entropy), its
+// SGD optimizer and the exponential moving average of its parameters.
 #pragma once
 
 #include <cstdint>

@@ -103,8 +103,9 @@ void CheckModel(const Options& o) {
                      " (it splits the MLP's fully connected layers); use --mode sync, ps or local");
   }
   if (o.device == Device::kCuda) {
-    throw TrainError("--model cnn is not supported with --device cuda (its convolutions run on "
-                     "the CPU backend only); use --device cpu");
+    throw TrainError(
+        "--model cnn is not supported with --device cuda (its convolutions run on "
+        "the CPU backend only); use --device cpu");
   }
   if (o.hidden_set) throw TrainError("--hidden sets the MLP's layers; --model cnn has its own");
   if (o.sync_bn) {

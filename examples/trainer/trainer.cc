@@ -105,8 +105,8 @@ void RunContext::FailOnRootProblem(const std::string& problem) {
 TrainingRun::TrainingRun(batonComm_t& comm_in, const Options& options, Backend& backend_in,
                          const DataSplit& data_in)
     : RunContext(comm_in, options, backend_in, data_in),
-      model_storage(MakeModel(backend_in, ModelSizes(options, data_in),
-                              std::max(options.batch, kEvalBatch))),
+      model_storage(
+          MakeModel(backend_in, ModelSizes(options, data_in), std::max(options.batch, kEvalBatch))),
       model(*model_storage),
       optimizer(backend_in, model.layers(), model.parameter_count(), options) {
   size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
@@ -365,8 +365,9 @@ void TrainingRun::LoadCheckpoint() {
   if (model.state_count() > 0) {
     std::vector<float>& state = c.model_state;
     state.resize(model.state_count());
-    CheckBaton(batonBroadcast(state.data(), state.data(), state.size(), batonFloat, 0, comm, nullptr),
-               comm, "checkpoint broadcast");
+    CheckBaton(
+        batonBroadcast(state.data(), state.data(), state.size(), batonFloat, 0, comm, nullptr),
+        comm, "checkpoint broadcast");
     std::copy(state.begin(), state.end(), model.state());
   }
   share(c.momentum, optimizer.state(), optimizer.state_size());
