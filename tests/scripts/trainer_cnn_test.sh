@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # baton-train --model cnn (docs/trainer.md): the CNN with and without --batch-norm and --sync-bn
-# in the data-parallel modes (the replicas agree, it learns), SyncBN's running statistics equal on
-# every rank, a resumed run equal to the uninterrupted one (running statistics in the checkpoint),
+# in the data-parallel modes (the replicas agree, it learns), 2 and 3 ranks (plain and --sync-bn)
+# equal to one process with the global batch, a resumed run equal to the uninterrupted one (running statistics in the checkpoint),
 # eval --checkpoint of a CNN, and usage errors (exit 2 on every rank). The math itself (gradients,
 # SyncBN against BN over the global batch) is trainer_cnn_test (examples/trainer/cnn_test.cc).
 # Usage: tests/scripts/trainer_cnn_test.sh BATONRUN BATON_TRAIN
@@ -38,6 +38,41 @@ for mode in "--mode local --average-every 4" "--mode ps" "--mode ps --async"; do
     bad "$mode with --batch-norm"
   fi
 done
+
+# ---- W ranks x b rows == one process x W*b rows ----------------------------------------------
+# With W*b training samples each rank's shard is one batch, so every epoch is one step over the
+# same samples as the one process's single batch (--base-batch keeps the rate equal). SyncBN then
+# normalises by exactly the one process's statistics; only summation orders differ.
+epoch_losses() { grep '^epoch' "$work/log" | sed 's/.*loss \([0-9.]*\) .*test_loss \([0-9.]*\).*/\1 \2/'; }
+equal=(--synthetic 48 --model cnn --base-batch 48 --warmup 2 --epochs 4)
+max_diff() {
+  python3 -c "
+import array, sys
+def load(n):
+    a = array.array('f'); a.frombytes(open(n, 'rb').read()); return a
+a, b = load(sys.argv[1]), load(sys.argv[2])
+print(max(abs(x - y) for x, y in zip(a, b)) if len(a) == len(b) and a else 'size')" "$1" "$2"
+}
+within() { python3 -c "import sys; sys.exit(0 if '$1' != 'size' and float('$1') <= $2 else 1)"; }
+for bn in "" "--batch-norm"; do
+  run 1 "${equal[@]}" $bn --batch 48 --save-params "$work/one.bin" || bad "one process $bn: failed"
+  one=$(epoch_losses)
+  sync=${bn:+--sync-bn}
+  for ranks in 2 3; do
+    # shellcheck disable=SC2086
+    run $ranks "${equal[@]}" $bn $sync --batch $((48 / ranks)) --save-params "$work/dp.bin"
+    d=$(max_diff "$work/one.bin" "$work/dp.bin")
+    if [[ $(epoch_losses) == "$one" ]] && within "$d" 1e-5; then
+      ok "${sync:-no BN}: $ranks ranks x $((48 / ranks)) rows == one process x 48 (train and test loss of 4 epochs, parameters within $d)"
+    else
+      bad "${sync:-no BN}: $ranks ranks vs one process: parameters differ by $d; $(epoch_losses | tr '\n' ' ') vs $(echo $one)"
+    fi
+  done
+done
+# Per-rank batch norm normalises by 24 rows, not 48: it must differ (so the check above bites).
+run 2 "${equal[@]}" --batch-norm --batch 24 --save-params "$work/dp.bin"
+d=$(max_diff "$work/one.bin" "$work/dp.bin")
+if ! within "$d" 1e-4; then ok "per-rank BN differs from the global batch's ($d)"; else bad "per-rank BN == SyncBN?"; fi
 
 # ---- A resumed run is the uninterrupted one (parameters, optimizer and running statistics) ----
 run 2 "${cnn[@]}" --epochs 2 --batch-norm --sync-bn --ema 0.9
