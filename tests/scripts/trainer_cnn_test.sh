@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # baton-train --model cnn (docs/trainer.md): the CNN with and without --batch-norm and --sync-bn
 # in the data-parallel modes (the replicas agree, it learns), 2 and 3 ranks (plain and --sync-bn)
-# equal to one process with the global batch, a resumed run equal to the uninterrupted one (running statistics in the checkpoint),
-# eval --checkpoint of a CNN, and usage errors (exit 2 on every rank). The math itself (gradients,
+# equal to one process with the global batch, a resumed run equal to the uninterrupted one
+# (running statistics in the checkpoint), eval --checkpoint of a CNN, and usage errors (exit 2 on every rank). The math itself (gradients,
 # SyncBN against BN over the global batch) is trainer_cnn_test (examples/trainer/cnn_test.cc).
 # Usage: tests/scripts/trainer_cnn_test.sh BATONRUN BATON_TRAIN
 set -u
@@ -65,7 +65,7 @@ for bn in "" "--batch-norm"; do
     if [[ $(epoch_losses) == "$one" ]] && within "$d" 1e-5; then
       ok "${sync:-no BN}: $ranks ranks x $((48 / ranks)) rows == one process x 48 (train and test loss of 4 epochs, parameters within $d)"
     else
-      bad "${sync:-no BN}: $ranks ranks vs one process: parameters differ by $d; $(epoch_losses | tr '\n' ' ') vs $(echo $one)"
+      bad "${sync:-no BN}: $ranks ranks vs one process: parameters differ by $d; $(epoch_losses | tr '\n' ' ') vs ${one//$'\n'/ }"
     fi
   done
 done
