@@ -19,6 +19,15 @@ void RunContext::Progress(int epoch, long step, long steps, const EpochStats& st
   const double end = NowSeconds();
   if (step > 0 && last_step_end_ > 0) step_times_.push_back(end - last_step_end_);
   last_step_end_ = end;
+  if (stats.samples < jitter_samples_) jitter_loss_ = jitter_samples_ = 0;  // a new epoch
+  if (stats.samples > jitter_samples_) {
+    const double step_loss = (stats.loss_sum - jitter_loss_) / (stats.samples - jitter_samples_);
+    jitter_n_ += 1;
+    jitter_sum_ += step_loss;
+    jitter_sq_ += step_loss * step_loss;
+    jitter_loss_ = stats.loss_sum;
+    jitter_samples_ = stats.samples;
+  }
   if (opt.log_every > 0 && stats.samples > 0) {
     // The rank that logs computes gradients: rank 0, or the first worker of a parameter server.
     const int logger = opt.mode == Mode::kPs ? opt.ps_shards : 0;
@@ -74,6 +83,11 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   sums.push_back(stats.gradients_applied);  // 17
   sums.push_back(stats.gradients_dropped);  // 18
   sums.push_back(stats.averages);           // 19 (each rank's count: / world below)
+  sums.push_back(jitter_n_);                // 20: per-step losses of every training rank
+  sums.push_back(jitter_sum_);              // 21
+  sums.push_back(jitter_sq_);               // 22
+  jitter_n_ = jitter_sum_ = jitter_sq_ = 0;
+  jitter_loss_ = jitter_samples_ = 0;
   const size_t per_class_at = sums.size();
   if (class_counts != nullptr) sums.insert(sums.end(), class_counts->begin(), class_counts->end());
   CheckBaton(
@@ -94,6 +108,13 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   CheckBaton(batonAllReduce(maxima, maxima, 4, batonDouble, batonMax, comm, nullptr), comm,
              "metrics allreduce");
   const double stale_max = maxima[0];
+  // Loss jitter: the standard deviation of the per-step losses (each a rank's batch mean) of all
+  // training ranks over the epoch, trend included.
+  double loss_step_std = 0;
+  if (sums[20] > 1) {
+    const double mean = sums[21] / sums[20];
+    loss_step_std = std::sqrt(std::max(0.0, (sums[22] - sums[20] * mean * mean) / (sums[20] - 1)));
+  }
   auto ratio = [&](size_t num, size_t den) { return sums[den] > 0 ? sums[num] / sums[den] : 0; };
   const double test_acc = ratio(7, 8);
   const double test_loss = ratio(11, 8);
@@ -202,6 +223,7 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
       std::fprintf(json_, "]");
     }
     std::fprintf(json_, ", \"step_p50_s\": %.6f, \"step_p99_s\": %.6f", maxima[2], maxima[3]);
+    std::fprintf(json_, ", \"loss_step_std\": %.6f", loss_step_std);
     std::fprintf(json_,
                  ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
                  "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",
