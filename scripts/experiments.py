@@ -14,7 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lab import FAMILIES  # noqa: E402
-from lab.common import Lab, write  # noqa: E402
+from lab.common import Lab, load, write  # noqa: E402
 
 
 def main():
@@ -25,6 +25,8 @@ def main():
     p.add_argument("--out", required=True, help="directory for NAME.md, NAME.png, NAME.json")
     p.add_argument("--quick", action="store_true", help="seconds each, on synthetic data")
     p.add_argument("--build", default=os.path.join(root, "build"), help="the build directory")
+    p.add_argument("--replot", action="store_true",
+                   help="no training: the table and plot again from DIR/NAME.json")
     a = p.parse_args()
     if a.name != "all" and a.name not in FAMILIES:
         p.error(f"unknown family '{a.name}' (one of {', '.join(FAMILIES)}, all)")
@@ -34,6 +36,11 @@ def main():
         family = FAMILIES[name]
         print(f"== {name}", file=sys.stderr, flush=True)
         start = time.monotonic()
+        if a.replot:
+            quick, result = load(a.out, name)
+            md = write(name, result, a.out, family.plot, quick)
+            print(f"### {name}\n\n{md}", flush=True)
+            continue
         lab = Lab(a.build, a.quick)
         result = family.run(lab)
         result.extra["family_seconds"] = round(time.monotonic() - start, 1)

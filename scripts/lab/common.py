@@ -3,6 +3,7 @@ lines, and writing NAME.md (a captioned table), NAME.png (matplotlib) and NAME.j
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,6 +29,7 @@ class Run:
     wall_s: float
     ok: bool
     error: str = ""
+    extra: dict = field(default_factory=dict)  # the family's own labels of the run (plots)
 
     @property
     def last(self):
@@ -116,7 +118,14 @@ class Lab:
                 for line in f:
                     if not line.strip():
                         continue
-                    rec = json.loads(line)
+                    # A diverged run's loss is printed as nan (or -nan, inf): not JSON.
+                    try:
+                        rec = json.loads(re.sub(r"(?<=[:\[ ])-?nan\b", "NaN",
+                                                re.sub(r"(?<=[:\[ ])(-?)inf\b", r"\1Infinity",
+                                                       line)))
+                    except json.JSONDecodeError as e:
+                        error = error or f"bad JSON line ({e}): {line[:120]}"
+                        continue
                     if "config" in rec:
                         config = rec["config"]
                     elif "epoch" in rec:
@@ -146,7 +155,21 @@ def fmt(v, digits=4):
         return f"{v:,}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    if abs(v) >= 10:
+        return f"{v:.2f}"
     return f"{v:.{digits}f}"
+
+
+def load(out_dir, name):
+    """The Result a family wrote to DIR/NAME.json (to draw its table and plot again)."""
+    with open(os.path.join(out_dir, name + ".json")) as f:
+        raw = json.load(f)
+    runs = [Run(r["label"], r["args"], r["config"], r["epochs"], r["wall_s"], r["ok"], r["error"],
+                r.get("extra", {})) for r in raw["runs"]]
+    return raw["quick"], Result(raw["caption"], raw["header"], raw["rows"], runs, raw["skipped"],
+                                raw["extra"])
 
 
 def markdown(result):
@@ -170,7 +193,8 @@ def write(name, result, out_dir, plot, quick):
     raw = {"family": name, "quick": quick, "caption": result.caption, "header": result.header,
            "rows": result.rows, "skipped": result.skipped, "extra": result.extra,
            "runs": [{"label": r.label, "args": r.args, "ok": r.ok, "error": r.error,
-                     "wall_s": r.wall_s, "config": r.config, "epochs": r.epochs}
+                     "wall_s": r.wall_s, "extra": r.extra, "config": r.config,
+                     "epochs": r.epochs}
                     for r in result.runs]}
     with open(os.path.join(out_dir, name + ".json"), "w") as f:
         json.dump(raw, f, indent=1, allow_nan=True)

@@ -68,6 +68,17 @@ if [[ $lines -eq 3 ]] && grep -q "^step 12 (epoch 2, 5/7)" "$work/log"; then ok 
 run 3 "${small[@]}" --epochs 1 --log-every 3 --mode ps --async
 if [[ $(grep -c "^step [0-9]* (epoch.*(rank 1," "$work/log") -eq 3 ]]; then ok "--log-every with --mode ps: the first worker logs"; else bad "--log-every ps"; fi
 
+# ---- a diverged run's JSON: nan becomes null, the line still parses ------------------------------
+run 1 --synthetic 1000 --epochs 1 --lr 100 --lr-schedule constant --warmup 0 --optimizer nesterov \
+  --momentum 0.99 --hidden 64 --weight-decay 0.5 --json "$work/nan.json"
+check "a diverged run's record is JSON (nan as null)" "$work" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(f"{sys.argv[1]}/nan.json")]
+r = recs[-1]
+assert r["loss"] is None and r["loss_step_std"] is None and 0 <= r["test_acc"] <= 1, r
+print(f"loss {r['loss']}, test_loss {r['test_loss']}, test_acc {r['test_acc']}")
+PY
+
 # ---- --train-subset, loss_step_std ------------------------------------------------------------
 # 1200 - 300 held out = 900, of which the first 600 train: 9 steps of 64 an epoch. One rank, so
 # the --log-every 1 lines are every per-step loss, and loss_step_std is their sample deviation.
