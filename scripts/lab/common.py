@@ -219,6 +219,8 @@ def curves(ax, runs, key="test_acc", xlabel="epoch", ylabel=None):
         if r.epochs:
             ax.plot([e["epoch"] for e in r.epochs], [e.get(key, float("nan")) for e in r.epochs],
                     marker="o", ms=3, label=r.label)
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel or key)
     ax.legend(fontsize=7)

@@ -1,6 +1,6 @@
 """6. ema: an exponential moving average of the parameters (--ema DECAY) beside the trained
 model, under a constant rate and a cosine decay."""
-from .common import Result, curves
+from .common import Result
 
 DECAYS = ["off", "0.99", "0.999", "0.9999"]
 
