@@ -1,5 +1,7 @@
 """6. ema: an exponential moving average of the parameters (--ema DECAY) beside the trained
 model, under a constant rate and a cosine decay."""
+from matplotlib.ticker import MaxNLocator
+
 from .common import Result
 
 DECAYS = ["off", "0.99", "0.999", "0.9999"]
@@ -39,6 +41,7 @@ def plot(fig, result):
             ax.plot([e["epoch"] for e in r.epochs], [e.get("ema_test_acc") for e in r.epochs],
                     marker="o", ms=3, label=f"EMA {r.extra['decay']}")
         ax.set_title(f"lr {sched}", fontsize=9)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize=7)

@@ -1,5 +1,7 @@
 """5. local-sgd: averaging the model every K steps against allreduce bytes, with post-local SGD
 (synchronous first) and K that grows as the loss flattens (--adaptive-k)."""
+from matplotlib.ticker import MaxNLocator
+
 from .common import Result
 
 KS = [1, 2, 4, 8, 16, 64]
@@ -47,6 +49,7 @@ def plot(fig, result):
         if r.epochs:
             ax2.plot([e["epoch"] for e in r.epochs], [e["test_acc"] for e in r.epochs],
                      marker="o", ms=3, label=r.label.split(" (")[0])
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2.set_xlabel("epoch")
     ax2.set_ylabel("test accuracy")
     ax2.legend(fontsize=7)
