@@ -22,6 +22,8 @@ struct RunnerState {
   std::exception_ptr RunLocked(std::vector<Operation> ops, bool group,
                                c10::intrusive_ptr<BatonWork> extra = {});
   void FlushHeldLocked();
+  // Nothing submitted before is still running or completing.
+  bool IdleLocked();
   // Waits until the operations submitted so far have completed (all), or
   // until the last one that copies out has (otherwise).
   void WaitLocked(bool all);
@@ -96,6 +98,8 @@ std::exception_ptr CaptureError(const std::function<void()>& fn) {
 
 namespace {
 
+std::atomic<bool> inline_blocking{true};
+
 std::exception_ptr ShutDownError(const std::string& name) {
   return BackendError("baton " + name + ": the process group is shut down");
 }
@@ -108,8 +112,8 @@ BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> output
                      std::vector<c10::Device> devices)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(),
+                                                       std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
   std::shared_ptr<RunnerState> state;
@@ -210,6 +214,11 @@ void RunnerState::FlushHeldLocked() {
   RunLocked(std::move(ops), /*group=*/true);  // an error completes their Works
 }
 
+bool RunnerState::IdleLocked() {
+  std::lock_guard<std::mutex> lock(mu);
+  return done_before == next_seq;
+}
+
 void RunnerState::WaitLocked(bool all) {
   std::unique_lock<std::mutex> lock(mu);
   const uint64_t until = all ? next_seq : copies_before;
@@ -266,6 +275,10 @@ void RunnerState::Complete() {
 
 // ---- StreamRunner ----
 
+void StreamRunner::SetInlineBlocking(bool on) {
+  inline_blocking.store(on, std::memory_order_relaxed);
+}
+
 StreamRunner::StreamRunner(batonComm_t comm) : state_(std::make_shared<RunnerState>()) {
   state_->comm = comm;
   batonResult_t r = batonStreamCreate(&state_->stream);
@@ -301,6 +314,17 @@ void StreamRunner::Submit(Operation op) {
       s.linger_until = std::chrono::steady_clock::now() + kP2pLinger;
       s.cv.notify_all();
     }
+    return;
+  }
+  if (op.blocking && inline_blocking.load(std::memory_order_relaxed) && s.held.empty() &&
+      s.IdleLocked()) {
+    // The fast path (see work.h): issue_mu stays held while the calls run,
+    // so nothing is queued on the stream meanwhile and the calls keep their
+    // order; it is released before completing, whose callbacks may call in.
+    std::exception_ptr error = CaptureError([&] { op.queue(nullptr); });
+    if (!error && op.copy_out) error = CaptureError(op.copy_out);
+    issue.unlock();
+    op.work->Complete(error);
     return;
   }
   s.FlushHeldLocked();
