@@ -6,14 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and test tools; then the peers perf/compare.py runs against (Open MPI,
-# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot,
+# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot and
+# the Python case studies' plots, Debian's fortunes (their corpus),
 # clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh), and for the
 # pip test patchelf (meson-python fixes the wheel's rpaths with it) and ccache
 # (the wheel's builds reuse the main build's objects).
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libhwy-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
-          dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev
+          dataset-fashion-mnist python3-matplotlib fortunes clang-16 libclang-rt-16-dev
           python3-venv python3-dev patchelf ccache)
 missing=()
 for p in "${packages[@]}"; do
