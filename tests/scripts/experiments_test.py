@@ -108,6 +108,14 @@ with tempfile.TemporaryDirectory() as out:
         elif name == "ema":
             check(all((r[col["EMA test_acc"]] is None) == (r[1] == "off") for r in rows),
                   f"{name}: EMA column")
+        elif name == "batch-norm":
+            check({(r[0], r[1]) for r in rows} ==
+                  {(b, v) for b in (8, 64) for v in ("no BN", "per-rank BN", "SyncBN")},
+                  f"{name}: every batch and model")
+            check(all(r[col["test_acc"]] > 0.15 for r in rows), f"{name}: every model learns")
+            sync = [r for r in runs if "--sync-bn" in r["args"]]
+            check(len(sync) == 2 and all(r["config"].get("sync_bn") for r in sync),
+                  f"{name}: SyncBN runs say so in their configuration")
         elif name == "comm-cost":
             for r in rows:
                 check(r[col["comm ms/step"]] > 0, f"{name}: measured {r}")
