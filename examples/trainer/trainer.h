@@ -146,6 +146,7 @@ class RunContext {
 class TrainingRun : public RunContext {
  public:
   TrainingRun(batonComm_t& comm, const Options& options, Backend& backend, const DataSplit& data);
+  ~TrainingRun();
 
   // Trains options.epochs epochs in the chosen mode (from a checkpoint with --resume).
   void Run();
@@ -157,8 +158,11 @@ class TrainingRun : public RunContext {
   // Loads batch `step` of the shard and runs forward (keeping activations when training).
   BatchStats ForwardBatch(const std::vector<uint32_t>& order, const Shard& shard, long step,
                           bool train);
-  // rank 0's parameters to everyone.
+  // rank 0's parameters (and the model's state: running statistics) to everyone.
   void BroadcastParameters();
+  // The mean of the model's state (batch norm's running statistics) over the ranks that trained
+  // (contributes), so every rank evaluates the same model; nothing for the MLP.
+  void AverageModelState(bool contributes);
   // --elastic: root's parameters, momentum and EMA to everyone.
   void ShareState(int root);
   // Allreduces a hash of the parameters with max and min; throws if ranks disagree.
@@ -175,7 +179,8 @@ class TrainingRun : public RunContext {
   BatchStats ComputeGradient(const std::vector<uint32_t>& order, const Shard& shard, long step,
                              const std::function<void(int layer)>& layer_done);
 
-  Mlp model;
+  std::unique_ptr<Model> model_storage;
+  Model& model;  // --model mlp or cnn
   Optimizer optimizer;
   std::unique_ptr<ParameterEma> ema;
 
@@ -185,6 +190,11 @@ class TrainingRun : public RunContext {
   void SaveCheckpoint(int epochs_done, const std::string& path);
   void LoadCheckpoint();
   uint64_t ParameterHash();
+
+  // --sync-bn: a communicator of its own for the batch statistics, so that their allreduces,
+  // issued inside backward, never interleave with the gradient buckets' on comm.
+  void StartSyncBatchNorm();
+  batonComm_t bn_comm_ = nullptr;
 
   Buffer batch_x_;
   std::vector<float> host_x_;
@@ -197,7 +207,7 @@ class TrainingRun : public RunContext {
 // at least kEvalBatch rows); class_counts (2 x classes: correct, then total) added to when not
 // null. evaluation.cc.
 inline constexpr int kEvalBatch = 500;
-BatchStats EvaluateRows(Backend& backend, Mlp& model, const Dataset& set, const float* params,
+BatchStats EvaluateRows(Backend& backend, Model& model, const Dataset& set, const float* params,
                         size_t begin, size_t end, float* x, std::vector<float>& host,
                         std::vector<double>* class_counts);
 // Moves the last --val-fraction of a seeded permutation of data->train into data->val.
@@ -205,7 +215,7 @@ void SplitValidation(DataSplit* data, double fraction, uint64_t seed);
 // `baton-train eval --checkpoint F`: one process, no communicator; returns the exit status.
 int RunEvaluation(const Options& options);
 
-// The model's layer sizes: features, --hidden..., classes.
+// The model's layer sizes: features, --hidden..., classes (--model mlp), or Cnn::Sizes.
 std::vector<int> ModelSizes(const Options& o, const DataSplit& data);
 // "784-512-256-10".
 std::string SizesText(const std::vector<int>& sizes);

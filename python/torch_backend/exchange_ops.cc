@@ -9,7 +9,8 @@ namespace baton_torch {
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor in = Single(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
               "baton backend: allgather needs one list of ", getSize(), " output tensors");
@@ -41,7 +42,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(!inputs.empty() && output_lists.size() == inputs.size(),
               "baton backend: allgather_coalesced needs one output list per input tensor");
   std::vector<at::Tensor> outs;  // rank-major: rank r's tensors in input order
@@ -79,7 +81,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(outputs.size() == inputs.size(),
               "baton backend: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
@@ -105,7 +108,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                             const c10d::AllgatherOptions&) {
+                                                             const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   CheckTensor(input, "_allgather_base", /*cuda_ok=*/true);
   CheckSameKind(input, output, "_allgather_base");
   TORCH_CHECK(output.numel() == input.numel() * getSize(),
@@ -123,6 +127,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output,
 c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                     std::vector<at::Tensor>& inputs,
                                                     const c10d::GatherOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor in = Single(inputs, "gather");
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> outs = RootList(outputs, in, root, getRank(), getSize(), "gather");
@@ -145,6 +150,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::
 c10::intrusive_ptr<c10d::Work> BatonBackend::scatter(std::vector<at::Tensor>& outputs,
                                                      std::vector<std::vector<at::Tensor>>& inputs,
                                                      const c10d::ScatterOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor out = Single(outputs, "scatter");
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> ins = RootList(inputs, out, root, getRank(), getSize(), "scatter");
@@ -168,6 +174,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::scatter(std::vector<at::Tensor>& ou
 c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor out = Single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
               "baton backend: reduce_scatter needs one list of ", getSize(), " input tensors");
@@ -201,6 +208,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  BlockingCall blocking(opts);
   CheckTensor(output, "_reduce_scatter_base", /*cuda_ok=*/true);
   CheckSameKind(output, input, "_reduce_scatter_base");
   TORCH_CHECK(input.numel() == output.numel() * getSize(),
@@ -224,6 +232,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(),
               "baton backend: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
@@ -258,7 +267,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                            std::vector<int64_t>& output_splits,
                                                            std::vector<int64_t>& input_splits,
-                                                           const c10d::AllToAllOptions&) {
+                                                           const c10d::AllToAllOptions& opts) {
+  BlockingCall blocking(opts);
   CheckTensor(input, "alltoall_base");
   CheckSameKind(input, output, "alltoall_base");
   const int n = getSize();
@@ -299,7 +309,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, a
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                       std::vector<at::Tensor>& inputs,
-                                                      const c10d::AllToAllOptions&) {
+                                                      const c10d::AllToAllOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(
       static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
       "baton backend: alltoall needs ", getSize(), " input and output tensors");
