@@ -68,8 +68,8 @@ class OnecclLibrary : public baton_perf::PeerLibrary {
                 "environment)";
       return batonInvalidArgument;
     }
-    const auto rank = IntFromEnv(
-        {"BATON_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"});
+    const auto rank =
+        IntFromEnv({"BATON_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"});
     const auto size = IntFromEnv(
         {"BATON_WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE"});
     if (!rank || !size || *size < 1 || *rank >= *size) {
