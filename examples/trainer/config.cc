@@ -128,6 +128,7 @@ std::vector<std::pair<std::string, std::string>> RunContext::ConfigEntries() con
   }
   flag("elastic", o.elastic);
   num("val_fraction", o.val_fraction);
+  if (o.train_subset > 0) num("train_subset", static_cast<double>(o.train_subset));
   if (o.target_acc > 0) {
     num("target_acc", o.target_acc);
     flag("stop_at_target", o.stop_at_target);

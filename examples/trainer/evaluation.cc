@@ -91,6 +91,19 @@ void SplitValidation(DataSplit* data, double fraction, uint64_t seed) {
       ", " + std::to_string(data->val.count) + " of the train set held out for validation";
 }
 
+void TakeTrainSubset(DataSplit* data, long count) {
+  Dataset& train = data->train;
+  if (count <= 0) return;
+  if (static_cast<size_t>(count) > train.count) {
+    throw UsageError("--train-subset " + std::to_string(count) + " is more than the " +
+                     std::to_string(train.count) + " training samples");
+  }
+  train.count = static_cast<size_t>(count);
+  train.pixels.resize(train.count * train.features);
+  train.labels.resize(train.count);
+  data->description += ", training on the first " + std::to_string(count);
+}
+
 int RunEvaluation(const Options& o) {
   try {
     Checkpoint c = ReadCheckpoint(o.eval_checkpoint);

@@ -84,6 +84,8 @@ Experiments
   --straggle-random P:F   each rank's step takes F times as long with probability P
 Evaluation and output
   --val-fraction F        hold out F of the training set as a validation set (0)
+  --train-subset N        train on the first N samples of the training set (after
+                          --val-fraction; the test set stays whole)
   --target-acc X          report time and steps to reach accuracy X (validation if any)
   --stop-at-target        and stop training there
   --log-every N           a loss line every N steps
@@ -266,6 +268,8 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->trust = args.Real(flag, 1e-9, 1000);
     } else if (flag == "--accumulate") {
       o->accumulate = static_cast<int>(args.Integer(flag, 1, 65536));
+    } else if (flag == "--train-subset") {
+      o->train_subset = args.Integer(flag, 1, 1L << 40);
     } else if (flag == "--val-fraction") {
       o->val_fraction = args.Real(flag, 0, 0.9);
     } else if (flag == "--log-every") {

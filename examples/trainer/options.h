@@ -105,6 +105,7 @@ struct Options {
 
   // Everyday features (docs/trainer.md).
   double val_fraction = 0;      // --val-fraction: held out of the training set for validation
+  long train_subset = 0;        // --train-subset: train on the first N samples (0: all)
   long log_every = 0;           // --log-every N: a loss line every N steps (rank 0 or worker 0)
   double target_acc = 0;        // --target-acc X: report the time and steps to reach it
   bool stop_at_target = false;  // and stop there

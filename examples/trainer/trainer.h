@@ -136,6 +136,10 @@ class RunContext {
   std::vector<double> step_times_;  // this epoch: seconds between this rank's step ends
   double last_step_end_ = 0;
   double log_loss_ = 0, log_samples_ = 0;
+  // Loss jitter: this epoch's per-step mean losses on this rank (count, sum, sum of squares), and
+  // where the epoch's running sums stood after the step before.
+  double jitter_n_ = 0, jitter_sum_ = 0, jitter_sq_ = 0;
+  double jitter_loss_ = 0, jitter_samples_ = 0;
   std::FILE* json_ = nullptr;
   int last_printed_epoch_ = -1;  // an epoch's end redone after a loss is not printed twice
   bool tty_ = false;
@@ -212,6 +216,8 @@ BatchStats EvaluateRows(Backend& backend, Model& model, const Dataset& set, cons
                         std::vector<double>* class_counts);
 // Moves the last --val-fraction of a seeded permutation of data->train into data->val.
 void SplitValidation(DataSplit* data, double fraction, uint64_t seed);
+// --train-subset: keeps the first `count` samples of data->train (0: all of them).
+void TakeTrainSubset(DataSplit* data, long count);
 // `baton-train eval --checkpoint F`: one process, no communicator; returns the exit status.
 int RunEvaluation(const Options& options);
 
