@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Baton against Open MPI and Gloo: the same all-reduce sweep, side by side.
+"""Baton against Open MPI, Gloo, Intel MPI, MPICH and oneCCL: the same all-reduce sweep, side by side.
 
   perf/compare.py [--build DIR] [--configs shm2,shm4,net4-1g,...] [--sizes 8,64K,64M]
                [--reps 3] [--budget 0.3] [--quick] [--out DIR]
 
 Runs build/perf/all_reduce_perf (Baton), build/perf/peers/mpi_all_reduce_perf (Open MPI) and
 build/perf/peers/gloo_all_reduce_perf with -A ring_chunked and -A halving_doubling (Gloo) on each
-configuration. All four print the same nccl-tests table and -J JSON lines from the same driver
+configuration, and on one host Intel MPI, MPICH and oneCCL (PyPI packages in venvs under
+.venv-peers/, scripts/setup.sh; each left out with a note when missing: Intel MPI and MPICH
+through their own mpiexec, oneCCL under batonrun with its shared-memory transport). All print the same nccl-tests table and -J JSON lines from the same driver
 (perf/perf_common.cc), with the same sizes, iteration counts and correctness check. The
 libraries take turns (round robin, the order rotated on each repetition) so that drift of a
 shared machine spreads over all of them; each figure is the median over --reps repetitions.
@@ -71,10 +73,16 @@ LIBRARIES = {
     "gloo_rc": ("Gloo ring_chunked", "perf/peers/gloo_all_reduce_perf", ["-A", "ring_chunked"]),
     "gloo_hd": ("Gloo halving_doubling", "perf/peers/gloo_all_reduce_perf",
                 ["-A", "halving_doubling"]),
+    "impi": ("Intel MPI", "perf/peers/impi_all_reduce_perf", []),
+    "mpich": ("MPICH", "perf/peers/mpich_all_reduce_perf", []),
+    "oneccl": ("oneCCL", "perf/peers/oneccl_all_reduce_perf", []),
 }
-PEERS = ["mpi", "gloo_rc", "gloo_hd"]
-# Registered buffers map the peers' memory: one host only.
-SHM_ONLY = {"baton_reg"}
+PEERS = ["mpi", "gloo_rc", "gloo_hd", "impi", "mpich", "oneccl"]
+# Registered buffers map the peers' memory: one host only. Intel MPI, MPICH and oneCCL come
+# from PyPI into venvs under .venv-peers/ (scripts/setup.sh) and run on one host only.
+SHM_ONLY = {"baton_reg", "impi", "mpich", "oneccl"}
+# The venv under --peers-venv that holds each PyPI peer (its library, and the MPIs' mpiexec).
+PEER_VENVS = {"impi": "impi", "mpich": "mpich", "oneccl": "oneccl"}
 
 
 class Runner(SweepRunner):
@@ -95,7 +103,11 @@ class Runner(SweepRunner):
         for key in wanted:
             if key not in LIBRARIES:
                 raise SystemExit(f"error: unknown library '{key}' (known: {', '.join(LIBRARIES)})")
-            if os.access(self.binary(key), os.X_OK):
+            venv = self.peer_venv(key)
+            if venv and not os.path.isdir(os.path.join(venv, "lib")):
+                log(f"note: {LIBRARIES[key][0]} not installed ({venv}: scripts/setup.sh "
+                    f"installs it): left out")
+            elif os.access(self.binary(key), os.X_OK):
                 libs.append(key)
             else:
                 log(f"note: {self.binary(key)} not built: {LIBRARIES[key][0]} left out")
@@ -105,6 +117,10 @@ class Runner(SweepRunner):
         if not os.access(self.batonrun, os.X_OK):
             raise SystemExit(f"error: {self.batonrun} not found")
         return libs
+
+    def peer_venv(self, key):
+        """The venv of a PyPI peer (None for the others)."""
+        return os.path.join(self.args.peers_venv, PEER_VENVS[key]) if key in PEER_VENVS else None
 
     def stream_bandwidth(self):
         """(GB/s, label, command) of STREAM add on all cores at once."""
@@ -203,14 +219,34 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
         env.setdefault("BATON_TIMEOUT", "120")
         mpi_common = ["mpirun", "--allow-run-as-root", "--oversubscribe",
                       "--mca", "mpi_yield_when_idle", "1"]
+        cores = os.cpu_count() or 1
         if config["kind"] == "shm":
             if lib == "mpi":
                 return [(mpi_common + ["--mca", "btl", "self,vader", "-np", str(n)] + bin_args,
                          env)]
+            if lib in ("impi", "mpich"):
+                # Each MPI's own hydra mpiexec, by its path in that MPI's venv (never the
+                # mpirun on PATH, which is Open MPI's); its own binding off, rank i on core
+                # i mod cores by taskset, as batonrun binds Baton's ranks (PMI_RANK: hydra's).
+                mpiexec = os.path.join(self.peer_venv(lib), "bin", "mpiexec")
+                pin = ["sh", "-c", f'exec taskset -c $((PMI_RANK % {cores})) "$@"', "sh"]
+                e = {k: v for k, v in env.items() if not k.startswith(("OMPI_", "PMIX_"))}
+                if lib == "impi":
+                    e.update(I_MPI_FABRICS="shm", I_MPI_PIN="0")
+                    return [([mpiexec, "-n", str(n)] + pin + bin_args, e)]
+                return [([mpiexec, "-n", str(n), "-bind-to", "none"] + pin + bin_args, e)]
+            if lib == "oneccl":
+                # oneCCL's shared-memory transport (its default is MPI over TCP). Without
+                # CCL_WORKER_OFFLOAD=0 each rank's progress thread spins on a core the ranks
+                # need: ~60 ms per call on 2 cores with 2 ranks (docs/performance.md).
+                e = dict(env)
+                for k, v in (("CCL_ATL_TRANSPORT", "ofi"), ("CCL_ATL_SHM", "1"),
+                             ("CCL_WORKER_OFFLOAD", "0")):
+                    e.setdefault(k, v)
+                return [([self.batonrun, "-n", str(n)] + bin_args, e)]
             return [([self.batonrun, "-n", str(n)] + bin_args, env)]
         # Simulated hosts. With --pin every library's rank i runs on core i mod cores: the
         # hosts share this machine's cores, where real hosts would each have their own.
-        cores = os.cpu_count() or 1
         pin = (lambda i: ["taskset", "-c", str(i % cores)]) if self.args.pin else (lambda i: [])
         if lib == "mpi":
             agent, hostfile = config["mpi_agent"]
@@ -412,8 +448,11 @@ def main(argv):
                         help="seconds of timed calls per size and run (default 0.3)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     parser.add_argument("--libs", default=None,
-                        help="comma separated subset of baton,baton_reg,mpi,gloo_rc,gloo_hd (default: all "
-                             "that are built)")
+                        help="comma separated subset of " + ",".join(LIBRARIES) +
+                             " (default: all that are built and installed)")
+    parser.add_argument("--peers-venv", default=os.path.join(os.path.dirname(HERE), ".venv-peers"),
+                        help="where scripts/setup.sh put the PyPI peers' venvs (impi, mpich, "
+                             "oneccl); default: .venv-peers in the source tree")
     parser.add_argument("--pin", action="store_true",
                         help="simulated hosts: run every library's rank i on core i mod cores "
                              "(taskset; Open MPI with --bind-to none), as real hosts would each "
@@ -463,7 +502,7 @@ def main(argv):
                        "metric": "out-of-place busbw and time of all_reduce float sum; "
                                  "median over repetitions"},
               "configs": []}
-    md = [f"# Baton vs Open MPI vs Gloo: all-reduce (float, sum)\n",
+    md = [f"# Baton and its peers: all-reduce (float, sum)\n",
           f"`{report['meta']['command']}` on {report['meta']['host']} "
           f"({os.cpu_count()} CPUs), {report['meta']['date']}. Out-of-place busbw (GB/s) and "
           f"time per call (us), median of {args.reps} repetitions; ratios > 1 mean Baton moves "

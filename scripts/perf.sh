@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: builds Baton if needed, then runs the allreduce and broadcast
 # sweeps on this machine over shared memory and over TCP loopback, printing
-# nccl-tests tables, and finally Baton against Open MPI and Gloo on this host
+# nccl-tests tables, and finally Baton against its peers (Open MPI, Gloo, and the
+# Intel MPI, MPICH and oneCCL that setup.sh puts in .venv-peers/, not in the
+# torch-free .venv) on this host
 # (perf/compare.py, 2 ranks, tables and plots in perf-results/). RANKS (default
 # 4), MAXBYTES (default 64M) and extra perf flags can be given:
 # scripts/perf.sh -n 20. COMPARE=0 skips the comparison.
@@ -19,7 +21,7 @@ for transport in shm tcp; do
   done
 done
 if [[ ${COMPARE:-1} != 0 ]]; then
-  echo "### Baton vs Open MPI vs Gloo, allreduce, 2 ranks on this host (perf/compare.py)"
+  echo "### Baton vs its peers, allreduce, 2 ranks on this host (perf/compare.py)"
   perf/compare.py --build build --configs shm2 --reps 3 --out perf-results
   sed -n '/^## shm2/,$p' perf-results/results.md | grep -v '^!\['
 fi

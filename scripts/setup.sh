@@ -68,6 +68,27 @@ if ((${#python_packages[@]})); then
   venv_made=1
 fi
 
+# The PyPI peers of perf/compare.py (Intel MPI, MPICH, oneCCL), each in its own
+# venv under .venv-peers/: two MPIs' mpi.h, libmpi.so.12 and mpiexec must not
+# share a prefix, and none goes into .venv, which stays as lean as above for
+# the main job. perf/peers/meson.build builds a driver binary against each one
+# found there; perf/compare.py leaves out, with a note, any that is missing.
+# About 60 MB (MPICH), 330 MB (Intel MPI) and 2 GB (oneCCL: it pulls Intel MPI
+# and the SYCL runtime) installed. SETUP_PEERS=0 skips them.
+if [ "${SETUP_PEERS:-1}" != 0 ]; then
+  for spec in "impi:include/mpi.h:impi-rt==2021.18.* impi-devel==2021.18.*" \
+              "mpich:include/mpi.h:mpich==5.0.*" \
+              "oneccl:include/oneapi/ccl.hpp:oneccl==2022.1.* oneccl-devel==2022.1.*"; do
+    IFS=: read -r name marker pkgs <<<"$spec"
+    [ -e ".venv-peers/$name/$marker" ] && continue
+    [ -x ".venv-peers/$name/bin/python3" ] || /usr/bin/python3 -m venv ".venv-peers/$name"
+    echo "setup: installing $pkgs into .venv-peers/$name"
+    # shellcheck disable=SC2086  # $pkgs is a list of requirement specifiers
+    ".venv-peers/$name/bin/pip" install -q --disable-pip-version-check $pkgs
+    venv_made=1
+  done
+fi
+
 if [ ! -f build/build.ninja ]; then
   meson setup build --buildtype=release
 elif [ "$venv_made" = 1 ]; then

@@ -2,6 +2,8 @@
 # perf/compare.py --quick end to end: Baton, Open MPI and Gloo on 2 ranks over shared memory, and on
 # 2 simulated hosts (network namespaces) when run as root. Checks that the table, the JSON and
 # the plots are written, and that every row of every library passed its correctness check.
+# Intel MPI, MPICH and oneCCL (PyPI, .venv-peers/, scripts/setup.sh) join when their driver
+# binaries are built, each checked at every size of --quick like the others.
 # Skips (exit 77) when the peers are not built (no Open MPI or Gloo development files).
 # Usage: tests/scripts/perf_compare_test.sh BUILD_DIR
 set -u
@@ -14,6 +16,15 @@ for peer in mpi_all_reduce_perf gloo_all_reduce_perf; do
   if [[ ! -x $build/perf/peers/$peer ]]; then
     echo "SKIP: $build/perf/peers/$peer not built (Open MPI or Gloo development files missing)"
     exit 77
+  fi
+done
+# The PyPI peers built here: each must then run and pass its checks.
+extra_libs=""
+for lib in impi mpich oneccl; do
+  if [[ -x $build/perf/peers/${lib}_all_reduce_perf ]]; then
+    extra_libs+=",$lib"
+  else
+    echo "note: ${lib}_all_reduce_perf not built (.venv-peers/$lib missing): not checked"
   fi
 done
 plot_python=""
@@ -48,7 +59,7 @@ for c in "${names[@]}"; do
   done
 done
 # Every configuration present, every library with every size, every check 0.
-python3 - "$out/results.json" "$configs" <<'PY' || failed=1
+python3 - "$out/results.json" "$configs" "baton,mpi,gloo_rc,gloo_hd$extra_libs" <<'PY' || failed=1
 import json, sys
 report = json.load(open(sys.argv[1]))
 wanted = sys.argv[2].split(",")
@@ -58,7 +69,9 @@ for name in wanted:
     if name not in got:
         print(f"not ok - {name} missing from results.json"); ok = False; continue
     results = got[name]["results"]
-    for lib in ("baton", "mpi", "gloo_rc", "gloo_hd"):
+    for lib in sys.argv[3].split(","):
+        if lib in ("impi", "mpich", "oneccl") and not name.startswith("shm"):
+            continue  # one host only
         sizes = results.get(lib, {})
         if len(sizes) != len(report["meta"]["sizes"]):
             print(f"not ok - {name} {lib}: {len(sizes)} sizes of {len(report['meta']['sizes'])}")
