@@ -53,6 +53,10 @@ if [ "${SETUP_PYTHON:-1}" != 0 ]; then
   if [ "${SETUP_TORCH:-1}" != 0 ] && ! .venv/bin/python3 -c "import torch" 2>/dev/null; then
     python_packages+=("torch==2.15.*")
   fi
+  # PyTorch's own process-group suite (tests/python/torch_suite.py) imports these.
+  if [ "${SETUP_TORCH:-1}" != 0 ] && ! .venv/bin/python3 -c "import expecttest, hypothesis" 2>/dev/null; then
+    python_packages+=(expecttest hypothesis)
+  fi
 fi
 if ((${#python_packages[@]})); then
   [ -x .venv/bin/python3 ] || /usr/bin/python3 -m venv .venv

@@ -231,15 +231,16 @@ def uneven():
         return [got]
     compare("batch_isend_irecv", batch, [torch.full((1 << 22,), left + 0.5)])
 
-    # all_gather_coalesced: every rank's tensors in one allgather.
+    # all_gather_coalesced: every rank's tensors in one allgather; outs[r][i]
+    # is rank r's ins[i] (torch's layout).
     def gather_coalesced(g):
         ins = [torch.full((3,), float(rank)), torch.full((2, 2), float(10 * rank + 1))]
-        outs = [[torch.empty(3) for _ in range(size)], [torch.empty(2, 2) for _ in range(size)]]
+        outs = [[torch.empty(3), torch.empty(2, 2)] for _ in range(size)]
         dist.all_gather_coalesced(outs, ins, group=g)
-        return outs[0] + outs[1]
+        return [t for per_rank in outs for t in per_rank]
     compare("all_gather_coalesced", gather_coalesced,
-            [torch.full((3,), float(r)) for r in range(size)] +
-            [torch.full((2, 2), float(10 * r + 1)) for r in range(size)])
+            [t for r in range(size)
+             for t in (torch.full((3,), float(r)), torch.full((2, 2), float(10 * r + 1)))])
 
     # all_gather_into_tensor under the coalescing manager (allgather_into_tensor_coalesced).
     outs = [torch.empty(size * 3), torch.empty(size * 5, dtype=torch.float64)]

@@ -1,0 +1,128 @@
+"""PyTorch's own process-group suite (torch/testing/_internal/distributed/
+distributed_test.py, shipped in the torch wheel) on "baton" or "gloo".
+
+    torch_suite.py [--backend baton|gloo] [--world-size N] [--quick] [-k PATTERN ...]
+                   [--list-passed FILE]
+
+Third-party backends run it this way (torch_ucc's pattern): the backend is
+registered as a plugin in DistTestCases.backend_feature, with the features it
+has claimed, before the suite is imported (its skip decorators read those sets
+at import), and a TestDistBackend subclass spawns WORLD_SIZE processes per
+test. --quick runs QUICK (a couple of minutes; the meson test torch_suite_*).
+Tests that pass on "gloo" and do not on "baton" are listed in docs/python.md
+with their reasons; EXPECTED_FAILURES holds them. Needs expecttest and
+hypothesis (scripts/setup.sh installs them).
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import unittest
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", default=os.environ.get("BACKEND", "baton"),
+                        choices=["baton", "gloo"])
+    parser.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", 2)))
+    parser.add_argument("--quick", action="store_true", help="only QUICK")
+    parser.add_argument("-k", action="append", default=[], help="test name substring")
+    parser.add_argument("--list-passed", help="write the names of the tests that passed here")
+    return parser.parse_args()
+
+
+# Before torch's test modules are imported: their skip decorators read these.
+# Spawned ranks import this file as __mp_main__ and inherit the environment.
+if __name__ == "__main__":
+    ARGS = parse_args()
+    os.environ["BACKEND"] = ARGS.backend
+    os.environ["WORLD_SIZE"] = str(ARGS.world_size)
+os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="torch_suite_"))
+os.environ.setdefault("BATON_SOCKET_IFNAME", "lo")
+BACKEND = os.environ["BACKEND"]
+
+import torch.distributed as dist  # noqa: E402
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+if BACKEND == "baton":
+    import baton.torch  # noqa: F401,E402 (registers "baton")
+
+    # What "baton" does on CPU tensors as the suite's other backends do: a
+    # plugin (require_backend_is_available), DDP, subgroups (new_group,
+    # split_group), all_gather_coalesced, reduce, recv from any source and a
+    # CPU barrier (it is in none of the skip_collective sets).
+    DistTestCases.backend_feature["plugin"].add("baton")
+    # "gpu" gates tests that run on CPU too (objects over subgroups); those
+    # that need GPUs have their own skips. Gloo is in it likewise.
+    DistTestCases.backend_feature["gpu"].add("baton")
+    DistTestCases.backend_feature["ddp"].add("baton")
+    DistTestCases.backend_feature["subgroup"].add("baton")
+
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+# A couple of minutes' worth that covers each collective, point to point
+# (any source included), subgroups, coalesced calls, objects and DDP.
+QUICK = [
+    "test_all_reduce_sum",
+    "test_all_reduce_coalesced_max",
+    "test_all_gather",
+    "test_all_gather_coalesced_complex",
+    "test_all_gather_object_subgroup",
+    "test_all_gather_into_cat_tensor_cuda",
+    "test_broadcast",
+    "test_reduce_sum",
+    "test_gather",
+    "test_scatter",
+    "test_all_to_all",
+    "test_send_recv",
+    "test_send_recv_any_source",
+    "test_irecv",
+    "test_isend",
+    "test_batch_isend_irecv_gloo",
+    "test_barrier",
+    "test_new_subgroups",
+    "test_broadcast_object_list",
+    "test_scatter_object_list",
+    "test_DistributedDataParallelCPU",
+    "test_ddp_logging_data_cpu",
+]
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+
+def main():
+    args = ARGS
+    loader = unittest.TestLoader()
+    names = loader.getTestCaseNames(TestDistBackendWithSpawn)
+    if args.quick:
+        missing = set(QUICK) - set(names)
+        if missing:
+            sys.exit(f"torch_suite: QUICK names tests this torch lacks: {sorted(missing)}")
+        names = [n for n in names if n in QUICK]
+    if args.k:
+        names = [n for n in names if any(k in n for k in args.k)]
+    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    print(f"torch_suite: backend {BACKEND}, WORLD_SIZE {os.environ['WORLD_SIZE']}, "
+          f"{len(names)} tests", flush=True)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    bad = {t.id().split(".")[-1] for t, _ in result.failures + result.errors}
+    skipped = {t.id().split(".")[-1] for t, _ in result.skipped}
+    passed = sorted(set(names) - bad - skipped)
+    if args.list_passed:
+        with open(args.list_passed, "w") as f:
+            f.write("".join(n + "\n" for n in passed))
+    print(f"torch_suite: backend {BACKEND}, WORLD_SIZE {os.environ['WORLD_SIZE']}: "
+          f"{len(passed)} passed, {len(bad)} failed, {len(skipped)} skipped", flush=True)
+    sys.exit(0 if not bad else 1)
+
+
+if __name__ == "__main__":
+    main()
