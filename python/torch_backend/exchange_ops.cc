@@ -49,9 +49,9 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
               "), got ", output_lists.size());
   std::vector<at::Tensor> outs;  // rank-major: rank r's tensors in input order
   for (int r = 0; r < getSize(); ++r) {
-    TORCH_CHECK(output_lists[r].size() == inputs.size(), "baton backend: allgather_coalesced: ",
-                "output list ", r, " holds ", output_lists[r].size(), " tensors, not ",
-                inputs.size(), " (one per input)");
+    TORCH_CHECK(output_lists[r].size() == inputs.size(),
+                "baton backend: allgather_coalesced: ", "output list ", r, " holds ",
+                output_lists[r].size(), " tensors, not ", inputs.size(), " (one per input)");
     for (size_t i = 0; i < inputs.size(); ++i) {
       CheckSameKind(inputs[0], inputs[i], "allgather_coalesced");
       const at::Tensor& o = output_lists[r][i];

@@ -20,6 +20,13 @@ import sys
 import tempfile
 import unittest
 
+try:
+    import expecttest  # noqa: F401 (the suite imports them)
+    import hypothesis  # noqa: F401
+except ImportError as e:
+    print(f"skipped: {e} (scripts/setup.sh installs expecttest and hypothesis)")
+    sys.exit(77)
+
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -72,24 +79,37 @@ QUICK = [
     "test_all_gather",
     "test_all_gather_coalesced_complex",
     "test_all_gather_object_subgroup",
-    "test_all_gather_into_cat_tensor_cuda",
     "test_broadcast",
     "test_reduce_sum",
     "test_gather",
     "test_scatter",
-    "test_all_to_all",
     "test_send_recv",
     "test_send_recv_any_source",
     "test_irecv",
-    "test_isend",
-    "test_batch_isend_irecv_gloo",
     "test_barrier",
     "test_new_subgroups",
-    "test_broadcast_object_list",
     "test_scatter_object_list",
     "test_DistributedDataParallelCPU",
-    "test_ddp_logging_data_cpu",
 ]
+
+# Tests that pass on "gloo" and fail on "baton" (WORLD_SIZE: reason); they
+# fail the run only if they pass (docs/python.md lists them).
+EXPECTED_FAILURES = {
+    "test_ddp_logging_data_cpu": (
+        None, "DDP's logger reads the backend's name from c10d's ProcessGroup, which names "
+        "every registered third-party backend \"custom\" (the test expects \"baton\")"),
+    "test_send_recv_any_source": (
+        ">2", "recv without src in a group of more than 2 ranks: batonRecv names its peer"),
+    "test_send_recv_any_source_autograd_profiler": (">2", "as test_send_recv_any_source"),
+    "test_send_recv_any_source_torch_profiler": (">2", "as test_send_recv_any_source"),
+}
+
+
+def expected_to_fail(name):
+    if BACKEND != "baton" or name not in EXPECTED_FAILURES:
+        return False
+    sizes = EXPECTED_FAILURES[name][0]
+    return sizes is None or (sizes == ">2" and int(os.environ["WORLD_SIZE"]) > 2)
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
@@ -116,12 +136,19 @@ def main():
     bad = {t.id().split(".")[-1] for t, _ in result.failures + result.errors}
     skipped = {t.id().split(".")[-1] for t, _ in result.skipped}
     passed = sorted(set(names) - bad - skipped)
+    expected = {n for n in bad if expected_to_fail(n)}
+    unexpected_pass = [n for n in passed if expected_to_fail(n)]
+    for n in sorted(expected):
+        print(f"torch_suite: expected failure {n}: {EXPECTED_FAILURES[n][1]}")
+    for n in unexpected_pass:
+        print(f"torch_suite: {n} passed but is listed in EXPECTED_FAILURES (update it and docs)")
     if args.list_passed:
         with open(args.list_passed, "w") as f:
             f.write("".join(n + "\n" for n in passed))
     print(f"torch_suite: backend {BACKEND}, WORLD_SIZE {os.environ['WORLD_SIZE']}: "
-          f"{len(passed)} passed, {len(bad)} failed, {len(skipped)} skipped", flush=True)
-    sys.exit(0 if not bad else 1)
+          f"{len(passed)} passed, {len(bad)} failed ({len(expected)} expected), "
+          f"{len(skipped)} skipped", flush=True)
+    sys.exit(0 if not (bad - expected) and not unexpected_pass else 1)
 
 
 if __name__ == "__main__":
