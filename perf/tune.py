@@ -11,7 +11,13 @@ repetitions. The model's predictions come from a run with BATON_DEBUG_SUBSYS=TUN
 rank 0 log the table the communicator computed.
 
 Configurations (--configs, comma separated):
-  shmN          N ranks on this host (batonrun binds them).
+  shmN          N ranks on this host (batonrun binds them; with more ranks than cores,
+                --bind-to core shares the cores round robin, so that every run has the same
+                placement: left to the scheduler, 4 ranks on 2 cores land in a fast or a slow
+                mode per launch, 4.6 or 7.2 us at 8 B for the very same schedule).
+  loN           N simulated hosts of one rank on the loopback interface, without network
+                namespaces or shaping: BATON_HOSTID per host, BATON_TRANSPORT=tcp,
+                BATON_SOCKET_IFNAME=lo, BATON_BIND=core (the TCP path between "hosts").
   netHxR-RATE   H simulated hosts with R ranks each (scripts/netns.sh: network namespaces on a
   netH-RATE     bridge, eth0 shaped by tbf at RATE, e.g. 1g, 10g); one batonrun per namespace,
                 --bind-to none with BATON_BIND=core: the "hosts" share this machine's cores, so
@@ -64,8 +70,16 @@ class Runner(SweepRunner):
         """[(argv, env)] of the processes of one run."""
         args = [self.binary, "-y", "1"] + flags
         if config["kind"] == "shm":
-            return [([self.batonrun, "-n", str(config["per_host"])] + args, env)]
+            bind = ["--bind-to", "core"] if config["per_host"] > (os.cpu_count() or 1) else []
+            return [([self.batonrun, "-n", str(config["per_host"])] + bind + args, env)]
         port = self.next_port()
+        if config["kind"] == "lo":
+            n = config["hosts"]
+            return [([self.batonrun, "-n", "1", "--bind-to", "none", "--world-size", str(n),
+                      "--rank-offset", str(h), "--root", f"127.0.0.1:{port}"] + args,
+                     dict(env, BATON_HOSTID=f"tune-lo-h{h}", BATON_TRANSPORT="tcp",
+                          BATON_SOCKET_IFNAME="lo", BATON_BIND="core"))
+                    for h in range(n)]
         n, r = config["hosts"] * config["per_host"], config["per_host"]
         # The namespaces share this machine's cores: each batonrun would bind its ranks to the
         # same first cores, so the library binds every rank by its index among the machine's
@@ -117,10 +131,21 @@ class Runner(SweepRunner):
     def iterations(self, config, sizes):
         if config["kind"] == "shm":
             latency, bandwidth = 5e-6, 2e9
+        elif config["kind"] == "lo":
+            latency, bandwidth = 50e-6, 1e9
         else:
             latency, bandwidth = 100e-6, config["rate_GBps"] * 1e9
         per_call = max(latency + 2 * s / bandwidth for s in sizes)
         return max(3, min(200, int(self.args.budget / per_call)))
+
+
+def parse_tune_config(name):
+    """sweep_util's configurations, and loN: N loopback "hosts" of one rank each."""
+    m = re.fullmatch(r"lo(\d+)", name)
+    if m and 2 <= int(m.group(1)) <= 16:
+        n = int(m.group(1))
+        return {"name": name, "kind": "lo", "hosts": n, "per_host": 1, "ranks": n}
+    return parse_config(name)
 
 
 def predictions(text, collective):
@@ -161,7 +186,7 @@ def main(argv):
     parser.add_argument("--out", default=os.path.join("perf-results", "tune"))
     args = parser.parse_args(argv)
     try:
-        configs = [parse_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+        configs = [parse_tune_config(c.strip()) for c in args.configs.split(",") if c.strip()]
         sizes = sorted({parse_size(s) for s in args.sizes.split(",") if s.strip()})
     except (ValueError, argparse.ArgumentTypeError) as e:
         parser.error(str(e))
@@ -235,7 +260,7 @@ def main(argv):
             med = {v: {s: statistics.median(t) for s, t in by.items()} for v, by in times.items()}
             rows = []
             head = (["size"] + [f"{v} (us)" for v in variants] +
-                    ["best forced", "auto chose", "auto/best", "chosen/best"] +
+                    ["best forced", "auto chose", "auto/best", "chosen/best", "auto/chosen"] +
                     [f"pred {a}" for a in ALGORITHMS[args.collective]])
             table = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             for s in sizes:
@@ -250,9 +275,12 @@ def main(argv):
                 pick = chosen.get(s)
                 choice_ratio = (forced[pick] / forced[best]
                                 if best and pick in forced else None)
+                # The automatic run over the forced run of its own choice: what the automatic
+                # path adds (the same schedule, so 1 but for noise).
+                auto_chosen = auto / forced[pick] if auto and pick in forced else None
                 rows.append({"size": s, "times": {v: med[v].get(s) for v in variants},
                              "best": best, "auto_over_best": ratio, "chosen": pick,
-                             "chosen_over_best": choice_ratio,
+                             "chosen_over_best": choice_ratio, "auto_over_chosen": auto_chosen,
                              "predicted": {a: predicted.get(a, {}).get(s)
                                            for a in ALGORITHMS[args.collective]}})
 
@@ -260,7 +288,7 @@ def main(argv):
                     return "–" if x is None else f"{x:.3g}"
                 table.append("| " + " | ".join(
                     [human_size(s)] + [f(med[v].get(s)) for v in variants] +
-                    [best or "–", pick or "–", f(ratio), f(choice_ratio)] +
+                    [best or "–", pick or "–", f(ratio), f(choice_ratio), f(auto_chosen)] +
                     [f(predicted.get(a, {}).get(s)) for a in ALGORITHMS[args.collective]]) + " |")
             report["configs"].append({"config": config, "rows": rows, "cost": cost})
             md.append(f"## {config['name']}\n")

@@ -6,14 +6,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Build and test tools; then the peers perf/compare.py runs against (Open MPI,
-# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot,
+# Gloo), the trainer's BLAS, zlib and data set, matplotlib for perf/plot and
+# the Python case studies' plots, Debian's fortunes (their corpus),
 # clang with its fuzzing and sanitizer runtimes (scripts/fuzz.sh), and for the
 # pip test patchelf (meson-python fixes the wheel's rpaths with it) and ccache
 # (the wheel's builds reuse the main build's objects).
 packages=(g++ meson ninja-build pkg-config libhwloc-dev libhwy-dev libibverbs-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 iproute2
           libssl-dev libpmix-dev openmpi-bin libopenmpi-dev libgloo-dev libopenblas-dev zlib1g-dev
-          dataset-fashion-mnist python3-matplotlib clang-16 libclang-rt-16-dev
+          dataset-fashion-mnist python3-matplotlib fortunes clang-16 libclang-rt-16-dev
           python3-venv python3-dev patchelf ccache)
 missing=()
 for p in "${packages[@]}"; do
@@ -45,7 +46,10 @@ fi
 # what torch's wheel pulls in and how long it takes). Each part is skipped when
 # it is there. SETUP_TORCH=0 leaves torch out (about 3 GB of downloads:
 # scripts/perf.sh, the main job, needs none of it); SETUP_PYTHON=0 skips the
-# venv altogether.
+# venv altogether. SETUP_DEEPSPEED=1 adds DeepSpeed, whose shared-memory
+# allreduce perf/python/torch_compare.py measures against the torch backend
+# (off by default: nothing else uses it; it builds that op with ninja on first
+# use).
 venv_made=0
 python_packages=()
 if [ "${SETUP_PYTHON:-1}" != 0 ]; then
@@ -56,6 +60,9 @@ if [ "${SETUP_PYTHON:-1}" != 0 ]; then
   # PyTorch's own process-group suite (tests/python/torch_suite.py) imports these.
   if [ "${SETUP_TORCH:-1}" != 0 ] && ! .venv/bin/python3 -c "import expecttest, hypothesis" 2>/dev/null; then
     python_packages+=(expecttest hypothesis)
+  fi
+  if [ "${SETUP_DEEPSPEED:-0}" = 1 ] && ! .venv/bin/python3 -c "import deepspeed" 2>/dev/null; then
+    python_packages+=("deepspeed==0.19.*")
   fi
 fi
 if ((${#python_packages[@]})); then

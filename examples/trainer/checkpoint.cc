@@ -81,6 +81,7 @@ void WriteCheckpoint(const std::string& path, const Checkpoint& c) {
     s.PutFloats(c.params);
     s.PutFloats(c.momentum);
     s.PutFloats(c.ema);
+    if (!c.model_state.empty()) s.PutFloats(c.model_state);
     if (std::fflush(f.get()) != 0) throw TrainError("writing " + tmp + ": " + std::strerror(errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -115,6 +116,10 @@ Checkpoint ReadCheckpoint(const std::string& path) {
   c.params = s.GetFloats(kLimit);
   c.momentum = s.GetFloats(kLimit);
   c.ema = s.GetFloats(kLimit);
+  if (const int next = std::fgetc(f.get()); next != EOF) {
+    std::ungetc(next, f.get());
+    c.model_state = s.GetFloats(kLimit);
+  }
   // The optimizer's state is one vector of the parameters' size per part (Adam: two).
   const bool state_fits =
       c.momentum.size() == c.params.size() || c.momentum.size() == 2 * c.params.size();

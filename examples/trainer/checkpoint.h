@@ -19,6 +19,9 @@ struct Checkpoint {
   std::vector<float> params;
   std::vector<float> momentum;  // the optimizer's state (adam, lamb: m then v)
   std::vector<float> ema;       // empty without --ema
+  // The model's state beside its parameters (batch norm's running statistics); written only
+  // when not empty, so an MLP's file is as before.
+  std::vector<float> model_state;
 };
 
 // Writes FILE.tmp, then renames it over FILE (a crash never leaves half a checkpoint).

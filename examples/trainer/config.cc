@@ -71,7 +71,13 @@ std::vector<std::pair<std::string, std::string>> RunContext::ConfigEntries() con
     if (!hidden.empty()) hidden += ',';
     hidden += std::to_string(h);
   }
-  str("hidden", hidden);
+  str("model", o.model == ModelKind::kCnn ? "cnn" : "mlp");
+  if (o.model == ModelKind::kCnn) {
+    str("batch_norm", o.batch_norm ? "on" : "off");
+    str("sync_bn", o.sync_bn ? "on" : "off");
+  } else {
+    str("hidden", hidden);
+  }
   num("epochs", o.epochs);
   num("batch", o.batch);
   num("accumulate", o.accumulate);
@@ -122,6 +128,7 @@ std::vector<std::pair<std::string, std::string>> RunContext::ConfigEntries() con
   }
   flag("elastic", o.elastic);
   num("val_fraction", o.val_fraction);
+  if (o.train_subset > 0) num("train_subset", static_cast<double>(o.train_subset));
   if (o.target_acc > 0) {
     num("target_acc", o.target_acc);
     flag("stop_at_target", o.stop_at_target);

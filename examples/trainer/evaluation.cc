@@ -6,12 +6,13 @@
 #include <vector>
 
 #include "checkpoint.h"
+#include "cnn.h"
 #include "trainer.h"
 #include "util.h"
 
 namespace trainer {
 
-BatchStats EvaluateRows(Backend& backend, Mlp& model, const Dataset& d, const float* params,
+BatchStats EvaluateRows(Backend& backend, Model& model, const Dataset& d, const float* params,
                         size_t begin, size_t end, float* x, std::vector<float>& host,
                         std::vector<double>* class_counts) {
   BatchStats total;
@@ -90,6 +91,19 @@ void SplitValidation(DataSplit* data, double fraction, uint64_t seed) {
       ", " + std::to_string(data->val.count) + " of the train set held out for validation";
 }
 
+void TakeTrainSubset(DataSplit* data, long count) {
+  Dataset& train = data->train;
+  if (count <= 0) return;
+  if (static_cast<size_t>(count) > train.count) {
+    throw UsageError("--train-subset " + std::to_string(count) + " is more than the " +
+                     std::to_string(train.count) + " training samples");
+  }
+  train.count = static_cast<size_t>(count);
+  train.pixels.resize(train.count * train.features);
+  train.labels.resize(train.count);
+  data->description += ", training on the first " + std::to_string(count);
+}
+
 int RunEvaluation(const Options& o) {
   try {
     Checkpoint c = ReadCheckpoint(o.eval_checkpoint);
@@ -97,7 +111,11 @@ int RunEvaluation(const Options& o) {
     DataSplit data =
         o.synthetic > 0 ? MakeSynthetic(o.synthetic, c.seed) : LoadFashionMnist(o.data_dir);
     if (c.sizes.size() < 2) throw TrainError(o.eval_checkpoint + ": no layers");
-    if (static_cast<size_t>(c.sizes.front()) != data.test.features ||
+    const bool cnn = c.sizes.front() == 0;
+    if (cnn && !Cnn::Unsupported(data.test.features).empty()) {
+      throw UsageError(o.eval_checkpoint + ": " + Cnn::Unsupported(data.test.features));
+    }
+    if ((!cnn && static_cast<size_t>(c.sizes.front()) != data.test.features) ||
         c.sizes.back() != data.test.classes) {
       throw UsageError(o.eval_checkpoint + ": a model for " + std::to_string(c.sizes.front()) +
                        " features and " + std::to_string(c.sizes.back()) +
@@ -105,17 +123,21 @@ int RunEvaluation(const Options& o) {
                        " and " + std::to_string(data.test.classes));
     }
     std::unique_ptr<Backend> backend = MakeCpuBackend(o.blas_threads);
-    Mlp model(*backend, c.sizes, kEvalBatch);
-    if (c.params.size() != model.parameter_count()) {
+    std::unique_ptr<Model> owned = MakeModel(*backend, c.sizes, kEvalBatch);
+    Model& model = *owned;
+    const size_t n = model.parameter_count();
+    if (c.params.size() != n || c.model_state.size() != model.state_count()) {
       throw TrainError(o.eval_checkpoint + ": wrong number of parameters");
     }
+    // Batch norm's running statistics.
+    std::copy(c.model_state.begin(), c.model_state.end(), model.state());
     Buffer x = backend->Allocate(static_cast<size_t>(kEvalBatch) * data.test.features);
     std::vector<float> host(static_cast<size_t>(kEvalBatch) * data.test.features);
     std::printf("eval: %s, %s, trained %ld epoch(s), %ld step(s), mode %s\n",
                 o.eval_checkpoint.c_str(), data.description.c_str(),
                 static_cast<long>(c.epochs_done), static_cast<long>(c.global_step), c.mode.c_str());
     for (int which = 0; which < (c.ema.empty() ? 1 : 2); ++which) {
-      backend->Upload(model.params(), (which == 0 ? c.params : c.ema).data(), c.params.size());
+      backend->Upload(model.params(), (which == 0 ? c.params : c.ema).data(), n);
       std::vector<double> counts(2 * static_cast<size_t>(data.test.classes), 0.0);
       BatchStats s = EvaluateRows(*backend, model, data.test, model.params(), 0, data.test.count,
                                   x.data(), host, &counts);

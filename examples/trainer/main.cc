@@ -97,7 +97,10 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   }
   // Before any collective: a split that cannot work is a usage error every rank finds alike,
   // and a rank that left after a collective could break a peer still finishing it.
-  if (problem.empty()) trainer::SplitValidation(&data, o.val_fraction, o.seed);
+  if (problem.empty()) {
+    trainer::SplitValidation(&data, o.val_fraction, o.seed);
+    trainer::TakeTrainSubset(&data, o.train_subset);
+  }
   // Said before the allreduce: once it completes, the first rank to exit makes batonrun stop the
   // others, and a message printed after it could be lost.
   if (!problem.empty())
@@ -134,6 +137,7 @@ int RunReplacement(const trainer::Options& options) {
                                   ? trainer::MakeSynthetic(options.synthetic, options.seed)
                                   : trainer::LoadFashionMnist(options.data_dir);
     trainer::SplitValidation(&data, options.val_fraction, options.seed);
+    trainer::TakeTrainSubset(&data, options.train_subset);
     const double ready = trainer::NowSeconds();
     comm = trainer::JoinRunningJob();
     if (comm == nullptr) {

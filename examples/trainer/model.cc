@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "cnn.h"
 #include "util.h"
 
 namespace trainer {
@@ -27,6 +28,20 @@ Mlp::Mlp(Backend& backend, std::vector<int> sizes, int max_batch)
     activations_[l] = backend_.Allocate(static_cast<size_t>(max_batch_) * sizes_[l]);
     deltas_[l] = backend_.Allocate(static_cast<size_t>(max_batch_) * sizes_[l]);
   }
+}
+
+std::string Mlp::Describe() const {
+  std::string text;
+  for (int s : sizes_) {
+    if (!text.empty()) text += '-';
+    text += std::to_string(s);
+  }
+  return text;
+}
+
+std::unique_ptr<Model> MakeModel(Backend& backend, const std::vector<int>& sizes, int max_batch) {
+  if (!sizes.empty() && sizes[0] == 0) return std::make_unique<Cnn>(backend, sizes, max_batch);
+  return std::make_unique<Mlp>(backend, sizes, max_batch);
 }
 
 std::vector<float> InitialParameters(const std::vector<int>& sizes, uint64_t seed) {

@@ -23,7 +23,12 @@ Data
   --data DIR              Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)
   --synthetic N           a deterministic synthetic set of N samples instead (tests)
 Model and optimizer
+  --model mlp|cnn         the MLP (--hidden) or a LeNet-5-size CNN (conv 5x5 6, pool, conv
+                          5x5 16, pool, fc 120, 84, 10; im2col + OpenBLAS, --device cpu only)
   --hidden 512,256        hidden layer sizes (784-512-256-10 by default)
+  --batch-norm            --model cnn: batch norm after each convolution (torch's BatchNorm2d)
+  --sync-bn               --batch-norm statistics over all ranks' batches every step, as torch's
+                          SyncBatchNorm (--mode sync)
   --epochs N              epochs to train (5)
   --batch N               samples per rank and step (64)
   --optimizer sgd|nesterov|adam|lars|lamb   the update rule (sgd: with momentum)
@@ -79,6 +84,8 @@ Experiments
   --straggle-random P:F   each rank's step takes F times as long with probability P
 Evaluation and output
   --val-fraction F        hold out F of the training set as a validation set (0)
+  --train-subset N        train on the first N samples of the training set (after
+                          --val-fraction; the test set stays whole)
   --target-acc X          report time and steps to reach accuracy X (validation if any)
   --stop-at-target        and stop training there
   --log-every N           a loss line every N steps
@@ -224,6 +231,13 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->synthetic = static_cast<size_t>(args.Integer(flag, 1, 10'000'000));
     } else if (flag == "--hidden") {
       o->hidden = ParseSizes(flag, args.Value(flag));
+      o->hidden_set = true;
+    } else if (flag == "--model") {
+      o->model = args.Choice<ModelKind>(flag, {{"mlp", ModelKind::kMlp}, {"cnn", ModelKind::kCnn}});
+    } else if (flag == "--batch-norm") {
+      o->batch_norm = true;
+    } else if (flag == "--sync-bn") {
+      o->sync_bn = true;
     } else if (flag == "--epochs") {
       o->epochs = static_cast<int>(args.Integer(flag, 1, 100000));
     } else if (flag == "--batch") {
@@ -254,6 +268,8 @@ bool ParseOptions(int argc, char** argv, Options* o, std::string* help_text) {
       o->trust = args.Real(flag, 1e-9, 1000);
     } else if (flag == "--accumulate") {
       o->accumulate = static_cast<int>(args.Integer(flag, 1, 65536));
+    } else if (flag == "--train-subset") {
+      o->train_subset = args.Integer(flag, 1, 1L << 40);
     } else if (flag == "--val-fraction") {
       o->val_fraction = args.Real(flag, 0, 0.9);
     } else if (flag == "--log-every") {

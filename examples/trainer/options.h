@@ -43,6 +43,12 @@ enum class LrScaling {
   kNone,
 };
 
+// The model the data-parallel modes train (model.h, cnn.h).
+enum class ModelKind {
+  kMlp,  // --hidden layers
+  kCnn,  // LeNet-5 size (cnn.h)
+};
+
 // Where the math runs (backend.h).
 enum class Device {
   kCpu,   // OpenBLAS on the host
@@ -70,6 +76,10 @@ struct Options {
   bool momentum_set = false;  // --momentum given (else --async lowers it, see main.cc)
   double weight_decay = 1e-4;
   std::vector<int> hidden = {512, 256};
+  ModelKind model = ModelKind::kMlp;  // --model
+  bool hidden_set = false;            // --hidden given (meaningless for --model cnn)
+  bool batch_norm = false;            // --batch-norm: after each convolution
+  bool sync_bn = false;               // --sync-bn: batch statistics over all data-parallel ranks
   Mode mode = Mode::kSync;
   bool async = false;
   int ps_shards = 1;     // --ps-shards: server ranks 0..K-1, each owning 1/K of the parameters
@@ -95,6 +105,7 @@ struct Options {
 
   // Everyday features (docs/trainer.md).
   double val_fraction = 0;      // --val-fraction: held out of the training set for validation
+  long train_subset = 0;        // --train-subset: train on the first N samples (0: all)
   long log_every = 0;           // --log-every N: a loss line every N steps (rank 0 or worker 0)
   double target_acc = 0;        // --target-acc X: report the time and steps to reach it
   bool stop_at_target = false;  // and stop there

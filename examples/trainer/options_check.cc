@@ -90,11 +90,41 @@ void CheckElastic(const Options& o) {
   }
 }
 
+// --model cnn, --batch-norm and --sync-bn.
+void CheckModel(const Options& o) {
+  if (o.model != ModelKind::kCnn) {
+    if (o.batch_norm || o.sync_bn) {
+      throw TrainError("--batch-norm and --sync-bn need --model cnn (the MLP has no batch norm)");
+    }
+    return;
+  }
+  if (ModelParallel(o.mode)) {
+    throw TrainError(std::string("--model cnn is not supported with --mode ") + ModeName(o) +
+                     " (it splits the MLP's fully connected layers); use --mode sync, ps or local");
+  }
+  if (o.device == Device::kCuda) {
+    throw TrainError(
+        "--model cnn is not supported with --device cuda (its convolutions run on "
+        "the CPU backend only); use --device cpu");
+  }
+  if (o.hidden_set) throw TrainError("--hidden sets the MLP's layers; --model cnn has its own");
+  if (o.sync_bn) {
+    if (!o.batch_norm) throw TrainError("--sync-bn needs --batch-norm");
+    if (o.mode != Mode::kSync) {
+      throw TrainError(std::string("--sync-bn needs --mode sync (ranks that step together); not "
+                                   "--mode ") +
+                       ModeName(o));
+    }
+    if (o.elastic) throw TrainError("--sync-bn is not supported with --elastic");
+  }
+}
+
 void CheckCombinations(const Options& o) {
   if (o.eval) {
     if (o.eval_checkpoint.empty()) throw TrainError("eval needs --checkpoint FILE");
     return;
   }
+  CheckModel(o);
   if (o.fp16_allreduce && o.mode != Mode::kSync) {
     throw TrainError("--fp16-allreduce applies to --mode sync only");
   }

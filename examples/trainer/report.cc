@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,11 +17,63 @@
 #include "util.h"
 
 namespace trainer {
+namespace {
+
+// printf onto the end of *out.
+__attribute__((format(printf, 2, 3))) void Append(std::string* out, const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  char small[512];
+  const int n = std::vsnprintf(small, sizeof small, format, args);
+  va_end(args);
+  if (n < 0) return;
+  if (static_cast<size_t>(n) < sizeof small) {
+    out->append(small, static_cast<size_t>(n));
+    return;
+  }
+  std::string big(static_cast<size_t>(n) + 1, '\0');
+  va_start(args, format);
+  std::vsnprintf(big.data(), big.size(), format, args);
+  va_end(args);
+  out->append(big.data(), static_cast<size_t>(n));
+}
+
+// A diverged run's figures print as nan, -nan, inf or -inf, which JSON has no word for: each such
+// value (after ": ", "[" or ", ") becomes null, so that the line still parses.
+void NullNonFinite(std::string* record) {
+  const std::string& s = *record;
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const bool value_start =
+        i > 1 && (s[i - 1] == '[' || (s[i - 1] == ' ' && (s[i - 2] == ':' || s[i - 2] == ',')));
+    const size_t j = i + (s[i] == '-' ? 1 : 0);
+    if (value_start && (s.compare(j, 3, "nan") == 0 || s.compare(j, 3, "inf") == 0)) {
+      out += "null";
+      i = j + 3;
+      continue;
+    }
+    out += s[i++];
+  }
+  *record = std::move(out);
+}
+
+}  // namespace
 
 void RunContext::Progress(int epoch, long step, long steps, const EpochStats& stats) {
   const double end = NowSeconds();
   if (step > 0 && last_step_end_ > 0) step_times_.push_back(end - last_step_end_);
   last_step_end_ = end;
+  if (stats.samples < jitter_samples_) jitter_loss_ = jitter_samples_ = 0;  // a new epoch
+  if (stats.samples > jitter_samples_) {
+    const double step_loss = (stats.loss_sum - jitter_loss_) / (stats.samples - jitter_samples_);
+    jitter_n_ += 1;
+    jitter_sum_ += step_loss;
+    jitter_sq_ += step_loss * step_loss;
+    jitter_loss_ = stats.loss_sum;
+    jitter_samples_ = stats.samples;
+  }
   if (opt.log_every > 0 && stats.samples > 0) {
     // The rank that logs computes gradients: rank 0, or the first worker of a parameter server.
     const int logger = opt.mode == Mode::kPs ? opt.ps_shards : 0;
@@ -74,6 +129,11 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   sums.push_back(stats.gradients_applied);  // 17
   sums.push_back(stats.gradients_dropped);  // 18
   sums.push_back(stats.averages);           // 19 (each rank's count: / world below)
+  sums.push_back(jitter_n_);                // 20: per-step losses of every training rank
+  sums.push_back(jitter_sum_);              // 21
+  sums.push_back(jitter_sq_);               // 22
+  jitter_n_ = jitter_sum_ = jitter_sq_ = 0;
+  jitter_loss_ = jitter_samples_ = 0;
   const size_t per_class_at = sums.size();
   if (class_counts != nullptr) sums.insert(sums.end(), class_counts->begin(), class_counts->end());
   CheckBaton(
@@ -94,6 +154,15 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   CheckBaton(batonAllReduce(maxima, maxima, 4, batonDouble, batonMax, comm, nullptr), comm,
              "metrics allreduce");
   const double stale_max = maxima[0];
+  // Loss jitter: the standard deviation of the per-step losses (each a rank's batch mean) of all
+  // training ranks over the epoch, trend included.
+  double loss_step_std = 0;
+  if (sums[20] > 1) {
+    const double mean = sums[21] / sums[20];
+    const double var = (sums[22] - sums[20] * mean * mean) / (sums[20] - 1);
+    // A diverged run's NaN stays NaN (std::max would turn it into 0).
+    loss_step_std = std::isnan(var) ? var : std::sqrt(std::max(0.0, var));
+  }
   auto ratio = [&](size_t num, size_t den) { return sums[den] > 0 ? sums[num] / sums[den] : 0; };
   const double test_acc = ratio(7, 8);
   const double test_loss = ratio(11, 8);
@@ -161,51 +230,53 @@ void RunContext::ReportEpoch(int epoch, const EpochStats& stats, const BatchStat
   }
   std::fflush(stdout);
   if (json_ != nullptr) {
-    std::fprintf(json_,
-                 "{\"epoch\": %d, \"mode\": \"%s\", \"ranks\": %d, \"loss\": %.6f, "
-                 "\"train_acc\": %.6f, \"test_acc\": %.6f, \"test_loss\": %.6f",
-                 epoch + 1, ModeName(opt), world, loss, train_acc, test_acc, test_loss);
-    if (has_val) std::fprintf(json_, ", \"val_acc\": %.6f, \"val_loss\": %.6f", val_acc, val_loss);
-    if (ema_test_in != nullptr) std::fprintf(json_, ", \"ema_test_acc\": %.6f", ema_acc);
+    std::string record;
+    Append(&record,
+           "{\"epoch\": %d, \"mode\": \"%s\", \"ranks\": %d, \"loss\": %.6f, "
+           "\"train_acc\": %.6f, \"test_acc\": %.6f, \"test_loss\": %.6f",
+           epoch + 1, ModeName(opt), world, loss, train_acc, test_acc, test_loss);
+    if (has_val) Append(&record, ", \"val_acc\": %.6f, \"val_loss\": %.6f", val_acc, val_loss);
+    if (ema_test_in != nullptr) Append(&record, ", \"ema_test_acc\": %.6f", ema_acc);
     if (extras.pipeline) {
-      std::fprintf(json_, ", \"bubble\": %.6f, \"bubble_predicted\": %.6f", extras.bubble,
-                   extras.bubble_predicted);
+      Append(&record, ", \"bubble\": %.6f, \"bubble_predicted\": %.6f", extras.bubble,
+             extras.bubble_predicted);
     }
     if (extras.traffic) {
-      std::fprintf(json_,
-                   ", \"sent_bytes_per_rank_step\": %.1f, \"sent_bytes_max_rank_step\": %.1f",
-                   extras.sent_per_step, extras.sent_per_step_max);
+      Append(&record, ", \"sent_bytes_per_rank_step\": %.1f, \"sent_bytes_max_rank_step\": %.1f",
+             extras.sent_per_step, extras.sent_per_step_max);
     }
-    if (opt.mode == Mode::kPs && opt.async)
-      std::fprintf(json_, ", \"clock_gap_max\": %.0f", maxima[1]);
+    if (opt.mode == Mode::kPs && opt.async) Append(&record, ", \"clock_gap_max\": %.0f", maxima[1]);
     if (opt.mode == Mode::kLocal) {
-      std::fprintf(json_, ", \"average_every\": %.0f, \"averages\": %.0f", stats.local_k,
-                   sums[19] / world);
+      Append(&record, ", \"average_every\": %.0f, \"averages\": %.0f", stats.local_k,
+             sums[19] / world);
     }
     if (opt.backup_workers > 0) {
-      std::fprintf(json_, ", \"gradients_applied\": %.0f, \"gradients_dropped\": %.0f", sums[17],
-                   sums[18]);
+      Append(&record, ", \"gradients_applied\": %.0f, \"gradients_dropped\": %.0f", sums[17],
+             sums[18]);
     }
     if (straggling) {
-      std::fprintf(json_, ", \"straggled_steps\": %.0f, \"straggle_sleep_s\": %.3f", sums[16],
-                   sums[15]);
+      Append(&record, ", \"straggled_steps\": %.0f, \"straggle_sleep_s\": %.3f", sums[16],
+             sums[15]);
     }
     if (reached_now) {
-      std::fprintf(json_, ", \"target_reached_step\": %ld, \"target_reached_seconds\": %.3f",
-                   global_step, since_start);
+      Append(&record, ", \"target_reached_step\": %ld, \"target_reached_seconds\": %.3f",
+             global_step, since_start);
     }
     if (!per_class.empty()) {
-      std::fprintf(json_, ", \"per_class_test_acc\": [");
+      Append(&record, ", \"per_class_test_acc\": [");
       for (size_t c = 0; c < per_class.size(); ++c) {
-        std::fprintf(json_, "%s%.6f", c > 0 ? ", " : "", per_class[c]);
+        Append(&record, "%s%.6f", c > 0 ? ", " : "", per_class[c]);
       }
-      std::fprintf(json_, "]");
+      Append(&record, "]");
     }
-    std::fprintf(json_, ", \"step_p50_s\": %.6f, \"step_p99_s\": %.6f", maxima[2], maxima[3]);
-    std::fprintf(json_,
-                 ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
-                 "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",
-                 samples_per_s, wait_frac, stale_mean, stale_max, lr, wall_s, global_step);
+    Append(&record, ", \"step_p50_s\": %.6f, \"step_p99_s\": %.6f", maxima[2], maxima[3]);
+    Append(&record, ", \"loss_step_std\": %.6f", loss_step_std);
+    Append(&record,
+           ", \"samples_per_s\": %.1f, \"comm_wait_frac\": %.6f, \"staleness_mean\": %.4f, "
+           "\"staleness_max\": %.0f, \"lr\": %.6g, \"seconds\": %.3f, \"step\": %ld}\n",
+           samples_per_s, wait_frac, stale_mean, stale_max, lr, wall_s, global_step);
+    NullNonFinite(&record);
+    std::fputs(record.c_str(), json_);
     std::fflush(json_);
   }
 }

@@ -9,10 +9,18 @@
 #include <cstring>
 
 #include "checkpoint.h"
+#include "cnn.h"
 #include "util.h"
 
 namespace trainer {
 std::vector<int> ModelSizes(const Options& o, const DataSplit& data) {
+  if (o.model == ModelKind::kCnn) {
+    const size_t features = data.train.features;
+    if (std::string why = Cnn::Unsupported(features); !why.empty()) throw UsageError(why);
+    return Cnn::Sizes(o.batch_norm,
+                      static_cast<int>(std::lround(std::sqrt(static_cast<double>(features)))),
+                      data.train.classes);
+  }
   std::vector<int> sizes = {static_cast<int>(data.train.features)};
   sizes.insert(sizes.end(), o.hidden.begin(), o.hidden.end());
   sizes.push_back(data.train.classes);
@@ -97,13 +105,29 @@ void RunContext::FailOnRootProblem(const std::string& problem) {
 TrainingRun::TrainingRun(batonComm_t& comm_in, const Options& options, Backend& backend_in,
                          const DataSplit& data_in)
     : RunContext(comm_in, options, backend_in, data_in),
-      model(backend_in, ModelSizes(options, data_in), std::max(options.batch, kEvalBatch)),
+      model_storage(
+          MakeModel(backend_in, ModelSizes(options, data_in), std::max(options.batch, kEvalBatch))),
+      model(*model_storage),
       optimizer(backend_in, model.layers(), model.parameter_count(), options) {
   size_t max_rows = static_cast<size_t>(std::max(opt.batch, kEvalBatch));
   batch_x_ = backend.Allocate(max_rows * data.train.features);
   host_x_.resize(max_rows * data.train.features);
   batch_labels_.resize(max_rows);
   if (opt.accumulate > 1) grad_sum_ = backend.Allocate(model.parameter_count());
+}
+
+TrainingRun::~TrainingRun() {
+  if (bn_comm_ != nullptr) batonCommDestroy(bn_comm_);
+}
+
+void TrainingRun::StartSyncBatchNorm() {
+  auto* cnn = dynamic_cast<Cnn*>(&model);
+  if (cnn == nullptr) throw TrainError("internal: --sync-bn without the CNN");
+  CheckBaton(batonCommSplit(comm, 0, rank, &bn_comm_, nullptr), comm, "batonCommSplit (--sync-bn)");
+  cnn->SetStatSum([this](double* values, size_t n) {
+    CheckBaton(batonAllReduce(values, values, n, batonFloat64, batonSum, bn_comm_, nullptr),
+               bn_comm_, "--sync-bn statistics allreduce");
+  });
 }
 
 Shard TrainingRun::ShardOf(int part, int parts) const {
@@ -179,6 +203,26 @@ void TrainingRun::BroadcastParameters() {
   CheckBaton(batonBroadcast(model.params(), model.params(), model.parameter_count(), batonFloat, 0,
                             comm, nullptr),
              comm, "parameter broadcast");
+  if (model.state_count() > 0) {
+    CheckBaton(batonBroadcast(model.state(), model.state(), model.state_count(), batonFloat, 0,
+                              comm, nullptr),
+               comm, "model state broadcast");
+  }
+}
+
+void TrainingRun::AverageModelState(bool contributes) {
+  const size_t n = model.state_count();
+  if (n == 0) return;
+  // The sum of the contributors' state and their count, in one allreduce.
+  std::vector<double> v(n + 1, 0.0);
+  if (contributes) {
+    for (size_t i = 0; i < n; ++i) v[i] = model.state()[i];
+    v[n] = 1;
+  }
+  CheckBaton(batonAllReduce(v.data(), v.data(), v.size(), batonFloat64, batonSum, comm, nullptr),
+             comm, "model state allreduce");
+  if (v[n] <= 0) return;
+  for (size_t i = 0; i < n; ++i) model.state()[i] = static_cast<float>(v[i] / v[n]);
 }
 
 void TrainingRun::ShareState(int root) {
@@ -188,6 +232,11 @@ void TrainingRun::ShareState(int root) {
     CheckBaton(batonBroadcast(buf, buf, n, batonFloat, root, comm, nullptr), comm, what);
   };
   share(model.params(), "parameter broadcast");
+  if (model.state_count() > 0) {
+    CheckBaton(batonBroadcast(model.state(), model.state(), model.state_count(), batonFloat, root,
+                              comm, nullptr),
+               comm, "model state broadcast");
+  }
   for (int p = 0; p < optimizer.parts(); ++p)
     share(optimizer.state() + p * n, "optimizer broadcast");
   if (ema) share(ema->data(), "EMA broadcast");
@@ -224,6 +273,9 @@ void TrainingRun::FinishEpoch(int epoch, const EpochStats& stats, double wall_s,
                               long samples_trained, const EpochExtras& extras) {
   Timeline::Scope span(timeline, "end of epoch", "\"epoch\":" + std::to_string(epoch + 1));
   backend.Synchronize();
+  // Batch norm's running statistics: the mean over the ranks that trained (not the servers of
+  // --mode ps, ranks 0..ps_shards-1), so every rank evaluates and checkpoints the same model.
+  AverageModelState(!(opt.mode == Mode::kPs && rank < opt.ps_shards));
   std::vector<double> class_counts(2 * static_cast<size_t>(data.test.classes), 0.0);
   BatchStats test = Evaluate(data.test, model.params(), &class_counts);
   BatchStats ema_test;
@@ -264,6 +316,7 @@ void TrainingRun::SaveCheckpoint(int epochs_done, const std::string& path) {
   backend.Synchronize();
   c.params.resize(n);
   backend.Download(c.params.data(), model.params(), n);
+  c.model_state.assign(model.state(), model.state() + model.state_count());
   c.momentum.resize(optimizer.state_size());
   backend.Download(c.momentum.data(), optimizer.state(), c.momentum.size());
   if (ema) {
@@ -290,6 +343,7 @@ void TrainingRun::LoadCheckpoint() {
       else if (!c.ema.empty() != (ema != nullptr))
         problem = opt.resume + ": --ema differs";
       else if (c.params.size() != model.parameter_count() ||
+               c.model_state.size() != model.state_count() ||
                c.momentum.size() != optimizer.state_size())
         problem = opt.resume + ": wrong size";
     } catch (const TrainError& e) {
@@ -308,6 +362,14 @@ void TrainingRun::LoadCheckpoint() {
     backend.Upload(dst, host.data(), count);
   };
   share(c.params, model.params(), n);
+  if (model.state_count() > 0) {
+    std::vector<float>& state = c.model_state;
+    state.resize(model.state_count());
+    CheckBaton(
+        batonBroadcast(state.data(), state.data(), state.size(), batonFloat, 0, comm, nullptr),
+        comm, "checkpoint broadcast");
+    std::copy(state.begin(), state.end(), model.state());
+  }
   share(c.momentum, optimizer.state(), optimizer.state_size());
   if (ema) share(c.ema, ema->data(), n);
   start_epoch = static_cast<int>(meta[0]);
@@ -320,6 +382,7 @@ void TrainingRun::Run() {
   // Every rank starts from rank 0's parameters, as DDP and Horovod do. A replacement that joined
   // a running job receives the whole state from it instead, in the mode's loop (elastic.h).
   if (!joined) BroadcastParameters();
+  if (opt.sync_bn) StartSyncBatchNorm();
   if (opt.ema > 0) {
     ema = std::make_unique<ParameterEma>(backend, model.params(), model.parameter_count(),
                                          static_cast<float>(opt.ema));
@@ -346,7 +409,7 @@ void TrainingRun::Run() {
   }
   if (!joined) {
     if (!opt.resume.empty()) LoadCheckpoint();
-    Start("model " + SizesText(model.sizes()) + " (" + std::to_string(model.parameter_count()) +
+    Start("model " + model.Describe() + " (" + std::to_string(model.parameter_count()) +
           " parameters), batch " + std::to_string(opt.batch) + " per rank" +
           (opt.accumulate > 1 ? " x " + std::to_string(opt.accumulate) + " accumulated" : "") +
           ", optimizer " + OptimizerName(opt.optimizer));

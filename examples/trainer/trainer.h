@@ -136,6 +136,10 @@ class RunContext {
   std::vector<double> step_times_;  // this epoch: seconds between this rank's step ends
   double last_step_end_ = 0;
   double log_loss_ = 0, log_samples_ = 0;
+  // Loss jitter: this epoch's per-step mean losses on this rank (count, sum, sum of squares), and
+  // where the epoch's running sums stood after the step before.
+  double jitter_n_ = 0, jitter_sum_ = 0, jitter_sq_ = 0;
+  double jitter_loss_ = 0, jitter_samples_ = 0;
   std::FILE* json_ = nullptr;
   int last_printed_epoch_ = -1;  // an epoch's end redone after a loss is not printed twice
   bool tty_ = false;
@@ -146,6 +150,7 @@ class RunContext {
 class TrainingRun : public RunContext {
  public:
   TrainingRun(batonComm_t& comm, const Options& options, Backend& backend, const DataSplit& data);
+  ~TrainingRun();
 
   // Trains options.epochs epochs in the chosen mode (from a checkpoint with --resume).
   void Run();
@@ -157,8 +162,11 @@ class TrainingRun : public RunContext {
   // Loads batch `step` of the shard and runs forward (keeping activations when training).
   BatchStats ForwardBatch(const std::vector<uint32_t>& order, const Shard& shard, long step,
                           bool train);
-  // rank 0's parameters to everyone.
+  // rank 0's parameters (and the model's state: running statistics) to everyone.
   void BroadcastParameters();
+  // The mean of the model's state (batch norm's running statistics) over the ranks that trained
+  // (contributes), so every rank evaluates the same model; nothing for the MLP.
+  void AverageModelState(bool contributes);
   // --elastic: root's parameters, momentum and EMA to everyone.
   void ShareState(int root);
   // Allreduces a hash of the parameters with max and min; throws if ranks disagree.
@@ -175,7 +183,8 @@ class TrainingRun : public RunContext {
   BatchStats ComputeGradient(const std::vector<uint32_t>& order, const Shard& shard, long step,
                              const std::function<void(int layer)>& layer_done);
 
-  Mlp model;
+  std::unique_ptr<Model> model_storage;
+  Model& model;  // --model mlp or cnn
   Optimizer optimizer;
   std::unique_ptr<ParameterEma> ema;
 
@@ -185,6 +194,11 @@ class TrainingRun : public RunContext {
   void SaveCheckpoint(int epochs_done, const std::string& path);
   void LoadCheckpoint();
   uint64_t ParameterHash();
+
+  // --sync-bn: a communicator of its own for the batch statistics, so that their allreduces,
+  // issued inside backward, never interleave with the gradient buckets' on comm.
+  void StartSyncBatchNorm();
+  batonComm_t bn_comm_ = nullptr;
 
   Buffer batch_x_;
   std::vector<float> host_x_;
@@ -197,15 +211,17 @@ class TrainingRun : public RunContext {
 // at least kEvalBatch rows); class_counts (2 x classes: correct, then total) added to when not
 // null. evaluation.cc.
 inline constexpr int kEvalBatch = 500;
-BatchStats EvaluateRows(Backend& backend, Mlp& model, const Dataset& set, const float* params,
+BatchStats EvaluateRows(Backend& backend, Model& model, const Dataset& set, const float* params,
                         size_t begin, size_t end, float* x, std::vector<float>& host,
                         std::vector<double>* class_counts);
 // Moves the last --val-fraction of a seeded permutation of data->train into data->val.
 void SplitValidation(DataSplit* data, double fraction, uint64_t seed);
+// --train-subset: keeps the first `count` samples of data->train (0: all of them).
+void TakeTrainSubset(DataSplit* data, long count);
 // `baton-train eval --checkpoint F`: one process, no communicator; returns the exit status.
 int RunEvaluation(const Options& options);
 
-// The model's layer sizes: features, --hidden..., classes.
+// The model's layer sizes: features, --hidden..., classes (--model mlp), or Cnn::Sizes.
 std::vector<int> ModelSizes(const Options& o, const DataSplit& data);
 // "784-512-256-10".
 std::string SizesText(const std::vector<int>& sizes);

@@ -22,6 +22,8 @@ std::vector<BatonBackend*>& LiveBackends() {
 
 }  // namespace
 
+thread_local bool BlockingCall::blocking_ = false;
+
 // ---- BatonBackend ----
 
 BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -117,6 +119,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::Submit(c10d::OpType type, const cha
   op.copy_out = std::move(host.copy_out);
   op.copy_in = host.copy_in;
   op.p2p = host.p2p;
+  op.blocking = BlockingCall::Now();
   c10::intrusive_ptr<c10d::Work> work = op.work;
   runner_->Submit(std::move(op));
   return work;
@@ -185,6 +188,7 @@ void BatonBackend::WithOp(const Reduction& reduction, batonDataType_t datatype,
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                        const c10d::BroadcastOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor t = Single(tensors, "broadcast", /*cuda_ok=*/true);
   int root = static_cast<int>(opts.rootRank);
   return Dispatch(
@@ -217,6 +221,7 @@ void BatonBackend::AllReduceInPlace(const at::Tensor& t, const Reduction& reduct
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::AllreduceOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor t = Single(tensors, "allreduce", /*cuda_ok=*/true);
   Reduction reduction = MakeReduction(opts.reduceOp, t);
   return Dispatch(c10d::OpType::ALLREDUCE, "allreduce", tensors, t,
@@ -225,6 +230,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce(std::vector<at::Tensor>& 
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(!tensors.empty(), "baton backend: allreduce_coalesced of no tensors");
   bool one_dtype = true;
   std::vector<Reduction> reductions;
@@ -262,6 +268,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allreduce_coalesced(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::reduce(std::vector<at::Tensor>& tensors,
                                                     const c10d::ReduceOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor t = Single(tensors, "reduce", /*cuda_ok=*/true);
   Reduction reduction = MakeReduction(opts.reduceOp, t);
   int root = static_cast<int>(opts.rootRank);
@@ -321,7 +328,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tenso
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions&) {
+c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions& opts) {
+  BlockingCall blocking(opts);
   return Submit(c10d::OpType::BARRIER, "barrier", {},
                 [this](batonStream_t s) { Check(batonBarrier(comm_, s), "barrier"); });
 }

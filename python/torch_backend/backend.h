@@ -29,6 +29,25 @@ struct HostWork {
   bool p2p = false;                // a send or recv
 };
 
+// Marks the calling thread's next Submit as blocking (Operation::blocking)
+// when torch's options say the caller waits at once (asyncOp false, what
+// dist.all_reduce(t) passes); for the scope of one backend call.
+class BlockingCall {
+ public:
+  template <typename Options>
+  explicit BlockingCall(const Options& opts) {
+    blocking_ = !opts.asyncOp;
+  }
+  ~BlockingCall() { blocking_ = false; }
+  BlockingCall(const BlockingCall&) = delete;
+  BlockingCall& operator=(const BlockingCall&) = delete;
+  // Whether the current call is blocking.
+  static bool Now() { return blocking_; }
+
+ private:
+  static thread_local bool blocking_;
+};
+
 class BatonBackend : public c10d::Backend {
  public:
   // Collective over the group: rank 0 makes a unique id and puts it in

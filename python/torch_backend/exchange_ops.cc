@@ -9,7 +9,8 @@ namespace baton_torch {
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor in = Single(inputs, "allgather");
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
               "baton backend: allgather needs one list of ", getSize(), " output tensors");
@@ -41,7 +42,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   // torch's layout (as Gloo's): output_lists[r][i] receives rank r's inputs[i].
   TORCH_CHECK(!inputs.empty(), "baton backend: allgather_coalesced needs input tensors");
   TORCH_CHECK(static_cast<int>(output_lists.size()) == getSize(),
@@ -82,7 +84,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions&) {
+    const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(outputs.size() == inputs.size(),
               "baton backend: allgather_into_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
@@ -108,7 +111,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                             const c10d::AllgatherOptions&) {
+                                                             const c10d::AllgatherOptions& opts) {
+  BlockingCall blocking(opts);
   CheckTensor(input, "_allgather_base", /*cuda_ok=*/true);
   CheckSameKind(input, output, "_allgather_base");
   TORCH_CHECK(output.numel() == input.numel() * getSize(),
@@ -126,6 +130,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::_allgather_base(at::Tensor& output,
 c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                     std::vector<at::Tensor>& inputs,
                                                     const c10d::GatherOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor in = Single(inputs, "gather");
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> outs = RootList(outputs, in, root, getRank(), getSize(), "gather");
@@ -148,6 +153,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::gather(std::vector<std::vector<at::
 c10::intrusive_ptr<c10d::Work> BatonBackend::scatter(std::vector<at::Tensor>& outputs,
                                                      std::vector<std::vector<at::Tensor>>& inputs,
                                                      const c10d::ScatterOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor out = Single(outputs, "scatter");
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> ins = RootList(inputs, out, root, getRank(), getSize(), "scatter");
@@ -171,6 +177,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::scatter(std::vector<at::Tensor>& ou
 c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  BlockingCall blocking(opts);
   at::Tensor out = Single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
               "baton backend: reduce_scatter needs one list of ", getSize(), " input tensors");
@@ -204,6 +211,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  BlockingCall blocking(opts);
   CheckTensor(output, "_reduce_scatter_base", /*cuda_ok=*/true);
   CheckSameKind(output, input, "_reduce_scatter_base");
   TORCH_CHECK(input.numel() == output.numel() * getSize(),
@@ -227,6 +235,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::_reduce_scatter_base(
 c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(!outputs.empty() && outputs.size() == inputs.size(),
               "baton backend: reduce_scatter_tensor_coalesced: ", outputs.size(), " outputs for ",
               inputs.size(), " inputs");
@@ -261,7 +270,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                            std::vector<int64_t>& output_splits,
                                                            std::vector<int64_t>& input_splits,
-                                                           const c10d::AllToAllOptions&) {
+                                                           const c10d::AllToAllOptions& opts) {
+  BlockingCall blocking(opts);
   CheckTensor(input, "alltoall_base");
   CheckSameKind(input, output, "alltoall_base");
   const int n = getSize();
@@ -302,7 +312,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall_base(at::Tensor& output, a
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                       std::vector<at::Tensor>& inputs,
-                                                      const c10d::AllToAllOptions&) {
+                                                      const c10d::AllToAllOptions& opts) {
+  BlockingCall blocking(opts);
   TORCH_CHECK(
       static_cast<int>(inputs.size()) == getSize() && static_cast<int>(outputs.size()) == getSize(),
       "baton backend: alltoall needs ", getSize(), " input and output tensors");

@@ -18,8 +18,24 @@ PYBIND11_MODULE(_baton_torch, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>());
+  // baton.torch.all_reduce: the blocking allreduce without torch.distributed's
+  // Python layer and dispatcher (docs/python.md, "Per-call cost").
+  m.def(
+      "_all_reduce",
+      [](baton_torch::BatonBackend& backend, at::Tensor& tensor, const c10d::ReduceOp& op) {
+        c10d::AllreduceOptions opts;
+        opts.reduceOp = op;
+        opts.asyncOp = false;
+        std::vector<at::Tensor> tensors{tensor};
+        backend.allreduce(tensors, opts)->wait();
+      },
+      py::arg("backend"), py::arg("tensor"), py::arg("op"),
+      py::call_guard<py::gil_scoped_release>());
   m.attr("cuda_tensors") = baton_torch::kCudaTensors;
   m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
         py::call_guard<py::gil_scoped_release>(),
         "Runs the queued work and stops every baton backend's worker (at exit).");
+  m.def("_set_inline_blocking", &baton_torch::StreamRunner::SetInlineBlocking, py::arg("on"),
+        "Whether blocking calls on an idle backend run on the caller's thread (default True); "
+        "False sends them through the host stream, for benchmarks and tests of that path.");
 }

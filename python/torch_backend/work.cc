@@ -15,6 +15,7 @@ struct RunnerState {
     SharedEvent event;
     std::exception_ptr error;  // set when queueing failed
     uint64_t seq = 0;
+    bool started = false;  // the completion thread took it (in order, or inline)
   };
 
   // Queues ops on the stream (as one group when group), records their event
@@ -22,11 +23,22 @@ struct RunnerState {
   std::exception_ptr RunLocked(std::vector<Operation> ops, bool group,
                                c10::intrusive_ptr<BatonWork> extra = {});
   void FlushHeldLocked();
+  // Nothing submitted before is still running or completing.
+  bool IdleLocked();
   // Waits until the operations submitted so far have completed (all), or
   // until the last one that copies out has (otherwise).
   void WaitLocked(bool all);
   // The completion thread.
   void Complete();
+  // Synchronizes c's event, copies out and completes its Works (running
+  // their futures' callbacks).
+  void Finish(Completion& c);
+  // On the completion thread, inside a future's callback: finishes, in
+  // order, every pending Completion not started yet (those queued by the
+  // callback included). Nobody else can: this thread is busy in the callback.
+  void FinishPendingInline();
+  bool OnCompletionThread() const { return std::this_thread::get_id() == completer_id; }
+  std::thread::id completer_id;
 
   batonStream_t stream = nullptr;
   batonComm_t comm = nullptr;  // the stream's calls', for their errors' failed ranks
@@ -96,6 +108,8 @@ std::exception_ptr CaptureError(const std::function<void()>& fn) {
 
 namespace {
 
+std::atomic<bool> inline_blocking{true};
+
 std::exception_ptr ShutDownError(const std::string& name) {
   return BackendError("baton " + name + ": the process group is shut down");
 }
@@ -108,8 +122,8 @@ BatonWork::BatonWork(int rank, c10d::OpType type, std::vector<at::Tensor> output
                      std::vector<c10::Device> devices)
     : c10d::Work(rank, type),
       outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()), std::move(devices))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors(),
+                                                       std::move(devices))) {}
 
 bool BatonWork::wait(std::chrono::milliseconds timeout) {
   std::shared_ptr<RunnerState> state;
@@ -210,6 +224,11 @@ void RunnerState::FlushHeldLocked() {
   RunLocked(std::move(ops), /*group=*/true);  // an error completes their Works
 }
 
+bool RunnerState::IdleLocked() {
+  std::lock_guard<std::mutex> lock(mu);
+  return done_before == next_seq;
+}
+
 void RunnerState::WaitLocked(bool all) {
   std::unique_lock<std::mutex> lock(mu);
   const uint64_t until = all ? next_seq : copies_before;
@@ -240,19 +259,12 @@ void RunnerState::Complete() {
       }
       continue;
     }
-    Completion& c = pending.front();  // only this thread pops
+    // Only this thread pops; references to a deque's elements survive pushes.
+    Completion& c = pending.front();
+    const bool run = !c.started;  // else finished inline by a callback
+    c.started = true;
     lock.unlock();
-    std::exception_ptr error = c.error;
-    if (c.event != nullptr) {
-      batonResult_t r = batonEventSynchronize(c.event.get());
-      if (r != batonSuccess && !error)
-        error = BackendError(ErrorText(c.ops.front().name, r, nullptr, comm));
-    }
-    for (const Operation& op : c.ops) {
-      if (!error && op.copy_out) error = CaptureError(op.copy_out);
-    }
-    for (const Operation& op : c.ops) op.work->Complete(error);
-    for (const auto& work : c.extra) work->Complete(error);
+    if (run) Finish(c);
     lock.lock();
     Completion finished = std::move(pending.front());
     pending.pop_front();
@@ -264,13 +276,48 @@ void RunnerState::Complete() {
   }
 }
 
+void RunnerState::Finish(Completion& c) {
+  std::exception_ptr error = c.error;
+  if (c.event != nullptr) {
+    batonResult_t r = batonEventSynchronize(c.event.get());
+    if (r != batonSuccess && !error)
+      error = BackendError(ErrorText(c.ops.front().name, r, nullptr, comm));
+  }
+  for (const Operation& op : c.ops) {
+    if (!error && op.copy_out) error = CaptureError(op.copy_out);
+  }
+  for (const Operation& op : c.ops) op.work->Complete(error);
+  for (const auto& work : c.extra) work->Complete(error);
+}
+
+void RunnerState::FinishPendingInline() {
+  for (size_t i = 0;; ++i) {
+    Completion* c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (i >= pending.size()) return;
+      if (!pending[i].started) {
+        c = &pending[i];
+        c->started = true;
+      }
+    }
+    if (c != nullptr) Finish(*c);  // its callbacks may nest here again
+  }
+}
+
 // ---- StreamRunner ----
+
+void StreamRunner::SetInlineBlocking(bool on) {
+  inline_blocking.store(on, std::memory_order_relaxed);
+}
 
 StreamRunner::StreamRunner(batonComm_t comm) : state_(std::make_shared<RunnerState>()) {
   state_->comm = comm;
   batonResult_t r = batonStreamCreate(&state_->stream);
   if (r != batonSuccess) ThrowBackendError(ErrorText("creating the host stream", r));
+  std::lock_guard<std::mutex> issue(state_->issue_mu);  // completer_id is set before a Submit
   completer_ = std::thread([state = state_] { state->Complete(); });
+  state_->completer_id = completer_.get_id();
 }
 
 StreamRunner::~StreamRunner() {
@@ -303,7 +350,34 @@ void StreamRunner::Submit(Operation op) {
     }
     return;
   }
+  if (op.blocking && inline_blocking.load(std::memory_order_relaxed) && s.held.empty() &&
+      s.IdleLocked()) {
+    // The fast path (see work.h): issue_mu stays held while the calls run,
+    // so nothing is queued on the stream meanwhile and the calls keep their
+    // order; it is released before completing, whose callbacks may call in.
+    std::exception_ptr error = CaptureError([&] { op.queue(nullptr); });
+    if (!error && op.copy_out) error = CaptureError(op.copy_out);
+    issue.unlock();
+    op.work->Complete(error);
+    return;
+  }
   s.FlushHeldLocked();
+  if (s.OnCompletionThread()) {
+    // From a future's callback (PowerSGD's hook waits on the future of an
+    // allreduce it makes there): waiting for the completion thread would wait
+    // for itself, so this thread runs the operation through to completion,
+    // after what was submitted before it.
+    issue.unlock();
+    if (op.copy_in) s.FinishPendingInline();
+    issue.lock();
+    std::vector<Operation> ops;
+    ops.push_back(std::move(op));
+    std::exception_ptr error = s.RunLocked(std::move(ops), /*group=*/false);
+    issue.unlock();
+    s.FinishPendingInline();
+    if (error) std::rethrow_exception(error);
+    return;
+  }
   s.WaitLocked(/*all=*/op.copy_in);
   std::vector<Operation> ops;
   ops.push_back(std::move(op));

@@ -19,6 +19,10 @@
 //    first waits for everything submitted before it, and the next operation
 //    waits for its copies out: tensors are read and written in the order the
 //    calls were made, as they would be on a stream.
+// A blocking call (Operation::blocking) when the runner is idle skips the
+// stream altogether: its Baton calls run synchronously on the caller's
+// thread, which is what the caller would wait for anyway, and its Work and
+// future are completed before Submit returns, without waking any thread.
 #pragma once
 
 #include <baton.h>
@@ -114,6 +118,10 @@ struct Operation {
   // queue reads tensors on the host (flattens a list of inputs).
   bool copy_in = false;
   bool p2p = false;
+  // The caller waits on the Work at once (torch's async_op=False): with
+  // nothing queued, held or coalescing, the calls run on the caller's thread
+  // (the NULL stream) and the Work is complete when Submit returns.
+  bool blocking = false;
 };
 
 // Runs Operations on one host stream of one communicator (see the top).
@@ -122,6 +130,11 @@ class StreamRunner {
   // How long held sends and recvs wait for more of their kind when nobody
   // waits on them (a caller that polls is_completed() or the future).
   static constexpr std::chrono::milliseconds kP2pLinger{20};
+
+  // Whether blocking operations on an idle runner run on the caller's thread
+  // (the default); off, they take the stream like the others. Process-wide,
+  // for benchmarks and tests of the stream path.
+  static void SetInlineBlocking(bool on);
 
   // Creates the host stream and the completion thread; comm: the
   // communicator of the calls it runs (their errors name its failed ranks).

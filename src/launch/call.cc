@@ -261,8 +261,9 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   }
   const Choice& choice = comm.selection().Lookup(c.collective, c.datatype, bytes);
   if (choice.build == nullptr) return comm.selection().NothingAllowed(c.collective);
-  BATON_TRACE(kLogColl, "%s: %zu bytes with %s", CollectiveName(c.collective), bytes,
-              AlgorithmName(choice.algorithm));
+  BATON_TRACE(kLogColl, "%s: %zu bytes with %s (chunk %u, inter-host %s)",
+              CollectiveName(c.collective), bytes, AlgorithmName(choice.algorithm),
+              choice.chunk_bytes, AlgorithmName(choice.inter));
   call.builder.build = choice.build;
   call.builder.premul = c.premul;
   call.builder.collective = c.collective;

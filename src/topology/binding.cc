@@ -87,7 +87,11 @@ std::vector<std::vector<int>> PlanBinding(const Machine& machine, int local_rank
     } else if (usable_numa.size() > 1) {
       policy = BindPolicy::kNuma;
     } else {
-      return plan;  // one NUMA node: binding to it binds to everything
+      // One NUMA node (binding to it would bind to everything): the cores
+      // are shared round robin. Left to the scheduler, 4 ranks on 2 cores
+      // land per launch in a fast or a slow placement (docs/tuning.md,
+      // "Binding").
+      policy = BindPolicy::kCore;
     }
   }
 

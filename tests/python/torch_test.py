@@ -21,12 +21,16 @@ import torch.distributed as dist
 import baton.torch  # noqa: F401 - registers "baton"
 
 mode = sys.argv[1]
+# "stream": blocking calls take the host stream too, as async ones do, instead of running on
+# the caller's thread when the backend is idle (work.h); one of the meson runs tests that path.
+inline_blocking = "stream" not in sys.argv[2:]
 warnings.filterwarnings("ignore", category=FutureWarning)  # all_reduce_coalesced
 timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_TEST_PG_TIMEOUT", "30")))
 dist.init_process_group("gloo", timeout=timeout)
 rank, size = dist.get_rank(), dist.get_world_size()
 gloo = dist.group.WORLD
 bgroup = dist.new_group(backend="baton", timeout=timeout)
+baton.torch._baton_torch._set_inline_blocking(inline_blocking)
 failures = []
 skipped = set()
 R = dist.ReduceOp
@@ -320,7 +324,46 @@ def stream_order():
     while not all(w.is_completed() for w in ws) and time.monotonic() < deadline:
         time.sleep(0.002)
     same("polled isend/irecv", [got], [torch.full((8,), float((rank - 1) % size))])
+    blocking_calls()
     split_groups()
+
+
+def blocking_calls():
+    """Blocking calls (asyncOp False) on an idle backend run on the caller's thread: their Work
+    and future are complete when the call returns; after queued async calls they keep order."""
+    backend = bgroup._get_backend(torch.device("cpu"))
+    opts = dist.AllreduceOptions()
+    opts.asyncOp = False
+    t = torch.full((33,), float(rank + 1))
+    w = backend.allreduce([t], opts)
+    s = float(sum(r + 1 for r in range(size)))
+    if inline_blocking and not (w.is_completed() and w.get_future().done()):
+        failures.append("blocking allreduce: its Work is not complete when the call returns")
+    w.wait()
+    same("blocking allreduce", [t, w.get_future().value()[0]], [torch.full((33,), s)] * 2)
+    # Async calls still queued when a blocking call comes: it runs after them, in order.
+    a = torch.full((100000,), float(rank + 1))
+    works = [dist.all_reduce(a, group=bgroup, async_op=True) for _ in range(3)]
+    outs = [torch.empty(100000) for _ in range(size)]
+    dist.all_gather(outs, a, group=bgroup)
+    for w in works:
+        w.wait()
+    same("blocking after async", [a] + outs, [torch.full((100000,), s * size ** 2)] * (size + 1))
+    # baton.torch.all_reduce: the same call without torch.distributed's layer.
+    for op, want in [(R.SUM, s), (R.MAX, float(size))]:
+        t = torch.full((1001,), float(rank + 1))
+        baton.torch.all_reduce(t, op=op, group=bgroup)
+        same(f"baton.torch.all_reduce {op}", [t], [torch.full((1001,), want)])
+    expect_error("baton.torch.all_reduce on gloo", ["not baton's"],
+                 lambda: baton.torch.all_reduce(torch.ones(2), group=gloo))
+    # Its errors come back through the Work, as DistBackendError with Baton's message.
+    bopts = dist.BroadcastOptions()
+    bopts.rootRank = size + 5
+    bopts.asyncOp = False
+    kind = expect_error("blocking bad root", ["baton broadcast", "root"],
+                        lambda: backend.broadcast([torch.ones(3)], bopts).wait())
+    if kind is not None and not issubclass(kind, dist.DistBackendError):
+        failures.append(f"blocking bad root: {kind.__name__}, want DistBackendError")
 
 
 def split_groups():

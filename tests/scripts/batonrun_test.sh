@@ -164,8 +164,9 @@ if [[ $cpus -ge 2 && $(grep Cpus_allowed_list /proc/self/status | cut -f2) == "0
   check "--bind-to wins over BATON_BIND" \
     eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq 0 ]]'
   run -n $((cpus + 1)) sh -c "$affinity"
-  check "more ranks than cores on one NUMA node: unbound, as mpirun leaves them" \
-    eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq $((cpus + 1)) ]]'
+  check "more ranks than cores: bound all the same (cores shared round robin, or NUMA nodes)" \
+    eval 'is $status 0 && [[ $(grep -c " 0-$((cpus - 1))$" "$OUT") -eq 0 ]] &&
+          [[ $(grep -c "^[0-9]" "$OUT") -eq $((cpus + 1)) ]]'
 else
   echo "# binding checks skipped: this shell is bound already or has one CPU"
 fi

@@ -68,6 +68,37 @@ if [[ $lines -eq 3 ]] && grep -q "^step 12 (epoch 2, 5/7)" "$work/log"; then ok 
 run 3 "${small[@]}" --epochs 1 --log-every 3 --mode ps --async
 if [[ $(grep -c "^step [0-9]* (epoch.*(rank 1," "$work/log") -eq 3 ]]; then ok "--log-every with --mode ps: the first worker logs"; else bad "--log-every ps"; fi
 
+# ---- a diverged run's JSON: nan becomes null, the line still parses ------------------------------
+run 1 --synthetic 1000 --epochs 1 --lr 100 --lr-schedule constant --warmup 0 --optimizer nesterov \
+  --momentum 0.99 --hidden 64 --weight-decay 0.5 --json "$work/nan.json"
+check "a diverged run's record is JSON (nan as null)" "$work" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(f"{sys.argv[1]}/nan.json")]
+r = recs[-1]
+assert r["loss"] is None and r["loss_step_std"] is None and 0 <= r["test_acc"] <= 1, r
+print(f"loss {r['loss']}, test_loss {r['test_loss']}, test_acc {r['test_acc']}")
+PY
+
+# ---- --train-subset, loss_step_std ------------------------------------------------------------
+# 1200 - 300 held out = 900, of which the first 600 train: 9 steps of 64 an epoch. One rank, so
+# the --log-every 1 lines are every per-step loss, and loss_step_std is their sample deviation.
+run 1 "${small[@]}" --epochs 2 --val-fraction 0.25 --train-subset 600 --log-every 1 --json "$work/sub.json"
+cp "$work/log" "$work/sub.log"
+check "--train-subset and loss_step_std" "$work" <<'PY'
+import json, re, statistics, sys
+w = sys.argv[1]
+lines = [json.loads(l) for l in open(f"{w}/sub.json")]
+c, recs = lines[0]["config"], [r for r in lines[1:] if "epoch" in r]
+assert c["train_samples"] == 600 and c["val_samples"] == 300 and c["train_subset"] == 600, c
+assert [r["step"] for r in recs] == [9, 18], [r["step"] for r in recs]
+losses = [float(m.group(1)) for m in re.finditer(r"^step \d+ \(epoch \d+, \d+/9\)  loss ([0-9.]+)", open(f"{w}/sub.log").read(), re.M)]
+assert len(losses) == 18, losses
+for e, r in enumerate(recs):
+    want = statistics.stdev(losses[9 * e:9 * e + 9])
+    assert abs(r["loss_step_std"] - want) < 2e-4 and want > 0, (e, r["loss_step_std"], want)
+print(f"600 of 900 train, 9 steps an epoch, loss_step_std {recs[0]['loss_step_std']:.4f} / {recs[1]['loss_step_std']:.4f} = the logged losses' deviation")
+PY
+
 # ---- --target-acc, --stop-at-target -----------------------------------------------------------
 run 2 "${small[@]}" --epochs 6 --target-acc 0.5 --stop-at-target --json "$work/t.json"
 check "--stop-at-target stops after the epoch that reached it" "$work" <<'PY'
@@ -284,6 +315,7 @@ expect_usage "--stop-at-target without --target-acc" "--stop-at-target needs --t
 expect_usage "--keep-best without --checkpoint" "--keep-best needs --checkpoint" 1 --keep-best
 expect_usage "bad --warmup" "--warmup: '2x' is neither" 1 --warmup 2x
 expect_usage "--val-fraction too large" "--val-fraction: '0.95' is not a number" 1 --val-fraction 0.95
+expect_usage "--train-subset above the training set" "--train-subset 501 is more than the 400 training samples" 2 --train-subset 501 --val-fraction 0.2
 expect_usage "--val-fraction that holds out nothing" "leaves no validation sample" 2 --val-fraction 0.0001
 expect_usage "--accumulate 0" "--accumulate: '0' is not an integer" 1 --accumulate 0
 expect_usage "--accumulate with --mode tensor" "--accumulate (use --micro-batches) is not supported" 1 --accumulate 2 --mode tensor

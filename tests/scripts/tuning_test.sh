@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The tuning layer from the outside: baton-topo's JSON (machine facts and the
 # algorithm table), the TUNING log, BATON_TOPO_DUMP_FILE and BATON_CALIBRATE's
-# cache.
-# Usage: tests/scripts/tuning_test.sh BATONRUN BATON_TOPO ALL_REDUCE_PERF TOPOLOGY_XML
+# cache; and that the automatic choice runs what forcing it runs.
+# Usage: tests/scripts/tuning_test.sh BATONRUN BATON_TOPO ALL_REDUCE_PERF TOPOLOGY_XML SELECT_AB
+#        TUNE_PY
 set -u
 batonrun=$1
 topo=$2
 perf=$3
 xml=$4
+select_ab=$5
+tune=$6
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failures=0
@@ -78,6 +81,55 @@ ls "$tmp/cache"/calibration-*.txt > /dev/null 2>&1 || fail "no cache file"
 grep -q "TUNING cost figures (calibrat" "$tmp/cal2.log" || fail "cost figures not calibrated"
 grep -E "^ +[0-9]+ +[0-9]+ +float" "$tmp/cal2.log" | awk '$9 != 0 || $13 != 0 {bad=1} END {exit bad}' ||
   fail "wrong results in the calibrated run"
+
+# The automatic choice runs exactly what BATON_ALGO set to it runs: the same
+# algorithm, chunk and inter-host stage on every rank at every size, and the
+# same connections (the timings are in docs/tuning.md; tests do not time).
+calls() {  # the per-call TRACE lines of a run: "rank collective: N bytes with ..."
+  sed -nE 's/.*\[([0-9]+)\] BATON TRACE [^ ]+ (allreduce: [0-9]+ bytes with .*)/\1 \2/p' "$1" | sort
+}
+run_traced() {  # LOG BATON_ALGO perf-flags...
+  local log=$1 algo=$2
+  shift 2
+  BATON_ALGO=$algo BATON_DEBUG=TRACE BATON_DEBUG_SUBSYS=COLL,INIT \
+    "$batonrun" -n 4 "$perf" -y 1 -w 1 -n 2 -c 1 "$@" > "$log" 2>&1 || fail "traced run BATON_ALGO=$algo $*"
+}
+run_traced "$tmp/auto.log" "" -b 8 -e 4M -f 8
+calls "$tmp/auto.log" > "$tmp/auto.calls"
+[[ -s $tmp/auto.calls ]] || fail "no per-call TRACE lines: $(head -3 "$tmp/auto.log")"
+for algo in $(awk '{print $6}' "$tmp/auto.calls" | sort -u); do
+  run_traced "$tmp/forced-$algo.log" "allreduce:$algo" -b 8 -e 4M -f 8
+  diff <(awk -v a="$algo" '$6 == a' "$tmp/auto.calls") \
+    <(calls "$tmp/forced-$algo.log" | awk -v sizes="$(awk -v a="$algo" '$6 == a {print $3}' \
+      "$tmp/auto.calls" | sort -u | tr '\n' ' ')" 'BEGIN {n = split(sizes, s, " "); for (i = 1; i <= n; i++) keep[s[i]] = 1} $3 in keep') \
+    > "$tmp/calls.diff" || fail "BATON_ALGO=allreduce:$algo ran other calls than auto: $(head -5 "$tmp/calls.diff")"
+done
+first=$(awk '$3 == 8 {print $6; exit}' "$tmp/auto.calls")
+run_traced "$tmp/auto8.log" "" -b 8 -e 8
+run_traced "$tmp/forced8.log" "$first" -b 8 -e 8
+connections() { grep -o "rank [0-9]* at destroy: .*" "$1" | sort; }
+[[ -n $(connections "$tmp/auto8.log") ]] || fail "no connection counts at destroy"
+diff <(connections "$tmp/auto8.log") <(connections "$tmp/forced8.log") > "$tmp/conn.diff" ||
+  fail "BATON_ALGO=$first opened other connections than auto: $(cat "$tmp/conn.diff")"
+
+# perf/select_ab: every variant in the same processes, the automatic choice read from its table.
+"$batonrun" -n 3 "$select_ab" -b 8 -e 4K -f 8 -r 2 -t 0.001 -J "$tmp/ab.jsonl" > "$tmp/ab.log" 2>&1 ||
+  fail "select_ab: $(tail -3 "$tmp/ab.log")"
+python3 - "$tmp/ab.jsonl" <<'PY' || fail "select_ab's JSON: $(cat "$tmp/ab.jsonl")"
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+assert [r["bytes"] for r in rows] == [8, 64, 512, 4096], rows
+for r in rows:
+    assert r["ranks"] == 3 and r["chose"] in ("ring", "rhd", "tree", "hier"), r
+    assert all(r[v] > 0 for v in ("auto", "ring", "rhd", "tree")), r
+PY
+"$batonrun" -n 2 "$select_ab" -v rhd > /dev/null 2>&1 && fail "select_ab accepted -v without auto first"
+
+# perf/tune.py on simulated hosts over loopback TCP (no namespaces): one quick sweep.
+python3 "$tune" --build "$(dirname "$(dirname "$perf")")" --configs lo2 --sizes 8,4K \
+  --algorithms rhd --reps 1 --out "$tmp/tune" > "$tmp/tune.log" 2>&1 ||
+  fail "tune.py --configs lo2: $(tail -5 "$tmp/tune.log")"
+grep -q "^| 4K | .* | rhd | " "$tmp/tune/tune.md" || fail "tune.py's table: $(cat "$tmp/tune/tune.md")"
 
 if [[ $failures -gt 0 ]]; then
   echo "$failures failure(s)"

@@ -347,10 +347,16 @@ TEST(BindingTest, OversubscribedAutoBindsToNumaNodes) {
 TEST(BindingTest, NoneAndSingleNumaOversubscription) {
   const Machine m = Load("32em64t-2n8c2t-pci-wholeio.xml");
   for (const auto& pus : PlanBinding(m, 4, BindPolicy::kNone, {})) EXPECT_TRUE(pus.empty());
-  Machine small;  // one NUMA node, two cores: binding 3 ranks to it binds nothing
+  Machine small;  // one NUMA node, two cores: 3 ranks share the cores round robin
   small.cores = {{0, 0, {0}}, {0, 0, {1}}};
   small.pus = 2;
-  for (const auto& pus : PlanBinding(small, 3, BindPolicy::kAuto, {})) EXPECT_TRUE(pus.empty());
+  const auto three = PlanBinding(small, 3, BindPolicy::kAuto, {});
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(three[0], std::vector<int>{0});
+  EXPECT_EQ(three[1], std::vector<int>{1});
+  EXPECT_EQ(three[2], std::vector<int>{0});
+  const auto five = PlanBinding(small, 5, BindPolicy::kAuto, {});
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(five[r], std::vector<int>{r % 2}) << r;
   const auto two = PlanBinding(small, 2, BindPolicy::kAuto, {});
   EXPECT_EQ(two[0], std::vector<int>{0});
   EXPECT_EQ(two[1], std::vector<int>{1});

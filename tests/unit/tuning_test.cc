@@ -1,13 +1,18 @@
 // The tuning layer: BATON_ALGO parsing (NCCL's syntax: lists, exclusion,
 // per-collective scopes) and the candidate lists of the selection, which
 // must hold exactly the algorithms algorithms/collective.h says implement
-// each collective.
+// each collective; and the automatic choice runs exactly what forcing it
+// with BATON_ALGO runs.
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "algorithms/collective.h"
+#include "topology/comm_topology.h"
 #include "tuning/algorithm_filter.h"
+#include "tuning/cost_model.h"
 #include "tuning/select.h"
 
 namespace baton {
@@ -81,6 +86,90 @@ TEST(SelectTest, NamesRoundTrip) {
   Algorithm unused;
   EXPECT_TRUE(AlgorithmFromName("RING", &unused));
   EXPECT_FALSE(AlgorithmFromName("chain", &unused));
+}
+
+// The automatic path and BATON_ALGO set to its choice must run the same
+// call: the same builder with the same chunk size and inter-host stage, so
+// the same schedule, the same peers and the same connections (launch/call.cc
+// takes one path for both). A per-call cost the automatic path added would
+// show here as a differing entry; docs/tuning.md has the timings.
+TEST(SelectTest, ForcingTheAutomaticChoiceRunsTheSameCall) {
+  struct Layout {
+    std::vector<int> per_host;  // ranks of each host
+    int cores;
+    int nic_mbps;
+  };
+  std::vector<Layout> layouts;
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 9, 16})
+    for (int cores : {2, 64}) layouts.push_back({{n}, cores, 0});
+  for (int mbps : {1000, 10000}) {
+    layouts.push_back({{1, 1, 1, 1}, 2, mbps});
+    layouts.push_back({{2, 2, 2, 2}, 2, mbps});
+    layouts.push_back({{1, 1, 1, 1, 1, 1, 1, 1}, 2, mbps});
+    layouts.push_back({{3, 3, 3}, 16, mbps});
+    layouts.push_back({{3, 2}, 16, mbps});  // unequal hosts: no hier
+  }
+  int compared = 0;
+  for (const Layout& l : layouts) {
+    std::vector<RankPlace> places;
+    for (size_t h = 0; h < l.per_host.size(); ++h)
+      for (int r = 0; r < l.per_host[h]; ++r)
+        places.push_back({static_cast<uint64_t>(h + 1), 0, 0, 1, 1, false, l.cores, l.nic_mbps});
+    const CommTopology topo(places);
+    const CostModel model(topo, topo.RingOrder(), std::vector<int>(topo.hosts(), l.cores),
+                          DefaultCostParams(l.nic_mbps));
+    std::string name = std::to_string(l.cores) + " cores, hosts of";
+    for (int n : l.per_host) {
+      name += ' ';
+      name += std::to_string(n);
+    }
+    for (size_t fixed_chunk : {size_t{0}, size_t{128} << 10}) {
+      SelectionTable automatic;
+      AlgorithmFilter all;
+      ASSERT_TRUE(AlgorithmFilter::Parse("", &all).ok());
+      automatic.Build(model, all, fixed_chunk);
+      // One table per forced algorithm, as BATON_ALGO=<name> builds it, and
+      // one with the algorithm forced for a single collective.
+      for (int a = 0; a < kNumAlgorithms; ++a) {
+        const auto algo = static_cast<Algorithm>(a);
+        AlgorithmFilter everywhere;
+        ASSERT_TRUE(AlgorithmFilter::Parse(AlgorithmName(algo), &everywhere).ok());
+        SelectionTable forced;
+        forced.Build(model, everywhere, fixed_chunk);
+        for (int ci = 0; ci < kNumCollectives; ++ci) {
+          const auto c = static_cast<Collective>(ci);
+          if (!Implements(c, algo)) continue;
+          AlgorithmFilter scoped;
+          ASSERT_TRUE(AlgorithmFilter::Parse(
+                          std::string(CollectiveName(c)) + ":" + AlgorithmName(algo), &scoped)
+                          .ok());
+          SelectionTable forced_here;
+          forced_here.Build(model, scoped, fixed_chunk);
+          for (int dt = 0; dt < batonNumTypes; ++dt) {
+            const auto type = static_cast<batonDataType_t>(dt);
+            for (int k = 0; k < SelectionTable::kSizeClasses; ++k) {
+              const size_t bytes = SelectionTable::ClassBytes(k);
+              const Choice& want = automatic.Lookup(c, type, bytes);
+              ASSERT_NE(want.build, nullptr) << name << " " << CollectiveName(c);
+              if (want.algorithm != algo) continue;
+              for (const SelectionTable* t : {&forced, &forced_here}) {
+                const Choice& got = t->Lookup(c, type, bytes);
+                const std::string where = name + ", " + CollectiveName(c) + " " +
+                                          std::to_string(bytes) + " B type " + std::to_string(dt) +
+                                          " forced " + AlgorithmName(algo);
+                EXPECT_EQ(got.build, want.build) << where;
+                EXPECT_EQ(got.algorithm, want.algorithm) << where;
+                EXPECT_EQ(got.chunk_bytes, want.chunk_bytes) << where;
+                EXPECT_EQ(got.inter, want.inter) << where;
+                ++compared;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 10000);
 }
 
 }  // namespace
