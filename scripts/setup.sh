@@ -57,6 +57,10 @@ if [ "${SETUP_PYTHON:-1}" != 0 ]; then
   if [ "${SETUP_TORCH:-1}" != 0 ] && ! .venv/bin/python3 -c "import torch" 2>/dev/null; then
     python_packages+=("torch==2.15.*")
   fi
+  # PyTorch's own process-group suite (tests/python/torch_suite.py) imports these.
+  if [ "${SETUP_TORCH:-1}" != 0 ] && ! .venv/bin/python3 -c "import expecttest, hypothesis" 2>/dev/null; then
+    python_packages+=(expecttest hypothesis)
+  fi
   if [ "${SETUP_DEEPSPEED:-0}" = 1 ] && ! .venv/bin/python3 -c "import deepspeed" 2>/dev/null; then
     python_packages+=("deepspeed==0.19.*")
   fi

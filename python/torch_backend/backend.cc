@@ -111,6 +111,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::Submit(c10d::OpType type, const cha
                                                     std::vector<at::Tensor> outputs,
                                                     std::function<void(batonStream_t)> queue,
                                                     HostWork host) {
+  if (!host.p2p) collectives_.fetch_add(1, std::memory_order_relaxed);
   Operation op;
   op.work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs));
   op.name = name;
@@ -311,10 +312,20 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tenso
   return PointToPoint(c10d::OpType::RECV, tensors, src_rank);
 }
 
-c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>&, int) {
-  TORCH_CHECK(false,
-              "baton backend: recv without a source (recvAnysource) is not supported: "
-              "Baton's C API has no receive from any rank (batonRecv names its peer); pass src=");
+c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                           int /*tag*/) {
+  // Baton's receive names its peer (batonRecv); in a group of two there is one
+  // possible source. Wider groups need a receive that matches any peer's
+  // send, which Baton's C API lacks (docs/python.md).
+  TORCH_CHECK(getSize() == 2,
+              "baton backend: recv without a source (recvAnysource) needs a group of 2 ranks "
+              "(this one has ",
+              getSize(),
+              "): batonRecv names its peer (Baton has no receive from any rank); pass src=");
+  const int peer = 1 - getRank();
+  auto work = PointToPoint(c10d::OpType::RECVANYSOURCE, tensors, peer);
+  if (auto* w = dynamic_cast<BatonWork*>(work.get())) w->SetSourceRank(peer);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions& opts) {

@@ -82,6 +82,10 @@ class BatonBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts) override;
+  // The number of collectives (not sends or recvs) called so far: the same on
+  // every rank of a group that calls them in one order. TORCH_DISTRIBUTED_DEBUG
+  // =DETAIL's wrapper checks it.
+  uint64_t getSequenceNumberForGroup() override { return collectives_; }
   // destroy_process_group: runs what is queued, then frees the communicator.
   void shutdown() override;
   // Stops what is in flight at once (peers see an error), then frees.
@@ -187,6 +191,7 @@ class BatonBackend : public c10d::Backend {
   // Atomic: abort() may come from another thread (torch's watchdog) while calls are queued.
   std::atomic<batonComm_t> comm_{nullptr};
   std::chrono::milliseconds timeout_;
+  std::atomic<uint64_t> collectives_{0};  // getSequenceNumberForGroup
   // Made once comm_ exists; stopped before comm_ is destroyed.
   std::unique_ptr<StreamRunner> runner_;
 };

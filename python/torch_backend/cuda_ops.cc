@@ -20,6 +20,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::LaunchOnStream(
     c10d::OpType type, std::vector<at::Tensor> outputs, const at::Tensor& like,
     const std::function<void(batonStream_t)>& job) {
 #ifdef BATON_TORCH_CUDA
+  collectives_.fetch_add(1, std::memory_order_relaxed);
   runner_->Drain();
   c10::cuda::CUDAGuard guard(like.device());
   c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(like.device().index());

@@ -44,16 +44,19 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& output_lists, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   BlockingCall blocking(opts);
-  TORCH_CHECK(!inputs.empty() && output_lists.size() == inputs.size(),
-              "baton backend: allgather_coalesced needs one output list per input tensor");
+  // torch's layout (as Gloo's): output_lists[r][i] receives rank r's inputs[i].
+  TORCH_CHECK(!inputs.empty(), "baton backend: allgather_coalesced needs input tensors");
+  TORCH_CHECK(static_cast<int>(output_lists.size()) == getSize(),
+              "baton backend: allgather_coalesced needs one output list per rank (", getSize(),
+              "), got ", output_lists.size());
   std::vector<at::Tensor> outs;  // rank-major: rank r's tensors in input order
   for (int r = 0; r < getSize(); ++r) {
+    TORCH_CHECK(output_lists[r].size() == inputs.size(),
+                "baton backend: allgather_coalesced: ", "output list ", r, " holds ",
+                output_lists[r].size(), " tensors, not ", inputs.size(), " (one per input)");
     for (size_t i = 0; i < inputs.size(); ++i) {
       CheckSameKind(inputs[0], inputs[i], "allgather_coalesced");
-      TORCH_CHECK(static_cast<int>(output_lists[i].size()) == getSize(),
-                  "baton backend: allgather_coalesced: output list ", i, " needs ", getSize(),
-                  " tensors");
-      const at::Tensor& o = output_lists[i][r];
+      const at::Tensor& o = output_lists[r][i];
       CheckSameKind(inputs[0], o, "allgather_coalesced");
       TORCH_CHECK(o.numel() == inputs[i].numel(), "baton backend: allgather_coalesced: output ", i,
                   " of rank ", r, " holds ", o.numel(), " elements, input ", i, " ",

@@ -70,6 +70,14 @@ class BatonWork : public c10d::Work {
   // call does nothing.
   void Complete(std::exception_ptr error);
 
+  // A recv from any source: the rank it received from (recvAnysource).
+  void SetSourceRank(int rank) { source_rank_ = rank; }
+  int sourceRank() const override {
+    TORCH_CHECK(source_rank_ >= 0,
+                "baton backend: sourceRank is only known for a recv from any source");
+    return source_rank_;
+  }
+
  private:
   friend class StreamRunner;
   friend struct RunnerState;
@@ -81,6 +89,7 @@ class BatonWork : public c10d::Work {
   SharedEvent event_;                  // set once queued, for an operation without host copies
   std::string name_;                   // the operation's, for errors
   batonComm_t comm_ = nullptr;         // its communicator, for the errors' failed ranks
+  int source_rank_ = -1;               // set for a recv from any source
 };
 
 // A c10::DistBackendError with message: what Baton's errors become.
