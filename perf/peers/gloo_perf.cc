@@ -54,20 +54,6 @@
 
 namespace {
 
-// The first of `names` set in the environment, as a non-negative integer.
-std::optional<int> IntFromEnv(std::initializer_list<const char*> names, std::string* which) {
-  for (const char* name : names) {
-    const char* value = std::getenv(name);
-    if (!value || !*value) continue;
-    char* end = nullptr;
-    const long v = std::strtol(value, &end, 10);
-    if (*end != '\0' || v < 0 || v > INT_MAX) continue;
-    *which = name;
-    return static_cast<int>(v);
-  }
-  return std::nullopt;
-}
-
 // Gloo's allreduce classes selectable with -A.
 enum class AllReduceAlgo { kRingChunked, kHalvingDoubling, kRing };
 
@@ -98,35 +84,14 @@ class GlooLibrary : public baton_perf::PeerLibrary {
           "-A " + algo + ": Gloo allreduce algorithms are ring_chunked, halving_doubling, ring";
       return batonInvalidArgument;
     }
-    std::string rank_var, size_var;
-    const auto rank = IntFromEnv(
-        {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}, &rank_var);
-    const auto size = IntFromEnv(
-        {"BATON_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE"},
-        &size_var);
-    if (!rank || !size || *size < 1 || *rank >= *size) {
-      detail_ =
-          "no rank and world size in the environment: start under batonrun, mpirun or srun, or "
-          "set RANK and WORLD_SIZE";
-      return batonInvalidUsage;
-    }
-    std::string store_path;
-    if (const char* dir = std::getenv("GLOO_PERF_STORE"); dir && *dir) {
-      store_path = dir;
-    } else if (const char* id = std::getenv("BATON_UNIQUE_ID"); id && *id) {
-      // batonrun's id is new for each job and the same in all its ranks.
-      char name[64];
-      std::snprintf(name, sizeof(name), "/tmp/gloo-perf-%016zx",
-                    std::hash<std::string_view>()(std::string_view(id)));
-      store_path = name;
-      remove_store_ = true;
-    } else {
-      detail_ =
-          "set GLOO_PERF_STORE to a new directory that every rank sees (Gloo's FileStore "
-          "rendezvous)";
-      return batonInvalidUsage;
-    }
-    mkdir(store_path.c_str(), 0700);  // several ranks race to create it: EEXIST is fine
+    baton_perf::PeerJob job;
+    if (const batonResult_t r = baton_perf::PeerJobFromEnv(
+            "GLOO_PERF_STORE", "gloo-perf", "Gloo's FileStore rendezvous", &job, &detail_);
+        r != batonSuccess)
+      return r;
+    remove_store_ = job.owns_store;
+    const std::string& store_path = job.store_path;
+    const std::string& rank_var = job.rank_var;
 
     gloo::transport::tcp::attr attr;
     if (const char* host = std::getenv("GLOO_PERF_HOSTNAME"); host && *host) {
@@ -145,7 +110,7 @@ class GlooLibrary : public baton_perf::PeerLibrary {
 
     try {
       auto device = gloo::transport::tcp::CreateDevice(attr);
-      auto context = std::make_shared<gloo::rendezvous::Context>(*rank, *size);
+      auto context = std::make_shared<gloo::rendezvous::Context>(job.rank, job.size);
       context->setTimeout(std::chrono::seconds(timeout_s));
       gloo::rendezvous::FileStore store(store_path);
       context->connectFullMesh(store, device);
@@ -155,8 +120,8 @@ class GlooLibrary : public baton_perf::PeerLibrary {
                 ") failed: " + e.what();
       return batonSystemError;
     }
-    rank_ = *rank;
-    size_ = *size;
+    rank_ = job.rank;
+    size_ = job.size;
     store_path_ = store_path;
     return batonSuccess;
   }

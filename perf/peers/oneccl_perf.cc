@@ -42,19 +42,6 @@
 
 namespace {
 
-// The first of `names` set in the environment, as a non-negative integer.
-std::optional<int> IntFromEnv(std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    const char* value = std::getenv(name);
-    if (!value || !*value) continue;
-    char* end = nullptr;
-    const long v = std::strtol(value, &end, 10);
-    if (*end != '\0' || v < 0 || v > INT_MAX) continue;
-    return static_cast<int>(v);
-  }
-  return std::nullopt;
-}
-
 class OnecclLibrary : public baton_perf::PeerLibrary {
  public:
   std::string Description() const override {
@@ -68,32 +55,15 @@ class OnecclLibrary : public baton_perf::PeerLibrary {
                 "environment)";
       return batonInvalidArgument;
     }
-    const auto rank =
-        IntFromEnv({"BATON_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID", "RANK"});
-    const auto size = IntFromEnv(
-        {"BATON_WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", "WORLD_SIZE"});
-    if (!rank || !size || *size < 1 || *rank >= *size) {
-      detail_ =
-          "no rank and world size in the environment: start under batonrun, mpiexec or srun, "
-          "or set RANK and WORLD_SIZE";
-      return batonInvalidUsage;
-    }
-    rank_ = *rank;
-    size_ = *size;
-    if (const char* dir = std::getenv("CCL_PERF_STORE"); dir && *dir) {
-      store_path_ = dir;
-    } else if (const char* id = std::getenv("BATON_UNIQUE_ID"); id && *id) {
-      // batonrun's id is new for each job and the same in all its ranks.
-      char name[64];
-      std::snprintf(name, sizeof(name), "/tmp/oneccl-perf-%016zx",
-                    std::hash<std::string_view>()(std::string_view(id)));
-      store_path_ = name;
-      remove_store_ = true;
-    } else {
-      detail_ = "set CCL_PERF_STORE to a new directory that every rank sees (the KVS rendezvous)";
-      return batonInvalidUsage;
-    }
-    mkdir(store_path_.c_str(), 0700);  // several ranks race to create it: EEXIST is fine
+    baton_perf::PeerJob job;
+    if (const batonResult_t r = baton_perf::PeerJobFromEnv("CCL_PERF_STORE", "oneccl-perf",
+                                                           "the KVS rendezvous", &job, &detail_);
+        r != batonSuccess)
+      return r;
+    rank_ = job.rank;
+    size_ = job.size;
+    store_path_ = job.store_path;
+    remove_store_ = job.owns_store;
     int timeout_s = 300;
     if (const char* t = std::getenv("BATON_TIMEOUT"); t && std::atoi(t) > 0)
       timeout_s = std::atoi(t);

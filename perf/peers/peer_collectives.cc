@@ -7,12 +7,33 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "peer_collectives.h"
 
+#include <sys/stat.h>
+
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string_view>
 
 namespace baton_perf {
 namespace {
+
+// The first of `names` set in the environment, as a non-negative integer; *which: its name.
+std::optional<int> IntFromEnv(std::initializer_list<const char*> names, std::string* which) {
+  for (const char* name : names) {
+    const char* value = std::getenv(name);
+    if (!value || !*value) continue;
+    char* end = nullptr;
+    const long v = std::strtol(value, &end, 10);
+    if (*end != '\0' || v < 0 || v > INT_MAX) continue;
+    *which = name;
+    return static_cast<int>(v);
+  }
+  return std::nullopt;
+}
 
 // Calls PeerLibrary's collective; Run translates the driver's arguments into a PeerCall.
 class PeerCollective : public Collective {
@@ -159,6 +180,40 @@ int PeerMain(int argc, char** argv, const char* collective, PeerLibrary& library
   }
   std::fprintf(stderr, "unknown collective '%s'\n", collective);
   return EXIT_FAILURE;
+}
+
+batonResult_t PeerJobFromEnv(const char* store_var, const char* prefix, const char* store_use,
+                             PeerJob* job, std::string* detail) {
+  std::string size_var;
+  const auto rank = IntFromEnv(
+      {"BATON_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}, &job->rank_var);
+  const auto size = IntFromEnv(
+      {"BATON_WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE"},
+      &size_var);
+  if (!rank || !size || *size < 1 || *rank >= *size) {
+    *detail =
+        "no rank and world size in the environment: start under batonrun, mpirun, mpiexec or "
+        "srun, or set RANK and WORLD_SIZE";
+    return batonInvalidUsage;
+  }
+  job->rank = *rank;
+  job->size = *size;
+  if (const char* dir = std::getenv(store_var); dir && *dir) {
+    job->store_path = dir;
+  } else if (const char* id = std::getenv("BATON_UNIQUE_ID"); id && *id) {
+    // batonrun's id is new for each job and the same in all its ranks.
+    char name[96];
+    std::snprintf(name, sizeof(name), "/tmp/%s-%016zx", prefix,
+                  std::hash<std::string_view>()(std::string_view(id)));
+    job->store_path = name;
+    job->owns_store = true;
+  } else {
+    *detail = std::string("set ") + store_var + " to a new directory that every rank sees (" +
+              store_use + ")";
+    return batonInvalidUsage;
+  }
+  mkdir(job->store_path.c_str(), 0700);  // several ranks race to create it: EEXIST is fine
+  return batonSuccess;
 }
 
 }  // namespace baton_perf

@@ -42,6 +42,23 @@ class PeerLibrary : public Backend {
   virtual batonResult_t ReduceScatter(const PeerCall& call) = 0;
 };
 
+// Where a peer without its own launcher (Gloo, oneCCL) finds its job: rank and size from the
+// first launcher variables set (batonrun, Open MPI, PMI, Slurm, torchrun), and a directory every
+// rank sees for the rendezvous: `store_var` when set, else one named after batonrun's job id
+// under /tmp (owns_store: rank 0 removes it at the end), created here.
+struct PeerJob {
+  int rank = 0;
+  int size = 0;
+  std::string rank_var;  // the variable the rank came from (for error messages)
+  std::string store_path;
+  bool owns_store = false;
+};
+
+// Fills *job, or returns batonInvalidUsage with *detail saying what to set; `store_use`
+// names what the directory is for in that message, `prefix` the /tmp name's start.
+batonResult_t PeerJobFromEnv(const char* store_var, const char* prefix, const char* store_use,
+                             PeerJob* job, std::string* detail);
+
 // Runs `collective` ("all_reduce", "broadcast", "all_gather" or "reduce_scatter") with the
 // nccl-tests flags in argv on `library`. Returns the process exit status, as PerfMain.
 int PeerMain(int argc, char** argv, const char* collective, PeerLibrary& library);
