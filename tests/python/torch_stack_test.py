@@ -90,6 +90,23 @@ def reference_steps(data, lr):
     return out
 
 
+def step_each(tag, nets, opts, x, y):
+    """One SGD step of each net in `nets` on (x, y). A gloo net whose step fails is dropped (the
+    caller compares with its single-process reference alone); returns whether gloo's remains."""
+    for name in list(nets):
+        opts[name].zero_grad()
+        try:
+            loss_fn(nets[name](x), y).backward()
+            opts[name].step()
+        except (RuntimeError, NotImplementedError) as e:
+            if name != "gloo":
+                raise
+            note(f"{tag}: gloo fails ({str(e).splitlines()[0][:100]}); "
+                 "compared with the single-process reference")
+            del nets["gloo"]
+    return "gloo" in nets
+
+
 def fsdp2():
     from torch.distributed.device_mesh import DeviceMesh
     from torch.distributed.fsdp import fully_shard
@@ -104,21 +121,9 @@ def fsdp2():
                 fully_shard(layer, mesh=mesh)
         fully_shard(net, mesh=mesh)
         nets[name], opts[name] = net, torch.optim.SGD(net.parameters(), lr=0.05)
-    gloo_ok = True
     for step, batch in enumerate(data):
         x, y = batch[rank]
-        for name in list(nets):
-            opts[name].zero_grad()
-            try:
-                loss_fn(nets[name](x), y).backward()
-                opts[name].step()
-            except (RuntimeError, NotImplementedError) as e:
-                if name != "gloo":
-                    raise
-                note(f"fsdp2: gloo fails ({str(e).splitlines()[0][:100]}); "
-                     "compared with the single-process reference")
-                gloo_ok = False
-                del nets["gloo"]
+        gloo_ok = step_each("fsdp2", nets, opts, x, y)
         for i, p in enumerate(nets["baton"].parameters()):
             # Each rank's shard (dim 0 of the parameter) against gloo's shard, bit for bit,
             # and the whole parameter against the reference (sums in another order).
@@ -138,21 +143,9 @@ def fsdp1():
         net = FSDP(mlp(), process_group=group, device_id=torch.device("cpu"),
                    use_orig_params=True)
         nets[name], opts[name] = net, torch.optim.SGD(net.parameters(), lr=0.05)
-    gloo_ok = True
     for step, batch in enumerate(data):
         x, y = batch[rank]
-        for name in list(nets):
-            opts[name].zero_grad()
-            try:
-                loss_fn(nets[name](x), y).backward()
-                opts[name].step()
-            except (RuntimeError, NotImplementedError) as e:
-                if name != "gloo":
-                    raise
-                note(f"fsdp1: gloo fails ({str(e).splitlines()[0][:100]}); "
-                     "compared with the single-process reference")
-                gloo_ok = False
-                del nets["gloo"]
+        gloo_ok = step_each("fsdp1", nets, opts, x, y)
         # The local shard of the flat parameter, bit for bit against gloo's.
         if gloo_ok:
             for i, (p, q) in enumerate(zip(nets["baton"].parameters(),
