@@ -231,6 +231,19 @@ batonResult_t batonCommFinalize(batonComm_t comm);
 batonResult_t batonCommDestroy(batonComm_t comm);
 /* Stops outstanding work at once (peers see an error), then frees. */
 batonResult_t batonCommAbort(batonComm_t comm);
+/* The timeout of the calls made on comm after this returns, in seconds
+ * without progress (0: forever; BATON_CONFIG_UNDEF_INT: comm's own, from its
+ * creation, again). Each call takes the value when it is made, so a call
+ * queued on a stream keeps its own; the calls merged by a group run under
+ * the shortest of theirs. It bounds the call alone, not creation, split or
+ * the communicator's other waits. A call past its timeout fails as one past
+ * comm's does: batonTimeout naming the ranks that never came, and comm is
+ * failed (later calls fail, the peers are told; shrink or abort it). For
+ * bindings whose operations take their own timeout (torch's per-operation
+ * options); calls on one communicator are ordered, so set it from the thread
+ * that makes them. batonInvalidArgument for a comm that is not live or a
+ * negative timeout. */
+batonResult_t batonCommSetCallTimeout(batonComm_t comm, int timeout);
 /* batonSuccess, batonInProgress while a nonblocking creation runs, or the
  * sticky error of a failed creation or asynchronous operation. */
 batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError);

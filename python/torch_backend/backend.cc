@@ -23,6 +23,7 @@ std::vector<BatonBackend*>& LiveBackends() {
 }  // namespace
 
 thread_local bool BlockingCall::blocking_ = false;
+thread_local std::chrono::milliseconds BlockingCall::timeout_ = c10d::kUnsetTimeout;
 
 // ---- BatonBackend ----
 
@@ -107,6 +108,24 @@ void BatonBackend::Check(batonResult_t result, const char* what) const {
   if (result != batonSuccess) ThrowBackendError(ErrorText(what, result, comm_));
 }
 
+std::function<void(batonStream_t)> BatonBackend::WithCallTimeout(
+    std::function<void(batonStream_t)> queue) {
+  const std::chrono::milliseconds timeout = BlockingCall::Timeout();
+  if (timeout.count() < 0 || timeout == timeout_) return queue;
+  // Baton's timeouts are whole seconds without progress, as the group's; round up.
+  const int seconds = static_cast<int>(std::max<int64_t>(1, (timeout.count() + 999) / 1000));
+  return [this, seconds, queue = std::move(queue)](batonStream_t stream) {
+    batonComm_t comm = comm_;
+    Check(batonCommSetCallTimeout(comm, seconds), "setting the call's timeout");
+    // The calls have taken it once made: back to the group's for the next ones.
+    struct Reset {
+      batonComm_t comm;
+      ~Reset() { batonCommSetCallTimeout(comm, BATON_CONFIG_UNDEF_INT); }
+    } reset{comm};
+    queue(stream);
+  };
+}
+
 c10::intrusive_ptr<c10d::Work> BatonBackend::Submit(c10d::OpType type, const char* name,
                                                     std::vector<at::Tensor> outputs,
                                                     std::function<void(batonStream_t)> queue,
@@ -115,7 +134,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::Submit(c10d::OpType type, const cha
   Operation op;
   op.work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs));
   op.name = name;
-  op.queue = std::move(queue);
+  op.queue = WithCallTimeout(std::move(queue));
   op.copy_out = std::move(host.copy_out);
   op.copy_in = host.copy_in;
   op.p2p = host.p2p;
@@ -129,7 +148,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::Dispatch(c10d::OpType type, const c
                                                       std::vector<at::Tensor> outputs,
                                                       const at::Tensor& like,
                                                       std::function<void(batonStream_t)> queue) {
-  if (like.is_cuda()) return LaunchOnStream(type, std::move(outputs), like, queue);
+  if (like.is_cuda())
+    return LaunchOnStream(type, std::move(outputs), like, WithCallTimeout(std::move(queue)));
   return Submit(type, name, std::move(outputs), std::move(queue));
 }
 
@@ -335,8 +355,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::barrier(const c10d::BarrierOptions&
 }
 
 void BatonBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool /*wait_all_ranks*/) {
-  // Baton's barrier reports the ranks that did not arrive when it times out;
-  // the call's own timeout cannot be shorter than the communicator's.
+  // Baton's barrier reports the ranks that did not arrive when it times out
+  // (after opts' timeout: monitored_barrier's own).
   barrier(opts)->wait();
 }
 

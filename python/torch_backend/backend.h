@@ -16,6 +16,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "work.h"
@@ -31,21 +32,29 @@ struct HostWork {
 
 // Marks the calling thread's next Submit as blocking (Operation::blocking)
 // when torch's options say the caller waits at once (asyncOp false, what
-// dist.all_reduce(t) passes); for the scope of one backend call.
+// dist.all_reduce(t) passes), and gives it the options' own timeout
+// (kUnsetTimeout: the group's); for the scope of one backend call.
 class BlockingCall {
  public:
   template <typename Options>
   explicit BlockingCall(const Options& opts) {
     blocking_ = !opts.asyncOp;
+    timeout_ = opts.timeout;
   }
-  ~BlockingCall() { blocking_ = false; }
+  ~BlockingCall() {
+    blocking_ = false;
+    timeout_ = c10d::kUnsetTimeout;
+  }
   BlockingCall(const BlockingCall&) = delete;
   BlockingCall& operator=(const BlockingCall&) = delete;
   // Whether the current call is blocking.
   static bool Now() { return blocking_; }
+  // The current call's own timeout; negative (kUnsetTimeout) when it has none.
+  static std::chrono::milliseconds Timeout() { return timeout_; }
 
  private:
   static thread_local bool blocking_;
+  static thread_local std::chrono::milliseconds timeout_;
 };
 
 class BatonBackend : public c10d::Backend {
@@ -141,7 +150,8 @@ class BatonBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   // A barrier that returns when every rank joined; a rank that does not makes
-  // Baton's timeout error (naming it) after the group's timeout.
+  // Baton's timeout error (naming it) after opts' timeout (monitored_barrier's
+  // own), else the group's.
   void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
 
  private:
@@ -168,6 +178,10 @@ class BatonBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> LaunchOnStream(c10d::OpType type, std::vector<at::Tensor> outputs,
                                                 const at::Tensor& like,
                                                 const std::function<void(batonStream_t)>& job);
+  // queue, made to run its Baton calls under the current call's own timeout
+  // (BlockingCall::Timeout) when it has one other than the group's:
+  // batonCommSetCallTimeout around them, each call taking it when made.
+  std::function<void(batonStream_t)> WithCallTimeout(std::function<void(batonStream_t)> queue);
   // Throws the Baton error of a failed call (DistBackendError, with its message).
   void Check(batonResult_t result, const char* what) const;
   // A torch ReduceOp as Baton's: a built-in op, or PREMUL_SUM's factor as a

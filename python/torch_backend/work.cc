@@ -72,8 +72,12 @@ std::exception_ptr BackendError(const std::string& message) {
 std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm,
                       batonComm_t failed_of) {
   const char* message = batonGetLastError(comm);
-  std::string text = "baton " + what + ": " + batonGetErrorString(result) +
-                     (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
+  // A timeout in the words torch's own backends use ("Timed out"), which its suite matches.
+  std::string text =
+      "baton " + what + ": " +
+      (result == batonTimeout ? "Timed out (no progress within the group's or the call's timeout)"
+                              : batonGetErrorString(result)) +
+      (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
   // The ranks that failed, from the API rather than the message's words, in one form a
   // program can parse: "[failed ranks: 1, 3]".
   int n = 0;

@@ -76,6 +76,14 @@ struct Schedule {
   Status build_error;
   // Set by the call's builder when its buffers are registered; see above.
   RegisteredCall registered;
+  // Seconds without progress before the run fails: the shortest of its
+  // calls' own timeouts (batonCommSetCallTimeout); < 0: the communicator's.
+  double timeout_s = -1;
+  // Takes `call_timeout_s` (< 0: none) into timeout_s.
+  void LimitTimeout(double call_timeout_s) {
+    if (call_timeout_s >= 0 && (timeout_s < 0 || call_timeout_s < timeout_s))
+      timeout_s = call_timeout_s;
+  }
   // Memory the schedule owns (partial sums, barrier tokens): blocks
   // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
   // as more is added. Blocks past scratch_used are kept from earlier calls so
@@ -126,6 +134,7 @@ struct Schedule {
     ops.clear();
     calls.clear();
     registered.valid = false;
+    timeout_s = -1;
     filled_used = 0;
     if (!build_error.ok()) [[unlikely]]
       build_error = Status::Ok();

@@ -10,6 +10,7 @@
 #include "api/checks.h"
 #include "api/creation.h"
 #include "api/handles.h"
+#include "base/deadline.h"
 #include "base/log.h"
 #include "base/settings.h"
 #include "bootstrap/launcher_env.h"
@@ -273,6 +274,21 @@ batonResult_t batonCommGetFailedRanks(batonComm_t comm, int* ranks, int maxRanks
   const size_t n = std::min(failed.size(), static_cast<size_t>(maxRanks));
   std::copy(failed.begin(), failed.begin() + static_cast<std::ptrdiff_t>(n), ranks);
   *nFailed = static_cast<int>(failed.size());
+  return batonSuccess;
+}
+
+batonResult_t batonCommSetCallTimeout(batonComm_t comm, int timeout) {
+  const char* fn = "batonCommSetCallTimeout";
+  // Also on a failed communicator: it changes nothing that has run.
+  const CommLookup c = LookupCommState(comm);
+  if (!c.comm) return Fail(fn, NotLiveError(c));
+  if (timeout == BATON_CONFIG_UNDEF_INT) {
+    c.comm->set_call_timeout(-1);
+    return batonSuccess;
+  }
+  if (timeout < 0)
+    return Fail(fn, InvalidArgument("timeout " + std::to_string(timeout) + " < 0"), c.comm.get());
+  c.comm->set_call_timeout(timeout == 0 ? kForeverSeconds : timeout);
   return batonSuccess;
 }
 

@@ -376,7 +376,7 @@ void Communicator::EndCalls(batonResult_t result) {
     trace_->End(result);
 }
 
-Status Communicator::CheckAgreementLocked() {
+Status Communicator::CheckAgreementLocked(double timeout_s) {
   // What a rank is about to do: its first collective and how many it runs
   // (a group may hold several). Point-to-point calls concern two ranks only.
   struct Record {
@@ -395,7 +395,7 @@ Status Communicator::CheckAgreementLocked() {
   // Numbered 0, so the exchange itself matches whatever the ranks called.
   CallDescriptor check;
   check.kind = kCallKindInternal;
-  BATON_RETURN_IF_ERROR(executor_->Run(check_schedule_, {check}, rank_));
+  BATON_RETURN_IF_ERROR(executor_->Run(check_schedule_, {check}, rank_, timeout_s));
   for (int r = 0; r < nranks_; ++r) {
     if (all[r].call == mine.call && all[r].collectives == mine.collectives) continue;
     CallMismatch found;
@@ -422,7 +422,8 @@ Status Communicator::RunLocked(const Schedule& schedule) {
   if (schedule.registered.valid && schedule.calls.size() == 1 && nranks_ > 1 &&
       channels_->has_mailboxes()) [[unlikely]] {
     // Registered calls read every local peer's segment (comm/host_ipc.cc).
-    if (Status st = channels_->ConnectAll(DeadlineIn(config_.timeout_s)); !st.ok())
+    const double timeout_s = schedule.timeout_s >= 0 ? schedule.timeout_s : config_.timeout_s;
+    if (Status st = channels_->ConnectAll(DeadlineIn(timeout_s)); !st.ok())
       return Fail(std::move(st));
     return RunRegisteredLocked(schedule);
   }
@@ -437,13 +438,13 @@ Status Communicator::RunLocked(const Schedule& schedule) {
 
 Status Communicator::RunNumberedLocked(const Schedule& schedule) {
   if (config_.check && !schedule.calls.empty()) {
-    Status st = CheckAgreementLocked();
+    Status st = CheckAgreementLocked(schedule.timeout_s);
     if (!st.ok()) {
       EndCalls(st.code());
       return Fail(std::move(st));
     }
   }
-  Status st = executor_->Run(schedule, numbered_, rank_);
+  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s);
   EndCalls(st.code());
   if (!st.ok()) return Fail(std::move(st));
   return st;

@@ -125,6 +125,11 @@ class Communicator {
   // every call). Without a timeline it does nothing.
   void WriteTrace();
 
+  // batonCommSetCallTimeout: the timeout (seconds without progress) of the
+  // calls made from now on, each taking it when made; < 0: config's.
+  void set_call_timeout(double seconds) { call_timeout_s_.store(seconds); }
+  double call_timeout() const { return call_timeout_s_.load(std::memory_order_relaxed); }
+
   // First asynchronous (or communication) error, batonSuccess if none.
   batonResult_t async_error() const { return async_error_.load(); }
 
@@ -162,6 +167,7 @@ class Communicator {
   Schedule reusable_;  // guarded by run_mu_
   std::atomic<batonResult_t> async_error_{batonSuccess};
   std::string sticky_message_;
+  std::atomic<double> call_timeout_s_{-1};
 
   Status RunLocked(const Schedule& schedule);
   // After NumberCalls: BATON_CHECK, the executor, the calls' end.
@@ -186,7 +192,7 @@ class Communicator {
   void EndCalls(batonResult_t result);
   // BATON_CHECK: gathers every rank's numbered calls and compares them with
   // this rank's, before any of their data moves.
-  Status CheckAgreementLocked();
+  Status CheckAgreementLocked(double timeout_s);
   Schedule check_schedule_;  // guarded by run_mu_
   // Guarded by run_mu_: the calls so far, and their numbered descriptors.
   uint32_t collective_calls_ = 0;

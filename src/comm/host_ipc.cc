@@ -393,7 +393,7 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   const RegisteredCall& rc = schedule.registered;
   const int n = nranks_, me = rank_;
   ChannelSet& ch = *channels_;
-  const double timeout_s = config_.timeout_s;
+  const double timeout_s = schedule.timeout_s >= 0 ? schedule.timeout_s : config_.timeout_s;
   using Reach = HostIpcState::Reach;
   // Every failure from here on ends the call and sticks (peers waiting on
   // this rank see it abort).

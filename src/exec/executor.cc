@@ -2,6 +2,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "base/cpu.h"
@@ -68,8 +69,10 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
                std::to_string(q.done) + " done)";
   }
   char secs[32];
-  snprintf(secs, sizeof(secs), "%g", config_.timeout_s);
-  std::string message = std::string("no progress for ") + secs + " s (BATON_TIMEOUT)";
+  snprintf(secs, sizeof(secs), "%g", timeout_s_);
+  std::string message =
+      std::string("no progress for ") + secs +
+      (timeout_s_ == config_.timeout_s ? " s (BATON_TIMEOUT)" : " s (the call's own timeout)");
   if (!calls.empty()) message += " in " + DescribeCall(calls.front());
   message += " while " + waiting;
   // The verdict: who never came, and who does not answer at all.
@@ -135,12 +138,20 @@ Status Executor::ConnectPeers(const Schedule& schedule) {
     seen[op.peer] = 1;
     missing.push_back(op.peer);
   }
-  return channels_->Connect(missing, DeadlineIn(config_.timeout_s));
+  return channels_->Connect(missing, DeadlineIn(timeout_s_));
 }
 
-Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank) {
+Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank,
+                     double timeout_s) {
   const auto& ops = schedule.ops;
   if (ops.empty()) return Status::Ok();
+  timeout_s_ = config_.timeout_s;
+  probe_ = config_.probe;
+  if (timeout_s >= 0 && timeout_s != config_.timeout_s) [[unlikely]] {
+    timeout_s_ = timeout_s;
+    probe_ = std::min(probe_, std::chrono::milliseconds(static_cast<int64_t>(
+                                  std::clamp(timeout_s * 1000.0 / 4, 50.0, 1000.0))));
+  }
   if (calls.empty()) return InternalError("a schedule without call descriptors");
   const size_t ncalls = calls.size();
   auto call_of = [&](const Op& op) -> const CallDescriptor& {
@@ -280,7 +291,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     // A peer gave up (and said why): fail once nothing more arrives, so a
     // call whose data came before the failure still completes.
     if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();
-    if (now - last_progress > std::chrono::duration<double>(config_.timeout_s)) {
+    if (now - last_progress > std::chrono::duration<double>(timeout_s_)) {
       // With connections made on first use, the culprit may be a rank this
       // one never talked to: if every peer it asked answered and is in this
       // call, a neighbour connected to the culprit times out about now and
@@ -288,12 +299,12 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       // giving a verdict that names nobody.
       const bool names_nobody =
           behind.empty() && SilentPeers(rank, asked_at).empty() && UnconnectedPeers(rank) > 0;
-      if (!names_nobody || now - last_progress >
-                               std::chrono::duration<double>(config_.timeout_s) + 2 * config_.probe)
+      if (!names_nobody ||
+          now - last_progress > std::chrono::duration<double>(timeout_s_) + 2 * probe_)
         return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
     }
     // A long stall: ask the peers where they are, and weigh their answers.
-    if (now - last_progress >= config_.probe && now - asked_at >= config_.probe) {
+    if (now - last_progress >= probe_ && now - asked_at >= probe_) {
       channels_->QueryPeers();
       asked_at = now;
     }
@@ -317,9 +328,9 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
         q.channel->AddWaitFds(q.is_send, q.peer, &ws);
       }
     }
-    const auto left = std::chrono::duration<double>(config_.timeout_s) - (now - last_progress);
+    const auto left = std::chrono::duration<double>(timeout_s_) - (now - last_progress);
     int timeout_ms = static_cast<int>(std::chrono::duration<double, std::milli>(left).count()) + 1;
-    timeout_ms = std::min<int>(timeout_ms, std::max<int>(10, config_.probe.count() / 2));
+    timeout_ms = std::min<int>(timeout_ms, std::max<int>(10, probe_.count() / 2));
     uint32_t seq = 0;
     if (ws.any_shm) {
       seq = channels_->PrepareSleep();

@@ -42,8 +42,10 @@ class Executor {
 
   // Runs `schedule` as rank `rank`; `calls` are its calls' descriptors,
   // numbered (schedule.calls with sequence numbers, or the one internal
-  // call that stands for a schedule without calls).
-  Status Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank);
+  // call that stands for a schedule without calls). timeout_s: this run's
+  // timeout (a call's own, batonCommSetCallTimeout), < 0: the config's.
+  Status Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank,
+             double timeout_s = -1);
 
  private:
   // Ops to or from one peer in one direction, in schedule order.
@@ -76,6 +78,10 @@ class Executor {
 
   ChannelSet* channels_;
   ExecutorConfig config_;
+  // The current run's timeout and probe interval: the config's, or shorter
+  // for a call with its own timeout (its verdict is in before it).
+  double timeout_s_ = 300;
+  std::chrono::milliseconds probe_{1000};
   // Per-run state, kept between runs so a warm executor does not allocate.
   std::vector<uint8_t> complete_;
   std::vector<Queue> queues_;

@@ -32,8 +32,12 @@ struct Builder {
   // Buffers registered on this rank (batonCommRegister): the communicator
   // may run the call in place on them (comm/host_ipc.h).
   RegisteredCall registered;
+  // The call's own timeout, taken when it is made (batonCommSetCallTimeout;
+  // < 0: the communicator's).
+  double timeout_s = -1;
 
   void operator()(const CollArgs& a, Schedule* s) const {
+    s->LimitTimeout(timeout_s);
     const size_t first = s->ops.size();
     const auto index = static_cast<uint16_t>(s->calls.size());
     if (premul) [[unlikely]] {
@@ -265,6 +269,7 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
               CollectiveName(c.collective), bytes, AlgorithmName(choice.algorithm),
               choice.chunk_bytes, AlgorithmName(choice.inter));
   call.builder.build = choice.build;
+  call.builder.timeout_s = comm.call_timeout();
   call.builder.premul = c.premul;
   call.builder.collective = c.collective;
   call.builder.scalar = c.scalar;
@@ -311,6 +316,7 @@ Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbu
   call.args = comm.MakeArgs(sendbuff, recvbuff, count, datatype);
   call.builder.peer = peer;
   call.builder.is_send = is_send;
+  call.builder.timeout_s = comm.call_timeout();
   MakeCallDescriptor(&call.builder.call, kCallKindPointToPoint, count,
                      static_cast<uint8_t>(datatype), 0, peer, 0, is_send);
   const size_t bytes = count * DatatypeSize(datatype);
@@ -329,6 +335,7 @@ Status LaunchBarrier(const CallSite& site) {
   Call call;
   call.args = site.comm->MakeArgs();
   call.builder.build = BuildDisseminationBarrier;
+  call.builder.timeout_s = site.comm->call_timeout();
   MakeCallDescriptor(&call.builder.call, kCallKindBarrier, 0, batonUint8, 0, 0, 0, false);
   return Route(site, call);
 }

@@ -3,7 +3,7 @@
 // shrink) returns batonInProgress and completes when polled, abort stops a
 // creation that waits for a rank that never comes, bad configs are refused,
 // batonCommInitAll makes several ranks in one process, batonCommFinalize
-// flushes queued work.
+// flushes queued work, batonCommSetCallTimeout bounds the calls made after it.
 #include <baton.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -381,6 +382,70 @@ TEST(FinalizeTest, FlushesQueuedWorkAndReportsErrors) {
     MP_EXPECT_OK(ctx, batonStreamDestroy(stream));
     MP_EXPECT_EQ(ctx, batonCommFinalize(nullptr), batonInvalidArgument);
   });
+}
+
+// A call's own timeout (batonCommSetCallTimeout) under a communicator's 60 s:
+// calls made with it work as before; one that rank 0 never joins fails after
+// its 1 s on ranks 1 and 2 although it was queued on a stream and the value
+// was reset before it ran, naming rank 0; the communicator is then failed,
+// as after its own timeout, on every rank.
+TEST(CallTimeoutTest, BoundsTheCallsMadeAfterIt) {
+  Options options;
+  options.env = {{"BATON_TIMEOUT", "60"}};
+  RunRanks(
+      3,
+      [](RankContext& ctx) {
+        batonComm_t comm = ctx.comm();
+        MP_EXPECT_EQ(ctx, batonCommSetCallTimeout(nullptr, 1), batonInvalidArgument);
+        MP_EXPECT_EQ(ctx, batonCommSetCallTimeout(comm, -3), batonInvalidArgument);
+        batonStream_t stream = nullptr;
+        MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
+        for (int timeout : {5, 0}) {  // 0: forever
+          MP_ASSERT_OK(ctx, batonCommSetCallTimeout(comm, timeout));
+          std::vector<int32_t> v(1001, ctx.rank() + 1), w(7, 2 * ctx.rank());
+          MP_ASSERT_OK(ctx, batonAllReduce(v.data(), v.data(), v.size(), batonInt32, batonSum, comm,
+                                           nullptr));
+          MP_ASSERT_OK(ctx, batonAllReduce(w.data(), w.data(), w.size(), batonInt32, batonMax, comm,
+                                           stream));
+          MP_ASSERT_OK(ctx, batonCommSetCallTimeout(comm, BATON_CONFIG_UNDEF_INT));
+          MP_ASSERT_OK(ctx, batonStreamSynchronize(stream));
+          MP_EXPECT_EQ(ctx, v[0], 6);
+          MP_EXPECT_EQ(ctx, v.back(), 6);
+          MP_EXPECT_EQ(ctx, w[3], 4);
+        }
+        auto* failed = static_cast<std::atomic<int>*>(ctx.shared());
+        int64_t x = 1;
+        if (ctx.rank() != 0) {
+          MP_ASSERT_OK(ctx, batonCommSetCallTimeout(comm, 1));
+          const auto start = std::chrono::steady_clock::now();
+          MP_ASSERT_OK(ctx, batonAllReduce(&x, &x, 1, batonInt64, batonSum, comm, stream));
+          MP_ASSERT_OK(ctx, batonCommSetCallTimeout(comm, BATON_CONFIG_UNDEF_INT));
+          const batonResult_t r = batonStreamSynchronize(stream);
+          const double took = SecondsSince(start);
+          // batonTimeout where this rank timed out, a remote error where the
+          // other one's note came first.
+          MP_EXPECT_TRUE(ctx, r == batonTimeout || r == batonRemoteError)
+              << baton_test::ResultName(r);
+          MP_EXPECT_TRUE(ctx, took >= 0.9 && took < 20) << " took " << took << " s";
+          const std::string error = batonGetLastError(comm);
+          MP_EXPECT_TRUE(ctx, error.find("rank 0") != std::string::npos) << error;
+          MP_EXPECT_TRUE(ctx, r != batonTimeout || error.find("own timeout") != std::string::npos)
+              << error;
+          MP_EXPECT_NE(ctx, batonAllReduce(&x, &x, 1, batonInt64, batonSum, comm, nullptr),
+                       batonSuccess);
+          failed->fetch_add(1);
+        } else {
+          // Out of band: wait for the others to fail, then find comm failed.
+          const auto start = std::chrono::steady_clock::now();
+          while (failed->load() < 2 && SecondsSince(start) < 60)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          MP_EXPECT_EQ(ctx, failed->load(), 2);
+          MP_EXPECT_NE(ctx, batonAllReduce(&x, &x, 1, batonInt64, batonSum, comm, nullptr),
+                       batonSuccess);
+        }
+        MP_EXPECT_OK(ctx, batonStreamDestroy(stream));
+      },
+      options);
 }
 
 }  // namespace

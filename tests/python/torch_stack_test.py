@@ -440,7 +440,7 @@ def timeouts_and_abort():
     # fails on the others after it, naming the rank.
     short = dist.new_group(backend="baton", timeout=datetime.timedelta(seconds=2))
     if rank != 0:
-        expect_error("group timeout 2 s", ["baton allreduce", "timed out"],
+        expect_error("group timeout 2 s", ["baton allreduce", "Timed out"],
                      lambda: dist.all_reduce(torch.ones(3), group=short), within=12)
     dist.barrier(group=gloo)
     # The waiter's own timeout, Work.wait(timeout), shorter than the group's 60 s.
@@ -449,14 +449,34 @@ def timeouts_and_abort():
         work = dist.all_reduce(torch.ones(3), group=long, async_op=True)
         expect_error("Work.wait(timeout=1 s)", ["imed out"],
                      lambda: work.wait(timeout=datetime.timedelta(seconds=1)), within=8)
-    # The options' own timeout (AllreduceOptions.timeout, which torch's Python calls leave
-    # unset) is not Baton's: its deadline is the communicator's (docs/python.md).
     # The allreduce rank 0 left behind on `long` ends after the group's 60 s; the group is
     # aborted instead so nobody waits for it.
     dist.barrier(group=gloo)
     long.abort()
     if rank != 0:  # the call in flight then fails at once
         expect_error("in flight at abort", ["baton allreduce"], lambda: work.wait(), within=10)
+    # The options' own timeout (AllreduceOptions.timeout, which torch's Python calls leave
+    # unset: the group's own allreduce takes it) under the group's 60 s. A call with it that
+    # every rank joins works; one rank 0 skips fails on the others after its 1 s; the group is
+    # then failed on every rank, as after the group's own timeout (docs/python.md).
+    own = dist.new_group(backend="baton", timeout=datetime.timedelta(seconds=60))
+    opts = dist.AllreduceOptions()
+    opts.timeout = datetime.timedelta(seconds=1)
+    t = torch.ones(3)
+    own.allreduce([t], opts).wait()
+    close("allreduce with its own timeout", t, torch.full((3,), float(size)), 0)
+    dist.all_reduce(t, group=own)  # the group's timeout again
+    close("allreduce after it", t, torch.full((3,), float(size * size)), 0)
+    if rank != 0:
+        start = time.monotonic()
+        expect_error("options' timeout 1 s", ["baton allreduce"],
+                     lambda: own.allreduce([torch.ones(3)], opts).wait(), within=10)
+        if time.monotonic() - start < 0.9:
+            failures.append("options' timeout 1 s: failed before 1 s")
+    dist.barrier(group=gloo)
+    expect_error("after the options' timeout", ["baton allreduce"],
+                 lambda: dist.all_reduce(torch.ones(3), group=own), within=10)
+    dist.barrier(group=gloo)
     # Rank 0 aborts while the others wait in a collective it never joins: theirs fail at
     # once (Baton tells the peers), not after the group's 60 s.
     aborted = dist.new_group(backend="baton", timeout=datetime.timedelta(seconds=60))
