@@ -2,13 +2,16 @@
 distributed_test.py, shipped in the torch wheel) on "baton" or "gloo".
 
     torch_suite.py [--backend baton|gloo] [--world-size N] [--quick] [-k PATTERN ...]
-                   [--list-passed FILE]
+                   [--list-passed FILE] [--fork] [--no-claims]
 
 Third-party backends run it this way (torch_ucc's pattern): the backend is
 registered as a plugin in DistTestCases.backend_feature, with the features it
 has claimed, before the suite is imported (its skip decorators read those sets
 at import), and a TestDistBackend subclass spawns WORLD_SIZE processes per
-test. --quick runs QUICK (a couple of minutes; the meson test torch_suite_*).
+test (--fork: forked from this process, which has imported torch, rather
+than spawned: the whole suite in minutes instead of hours). GLOO_CLAIMS adds
+"baton" to the tests the suite gates on gloo's name. --quick runs QUICK (a
+couple of minutes; the meson test torch_suite_*).
 Tests that pass on "gloo" and do not on "baton" are listed in docs/python.md
 with their reasons; EXPECTED_FAILURES holds them. Needs expecttest and
 hypothesis (scripts/setup.sh installs them).
