@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "base/cpu.h"
 #include "base/datatype.h"
@@ -116,12 +115,13 @@ namespace {
 // Waits until `ready()` holds, `peer` being the rank it waits for: a
 // deadline, and an error as soon as that peer's sockets close or the
 // communicator is aborted. Spins briefly, then yields (on a loaded host the
-// peer may be waiting for this core), then sleeps, so a long wait does not
-// burn it.
+// peer may be waiting for this core) for BATON_SPIN_US, then sleeps on the
+// doorbell, which a peer rings when it publishes progress or a record, as
+// the executor's waits do (docs/design.md, "Waiting").
 template <typename Ready>
 Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
                    Ready ready) {
-  Deadline deadline{}, probe_at{};
+  Deadline deadline{}, probe_at{}, sleep_at{};
   Clock::time_point asked_at{};
   for (int spins = 0;; ++spins) {
     if (ready()) return Status::Ok();
@@ -137,9 +137,11 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       // As the executor does: ask the peers where they are a while before
       // the deadline, so that its verdict can say who does not answer.
       probe_at = DeadlineIn(std::clamp(timeout_s / 4, 0.05, 1.0));
+      sleep_at = DeadlineIn(ch.spin_us() * 1e-6);
     }
+    Clock::time_point now{};
     if (spins > 64) {
-      const auto now = Clock::now();
+      now = Clock::now();
       if (asked_at == Clock::time_point{} && now >= probe_at) {
         ch.QueryPeers();
         asked_at = now;
@@ -155,12 +157,22 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
                             std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
       }
     }
-    if (spins < 256)
+    if (spins < 256) {
       CpuRelax();  // the peer is usually a cache-line transfer away
-    else if (spins < 20000)
+    } else if (now < sleep_at) {
       sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      // Announce the sleep, then look once more: a peer that published
+      // before seeing the announcement did not ring. Short sleeps: what
+      // does not ring (a peer's record-less state) is seen by the next
+      // look, and the deadline and the probe above are checked between.
+      const uint32_t seq = ch.PrepareSleep();
+      if (ready()) {
+        ch.CancelSleep();
+        return Status::Ok();
+      }
+      ch.SleepOnDoorbell(seq, 2);
+    }
   }
 }
 
