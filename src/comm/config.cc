@@ -42,6 +42,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.cma_coll = static_cast<int>(std::clamp<int64_t>(s.cma_coll, -1, 1));
   c.transport.cma_coll = c.cma_coll != 0;
   c.cma_coll_min_bytes = s.cma_coll_min_bytes;
+  c.cma_coll_min_speed = static_cast<int>(std::clamp<int64_t>(s.cma_coll_min_speed, 0, 100000));
   c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));

@@ -18,6 +18,7 @@
 #include "base/partition.h"
 #include "comm/comm.h"
 #include "kernels/cpu_reduce.h"
+#include "transport/cma.h"
 
 namespace baton {
 namespace {
@@ -371,28 +372,39 @@ Status SettleReach(ChannelSet& ch, int me, int n, double timeout_s, const Status
 }
 
 // The first single-copy call: each rank probes every peer's memory with
-// process_vm_readv, and all agree; a refusal anywhere sends every later
-// call on ordinary buffers through the slots, on every rank.
-Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, HostIpcState* st) {
+// process_vm_readv and, when `min_speed` (percent) is not 0, checks that the
+// kernel's copy runs at that fraction of memcpy's rate here; all agree, and
+// a refusal or a slow copy anywhere sends every later call on ordinary
+// buffers through the slots, on every rank.
+Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, int min_speed,
+                      HostIpcState* st) {
   int refused_by = -1, err = 0;
   for (int q = 0; q < n && err == 0; ++q) {
     if (q == me) continue;
     err = ch.ProbePeerMemory(q);
     if (err != 0) refused_by = q;
   }
+  const double speed = err == 0 && min_speed > 0 ? CmaCopySpeed() : 1.0;
+  const bool slow = err == 0 && min_speed > 0 && speed * 100 < min_speed;
   int unable = -1;
   BATON_RETURN_IF_ERROR(
-      AgreeOnProgressWords(ch, me, n, timeout_s, err == 0, &st->progress, &unable));
+      AgreeOnProgressWords(ch, me, n, timeout_s, err == 0 && !slow, &st->progress, &unable));
   st->cma_reach = unable < 0 ? HostIpcState::Reach::kYes : HostIpcState::Reach::kNo;
-  if (unable == me)
+  if (unable == me && slow)
+    BATON_INFO(kLogColl,
+               "single-copy collectives: the kernel's copy (process_vm_readv) runs at %.0f%% of "
+               "memcpy's rate here, below BATON_CMA_COLL_MIN_SPEED=%d; the shared-memory slots "
+               "carry ordinary buffers (BATON_CMA_COLL=1 forces the single copy)",
+               speed * 100, min_speed);
+  else if (unable == me)
     BATON_INFO(kLogColl,
                "single-copy collectives: process_vm_readv of rank %d's memory fails (%s); the "
                "shared-memory slots carry ordinary buffers",
                refused_by, std::strerror(err));
   else if (unable >= 0)
     BATON_INFO(kLogColl,
-               "single-copy collectives: rank %d cannot read its peers' memory; the "
-               "shared-memory slots carry ordinary buffers",
+               "single-copy collectives: rank %d cannot read its peers' memory, or reads it "
+               "slower than memcpy allows; the shared-memory slots carry ordinary buffers",
                unable);
   return Status::Ok();
 }
@@ -493,7 +505,9 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
     // 3'. Or reach them through cross-memory attach.
     if (!all_cma) return RunNumberedLocked(schedule);
     if (st.cma_reach == Reach::kUnknown) {
-      Status settled = SettleCmaReach(ch, me, n, timeout_s, &st);
+      // Forced on (BATON_CMA_COLL=1): no speed check.
+      const int min_speed = config_.cma_coll == -1 ? config_.cma_coll_min_speed : 0;
+      Status settled = SettleCmaReach(ch, me, n, timeout_s, min_speed, &st);
       if (!settled.ok()) return fail(std::move(settled));
       if (st.cma_reach == Reach::kNo) single_copy_refused_.store(true, std::memory_order_relaxed);
     }
