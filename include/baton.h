@@ -234,16 +234,6 @@ batonResult_t batonCommAbort(batonComm_t comm);
 /* batonSuccess, batonInProgress while a nonblocking creation runs, or the
  * sticky error of a failed creation or asynchronous operation. */
 batonResult_t batonCommGetAsyncError(batonComm_t comm, batonResult_t* asyncError);
-/* The timeout of the calls this thread or any other issues on comm from now
- * on (collectives, sends, receives, barriers; Gloo's per-operation timeout):
- * seconds a call may wait without progress before it fails with
- * batonTimeout, after which comm is unusable, as after any timeout (abort
- * or destroy it). 0: forever. Negative: comm's own timeout again (its
- * batonConfig_t.timeout or BATON_TIMEOUT). A call keeps the timeout it was
- * issued with, also when it runs later on a stream; the calls of a group
- * share the shortest. Creation, split, grow and shrink keep comm's own.
- * batonInvalidArgument: comm not live, or seconds NaN. */
-batonResult_t batonCommSetCallTimeout(batonComm_t comm, double seconds);
 /* The ranks of comm that this rank knows to have failed, in comm's
  * numbering, ascending, each once: up to maxRanks of them into ranks, and
  * their number into *nFailed (0 when none; the whole number even when it is

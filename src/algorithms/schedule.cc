@@ -6,7 +6,6 @@ namespace baton {
 
 void Schedule::Append(Schedule&& other) {
   if (build_error.ok()) build_error = other.build_error;
-  TakeTimeout(other.timeout_s);
   int base = static_cast<int>(ops.size());
   const auto call_base = static_cast<uint16_t>(calls.size());
   for (Op op : other.ops) {

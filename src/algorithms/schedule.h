@@ -6,7 +6,6 @@
 
 #include <baton.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -77,13 +76,6 @@ struct Schedule {
   Status build_error;
   // Set by the call's builder when its buffers are registered; see above.
   RegisteredCall registered;
-  // Seconds the run may wait without progress when the calls were issued
-  // with their own timeout (batonCommSetCallTimeout; a group's calls: the
-  // shortest); 0: the communicator's.
-  double timeout_s = 0;
-  void TakeTimeout(double seconds) {
-    if (seconds > 0) timeout_s = timeout_s > 0 ? std::min(timeout_s, seconds) : seconds;
-  }
   // Memory the schedule owns (partial sums, barrier tokens): blocks
   // [0, scratch_used) are live. A list of blocks keeps earlier pointers valid
   // as more is added. Blocks past scratch_used are kept from earlier calls so
@@ -134,7 +126,6 @@ struct Schedule {
     ops.clear();
     calls.clear();
     registered.valid = false;
-    timeout_s = 0;
     filled_used = 0;
     if (!build_error.ok()) [[unlikely]]
       build_error = Status::Ok();

@@ -3,7 +3,6 @@
 #include <baton.h>
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 #include <thread>
 #include <vector>
@@ -205,16 +204,6 @@ batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
     BATON_INFO(kLogInit, "bound as local rank %d of %d (BATON_BIND=%s)", job.local_rank,
                job.local_size, settings.bind.c_str());
   return InitRank(fn, settings, CreationOptions{}, comm, job.size, job.id, job.rank);
-}
-
-batonResult_t batonCommSetCallTimeout(batonComm_t comm, double seconds) {
-  const CommLookup c = LookupCommState(comm);
-  if (c.state != CommState::kLive || !c.comm)
-    return Fail("batonCommSetCallTimeout", NotLiveError(c));
-  if (std::isnan(seconds))
-    return Fail("batonCommSetCallTimeout", InvalidArgument("seconds is NaN"), c.comm.get());
-  c.comm->SetCallTimeout(seconds);
-  return batonSuccess;
 }
 
 batonResult_t batonCommCount(const batonComm_t comm, int* count) {

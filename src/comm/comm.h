@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "algorithms/schedule.h"
-#include "base/deadline.h"
 #include "base/settings.h"
 #include "base/status.h"
 #include "bootstrap/peer_info.h"
@@ -145,17 +144,6 @@ class Communicator {
   // First asynchronous (or communication) error, batonSuccess if none.
   batonResult_t async_error() const { return async_error_.load(); }
 
-  // batonCommSetCallTimeout: the timeout calls issued from now on carry in
-  // their schedules (0: none, the communicator's; launch/call.cc reads it
-  // without run_mu_). seconds 0 means forever, negative the config's.
-  void SetCallTimeout(double seconds) {
-    call_timeout_s_.store(seconds < 0    ? 0
-                          : seconds == 0 ? kForeverSeconds
-                                         : seconds,
-                          std::memory_order_relaxed);
-  }
-  double call_timeout_s() const { return call_timeout_s_.load(std::memory_order_relaxed); }
-
   void set_last_error(const std::string& message);
   std::string last_error() const;
 
@@ -202,7 +190,6 @@ class Communicator {
   // The single-copy path was refused by the kernel somewhere (host_cma.cc):
   // calls stop offering it (read without run_mu_ by launch/call.cc).
   std::atomic<bool> single_copy_refused_{false};
-  std::atomic<double> call_timeout_s_{0};  // SetCallTimeout
   // Collectives numbered so far, 64 bits (the mailboxes' call numbers), and
   // whether NumberCalls must leave the mailbox alone (a record is in it).
   uint64_t collective_seq_ = 0;

@@ -417,8 +417,7 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   const RegisteredCall& rc = schedule.registered;
   const int n = nranks_, me = rank_;
   ChannelSet& ch = *channels_;
-  // The call's own timeout when it was issued with one (batonCommSetCallTimeout).
-  const double timeout_s = schedule.timeout_s > 0 ? schedule.timeout_s : config_.timeout_s;
+  const double timeout_s = config_.timeout_s;
   using Reach = HostIpcState::Reach;
   // Every failure from here on ends the call and sticks (peers waiting on
   // this rank see it abort).

@@ -2,7 +2,6 @@
 
 #include <sched.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "base/cpu.h"
@@ -69,11 +68,8 @@ Status Executor::DescribeStall(const Schedule& schedule, const std::vector<Queue
                std::to_string(q.done) + " done)";
   }
   char secs[32];
-  const bool own = schedule.timeout_s > 0;
-  snprintf(secs, sizeof(secs), "%g", own ? schedule.timeout_s : config_.timeout_s);
-  std::string message =
-      std::string("no progress for ") + secs +
-      (own ? " s (the call's timeout, batonCommSetCallTimeout)" : " s (BATON_TIMEOUT)");
+  snprintf(secs, sizeof(secs), "%g", config_.timeout_s);
+  std::string message = std::string("no progress for ") + secs + " s (BATON_TIMEOUT)";
   if (!calls.empty()) message += " in " + DescribeCall(calls.front());
   message += " while " + waiting;
   // The verdict: who never came, and who does not answer at all.
@@ -208,14 +204,6 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
   Clock::time_point last_progress{}, spin_start{}, last_yield{};
   bool spinning = false;
   Clock::time_point asked_at{};  // when the peers were last asked where they are
-  // A call issued with its own timeout (batonCommSetCallTimeout) waits that
-  // long, and asks the peers where they are in proportion, as the
-  // communicator does with its own (comm/comm.cc).
-  const double timeout_s = schedule.timeout_s > 0 ? schedule.timeout_s : config_.timeout_s;
-  const std::chrono::milliseconds probe =
-      schedule.timeout_s > 0 ? std::chrono::milliseconds(static_cast<int64_t>(
-                                   std::clamp(timeout_s * 1000.0 / 4, 50.0, 1000.0)))
-                             : config_.probe;
   uint32_t seen_answers = channels_->answers();
   std::string behind;  // peers that have not reached this call, by their answers
 
@@ -292,7 +280,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     // A peer gave up (and said why): fail once nothing more arrives, so a
     // call whose data came before the failure still completes.
     if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();
-    if (now - last_progress > std::chrono::duration<double>(timeout_s)) {
+    if (now - last_progress > std::chrono::duration<double>(config_.timeout_s)) {
       // With connections made on first use, the culprit may be a rank this
       // one never talked to: if every peer it asked answered and is in this
       // call, a neighbour connected to the culprit times out about now and
@@ -300,12 +288,12 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       // giving a verdict that names nobody.
       const bool names_nobody =
           behind.empty() && SilentPeers(rank, asked_at).empty() && UnconnectedPeers(rank) > 0;
-      if (!names_nobody ||
-          now - last_progress > std::chrono::duration<double>(timeout_s) + 2 * probe)
+      if (!names_nobody || now - last_progress >
+                               std::chrono::duration<double>(config_.timeout_s) + 2 * config_.probe)
         return DescribeStall(schedule, queues, calls, rank, asked_at, behind);
     }
     // A long stall: ask the peers where they are, and weigh their answers.
-    if (now - last_progress >= probe && now - asked_at >= probe) {
+    if (now - last_progress >= config_.probe && now - asked_at >= config_.probe) {
       channels_->QueryPeers();
       asked_at = now;
     }
@@ -329,9 +317,9 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
         q.channel->AddWaitFds(q.is_send, q.peer, &ws);
       }
     }
-    const auto left = std::chrono::duration<double>(timeout_s) - (now - last_progress);
+    const auto left = std::chrono::duration<double>(config_.timeout_s) - (now - last_progress);
     int timeout_ms = static_cast<int>(std::chrono::duration<double, std::milli>(left).count()) + 1;
-    timeout_ms = std::min<int>(timeout_ms, std::max<int>(10, probe.count() / 2));
+    timeout_ms = std::min<int>(timeout_ms, std::max<int>(10, config_.probe.count() / 2));
     uint32_t seq = 0;
     if (ws.any_shm) {
       seq = channels_->PrepareSleep();

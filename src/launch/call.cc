@@ -34,8 +34,6 @@ struct Builder {
   // Set only for the calls that take it: held by pointer so that making an
   // ordinary call does not clear the record's 184 bytes (the latency path).
   std::shared_ptr<const RegisteredCall> registered;
-  // The communicator's call timeout when the call was issued (0: none).
-  double timeout_s = 0;
 
   void operator()(const CollArgs& a, Schedule* s) const {
     const size_t first = s->ops.size();
@@ -53,7 +51,6 @@ struct Builder {
       for (size_t i = first; i < s->ops.size(); ++i) s->ops[i].call = index;
     s->calls.emplace_back();
     CopyCallDescriptor(&s->calls.back(), call);
-    s->TakeTimeout(timeout_s);
     if (registered && index == 0) [[unlikely]] {
       s->registered = *registered;
       // Ordinary buffers are read where the schedule's arguments point,
@@ -241,13 +238,13 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   // kind (any rank's handle value may differ), so a rank calling with sum
   // while another uses PreMulSum is a mismatch. (The arguments are made in
   // place: assigning them after the rest is cleared stalls the stores.)
-  Call call{.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op,
-                                  c.root),
-            .builder = {},
-            .buffers = {},
-            .ipc = nullptr,
-            .self = Launch::Self::kNone,
-            .vcounts = nullptr};
+  Call call{
+      .args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op, c.root),
+      .builder = {},
+      .buffers = {},
+      .ipc = nullptr,
+      .self = Launch::Self::kNone,
+      .vcounts = nullptr};
   size_t count = c.count;  // what the descriptor says
   uint32_t counts_hash = 0;
   size_t bytes;
@@ -279,7 +276,6 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   call.builder.collective = c.collective;
   call.builder.scalar = c.scalar;
   const uint8_t op_code = c.premul ? kCallOpPreMulSum : static_cast<uint8_t>(c.op);
-  call.builder.timeout_s = comm.call_timeout_s();
   MakeCallDescriptor(&call.builder.call,
                      static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c.collective)),
                      count, static_cast<uint8_t>(c.datatype), op_code, c.root,
@@ -322,7 +318,6 @@ Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbu
   call.args = comm.MakeArgs(sendbuff, recvbuff, count, datatype);
   call.builder.peer = peer;
   call.builder.is_send = is_send;
-  call.builder.timeout_s = comm.call_timeout_s();
   MakeCallDescriptor(&call.builder.call, kCallKindPointToPoint, count,
                      static_cast<uint8_t>(datatype), 0, peer, 0, is_send);
   const size_t bytes = count * DatatypeSize(datatype);
@@ -341,7 +336,6 @@ Status LaunchBarrier(const CallSite& site) {
   Call call;
   call.args = site.comm->MakeArgs();
   call.builder.build = BuildDisseminationBarrier;
-  call.builder.timeout_s = site.comm->call_timeout_s();
   MakeCallDescriptor(&call.builder.call, kCallKindBarrier, 0, batonUint8, 0, 0, 0, false);
   return Route(site, call);
 }
