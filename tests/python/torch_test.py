@@ -21,8 +21,9 @@ import torch.distributed as dist
 import baton.torch  # noqa: F401 - registers "baton"
 
 mode = sys.argv[1]
-# "stream": blocking calls take the host stream too, as async ones do, instead of running on
-# the caller's thread when the backend is idle (work.h); one of the meson runs tests that path.
+# "stream": every call takes the host stream, instead of blocking calls running on the
+# caller's thread when the backend is idle and small async ones being deferred to their wait()
+# (work.h); one of the meson runs tests that path.
 inline_blocking = "stream" not in sys.argv[2:]
 warnings.filterwarnings("ignore", category=FutureWarning)  # all_reduce_coalesced
 timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_TEST_PG_TIMEOUT", "30")))
