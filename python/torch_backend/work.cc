@@ -82,54 +82,13 @@ struct RunnerState {
   // new linger wakes it only when it ends sooner.
   std::chrono::steady_clock::time_point completer_wakes_at =
       std::chrono::steady_clock::time_point::min();
+  // A linger began since the completion thread last woke: it then wakes
+  // again after kDeferLinger instead of sleeping without a deadline, so calls
+  // deferred back to back need not wake it (a new linger still does when it
+  // ends before that wake).
+  bool lingered = false;
   bool stop = false;
 };
-
-std::exception_ptr BackendError(const std::string& message) {
-  return std::make_exception_ptr(
-      c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
-}
-
-[[noreturn]] void ThrowBackendError(const std::string& message) {
-  std::rethrow_exception(BackendError(message));
-}
-
-std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm,
-                      batonComm_t failed_of) {
-  const char* message = batonGetLastError(comm);
-  std::string text = "baton " + what + ": " + batonGetErrorString(result) +
-                     (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
-  // The ranks that failed, from the API rather than the message's words, in one form a
-  // program can parse: "[failed ranks: 1, 3]".
-  int n = 0;
-  if (failed_of == nullptr) failed_of = comm;
-  if (failed_of != nullptr && (result == batonRemoteError || result == batonTimeout) &&
-      batonCommGetFailedRanks(failed_of, nullptr, 0, &n) == batonSuccess && n > 0) {
-    std::vector<int> ranks(static_cast<size_t>(n));
-    if (batonCommGetFailedRanks(failed_of, ranks.data(), n, &n) == batonSuccess) {
-      text += " [failed ranks: ";
-      for (size_t i = 0; i < ranks.size() && i < static_cast<size_t>(n); ++i)
-        text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
-      text += "]";
-    }
-  }
-  return text;
-}
-
-std::exception_ptr CaptureError(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const c10::DistBackendError&) {
-    return std::current_exception();
-  } catch (const c10::Error& e) {
-    return BackendError(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return BackendError(e.what());
-  } catch (...) {
-    return BackendError("baton backend: unknown error");
-  }
-  return nullptr;
-}
 
 namespace {
 
@@ -341,6 +300,7 @@ void RunnerState::LingerLocked(std::chrono::steady_clock::duration d) {
   {
     std::lock_guard<std::mutex> lock(mu);
     linger = true;
+    lingered = true;
     linger_until = std::chrono::steady_clock::now() + d;
     wake = linger_until < completer_wakes_at;
   }
@@ -398,6 +358,10 @@ void RunnerState::Complete() {
       if (linger) {
         completer_wakes_at = linger_until;
         cv.wait_until(lock, linger_until);
+      } else if (lingered) {
+        lingered = false;
+        completer_wakes_at = std::chrono::steady_clock::now() + StreamRunner::kDeferLinger;
+        cv.wait_until(lock, completer_wakes_at);
       } else {
         completer_wakes_at = std::chrono::steady_clock::time_point::max();
         cv.wait(lock);
