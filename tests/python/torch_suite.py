@@ -94,10 +94,6 @@ EXPECTED_FAILURES = {
     "test_ddp_logging_data_cpu": (
         None, "DDP's logger reads the backend's name from c10d's ProcessGroup, which names "
         "every registered third-party backend \"custom\" (the test expects \"baton\")"),
-    "test_send_recv_any_source": (
-        ">2", "recv without src in a group of more than 2 ranks: batonRecv names its peer"),
-    "test_send_recv_any_source_autograd_profiler": (">2", "as test_send_recv_any_source"),
-    "test_send_recv_any_source_torch_profiler": (">2", "as test_send_recv_any_source"),
 }
 
 
