@@ -528,7 +528,7 @@ PyObject* Recv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PointToPoint(args, nargs, false);
 }
 
-// recv_any(comm, None, buf, datatype) -> the rank it came from (synchronous:
+// recv_any(comm, 0, buf, datatype) -> the rank it came from (synchronous:
 // the source is known only when the receive has completed).
 PyObject* RecvAny(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Call c;
