@@ -152,6 +152,25 @@ class Runner(SweepRunner):
             log(f"note: no STREAM measurement ({e})")
             return None, "none", cmd
 
+    def latency_floor(self, ranks):
+        """(us, command) of the cache-line exchange floor of a small allreduce among `ranks`
+        threads on as many cores (perf/shm_latency_floor), or (None, reason) where it cannot run:
+        not built, or more ranks than cores (waiting threads would need the cores they spin on)."""
+        bench = os.path.join(self.build, "perf", "shm_latency_floor")
+        if not os.access(bench, os.X_OK):
+            return None, "shm_latency_floor not built"
+        if ranks > (os.cpu_count() or 1):
+            return None, f"{ranks} ranks on {os.cpu_count()} cores"
+        cmd = [bench, str(ranks), "1000000", "5"]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                                 check=True).stdout
+            # "shm latency floor, T threads, R rounds: best X us, median Y us per round ..."
+            return float(out.split("median")[1].split("us")[0]), shlex.join(cmd)
+        except (subprocess.SubprocessError, ValueError, IndexError) as e:
+            log(f"note: shm_latency_floor failed ({e})")
+            return None, "shm_latency_floor failed"
+
     def tcp_stream_rate(self, seconds=2.0):
         """GB/s of one TCP stream from host 0 to host 1 of the namespaces."""
         port = self.next_port()
@@ -405,13 +424,18 @@ def ratio(a, b):
     return a / b if a is not None and b not in (None, 0) else None
 
 
-def markdown_table(config, summary, libs, sizes, roofline):
+# Sizes up to this many bytes are compared with the latency floor: above it the bytes matter.
+FLOOR_MAX_BYTES = 64
+
+
+def markdown_table(config, summary, libs, sizes, roofline, floor_us=None):
     peers = [p for p in PEERS if p in libs]
     names = {lib: LIBRARIES[lib][0] for lib in libs}
     head = (["size"] + [f"busbw {names[l]}" for l in libs] +
             [f"Baton/{names[p]} busbw" for p in peers] + [f"time {names[l]} (us)" for l in libs] +
             [f"Baton/{names[p]} time" for p in peers] +
-            [f"{names[l]}/roofline" for l in libs if l.startswith("baton")] + ["check"])
+            [f"{names[l]}/roofline" for l in libs if l.startswith("baton")] +
+            (["Baton/latency floor time"] if floor_us else []) + ["check"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def get(lib, size, key):
@@ -426,6 +450,9 @@ def markdown_table(config, summary, libs, sizes, roofline):
                 for p in peers]
         row += [fmt(ratio(get(l, size, "busbw"), roofline), 2) if roofline else "–"
                 for l in libs if l.startswith("baton")]
+        if floor_us:
+            row.append(fmt(ratio(get("baton", size, "time_us"), floor_us), 2)
+                       if size <= FLOOR_MAX_BYTES else "–")
         wrong = [get(l, size, "nwrong") for l in libs]
         if any(w is None for w in wrong):
             row.append("missing")
@@ -519,6 +546,13 @@ def main(argv):
                         "label": f"memory roofline {stream[1]} x (N-1)/N^2 "
                                  f"= {fmt(stream[0])} x {p - 1}/{p * p}",
                         "command": shlex.join(stream[2]) if stream[2] else ""}
+                # Measured next to each configuration: on a VM the floor moves with where the
+                # host places the virtual CPUs (docs/performance.md).
+                floor_us, floor_note = runner.latency_floor(p)
+                roof["latency_floor_us"] = floor_us
+                roof["latency_floor_command"] = floor_note
+                if floor_us:
+                    log(f"latency floor: {fmt(floor_us)} us ({floor_note})")
             else:
                 if os.geteuid() != 0:
                     log(f"skipping {config['name']}: network namespaces need root")
@@ -562,7 +596,12 @@ def main(argv):
             if roof["kind"] == "net":
                 extra = f"; one TCP stream measured at {fmt(roof.get('tcp_stream_GBps'))} GB/s"
             md.append(f"Roofline: {roof['label']} = {fmt(roof['GBps'])} GB/s{extra}.\n")
-            md.append(markdown_table(config, summary, config_libs, sizes, roof["GBps"]) + "\n")
+            if roof.get("latency_floor_us"):
+                md.append(f"Latency floor (sizes up to {FLOOR_MAX_BYTES} B): "
+                          f"{fmt(roof['latency_floor_us'])} us per exchange of one cache line "
+                          f"among {config['ranks']} threads (`{roof['latency_floor_command']}`).\n")
+            md.append(markdown_table(config, summary, config_libs, sizes, roof["GBps"],
+                                     roof.get("latency_floor_us")) + "\n")
             if "mpi" in summary:
                 md.append(back_to_back(summary) + "\n")
             md.append(f"![{name}]({name}.png)\n")

@@ -4,7 +4,8 @@
 
 Each round runs, one after the other, every configuration at every size: Baton with ordinary
 buffers through the slots (BATON_CMA_COLL=0), Baton with ordinary buffers single-copy
-(BATON_CMA_COLL_MIN_BYTES=1, so every size takes it), Baton with registered buffers (-R 1) and,
+(BATON_CMA_COLL=1 BATON_CMA_COLL_MIN_BYTES=1: forced at every size), the defaults ("default"),
+Baton with registered buffers (-R 1) and,
 when built, Open MPI (build/perf/peers/mpi_<coll>_perf, btl self,vader). Prints per size the
 median over rounds of each configuration's bus bandwidth and time (--place: out of place or in
 place), and the
@@ -71,9 +72,11 @@ def main():
                 extra = []
                 if c == "slots":
                     env["BATON_CMA_COLL"] = "0"
-                elif c == "cma":
+                elif c == "cma":  # forced: every size, whatever the kernel's copy speed
+                    env["BATON_CMA_COLL"] = "1"
                     env["BATON_CMA_COLL_MIN_BYTES"] = "1"
                 elif "=" in c:  # NAME=VALUE: an experiment's variable, with the path forced
+                    env["BATON_CMA_COLL"] = "1"
                     env["BATON_CMA_COLL_MIN_BYTES"] = "1"
                     for kv in c.split("+"):
                         k, v = kv.split("=", 1)

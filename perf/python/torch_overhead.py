@@ -11,7 +11,9 @@ back to back, on:
           tensor (Baton's C API plus one Python call, no torch);
   stream  "baton" with blocking calls sent through its host stream as before the fast
           path (baton.torch._baton_torch._set_inline_blocking(False) around its calls);
-  async   "baton" with async_op=True and .wait() (the Work path);
+  async   "baton" with async_op=True and .wait() at once (up to 256 KiB the call is deferred
+          and runs on the waiter's thread, python/torch_backend/work.h);
+  astream the same through the host stream, as before that (_set_inline_blocking(False));
   direct  baton.torch.all_reduce(t, group=...): the backend's blocking call without
           torch.distributed's Python layer and dispatcher.
 Each round runs --calls calls of every backend in turn after a barrier; each cell is
@@ -38,7 +40,7 @@ p = argparse.ArgumentParser()
 p.add_argument("--sizes", default="8,65536,524288")
 p.add_argument("--rounds", type=int, default=15)
 p.add_argument("--calls", type=int, default=200, help="calls per round at 8 B (fewer above)")
-p.add_argument("--backends", default="baton,stream,gloo,fake,native,async,direct")
+p.add_argument("--backends", default="baton,stream,gloo,fake,native,async,astream,direct")
 a = p.parse_args()
 torch.set_num_threads(1)
 timeout = datetime.timedelta(seconds=120)
@@ -46,9 +48,10 @@ dist.init_process_group("gloo", timeout=timeout)
 rank, size = dist.get_rank(), dist.get_world_size()
 names = a.backends.split(",")
 groups = {"gloo": dist.group.WORLD}
-if {"baton", "stream", "async", "direct"} & set(names):
+if {"baton", "stream", "async", "astream", "direct"} & set(names):
     groups["baton"] = dist.new_group(backend="baton", timeout=timeout)
-    groups["async"] = groups["stream"] = groups["direct"] = groups["baton"]
+    for n in ["async", "astream", "stream", "direct"]:
+        groups[n] = groups["baton"]
 if "fake" in names:
     groups["fake"] = dist.new_group(backend="fake")
 comm = None
@@ -63,11 +66,14 @@ def runner(name, t):
         x = t.numpy()
         return lambda: comm.allreduce(x, out=x)
     g = groups[name]
-    if name == "async":
+    if name in ("async", "astream"):
         return lambda: dist.all_reduce(t, group=g, async_op=True).wait()
     if name == "direct":
         return lambda: baton.torch.all_reduce(t, group=g)
     return lambda: dist.all_reduce(t, group=g)
+
+
+STREAM = ("stream", "astream")  # the host-stream path for every call
 
 
 def inline(on):
@@ -83,14 +89,14 @@ for nbytes in [int(s) for s in a.sizes.split(",")]:
     calls = max(5, a.calls // max(1, nbytes // 4096))
     fns = {n: runner(n, t) for n in names}
     for n, f in fns.items():
-        inline(n != "stream")
+        inline(n not in STREAM)
         for _ in range(3):
             f()
         inline(True)
     times = {n: [] for n in names}
     for _ in range(a.rounds):
         for n, f in fns.items():
-            inline(n != "stream")
+            inline(n not in STREAM)
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(calls):

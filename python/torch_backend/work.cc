@@ -18,11 +18,31 @@ struct RunnerState {
     bool started = false;  // the completion thread took it (in order, or inline)
   };
 
+  // Operations run on a caller's thread (work.h), completed once it has
+  // released issue_mu: their futures' callbacks may call in.
+  struct InlineRun {
+    std::vector<Operation> ops;
+    std::vector<std::exception_ptr> errors;
+    void Complete() {
+      for (size_t i = 0; i < ops.size(); ++i) ops[i].work->Complete(errors[i]);
+    }
+  };
+
   // Queues ops on the stream (as one group when group), records their event
   // and hands them to the completion thread. Returns the error of queueing.
   std::exception_ptr RunLocked(std::vector<Operation> ops, bool group,
                                c10::intrusive_ptr<BatonWork> extra = {});
+  // Queues the deferred operations, then the held sends and recvs (one group).
   void FlushHeldLocked();
+  void FlushDeferredLocked();
+  // Runs the first n deferred operations on this thread, in order, into run.
+  void RunDeferredInlineLocked(size_t n, InlineRun* run);
+  // When the runner is idle and work is deferred or held: runs it (and the
+  // deferred ones before it, or its group of sends and recvs) on this thread
+  // into run, and returns true.
+  bool RunInlineLocked(const BatonWork* work, InlineRun* run);
+  // Held or deferred operations wait until now + d for the completion thread.
+  void LingerLocked(std::chrono::steady_clock::duration d);
   // Nothing submitted before is still running or completing.
   bool IdleLocked();
   // Waits until the operations submitted so far have completed (all), or
@@ -45,6 +65,7 @@ struct RunnerState {
 
   std::mutex issue_mu;               // orders queueing on the stream
   std::vector<Operation> held;       // sends and recvs not queued yet
+  std::vector<Operation> deferred;   // async calls not queued yet (never with held)
   std::vector<Operation> coalesced;  // between StartCoalescing and EndCoalescing
   bool coalescing = false;
   bool stopped = false;
@@ -55,56 +76,19 @@ struct RunnerState {
   uint64_t next_seq = 0;       // of the next Completion
   uint64_t done_before = 0;    // Completions numbered below this are done
   uint64_t copies_before = 0;  // ... the last one that copies out is numbered below this
-  bool linger = false;         // held sends and recvs wait until linger_until
+  bool linger = false;         // held or deferred operations wait until linger_until
   std::chrono::steady_clock::time_point linger_until;
+  // When the completion thread's wait ends (max: none), min while it runs: a
+  // new linger wakes it only when it ends sooner.
+  std::chrono::steady_clock::time_point completer_wakes_at =
+      std::chrono::steady_clock::time_point::min();
+  // A linger began since the completion thread last woke: it then wakes
+  // again after kDeferLinger instead of sleeping without a deadline, so calls
+  // deferred back to back need not wake it (a new linger still does when it
+  // ends before that wake).
+  bool lingered = false;
   bool stop = false;
 };
-
-std::exception_ptr BackendError(const std::string& message) {
-  return std::make_exception_ptr(
-      c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message));
-}
-
-[[noreturn]] void ThrowBackendError(const std::string& message) {
-  std::rethrow_exception(BackendError(message));
-}
-
-std::string ErrorText(const std::string& what, batonResult_t result, batonComm_t comm,
-                      batonComm_t failed_of) {
-  const char* message = batonGetLastError(comm);
-  std::string text = "baton " + what + ": " + batonGetErrorString(result) +
-                     (message != nullptr && *message != '\0' ? std::string(": ") + message : "");
-  // The ranks that failed, from the API rather than the message's words, in one form a
-  // program can parse: "[failed ranks: 1, 3]".
-  int n = 0;
-  if (failed_of == nullptr) failed_of = comm;
-  if (failed_of != nullptr && (result == batonRemoteError || result == batonTimeout) &&
-      batonCommGetFailedRanks(failed_of, nullptr, 0, &n) == batonSuccess && n > 0) {
-    std::vector<int> ranks(static_cast<size_t>(n));
-    if (batonCommGetFailedRanks(failed_of, ranks.data(), n, &n) == batonSuccess) {
-      text += " [failed ranks: ";
-      for (size_t i = 0; i < ranks.size() && i < static_cast<size_t>(n); ++i)
-        text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
-      text += "]";
-    }
-  }
-  return text;
-}
-
-std::exception_ptr CaptureError(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const c10::DistBackendError&) {
-    return std::current_exception();
-  } catch (const c10::Error& e) {
-    return BackendError(e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return BackendError(e.what());
-  } catch (...) {
-    return BackendError("baton backend: unknown error");
-  }
-  return nullptr;
-}
 
 namespace {
 
@@ -112,6 +96,14 @@ std::atomic<bool> inline_blocking{true};
 
 std::exception_ptr ShutDownError(const std::string& name) {
   return BackendError("baton " + name + ": the process group is shut down");
+}
+
+int64_t OutputBytes(const Operation& op) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : op.work->result()) {
+    if (t.defined()) bytes += static_cast<int64_t>(t.nbytes());
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -132,8 +124,12 @@ bool BatonWork::wait(std::chrono::milliseconds timeout) {
     state = runner_.lock();
   }
   if (state) {
-    std::lock_guard<std::mutex> lock(state->issue_mu);
-    state->FlushHeldLocked();
+    RunnerState::InlineRun run;
+    {
+      std::lock_guard<std::mutex> lock(state->issue_mu);
+      if (timeout != kNoTimeout || !state->RunInlineLocked(this, &run)) state->FlushHeldLocked();
+    }
+    run.Complete();
   }
   SharedEvent event;
   {
@@ -146,6 +142,24 @@ bool BatonWork::wait(std::chrono::milliseconds timeout) {
     Complete(r == batonSuccess ? nullptr : BackendError(ErrorText(name_, r, nullptr, comm_)));
   }
   return c10d::Work::wait(timeout);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> BatonWork::getFuture() {
+  std::shared_ptr<RunnerState> state;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    state = runner_.lock();
+  }
+  if (state) {
+    // Whoever asks for the future waits on it or chains callbacks (DDP),
+    // not through wait(): launch the call now rather than after the linger.
+    std::lock_guard<std::mutex> lock(state->issue_mu);
+    if (std::any_of(state->deferred.begin(), state->deferred.end(),
+                    [this](const Operation& op) { return op.work.get() == this; })) {
+      state->FlushDeferredLocked();
+    }
+  }
+  return future_;
 }
 
 void BatonWork::Complete(std::exception_ptr error) {
@@ -209,7 +223,92 @@ std::exception_ptr RunnerState::RunLocked(std::vector<Operation> ops, bool group
   return error;
 }
 
+void RunnerState::FlushDeferredLocked() {
+  if (deferred.empty()) return;
+  std::vector<Operation> ops = std::move(deferred);
+  deferred.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    linger = false;
+  }
+  for (Operation& op : ops) {
+    {
+      std::lock_guard<std::mutex> lock(op.work->mutex_);
+      op.work->runner_.reset();
+    }
+    std::vector<Operation> one;
+    one.push_back(std::move(op));
+    RunLocked(std::move(one), /*group=*/false);  // an error completes its Work
+  }
+}
+
+void RunnerState::RunDeferredInlineLocked(size_t n, InlineRun* run) {
+  for (size_t i = 0; i < n; ++i) {
+    Operation& op = deferred[i];
+    {
+      std::lock_guard<std::mutex> lock(op.work->mutex_);
+      op.work->runner_.reset();
+    }
+    run->errors.push_back(CaptureError([&] { op.queue(nullptr); }));
+    run->ops.push_back(std::move(op));
+  }
+  deferred.erase(deferred.begin(), deferred.begin() + static_cast<std::ptrdiff_t>(n));
+  if (n > 0 && deferred.empty()) {
+    // The completion thread may still wake at the old deadline, and finds nothing.
+    std::lock_guard<std::mutex> lock(mu);
+    linger = false;
+  }
+}
+
+bool RunnerState::RunInlineLocked(const BatonWork* work, InlineRun* run) {
+  if (!inline_blocking.load(std::memory_order_relaxed) || !IdleLocked()) return false;
+  auto is_work = [work](const Operation& op) { return op.work.get() == work; };
+  auto d = std::find_if(deferred.begin(), deferred.end(), is_work);
+  if (d != deferred.end()) {
+    RunDeferredInlineLocked(static_cast<size_t>(d - deferred.begin()) + 1, run);
+    return true;
+  }
+  if (std::none_of(held.begin(), held.end(), is_work)) return false;
+  // The held group as it would run on the stream, but here: the caller waits for it anyway.
+  std::vector<Operation> ops = std::move(held);
+  held.clear();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    linger = false;
+  }
+  std::exception_ptr error;
+  batonGroupStart();
+  for (const Operation& op : ops) {
+    {
+      std::lock_guard<std::mutex> lock(op.work->mutex_);
+      op.work->runner_.reset();
+    }
+    if (!error) error = CaptureError([&] { op.queue(nullptr); });
+  }
+  batonResult_t r = batonGroupEnd();  // leaves the group in any case; runs the calls
+  if (r != batonSuccess && !error)
+    error = BackendError(ErrorText(ops.front().name, r, nullptr, comm));
+  for (Operation& op : ops) {
+    run->ops.push_back(std::move(op));
+    run->errors.push_back(error);
+  }
+  return true;
+}
+
+void RunnerState::LingerLocked(std::chrono::steady_clock::duration d) {
+  bool wake = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    linger = true;
+    lingered = true;
+    linger_until = std::chrono::steady_clock::now() + d;
+    wake = linger_until < completer_wakes_at;
+  }
+  if (wake) cv.notify_all();  // unlocked: it would wake only to wait for mu
+}
+
 void RunnerState::FlushHeldLocked() {
+  FlushDeferredLocked();
   if (held.empty()) return;
   std::vector<Operation> ops = std::move(held);
   held.clear();
@@ -247,16 +346,27 @@ void RunnerState::Complete() {
         if (issue.owns_lock()) FlushHeldLocked();
         issue = {};
         lock.lock();
-        if (linger) cv.wait_for(lock, std::chrono::milliseconds(1));
+        if (linger) {
+          completer_wakes_at = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+          cv.wait_until(lock, completer_wakes_at);
+          completer_wakes_at = std::chrono::steady_clock::time_point::min();
+        }
         continue;
       }
       if (stop && !linger) return;
       // No deadline while idle: each Baton call has its own.
       if (linger) {
+        completer_wakes_at = linger_until;
         cv.wait_until(lock, linger_until);
+      } else if (lingered) {
+        lingered = false;
+        completer_wakes_at = std::chrono::steady_clock::now() + StreamRunner::kDeferLinger;
+        cv.wait_until(lock, completer_wakes_at);
       } else {
+        completer_wakes_at = std::chrono::steady_clock::time_point::max();
         cv.wait(lock);
       }
+      completer_wakes_at = std::chrono::steady_clock::time_point::min();
       continue;
     }
     // Only this thread pops; references to a deque's elements survive pushes.
@@ -337,28 +447,41 @@ void StreamRunner::Submit(Operation op) {
     return;
   }
   if (op.p2p) {
+    s.FlushDeferredLocked();  // they were called first
     {
       std::lock_guard<std::mutex> lock(op.work->mutex_);
       op.work->runner_ = state_;
     }
     s.held.push_back(std::move(op));
-    if (s.held.size() == 1) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      s.linger = true;
-      s.linger_until = std::chrono::steady_clock::now() + kP2pLinger;
-      s.cv.notify_all();
-    }
+    if (s.held.size() == 1) s.LingerLocked(kP2pLinger);
     return;
   }
-  if (op.blocking && inline_blocking.load(std::memory_order_relaxed) && s.held.empty() &&
-      s.IdleLocked()) {
-    // The fast path (see work.h): issue_mu stays held while the calls run,
-    // so nothing is queued on the stream meanwhile and the calls keep their
-    // order; it is released before completing, whose callbacks may call in.
+  const bool inline_ok = inline_blocking.load(std::memory_order_relaxed);
+  if (op.blocking && inline_ok && s.held.empty() && s.IdleLocked()) {
+    // The fast path (see work.h): issue_mu stays held while the calls run
+    // (the deferred ones first), so nothing is queued on the stream
+    // meanwhile and the calls keep their order; it is released before
+    // completing, whose callbacks may call in.
+    RunnerState::InlineRun run;
+    s.RunDeferredInlineLocked(s.deferred.size(), &run);
     std::exception_ptr error = CaptureError([&] { op.queue(nullptr); });
     if (!error && op.copy_out) error = CaptureError(op.copy_out);
     issue.unlock();
+    run.Complete();
     op.work->Complete(error);
+    return;
+  }
+  if (!op.blocking && inline_ok && !op.copy_in && !op.copy_out && s.held.empty() &&
+      !s.OnCompletionThread() && OutputBytes(op) <= kDeferMaxBytes &&
+      (!s.deferred.empty() || s.IdleLocked())) {
+    // Deferred (see work.h); not on the completion thread, which launches
+    // deferred calls and may be waiting in a callback for this one.
+    {
+      std::lock_guard<std::mutex> lock(op.work->mutex_);
+      op.work->runner_ = state_;
+    }
+    s.deferred.push_back(std::move(op));
+    if (s.deferred.size() == 1) s.LingerLocked(kDeferLinger);
     return;
   }
   s.FlushHeldLocked();

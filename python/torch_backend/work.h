@@ -23,6 +23,15 @@
 // stream altogether: its Baton calls run synchronously on the caller's
 // thread, which is what the caller would wait for anyway, and its Work and
 // future are completed before Submit returns, without waking any thread.
+// An async call of at most kDeferMaxBytes without host copies, on an idle
+// runner, is deferred instead of queued: it waits, as sends and recvs do,
+// until its Work (or a later deferred one's) is waited on, another kind of
+// operation is submitted, or kDeferLinger has passed. Waited on while the
+// stream is still idle, the deferred calls up to the waited one run on the
+// waiter's thread (the NULL stream) and complete there: no thread hand-off,
+// as for a blocking call. Otherwise they go to the stream in order, so an
+// async call never blocks its caller and progresses by itself soon after
+// it is made. Held sends and recvs waited on an idle runner run inline too.
 #pragma once
 
 #include <baton.h>
@@ -58,12 +67,15 @@ class BatonWork : public c10d::Work {
             std::vector<c10::Device> devices = {});
 
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // A deferred operation (see the top) is launched on the stream first.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   void synchronize() override {}
-  // For a send or recv: launches the sends and recvs held so far first.
-  // Without a timeout, and for an operation without host copies, waits for
-  // its event itself and completes the Work (one thread hand-off fewer than
-  // waiting for the completion thread, which then finds it done).
+  // For a deferred operation, or a held send or recv: without a timeout on
+  // an idle runner runs it on this thread (see the top); else launches it on
+  // the stream. Without a timeout, and for an operation without host
+  // copies, waits for its event itself and completes the Work (one thread
+  // hand-off fewer than waiting for the completion thread, which then finds
+  // it done).
   bool wait(std::chrono::milliseconds timeout) override;
 
   // Completes the future, then the Work (nullptr: success); once: a second
@@ -89,7 +101,7 @@ class BatonWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> completing_{false};
   std::mutex mutex_;                        // guards the three below
-  std::weak_ptr<RunnerState> runner_;       // set while a send or recv is held; may outlive it
+  std::weak_ptr<RunnerState> runner_;       // set while deferred or held; may outlive it
   SharedEvent event_;                       // set once queued, for an operation without host copies
   std::string name_;                        // the operation's, for errors
   batonComm_t comm_ = nullptr;              // its communicator, for the errors' failed ranks
@@ -134,9 +146,16 @@ class StreamRunner {
   // How long held sends and recvs wait for more of their kind when nobody
   // waits on them (a caller that polls is_completed() or the future).
   static constexpr std::chrono::milliseconds kP2pLinger{20};
+  // How long a deferred async call waits for its wait() before the
+  // completion thread launches it on the stream; and the largest one
+  // deferred (the outputs' bytes): above, the hand-off is a small part of
+  // the call, which starts at once.
+  static constexpr std::chrono::microseconds kDeferLinger{200};
+  static constexpr int64_t kDeferMaxBytes = 256 << 10;
 
-  // Whether blocking operations on an idle runner run on the caller's thread
-  // (the default); off, they take the stream like the others. Process-wide,
+  // Whether operations on an idle runner run on the caller's thread
+  // (blocking ones, and deferred async ones and held sends and recvs when
+  // waited on; the default); off, they all take the stream. Process-wide,
   // for benchmarks and tests of the stream path.
   static void SetInlineBlocking(bool on);
 

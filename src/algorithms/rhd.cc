@@ -11,6 +11,7 @@
 // "the last receive is done" then means "every earlier step is done".
 #include "algorithms/rhd.h"
 
+#include <array>
 #include <vector>
 
 #include "algorithms/ops.h"
@@ -117,7 +118,9 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
   const uint8_t* input;
   if (!StartFoldedAllReduce(a, f, bytes, out, &input, &last)) return;
   const int steps = f.steps;
-  std::vector<uint8_t*> dst(steps);  // what step k writes; step k + 1 reads it
+  // What step k writes; step k + 1 reads it. On the stack: steps < 32, and
+  // this builder runs on every small call's latency path.
+  std::array<uint8_t*, 32> dst{};
   uint8_t* ping = steps > 1 ? out->AllocScratch(bytes) : nullptr;
   for (int k = 0; k < steps; ++k) dst[k] = (steps - 1 - k) % 2 == 0 ? recv : ping;
   // In place (or after the fold) the input is recv itself, and step 0 must

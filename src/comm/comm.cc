@@ -280,23 +280,6 @@ void Communicator::WriteTraceLocked() {
     BATON_WARN(kLogInit, "BATON_TRACE_FILE: %s", st.message().c_str());
 }
 
-CollArgs Communicator::MakeArgs(const void* send, void* recv, size_t count,
-                                batonDataType_t datatype, batonRedOp_t op, int root) const {
-  CollArgs a;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.datatype = datatype;
-  a.op = op;
-  a.root = root;
-  a.rank = rank_;
-  a.nranks = nranks_;
-  a.ring = &ring_;
-  a.chunk_bytes = config_.chunk_bytes != 0 ? config_.chunk_bytes : kDefaultChunkBytes;
-  a.hosts = host_layout();
-  return a;
-}
-
 Status Communicator::AllGatherBytes(const void* mine, size_t bytes, void* all) {
   const CollArgs a = MakeArgs(mine, all, bytes, batonUint8);
   return Run([&a](Schedule* s) { BuildRingAllGather(a, s); });

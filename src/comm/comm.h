@@ -78,9 +78,25 @@ class Communicator {
 
   // The part of an algorithm's arguments that comes from the communicator
   // (rank, size, ring order, chunk size), with the call's own fields.
+  // Inline: on every call's latency path, and a copy of an out-of-line
+  // result stalls on store forwarding.
   CollArgs MakeArgs(const void* send = nullptr, void* recv = nullptr, size_t count = 0,
                     batonDataType_t datatype = batonUint8, batonRedOp_t op = batonSum,
-                    int root = 0) const;
+                    int root = 0) const {
+    CollArgs a;
+    a.send = send;
+    a.recv = recv;
+    a.count = count;
+    a.datatype = datatype;
+    a.op = op;
+    a.root = root;
+    a.rank = rank_;
+    a.nranks = nranks_;
+    a.ring = &ring_;
+    a.chunk_bytes = config_.chunk_bytes != 0 ? config_.chunk_bytes : kDefaultChunkBytes;
+    a.hosts = host_layout();
+    return a;
+  }
 
   // Small synchronous collectives for Baton's own coordination (split, CUDA
   // IPC): `bytes` from every rank into all (nranks * bytes), and a barrier.

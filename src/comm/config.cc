@@ -42,6 +42,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.cma_coll = static_cast<int>(std::clamp<int64_t>(s.cma_coll, -1, 1));
   c.transport.cma_coll = c.cma_coll != 0;
   c.cma_coll_min_bytes = s.cma_coll_min_bytes;
+  c.cma_coll_min_speed = static_cast<int>(std::clamp<int64_t>(s.cma_coll_min_speed, 0, 100000));
   c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
@@ -53,6 +54,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.calibration_cache = s.calibration_cache;
   c.topo_dump_file = s.topo_dump_file;
   c.spin_us = s.spin_us;
+  c.transport.spin_us = static_cast<int>(std::clamp<int64_t>(s.spin_us, 0, 1000000));
   c.spin_yield = s.spin_yield;
   c.spin_yield_ns = s.spin_yield_ns;
   *out = std::move(c);

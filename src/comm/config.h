@@ -28,6 +28,10 @@ struct CommConfig {
   // BATON_CMA_COLL: -1 single copy unless a host has more ranks than cores
   // (measured slower there, docs/performance.md), 1 always, 0 never.
   int cma_coll = -1;
+  // BATON_CMA_COLL_MIN_SPEED: with cma_coll -1, the single-copy path also
+  // needs the kernel's copy at this percentage of memcpy's rate or more
+  // (transport/cma.h, CmaCopySpeed); 0 skips the measurement.
+  int cma_coll_min_speed = 60;
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
   std::string trace_file;         // BATON_TRACE_FILE (empty: no timeline)
   int64_t trace_events = 100000;  // BATON_TRACE_EVENTS

@@ -10,7 +10,6 @@
 #include <cstring>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "base/cpu.h"
 #include "base/datatype.h"
@@ -19,6 +18,7 @@
 #include "base/partition.h"
 #include "comm/comm.h"
 #include "kernels/cpu_reduce.h"
+#include "transport/cma.h"
 
 namespace baton {
 namespace {
@@ -116,12 +116,13 @@ namespace {
 // Waits until `ready()` holds, `peer` being the rank it waits for: a
 // deadline, and an error as soon as that peer's sockets close or the
 // communicator is aborted. Spins briefly, then yields (on a loaded host the
-// peer may be waiting for this core), then sleeps, so a long wait does not
-// burn it.
+// peer may be waiting for this core) for BATON_SPIN_US, then sleeps on the
+// doorbell, which a peer rings when it publishes progress or a record, as
+// the executor's waits do (docs/design.md, "Waiting").
 template <typename Ready>
 Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
                    Ready ready) {
-  Deadline deadline{}, probe_at{};
+  Deadline deadline{}, probe_at{}, sleep_at{};
   Clock::time_point asked_at{};
   for (int spins = 0;; ++spins) {
     if (ready()) return Status::Ok();
@@ -137,9 +138,11 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       // As the executor does: ask the peers where they are a while before
       // the deadline, so that its verdict can say who does not answer.
       probe_at = DeadlineIn(std::clamp(timeout_s / 4, 0.05, 1.0));
+      sleep_at = DeadlineIn(ch.spin_us() * 1e-6);
     }
+    Clock::time_point now{};
     if (spins > 64) {
-      const auto now = Clock::now();
+      now = Clock::now();
       if (asked_at == Clock::time_point{} && now >= probe_at) {
         ch.QueryPeers();
         asked_at = now;
@@ -155,12 +158,22 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
                             std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
       }
     }
-    if (spins < 256)
+    if (spins < 256) {
       CpuRelax();  // the peer is usually a cache-line transfer away
-    else if (spins < 20000)
+    } else if (now < sleep_at) {
       sched_yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else {
+      // Announce the sleep, then look once more: a peer that published
+      // before seeing the announcement did not ring. Short sleeps: what
+      // does not ring (a peer's record-less state) is seen by the next
+      // look, and the deadline and the probe above are checked between.
+      const uint32_t seq = ch.PrepareSleep();
+      if (ready()) {
+        ch.CancelSleep();
+        return Status::Ok();
+      }
+      ch.SleepOnDoorbell(seq, 2);
+    }
   }
 }
 
@@ -359,28 +372,39 @@ Status SettleReach(ChannelSet& ch, int me, int n, double timeout_s, const Status
 }
 
 // The first single-copy call: each rank probes every peer's memory with
-// process_vm_readv, and all agree; a refusal anywhere sends every later
-// call on ordinary buffers through the slots, on every rank.
-Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, HostIpcState* st) {
+// process_vm_readv and, when `min_speed` (percent) is not 0, checks that the
+// kernel's copy runs at that fraction of memcpy's rate here; all agree, and
+// a refusal or a slow copy anywhere sends every later call on ordinary
+// buffers through the slots, on every rank.
+Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, int min_speed,
+                      HostIpcState* st) {
   int refused_by = -1, err = 0;
   for (int q = 0; q < n && err == 0; ++q) {
     if (q == me) continue;
     err = ch.ProbePeerMemory(q);
     if (err != 0) refused_by = q;
   }
+  const double speed = err == 0 && min_speed > 0 ? CmaCopySpeed() : 1.0;
+  const bool slow = err == 0 && min_speed > 0 && speed * 100 < min_speed;
   int unable = -1;
   BATON_RETURN_IF_ERROR(
-      AgreeOnProgressWords(ch, me, n, timeout_s, err == 0, &st->progress, &unable));
+      AgreeOnProgressWords(ch, me, n, timeout_s, err == 0 && !slow, &st->progress, &unable));
   st->cma_reach = unable < 0 ? HostIpcState::Reach::kYes : HostIpcState::Reach::kNo;
-  if (unable == me)
+  if (unable == me && slow)
+    BATON_INFO(kLogColl,
+               "single-copy collectives: the kernel's copy (process_vm_readv) runs at %.0f%% of "
+               "memcpy's rate here, below BATON_CMA_COLL_MIN_SPEED=%d; the shared-memory slots "
+               "carry ordinary buffers (BATON_CMA_COLL=1 forces the single copy)",
+               speed * 100, min_speed);
+  else if (unable == me)
     BATON_INFO(kLogColl,
                "single-copy collectives: process_vm_readv of rank %d's memory fails (%s); the "
                "shared-memory slots carry ordinary buffers",
                refused_by, std::strerror(err));
   else if (unable >= 0)
     BATON_INFO(kLogColl,
-               "single-copy collectives: rank %d cannot read its peers' memory; the "
-               "shared-memory slots carry ordinary buffers",
+               "single-copy collectives: rank %d cannot read its peers' memory, or reads it "
+               "slower than memcpy allows; the shared-memory slots carry ordinary buffers",
                unable);
   return Status::Ok();
 }
@@ -481,7 +505,9 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
     // 3'. Or reach them through cross-memory attach.
     if (!all_cma) return RunNumberedLocked(schedule);
     if (st.cma_reach == Reach::kUnknown) {
-      Status settled = SettleCmaReach(ch, me, n, timeout_s, &st);
+      // Forced on (BATON_CMA_COLL=1): no speed check.
+      const int min_speed = config_.cma_coll == -1 ? config_.cma_coll_min_speed : 0;
+      Status settled = SettleCmaReach(ch, me, n, timeout_s, min_speed, &st);
       if (!settled.ok()) return fail(std::move(settled));
       if (st.cma_reach == Reach::kNo) single_copy_refused_.store(true, std::memory_order_relaxed);
     }

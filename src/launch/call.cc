@@ -32,7 +32,9 @@ struct Builder {
   PreMulScalar scalar;
   // Buffers registered on this rank (batonCommRegister): the communicator
   // may run the call in place on them (comm/host_ipc.h).
-  RegisteredCall registered;
+  // Set only for the calls that take it: held by pointer so that making an
+  // ordinary call does not clear the record's 184 bytes (the latency path).
+  std::shared_ptr<const RegisteredCall> registered;
 
   void operator()(const CollArgs& a, Schedule* s) const {
     const size_t first = s->ops.size();
@@ -50,14 +52,14 @@ struct Builder {
       for (size_t i = first; i < s->ops.size(); ++i) s->ops[i].call = index;
     s->calls.emplace_back();
     CopyCallDescriptor(&s->calls.back(), call);
-    if (registered.valid && index == 0) [[unlikely]] {
-      s->registered = registered;
+    if (registered && index == 0) [[unlikely]] {
+      s->registered = *registered;
       // Ordinary buffers are read where the schedule's arguments point,
       // which is the staging copy when device buffers are staged.
-      if (registered.ordinary) {
+      if (registered->ordinary) {
         s->registered.send = a.send;
         s->registered.recv = a.recv;
-        const Collective coll = registered.call.collective;
+        const Collective coll = registered->call.collective;
         if ((coll == Collective::kAlltoAll || coll == Collective::kAlltoAllV) && a.send == a.recv)
           s->registered.valid = false;  // a peer may still read the block this rank overwrites
       }
@@ -155,7 +157,7 @@ void MarkRegistered(const Communicator& comm, const CollectiveCall& c, const Ipc
       !comm.registrations().FindShareable(c.recv, b.recv_bytes, &rc.recv_alloc))
     return;
   rc.valid = true;
-  call->builder.registered = rc;
+  call->builder.registered = std::make_shared<const RegisteredCall>(rc);
 }
 
 // Marks a collective on ordinary buffers for the single-copy path
@@ -171,7 +173,7 @@ void MarkSingleCopy(const Communicator& comm, const IpcCall& ipc, size_t bytes, 
   rc.call = ipc;
   rc.ordinary = true;
   rc.valid = true;
-  call->builder.registered = rc;
+  call->builder.registered = std::make_shared<const RegisteredCall>(rc);
 }
 
 }  // namespace
@@ -233,12 +235,17 @@ void SetVariableCounts(const CollectiveCall& c, int nranks, int rank, size_t ele
 Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   const Communicator& comm = *site.comm;
   const size_t elem = DatatypeSize(c.datatype);
-  Call call;
   // A PreMulSum call is a sum of scaled inputs; its descriptor names the op
   // kind (any rank's handle value may differ), so a rank calling with sum
-  // while another uses PreMulSum is a mismatch.
-  call.args =
-      comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op, c.root);
+  // while another uses PreMulSum is a mismatch. (The arguments are made in
+  // place: assigning them after the rest is cleared stalls the stores.)
+  Call call{
+      .args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op, c.root),
+      .builder = {},
+      .buffers = {},
+      .ipc = nullptr,
+      .self = Launch::Self::kNone,
+      .vcounts = nullptr};
   size_t count = c.count;  // what the descriptor says
   uint32_t counts_hash = 0;
   size_t bytes;
@@ -286,7 +293,7 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
                  : nullptr;
   if (call.ipc != nullptr && !comm.registrations().empty()) [[unlikely]]
     MarkRegistered(comm, c, ipc, bytes, &call);
-  if (call.ipc != nullptr && !call.builder.registered.valid) {
+  if (call.ipc != nullptr && !call.builder.registered) {
     MarkSingleCopy(comm, ipc, bytes, &call);
   } else if (HasVariableCounts(c.collective)) {
     // The v-collectives' plans take the counts; the records carry the

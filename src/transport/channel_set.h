@@ -61,6 +61,7 @@ struct TransportConfig {
   bool cma_coll = true;   // BATON_CMA_COLL: peers may read this rank's memory (comm/host_cma.cc)
   rdma::RdmaConfig rdma;  // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
   bool runtime_connect = true;  // BATON_RUNTIME_CONNECT: pairs connected on first use
+  int spin_us = 200;  // BATON_SPIN_US: how long a waiter polls before it sleeps on the doorbell
 };
 
 // Everything needed to set up the channels of one communicator.
@@ -186,7 +187,15 @@ class ChannelSet {
   PeerCall ReadPeerCall(int peer, uint64_t call, void* record, size_t bytes) const;
   // The progress word of registered calls (ShmCallMailbox::progress):
   // this rank's, published with release, and a peer's, read with acquire.
+  // Rings every mapped local peer's doorbell, so one that sleeps waiting for
+  // this word (or a record, PublishCall) wakes at once.
   void PublishProgress(uint64_t steps);
+  // How long a waiter polls before sleeping (TransportConfig::spin_us).
+  int spin_us() const { return config_.spin_us; }
+  // Sleeps on this rank's doorbell until a peer rings it (or the watchdog,
+  // on a peer's death or an abort), at most timeout_ms; `seq` is what
+  // PrepareSleep returned, after which the caller checked its condition.
+  void SleepOnDoorbell(uint32_t seq, int timeout_ms);
   uint64_t PeerProgress(int peer) const;
   // Single-copy collectives on ordinary buffers (comm/host_cma.cc): whether
   // this rank can read `peer`'s memory with process_vm_readv (0, or the
@@ -209,6 +218,7 @@ class ChannelSet {
   void CancelSleep();
 
  private:
+  void RingMappedPeers();
   void WatchdogLoop();
   // Reads what the control socket of `peer` has and handles the frames:
   // records notes and answers, answers questions. Returns false once the

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "transport/channel_set.h"
+#include "transport/doorbell.h"
 #include "transport/shm.h"
 
 namespace baton {
@@ -22,6 +23,9 @@ void ChannelSet::PublishCall(uint64_t call, const void* record, size_t bytes) {
     box->words[w].store(v, std::memory_order_relaxed);
   }
   box->state.store(call << 2 | kMailboxRecord, std::memory_order_release);
+  // Only records ring: a record-less state is published on every ordinary
+  // call's latency path, and a peer waiting for one wakes by its timeout.
+  RingMappedPeers();
 }
 
 ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* record,
@@ -44,6 +48,18 @@ ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* rec
 
 void ChannelSet::PublishProgress(uint64_t steps) {
   own_segment_->mailbox()->progress.store(steps, std::memory_order_release);
+  RingMappedPeers();
+}
+
+void ChannelSet::RingMappedPeers() {
+  // A fence and one load per peer when nobody sleeps (RingDoorbell).
+  for (const auto& seg : peer_segments_)
+    if (seg) RingDoorbell(&seg->header()->bell);
+}
+
+void ChannelSet::SleepOnDoorbell(uint32_t seq, int timeout_ms) {
+  if (!aborted()) WaitDoorbell(bell_, seq, timeout_ms);
+  CancelSleep();
 }
 
 uint64_t ChannelSet::PeerProgress(int peer) const {

@@ -322,8 +322,11 @@ Options Forced() {
   Options options;
   options.init_comm = false;
   // Forced on for every size, also where ranks outnumber cores (the
-  // default leaves such hosts on the slots).
-  options.env = {{"BATON_CMA_COLL", "1"}, {"BATON_CMA_COLL_MIN_BYTES", "1"}};
+  // default leaves such hosts on the slots) and whatever the kernel's copy
+  // speed (the default's other condition, asked for beyond any machine).
+  options.env = {{"BATON_CMA_COLL", "1"},
+                 {"BATON_CMA_COLL_MIN_BYTES", "1"},
+                 {"BATON_CMA_COLL_MIN_SPEED", "100000"}};
   return options;
 }
 
@@ -358,6 +361,8 @@ TEST(SingleCopyDefault, LargeCallsOnly) {
   for (int n : {2, 3}) {
     Options options;
     options.init_comm = false;
+    // Whatever this machine's kernel copy measures (SlowKernelCopy below).
+    options.env = {{"BATON_CMA_COLL_MIN_SPEED", "0"}};
     RunRanks(
         n,
         [](RankContext& ctx) {
@@ -368,6 +373,28 @@ TEST(SingleCopyDefault, LargeCallsOnly) {
             ExpectEverySingleCopy(ctx, log);
           else
             MP_EXPECT_EQ(ctx, log.find(kTookCma), std::string::npos);
+        },
+        options);
+  }
+}
+
+// The default's speed check: a kernel copy slower than asked for (here
+// more than any machine's: 1000x memcpy) keeps every rank on the slots,
+// with one INFO line each naming the reason, and right results.
+TEST(SingleCopyDefault, SlowKernelCopy) {
+  for (int n : {2, 3}) {
+    Options options;
+    options.init_comm = false;
+    options.env = {{"BATON_CMA_COLL_MIN_BYTES", "1"}, {"BATON_CMA_COLL_MIN_SPEED", "100000"}};
+    RunRanks(
+        n,
+        [](RankContext& ctx) {
+          if (ctx.nranks() > sysconf(_SC_NPROCESSORS_ONLN)) return;  // the default is off there
+          const std::string log = CaptureLog([&] { InitSweepDestroy(ctx, {1, 1001, 70001}); });
+          MP_EXPECT_NE(ctx, log.find(kRefused), std::string::npos) << "no line";
+          MP_EXPECT_EQ(ctx, log.find(kRefused), log.rfind(kRefused)) << "more than one line";
+          MP_EXPECT_NE(ctx, log.find("memcpy"), std::string::npos) << log;
+          MP_EXPECT_EQ(ctx, log.find(kTookCma), std::string::npos) << "a single-copy call ran";
         },
         options);
   }

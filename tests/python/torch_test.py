@@ -21,8 +21,9 @@ import torch.distributed as dist
 import baton.torch  # noqa: F401 - registers "baton"
 
 mode = sys.argv[1]
-# "stream": blocking calls take the host stream too, as async ones do, instead of running on
-# the caller's thread when the backend is idle (work.h); one of the meson runs tests that path.
+# "stream": every call takes the host stream, instead of blocking calls running on the
+# caller's thread when the backend is idle and small async ones being deferred to their wait()
+# (work.h); one of the meson runs tests that path.
 inline_blocking = "stream" not in sys.argv[2:]
 warnings.filterwarnings("ignore", category=FutureWarning)  # all_reduce_coalesced
 timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_TEST_PG_TIMEOUT", "30")))
@@ -325,6 +326,7 @@ def stream_order():
         time.sleep(0.002)
     same("polled isend/irecv", [got], [torch.full((8,), float((rank - 1) % size))])
     blocking_calls()
+    deferred_calls()
     split_groups()
 
 
@@ -364,6 +366,59 @@ def blocking_calls():
                         lambda: backend.broadcast([torch.ones(3)], bopts).wait())
     if kind is not None and not issubclass(kind, dist.DistBackendError):
         failures.append(f"blocking bad root: {kind.__name__}, want DistBackendError")
+
+
+def deferred_calls():
+    """Small async calls wait for their wait() (then run on the waiter's thread), another kind
+    of call, or a short linger (then on the host stream): in any case in the order they were
+    made, and they progress with nobody waiting (work.h)."""
+    s = float(sum(r + 1 for r in range(size)))
+    # async, blocking, async, each reading the previous result; waited in reverse.
+    t = torch.full((33,), float(rank + 1))
+    w1 = dist.all_reduce(t, group=bgroup, async_op=True)
+    dist.all_reduce(t, group=bgroup)
+    w2 = dist.all_reduce(t, group=bgroup, async_op=True)
+    w2.wait()
+    w1.wait()
+    same("async, blocking, async", [t, w1.get_future().value()[0]],
+         [torch.full((33,), s * size ** 2)] * 2)
+    # Three deferred calls, the last waited first: all ran, in order.
+    t = torch.full((5,), float(rank + 1))
+    ws = [dist.all_reduce(t, group=bgroup, async_op=True) for _ in range(3)]
+    ws[2].wait()
+    same("three deferred, last waited", [t], [torch.full((5,), s * size ** 2)])
+    for w in ws:
+        w.wait()
+    # A deferred call, then one that copies out (it launches the deferred one first), then a
+    # deferred one reading the copy; then sends and recvs of the result (they launch it too).
+    t = torch.full((7,), float(rank + 1))
+    outs = [torch.empty(7) for _ in range(size)]
+    w1 = dist.all_reduce(t, group=bgroup, async_op=True)
+    w2 = dist.all_gather(outs, t, group=bgroup, async_op=True)
+    w3 = dist.all_reduce(outs[0], group=bgroup, async_op=True)
+    got = torch.empty(7)
+    ps = [dist.isend(outs[0], (rank + 1) % size, group=bgroup),
+          dist.irecv(got, (rank - 1) % size, group=bgroup)]
+    for w in [ps[1], w3, ps[0], w2, w1]:
+        w.wait()
+    same("deferred, copy out, deferred, send/recv", [t, outs[1], outs[0], got],
+         [torch.full((7,), s), torch.full((7,), s)] + [torch.full((7,), s * size)] * 2)
+    # Nobody waits: a small call (deferred) and a large one (on the stream at once) complete
+    # while the caller sleeps; polled, never waited on.
+    small, large = torch.full((3,), float(rank + 1)), torch.full((4 << 20,), float(rank + 1))
+    ws = [dist.all_reduce(small, group=bgroup, async_op=True),
+          dist.all_reduce(large, group=bgroup, async_op=True)]
+    deadline = time.monotonic() + 30
+    while not all(w.is_completed() for w in ws) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not all(w.is_completed() for w in ws):
+        failures.append("async calls never waited on: not completed within 30 s")
+    same("async calls never waited on", [small, large[:5], large[-5:]],
+         [torch.full((3,), s), torch.full((5,), s), torch.full((5,), s)])
+    # Waited through the future only (DDP's way): the linger launches it.
+    t = torch.full((9,), float(rank + 1))
+    got = dist.all_reduce(t, group=bgroup, async_op=True).get_future().wait()[0]
+    same("deferred waited through its future", [got, t], [torch.full((9,), s)] * 2)
 
 
 def split_groups():
