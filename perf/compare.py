@@ -2,7 +2,7 @@
 """Baton against Open MPI, Gloo, Intel MPI, MPICH and oneCCL: the same all-reduce sweep, side by side.
 
   perf/compare.py [--build DIR] [--configs shm2,shm4,net4-1g,...] [--sizes 8,64K,64M]
-               [--reps 3] [--budget 0.3] [--quick] [--out DIR]
+               [--reps 3] [--budget 0.3] [--quick] [--baseline DIR] [--out DIR]
 
 Runs build/perf/all_reduce_perf (Baton), build/perf/peers/mpi_all_reduce_perf (Open MPI) and
 build/perf/peers/gloo_all_reduce_perf with -A ring_chunked and -A halving_doubling (Gloo) on each
@@ -21,6 +21,10 @@ Configurations (--configs, comma separated):
               namespace; Open MPI: mpirun in host 0 reaching the others through an rsh agent that
               enters their namespace with its own hostname (unshare --uts); Gloo: one process per
               namespace with a FileStore rendezvous. Needs root.
+
+--baseline DIR adds the Baton of another build directory (e.g. a copy of the build before a
+change) as one more library, "baton_base", in the same round robin: before/after figures measured
+interleaved, with the Baton/baseline ratio per size and repetition beside Baton/Open MPI.
 
 On one host Baton also runs with registered buffers (batonMemAlloc + batonCommRegister, the
 perf driver's -R 1; "baton_reg"), next to its ordinary path.
@@ -69,6 +73,7 @@ DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
 LIBRARIES = {
     "baton": ("Baton", "perf/all_reduce_perf", ["-y", "1"]),
     "baton_reg": ("Baton registered", "perf/all_reduce_perf", ["-y", "1", "-R", "1"]),
+    "baton_base": ("Baton baseline", "perf/all_reduce_perf", ["-y", "1"]),
     "mpi": ("Open MPI", "perf/peers/mpi_all_reduce_perf", []),
     "gloo_rc": ("Gloo ring_chunked", "perf/peers/gloo_all_reduce_perf", ["-A", "ring_chunked"]),
     "gloo_hd": ("Gloo halving_doubling", "perf/peers/gloo_all_reduce_perf",
@@ -77,7 +82,9 @@ LIBRARIES = {
     "mpich": ("MPICH", "perf/peers/mpich_all_reduce_perf", []),
     "oneccl": ("oneCCL", "perf/peers/oneccl_all_reduce_perf", []),
 }
-PEERS = ["mpi", "gloo_rc", "gloo_hd", "impi", "mpich", "oneccl"]
+PEERS = ["baton_base", "mpi", "gloo_rc", "gloo_hd", "impi", "mpich", "oneccl"]
+# Libraries that run Baton's own binaries under batonrun.
+BATONS = {"baton", "baton_reg", "baton_base"}
 # Registered buffers map the peers' memory: one host only. Intel MPI, MPICH and oneCCL come
 # from PyPI into venvs under .venv-peers/ (scripts/setup.sh) and run on one host only.
 SHM_ONLY = {"baton_reg", "impi", "mpich", "oneccl"}
@@ -91,18 +98,31 @@ class Runner(SweepRunner):
     def __init__(self, args):
         super().__init__("cmp", args)
         self.tmp = tempfile.mkdtemp(prefix="baton-compare-")
+        self.baseline = os.path.abspath(args.baseline) if args.baseline else None
 
     # ---- set-up -------------------------------------------------------------------------------
 
+    def build_of(self, key):
+        """The build directory whose binaries run `key` (--baseline for baton_base)."""
+        return self.baseline if key == "baton_base" else self.build
+
     def binary(self, key):
-        return os.path.join(self.build, LIBRARIES[key][1])
+        return os.path.join(self.build_of(key), LIBRARIES[key][1])
+
+    def batonrun_of(self, key):
+        return os.path.join(self.build_of(key), "src", "batonrun")
 
     def available_libraries(self):
         libs = []
-        wanted = [x.strip() for x in self.args.libs.split(",")] if self.args.libs else LIBRARIES
+        wanted = ([x.strip() for x in self.args.libs.split(",")] if self.args.libs
+                  else [k for k in LIBRARIES if k != "baton_base"])
+        if self.baseline and "baton_base" not in wanted:
+            wanted.append("baton_base")
         for key in wanted:
             if key not in LIBRARIES:
                 raise SystemExit(f"error: unknown library '{key}' (known: {', '.join(LIBRARIES)})")
+            if key == "baton_base" and not self.baseline:
+                raise SystemExit("error: baton_base needs --baseline DIR")
             venv = self.peer_venv(key)
             if venv and not os.path.isdir(os.path.join(venv, "lib")):
                 log(f"note: {LIBRARIES[key][0]} not installed ({venv}: scripts/setup.sh "
@@ -263,7 +283,7 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
                              ("CCL_WORKER_OFFLOAD", "0")):
                     e.setdefault(k, v)
                 return [([self.batonrun, "-n", str(n)] + bin_args, e)]
-            return [([self.batonrun, "-n", str(n)] + bin_args, env)]
+            return [([self.batonrun_of(lib), "-n", str(n)] + bin_args, env)]
         # Simulated hosts. With --pin every library's rank i runs on core i mod cores: the
         # hosts share this machine's cores, where real hosts would each have their own.
         pin = (lambda i: ["taskset", "-c", str(i % cores)]) if self.args.pin else (lambda i: [])
@@ -277,14 +297,14 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
                      "eth0", "-np", str(n)] + bin_args)
             return [(argv, env)]
         procs = []
-        if lib == "baton":
+        if lib in BATONS:
             port = self.next_port()
             for i in range(n):
                 e = dict(env, BATON_SOCKET_IFNAME="eth0")
                 # The simulated hosts share this machine's cores: each batonrun would bind
                 # its one rank to the same first core.
                 procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + pin(i) +
-                              [self.batonrun, "-n", "1", "--bind-to", "none", "--world-size",
+                              [self.batonrun_of(lib), "-n", "1", "--bind-to", "none", "--world-size",
                                str(n), "--rank-offset", str(i), "--root",
                                f"10.77.0.1:{port}"] + bin_args, e))
             return procs
@@ -396,13 +416,14 @@ def summarize(results, label_of):
     return summary
 
 
-def back_to_back(summary):
-    """Per size: Baton's and Open MPI's time in each repetition (they ran next to each other),
-    and in how many Baton was no slower."""
-    lines = ["Repetition by repetition (time per call, us, Baton / Open MPI):\n"]
+def back_to_back(summary, other="mpi"):
+    """Per size: Baton's and `other`'s time (Open MPI's, or the baseline build's) in each
+    repetition (they ran next to each other), and in how many Baton was no slower."""
+    name = LIBRARIES[other][0]
+    lines = [f"Repetition by repetition (time per call, us, Baton / {name}):\n"]
     for size in sorted(summary["baton"]):
         b = summary["baton"][size].get("times_us", [])
-        m = summary.get("mpi", {}).get(size, {}).get("times_us", [])
+        m = summary.get(other, {}).get(size, {}).get("times_us", [])
         pairs = list(zip(b, m))
         if not pairs:
             continue
@@ -484,6 +505,9 @@ def main(argv):
                         help="simulated hosts: run every library's rank i on core i mod cores "
                              "(taskset; Open MPI with --bind-to none), as real hosts would each "
                              "have their own cores; default: unbound")
+    parser.add_argument("--baseline", default=None, metavar="DIR",
+                        help="also run the Baton of build directory DIR (library baton_base, "
+                             "e.g. a copy of the build before a change) in the same round robin")
     parser.add_argument("--quick", action="store_true",
                         help="tiny run for tests: sizes 8,64K,1M, 1 repetition, shm2")
     parser.add_argument("--out", default="perf-results", help="output directory")
@@ -602,8 +626,9 @@ def main(argv):
                           f"among {config['ranks']} threads (`{roof['latency_floor_command']}`).\n")
             md.append(markdown_table(config, summary, config_libs, sizes, roof["GBps"],
                                      roof.get("latency_floor_us")) + "\n")
-            if "mpi" in summary:
-                md.append(back_to_back(summary) + "\n")
+            for other in ("mpi", "baton_base"):
+                if other in summary:
+                    md.append(back_to_back(summary, other) + "\n")
             md.append(f"![{name}]({name}.png)\n")
             # Written after each configuration, so that a long run shows its progress.
             with open(os.path.join(runner.out, "results.md"), "w", encoding="utf-8") as f:

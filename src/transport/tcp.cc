@@ -25,6 +25,7 @@ TcpChannel::TcpChannel(Key, std::vector<Fd> sockets, int peer_rank)
   recv_parts_.resize(k);
   staging_.resize(k);
   staged_.assign(k, 0);
+  read_.assign(k, 0);
   for (size_t i = 0; i < k; ++i) SetNoDelay(sockets_[i].get());
 }
 
@@ -105,6 +106,7 @@ Status TcpChannel::SendHeader(const uint8_t* src, Part* part0, bool* blocked) {
       return Status::Ok();
     }
     if (n < 0) return SocketError("send", errno);
+    unanswered_ = 0;  // it carries our ACK of what came before
     const size_t header = std::min<size_t>(n, iov[0].iov_len);
     send_header_done_ += header;
     part0->moved += n - header;
@@ -137,6 +139,7 @@ Status TcpChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
                          part.length - part.moved, MSG_DONTWAIT | MSG_NOSIGNAL);
       if (n > 0) {
         part.moved += n;
+        unanswered_ = 0;
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
@@ -177,6 +180,7 @@ Status TcpChannel::RecvHeader(const RecvTarget& target, bool* complete) {
       const size_t header = std::min<size_t>(n, iov[0].iov_len);
       recv_header_done_ += header;
       (reduce ? staged_[0] : part0.moved) += n - header;
+      read_[0] = 1;
       continue;
     }
     if (n == 0) return SocketError("recv", 0);
@@ -185,9 +189,6 @@ Status TcpChannel::RecvHeader(const RecvTarget& target, bool* complete) {
     return SocketError("recv", errno);
   }
   *complete = true;
-  // As after every read that brought data (see ProgressRecv).
-  int one = 1;
-  setsockopt(sockets_[0].get(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
   return Status::Ok();
 }
 
@@ -216,6 +217,7 @@ Status TcpChannel::CheckHeader(const RecvTarget& target, size_t bytes) {
 
 Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {
   if (bytes == 0) return Status::Ok();
+  std::fill(read_.begin(), read_.end(), 0);
   if (!recv_active_) {
     if (!recv_planned_) {
       Plan(bytes, &recv_parts_);
@@ -223,8 +225,11 @@ Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       recv_header_done_ = 0;
     }
     bool complete = false;
-    BATON_RETURN_IF_ERROR(RecvHeader(target, &complete));
-    if (!complete) return Status::Ok();
+    Status st = RecvHeader(target, &complete);
+    if (!st.ok() || !complete) {
+      AckReads(false);
+      return st;
+    }
     recv_planned_ = false;
     recv_header_done_ = 0;
     BATON_RETURN_IF_ERROR(CheckHeader(target, bytes));
@@ -261,16 +266,16 @@ Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       return SocketError("recv", errno);
     }
-    if (got_any) {
-      // Delayed ACKs stall request-response traffic on loopback by tens of
-      // milliseconds; quick-ack is not sticky, so it is re-armed per read.
-      int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
-    }
+    if (got_any) read_[i] = 1;
     total += part.moved;
   }
   *done = total;
-  if (total == bytes) recv_active_ = false;
+  const bool complete = total == bytes;
+  AckReads(complete);
+  if (complete) {
+    recv_active_ = false;
+    ++unanswered_;
+  }
   return Status::Ok();
 }
 
@@ -301,6 +306,23 @@ Status TcpChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {
   *tagged = (h.flags & kTcpHeaderTagged) != 0;
   if (*tagged) *tag = h.tag;
   return Status::Ok();
+}
+
+void TcpChannel::AckReads(bool message_complete) {
+  // A message that is still arriving: its sender may be waiting for our ACK
+  // (congestion window, send buffer), so ACK at once. A complete one: the
+  // sender waits for nothing, and the ACK rides on our next message to it
+  // (a delayed ACK, no packet of its own), unless the flow is one-way (a
+  // second message in a row without one from us), where it would ride on
+  // nothing and a stream of small messages could fill the sender's window.
+  // Quick-ack is not sticky, so it is re-armed per read.
+  if (message_complete && unanswered_ == 0) return;
+  for (size_t i = 0; i < sockets_.size(); ++i) {
+    if (!read_[i]) continue;
+    int one = 1;
+    setsockopt(sockets_[i].get(), IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    ++quick_acks_;
+  }
 }
 
 void TcpChannel::AddWaitFds(bool sending, int peer, WaitSet* ws) const {

@@ -57,6 +57,8 @@ class TcpChannel : public Channel {
   Status PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) override;
   void AddWaitFds(bool sending, int peer, WaitSet* ws) const override;
   std::vector<int> fds() const;
+  // TCP_QUICKACK re-arms so far (AckReads's policy, for tests).
+  uint64_t quick_acks() const { return quick_acks_; }
 
  private:
   // One socket's share of the current message in one direction.
@@ -74,6 +76,9 @@ class TcpChannel : public Channel {
   // Delivers the whole elements staged for `socket` (reducing receives).
   void DeliverStaged(const RecvTarget& target, size_t socket);
   Status CheckHeader(const RecvTarget& target, size_t bytes);
+  // Re-arms TCP_QUICKACK on the sockets read in this ProgressRecv where the
+  // peer may be waiting for an ACK (see tcp.cc).
+  void AckReads(bool message_complete);
 
   std::vector<Fd> sockets_;
   std::vector<Part> send_parts_, recv_parts_;
@@ -101,6 +106,11 @@ class TcpChannel : public Channel {
   };
   std::vector<Staging> staging_;
   std::vector<size_t> staged_;  // bytes of a partial element, per socket
+  std::vector<uint8_t> read_;   // sockets that brought data in this ProgressRecv
+  // Messages received whole since this channel last sent anything: an ACK
+  // owed to the peer can ride on our next send only while this is small.
+  size_t unanswered_ = 0;
+  uint64_t quick_acks_ = 0;
   int peer_rank_;
 };
 

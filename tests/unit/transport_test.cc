@@ -182,6 +182,37 @@ TEST_P(TcpStripes, CopiesBackToBackMessages) {
 
 INSTANTIATE_TEST_SUITE_P(Sockets, TcpStripes, ::testing::Values(1, 3));
 
+// TCP_QUICKACK only where the peer may wait for our ACK: while a message is
+// still arriving, and in one-way flows; never after a whole message of an
+// exchange, whose ACK rides on the reply (no packet, no syscall).
+TEST(TcpChannelTest, QuickAckOnlyWhereThePeerMayWait) {
+  std::vector<Fd> ends[2];
+  SocketPairs(1, ends);
+  auto a = MakeTcp(std::move(ends[0]), 1 << 16, 1), b = MakeTcp(std::move(ends[1]), 1 << 16, 0);
+  std::vector<uint8_t> src(8, 7), dst(8);
+  RecvTarget t;
+  t.dst = dst.data();
+  for (int round = 0; round < 20; ++round) {  // request and reply
+    Pump(a.get(), b.get(), src.data(), src.size(), t);
+    Pump(b.get(), a.get(), src.data(), src.size(), t);
+  }
+  EXPECT_EQ(a->quick_acks(), 0u);
+  EXPECT_EQ(b->quick_acks(), 0u);
+  for (int i = 0; i < 20; ++i) Pump(a.get(), b.get(), src.data(), src.size(), t);  // one way
+  EXPECT_EQ(b->quick_acks(), 19u);  // all but the first, which a reply could still carry
+  EXPECT_EQ(src, dst);
+  // A large message arrives in pieces: the sender waits for ACKs meanwhile.
+  Pump(b.get(), a.get(), src.data(), src.size(), t);  // a's receive resets b's count
+  const uint64_t before = b->quick_acks();
+  std::vector<uint8_t> big(size_t(3) << 20), got(big.size());
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  RecvTarget bt;
+  bt.dst = got.data();
+  Pump(a.get(), b.get(), big.data(), big.size(), bt);
+  EXPECT_GT(b->quick_acks(), before);
+  EXPECT_EQ(big, got);
+}
+
 TEST(TcpChannelTest, StagingThatCannotBeMappedIsAnError) {
   // More address space than a process has: the channel reports it (no exception).
   std::vector<Fd> ends[2];
