@@ -455,6 +455,31 @@ batonResult_t batonSend(const void* sendbuff, size_t count, batonDataType_t data
                         batonComm_t comm, batonStream_t stream);
 batonResult_t batonRecv(void* recvbuff, size_t count, batonDataType_t datatype, int peer,
                         batonComm_t comm, batonStream_t stream);
+/* Receives count elements from whichever rank's send reaches this rank
+ * first, as MPI_Recv with MPI_ANY_SOURCE; *source is written with that
+ * rank when the receive has completed (on a host stream: when the call has
+ * run; untouched when it fails). The sender calls an ordinary batonSend:
+ * nothing extra travels with sends. Matching:
+ *  - from each peer, messages are matched in that peer's send order, and an
+ *    any-source receive takes the peer's next send to this rank; named
+ *    batonRecv calls and collectives may be interleaved freely;
+ *  - when several peers' sends are ready, the first in rank order after
+ *    the source of this rank's previous any-source receive wins (round
+ *    robin), so no ready peer is passed over twice in a row;
+ *  - a peer whose next message to this rank belongs to a collective is not
+ *    a match (that collective is ahead of this rank).
+ * The matched send must have the same count and datatype:
+ * batonInvalidUsage naming both sizes otherwise, on this rank and the
+ * sender. The wait has comm's timeout (batonTimeout); a peer that dies or
+ * aborts, or batonCommAbort, ends it with an error; like any failed call,
+ * these leave comm failed. batonInvalidArgument: count 0 (an empty send
+ * carries no message; receive it with batonRecv), NULL source or recvbuff.
+ * batonInvalidUsage: inside batonGroupStart/batonGroupEnd (the peer is
+ * known only once a send arrives), a communicator of one rank, a CUDA
+ * stream, or an RDMA connection (which cannot look ahead). Host buffers
+ * only. */
+batonResult_t batonRecvAny(void* recvbuff, size_t count, batonDataType_t datatype, int* source,
+                           batonComm_t comm, batonStream_t stream);
 batonResult_t batonBarrier(batonComm_t comm, batonStream_t stream);
 
 /* Calls between batonGroupStart and batonGroupEnd (per thread, nestable) are

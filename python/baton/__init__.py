@@ -383,6 +383,11 @@ class Comm:
         _core.recv(self._h, async_op and self._async_stream(), buf, peer, datatype)
         return Request(self, "recv", buf, (buf,)) if async_op else buf
 
+    def recv_any(self, buf, datatype=None):
+        """Receives into buf from whichever rank's send comes first (batonRecvAny);
+        returns that rank. Synchronous; buf must not be empty."""
+        return _core.recv_any(self._h, 0, buf, datatype)
+
     def barrier(self, async_op=False):
         _core.barrier(self._h, async_op and self._async_stream())
         return Request(self, "barrier", None, ()) if async_op else None

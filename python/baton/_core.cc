@@ -528,6 +528,24 @@ PyObject* Recv(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PointToPoint(args, nargs, false);
 }
 
+// recv_any(comm, 0, buf, datatype) -> the rank it came from (synchronous:
+// the source is known only when the receive has completed).
+PyObject* RecvAny(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  Call c;
+  Buffer buf;
+  if (!Start(args, nargs, 4, "recv_any", &c) || !buf.Output(args[2], "buf")) return nullptr;
+  int dt = DatatypeOf(buf, args[3]);
+  if (dt < 0) return nullptr;
+  size_t n = buf.bytes() / kTypeSizes[dt];
+  auto type = static_cast<batonDataType_t>(dt);
+  int source = -1;
+  PyObject* done =
+      Run(c, [&] { return batonRecvAny(buf.data(), n, type, &source, c.comm, nullptr); });
+  if (done == nullptr) return nullptr;
+  Py_DECREF(done);
+  return PyLong_FromLong(source);
+}
+
 // barrier(comm, stream)
 PyObject* Barrier(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Call c;
@@ -569,6 +587,7 @@ PyMethodDef kMethods[] = {BATON_FAST("allreduce", AllReduce),
                           BATON_FAST("scatter", Scatter),
                           BATON_FAST("send", Send),
                           BATON_FAST("recv", Recv),
+                          BATON_FAST("recv_any", RecvAny),
                           BATON_FAST("barrier", Barrier),
                           {"_init", Init, METH_VARARGS, nullptr},
                           {"library_path", LibraryPath, METH_NOARGS, nullptr},

@@ -130,7 +130,7 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::Submit(c10d::OpType type, const cha
                                                     std::vector<at::Tensor> outputs,
                                                     std::function<void(batonStream_t)> queue,
                                                     HostWork host) {
-  if (!host.p2p) collectives_.fetch_add(1, std::memory_order_relaxed);
+  if (!host.p2p && !host.any_source) collectives_.fetch_add(1, std::memory_order_relaxed);
   Operation op;
   op.work = c10::make_intrusive<BatonWork>(getRank(), type, std::move(outputs));
   op.name = name;
@@ -334,17 +334,21 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::recv(std::vector<at::Tensor>& tenso
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                            int /*tag*/) {
-  // Baton's receive names its peer (batonRecv); in a group of two there is one
-  // possible source. Wider groups need a receive that matches any peer's
-  // send, which Baton's C API lacks (docs/python.md).
-  TORCH_CHECK(getSize() == 2,
-              "baton backend: recv without a source (recvAnysource) needs a group of 2 ranks "
-              "(this one has ",
-              getSize(),
-              "): batonRecv names its peer (Baton has no receive from any rank); pass src=");
-  const int peer = 1 - getRank();
-  auto work = PointToPoint(c10d::OpType::RECVANYSOURCE, tensors, peer);
-  if (auto* w = dynamic_cast<BatonWork*>(work.get())) w->SetSourceRank(peer);
+  // batonRecvAny learns the peer as the recv runs, so it cannot join the
+  // group the held sends and recvs launch in: it is submitted as a call of
+  // its own, after them, like a collective (not counted as one).
+  at::Tensor t = Single(tensors, "recv");
+  auto source = std::make_shared<int>(-1);
+  HostWork host;
+  host.any_source = true;
+  auto work = Submit(
+      c10d::OpType::RECVANYSOURCE, "recv", tensors,
+      [this, t, source](batonStream_t s) {
+        Check(batonRecvAny(t.data_ptr(), t.numel(), DataType(t), source.get(), comm_, s),
+              "recv from any source");
+      },
+      std::move(host));
+  if (auto* w = dynamic_cast<BatonWork*>(work.get())) w->SetSourceSlot(source);
   return work;
 }
 

@@ -28,6 +28,7 @@ struct HostWork {
   std::function<void()> copy_out;  // results into a list, once the calls ran
   bool copy_in = false;            // its queue function flattens inputs
   bool p2p = false;                // a send or recv
+  bool any_source = false;         // a recv from any source (run alone, not counted)
 };
 
 // Marks the calling thread's next Submit as blocking (Operation::blocking)

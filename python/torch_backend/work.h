@@ -82,12 +82,16 @@ class BatonWork : public c10d::Work {
   // call does nothing.
   void Complete(std::exception_ptr error);
 
-  // A recv from any source: the rank it received from (recvAnysource).
-  void SetSourceRank(int rank) { source_rank_ = rank; }
+  // A recv from any source (recvAnysource): where batonRecvAny writes the
+  // rank it received from once the recv has run.
+  void SetSourceSlot(std::shared_ptr<const int> slot) { source_slot_ = std::move(slot); }
   int sourceRank() const override {
-    TORCH_CHECK(source_rank_ >= 0,
+    TORCH_CHECK(source_slot_ != nullptr,
                 "baton backend: sourceRank is only known for a recv from any source");
-    return source_rank_;
+    TORCH_CHECK(*source_slot_ >= 0,
+                "baton backend: sourceRank of a recv from any source that has not completed "
+                "(wait() first) or that failed");
+    return *source_slot_;
   }
 
  private:
@@ -96,12 +100,12 @@ class BatonWork : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::atomic<bool> completing_{false};
-  std::mutex mutex_;                   // guards the three below
-  std::weak_ptr<RunnerState> runner_;  // set while deferred or held; may outlive it
-  SharedEvent event_;                  // set once queued, for an operation without host copies
-  std::string name_;                   // the operation's, for errors
-  batonComm_t comm_ = nullptr;         // its communicator, for the errors' failed ranks
-  int source_rank_ = -1;               // set for a recv from any source
+  std::mutex mutex_;                        // guards the three below
+  std::weak_ptr<RunnerState> runner_;       // set while deferred or held; may outlive it
+  SharedEvent event_;                       // set once queued, for an operation without host copies
+  std::string name_;                        // the operation's, for errors
+  batonComm_t comm_ = nullptr;              // its communicator, for the errors' failed ranks
+  std::shared_ptr<const int> source_slot_;  // set for a recv from any source
 };
 
 // A c10::DistBackendError with message: what Baton's errors become.

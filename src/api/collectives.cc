@@ -145,6 +145,30 @@ batonResult_t batonRecv(void* recvbuff, size_t count, batonDataType_t datatype, 
   return PointToPoint("batonRecv", false, nullptr, recvbuff, count, datatype, peer, comm, stream);
 }
 
+batonResult_t batonRecvAny(void* recvbuff, size_t count, batonDataType_t datatype, int* source,
+                           batonComm_t comm, batonStream_t stream) {
+  const char* fn = "batonRecvAny";
+  CallSite site;
+  BATON_API_CHECK(fn, BeginCall(comm, stream, &site), site.comm.get());
+  Communicator* c = site.comm.get();
+  BATON_API_CHECK(fn, CheckDatatype(datatype), c);
+  BATON_API_CHECK(fn, CheckCount(count, datatype), c);
+  if (source == nullptr) BATON_API_CHECK(fn, InvalidArgument("source is NULL"), c);
+  // A send of no elements puts nothing on the wire (batonSend/batonRecv of
+  // 0 complete alone), so nothing could say where it came from.
+  if (count == 0)
+    BATON_API_CHECK(fn,
+                    InvalidArgument("count is 0: an empty send carries no message, so an "
+                                    "any-source receive could not learn its source; receive "
+                                    "empty messages with batonRecv and the peer"),
+                    c);
+  BATON_API_CHECK(fn, CheckBuffer(recvbuff, count, "recvbuff"), c);
+  if (c->nranks() == 1)
+    BATON_API_CHECK(fn, InvalidUsage("a communicator of one rank has no peer to receive from"), c);
+  BATON_API_CHECK(fn, LaunchRecvAny(site, recvbuff, count, datatype, source), c);
+  return batonSuccess;
+}
+
 batonResult_t batonBarrier(batonComm_t comm, batonStream_t stream) {
   const char* fn = "batonBarrier";
   CallSite site;

@@ -111,6 +111,15 @@ class Communicator {
   // allocation per call once warm) and runs it.
   Status Run(const std::function<void(Schedule*)>& build);
 
+  // batonRecvAny (comm/any_source.cc): under the lock that orders the calls,
+  // waits for a peer whose next message to this rank opens a send of
+  // `count` x `datatype`, then runs the receive that `build` makes for that
+  // peer, and names it in *source. A send of another size or datatype is
+  // batonInvalidUsage naming both; like a failed call, a failure (timeout,
+  // a peer gone, the mismatch) is sticky and told to the peers.
+  Status RunAnySource(size_t count, batonDataType_t datatype,
+                      const std::function<void(int peer, Schedule*)>& build, int* source);
+
   // The connections, for Baton's own coordination beside the calls (a
   // shrink's offers go over the control sockets). Null with one rank.
   ChannelSet* channels() { return channels_.get(); }
@@ -213,6 +222,7 @@ class Communicator {
   // Guarded by run_mu_: the calls so far, and their numbered descriptors.
   uint32_t collective_calls_ = 0;
   std::vector<uint32_t> sends_to_, recvs_from_;
+  int any_source_last_ = -1;  // the peer the last any-source receive took (round robin)
   std::vector<CallDescriptor> numbered_;
   // The layout, cost model and algorithm table (after the channels are up:
   // calibration runs over them).

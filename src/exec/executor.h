@@ -46,6 +46,15 @@ class Executor {
   // timeout (a call's own, batonCommSetCallTimeout), < 0: the config's.
   Status Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank,
              double timeout_s = -1);
+  // batonRecvAny (exec/any_source.cc): waits until some peer's next message
+  // to rank `rank` opens a send (a point-to-point call) and names that peer
+  // in *peer, with the descriptor it carries in *theirs. Peers are tried in
+  // rank order from the one after `after`, so when several are ready none
+  // is passed over twice in a row. Consumes nothing; every peer must be
+  // connected. Fails when the timeout passes with nothing found, on abort,
+  // when a peer has left (or sent a failure note), and on a transport that
+  // cannot look ahead (RDMA).
+  Status WaitAnySource(int rank, int after, int* peer, CallDescriptor* theirs);
 
  private:
   // Ops to or from one peer in one direction, in schedule order.

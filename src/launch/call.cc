@@ -9,6 +9,7 @@
 #include "algorithms/point_to_point.h"
 #include "base/datatype.h"
 #include "base/log.h"
+#include "comm/stream.h"
 #include "cuda/cuda_device.h"
 #include "launch/group.h"
 #include "launch/premul.h"
@@ -336,6 +337,38 @@ Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbu
   }
   if (peer == comm.rank()) call.self = is_send ? Launch::Self::kSend : Launch::Self::kRecv;
   return Route(site, call);
+}
+
+Status LaunchRecvAny(const CallSite& site, void* recvbuff, size_t count, batonDataType_t datatype,
+                     int* source) {
+  // A group launches its calls together, all peers known: a receive whose
+  // peer is learnt only while it runs cannot join that schedule.
+  if (InGroup())
+    return InvalidUsage(
+        "batonRecvAny cannot be called inside batonGroupStart/batonGroupEnd (its peer is known "
+        "only once a send arrives); call it outside the group, or batonRecv with the peer");
+  if (site.stream != nullptr && !site.host_stream)
+    return InvalidUsage("batonRecvAny takes host buffers on the NULL stream or a host stream");
+  Builder builder;
+  MakeCallDescriptor(&builder.call, kCallKindPointToPoint, count, static_cast<uint8_t>(datatype), 0,
+                     0, 0, false);
+  const CollArgs args = site.comm->MakeArgs(nullptr, recvbuff, count, datatype);
+  auto build = [args, builder](int peer, Schedule* s) {
+    Builder b = builder;
+    b.peer = peer;
+    b.call.root = peer;  // the peer, until the communicator numbers the call
+    b(args, s);
+  };
+  if (site.stream == nullptr) return site.comm->RunAnySource(count, datatype, build, source);
+  std::shared_ptr<Communicator> comm = site.comm;
+  comm->AddPending();
+  site.stream->impl.Enqueue([comm, count, datatype, build, source]() {
+    Status st = comm->RunAnySource(count, datatype, build, source);
+    if (!st.ok()) comm->set_last_error(st.message());
+    comm->RemovePending();
+    return st;
+  });
+  return Status::Ok();
 }
 
 Status LaunchBarrier(const CallSite& site) {

@@ -57,6 +57,12 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& call);
 Status LaunchPointToPoint(const CallSite& site, bool is_send, const void* sendbuff, void* recvbuff,
                           size_t count, batonDataType_t datatype, int peer);
 
+// batonRecvAny: `count` elements from whichever peer's send comes first
+// (comm/any_source.cc), its rank into *source when the receive completes.
+// Host buffers, the NULL stream or a host stream; not inside a group.
+Status LaunchRecvAny(const CallSite& site, void* recvbuff, size_t count, batonDataType_t datatype,
+                     int* source);
+
 Status LaunchBarrier(const CallSite& site);
 
 }  // namespace baton

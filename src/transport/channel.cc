@@ -22,3 +22,15 @@ void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len
 }
 
 }  // namespace baton
+
+namespace baton {
+
+Status Channel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* /*tag*/) {
+  *ready = false;
+  *tagged = false;
+  return InvalidUsage(
+      "an any-source receive (batonRecvAny) cannot look ahead on an RDMA connection; "
+      "use batonRecv with the peer, or BATON_TRANSPORT=tcp between these hosts");
+}
+
+}  // namespace baton

@@ -71,6 +71,12 @@ class Channel {
   virtual Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) = 0;
   // After ProgressRecv failed with batonInvalidUsage: what arrived instead.
   const CallMismatch& mismatch() const { return mismatch_; }
+  // Any-source receives (batonRecvAny), between calls only (no message of
+  // this channel half received): whether the peer's next message has begun
+  // to arrive and, when it opens a call, its descriptor (*tagged). Consumes
+  // nothing. A peer that left with nothing pending is an error. Transports
+  // that cannot look ahead refuse (batonInvalidUsage).
+  virtual Status PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag);
   // Adds the sockets the current send (or receive) waits on; nothing for
   // shared memory, which waits on the doorbell.
   virtual void AddWaitFds(bool /*sending*/, int /*peer*/, struct WaitSet* /*ws*/) const {}

@@ -203,6 +203,12 @@ class ChannelSet {
   // peers that share memory and are connected.
   int ProbePeerMemory(int peer) const;
   int peer_pid(int peer) const { return peers_[peer].pid; }
+  // Whether `peer` said goodbye (freed its communicator on purpose): its
+  // sockets closing is then no failure.
+  bool PeerLeft(int peer) const {
+    std::lock_guard<std::mutex> lock(control_mu_);
+    return failed_.left(peer);
+  }
   // Whether the watchdog saw `peer`'s sockets close (it died or aborted).
   bool peer_closed(int peer) const { return peer_closed_[peer].load(std::memory_order_acquire); }
 

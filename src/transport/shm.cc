@@ -348,4 +348,22 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
   return Status::Ok();
 }
 
+Status ShmChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {
+  const ShmSlotCell& cell = recv_ring_->cells[recv_tail_ % own_->layout().nslots];
+  uint64_t word = cell.word.load(std::memory_order_acquire);
+  if (!SlotPublished(word, recv_tail_)) {
+    *ready = false;
+    *tagged = false;
+    if (!peer_closed_->load(std::memory_order_acquire)) return Status::Ok();
+    // Re-check: a message published just before the peer left still counts.
+    word = cell.word.load(std::memory_order_acquire);
+    if (!SlotPublished(word, recv_tail_)) return PeerGone();
+  }
+  *ready = true;
+  // The tag was written before the word was published (release).
+  *tagged = (static_cast<uint32_t>(word) & kCallTagBit) != 0;
+  if (*tagged) CopyCallDescriptor(tag, cell.tag);
+  return Status::Ok();
+}
+
 }  // namespace baton

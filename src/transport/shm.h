@@ -175,6 +175,7 @@ class ShmChannel : public Channel {
   Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                       size_t* done) override;
   Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
+  Status PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) override;
 
  private:
   Status PeerGone() const;

@@ -279,6 +279,35 @@ Status TcpChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
   return Status::Ok();
 }
 
+Status TcpChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {
+  *ready = false;
+  *tagged = false;
+  if (recv_active_ || recv_header_done_ > 0)
+    return InternalError("an any-source receive looked ahead inside a message from rank " +
+                         std::to_string(peer_rank_));
+  // Every message starts with its header on the first socket: peek at it,
+  // leaving it for the receive that takes the message.
+  TcpMessageHeader h;
+  ssize_t n;
+  do {
+    n = ::recv(sockets_[0].get(), &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+  } while (n < 0 && errno == EINTR);
+  if (n == 0) return SocketError("recv", 0);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+    return SocketError("recv", errno);
+  }
+  if (static_cast<size_t>(n) < sizeof(h)) return Status::Ok();  // the rest is on its way
+  if (h.magic != kTcpHeaderMagic)
+    return InvalidUsage("rank " + std::to_string(peer_rank_) +
+                        " sent a message without Baton's header (another version of Baton, "
+                        "or its stream is out of step with this rank's)");
+  *ready = true;
+  *tagged = (h.flags & kTcpHeaderTagged) != 0;
+  if (*tagged) *tag = h.tag;
+  return Status::Ok();
+}
+
 void TcpChannel::AckReads(bool message_complete) {
   // A message that is still arriving: its sender may be waiting for our ACK
   // (congestion window, send buffer), so ACK at once. A complete one: the

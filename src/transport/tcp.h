@@ -54,6 +54,7 @@ class TcpChannel : public Channel {
   Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                       size_t* done) override;
   Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
+  Status PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) override;
   void AddWaitFds(bool sending, int peer, WaitSet* ws) const override;
   std::vector<int> fds() const;
   // TCP_QUICKACK re-arms so far (AckReads's policy, for tests).

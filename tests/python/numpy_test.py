@@ -112,6 +112,20 @@ else:
     comm.send(token, right)
 check("send/recv", got, np.full(3, left, np.int32))
 
+# recv_any: rank 0 receives one message from every other rank, whichever comes first.
+if size > 1:
+    if rank == 0:
+        sources = []
+        for _ in range(size - 1):
+            buf = np.empty(5, np.float64)
+            src = comm.recv_any(buf)
+            sources.append(src)
+            check(f"recv_any from {src}", buf, np.arange(5) + 10.0 * src)
+        check("recv_any sources", np.array(sorted(sources)), np.arange(1, size))
+    else:
+        comm.send(np.arange(5) + 10.0 * rank, 0)
+    comm.barrier()
+
 # Buffer protocol: a bytearray in place.
 ba = bytearray([rank] * 8)
 comm.allreduce(ba, out=ba)

@@ -149,10 +149,6 @@ EXPECTED_FAILURES = {
         "names the rank that never came, on every rank that came"),
     "test_monitored_barrier_gloo_rank_0_timeout": (None, "as test_monitored_barrier_gloo"),
     "test_monitored_barrier_gloo_subgroup": (None, "as test_monitored_barrier_gloo"),
-    "test_send_recv_any_source": (
-        ">2", "recv without src in a group of more than 2 ranks: batonRecv names its peer"),
-    "test_send_recv_any_source_autograd_profiler": (">2", "as test_send_recv_any_source"),
-    "test_send_recv_any_source_torch_profiler": (">2", "as test_send_recv_any_source"),
 }
 
 
