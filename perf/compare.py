@@ -52,7 +52,6 @@ import shlex
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,36 +59,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from sweep_util import (SweepRunner, human_size, log, parse_config,  # noqa: E402
+from sweep_util import (SweepRunner, log, parse_config,  # noqa: E402
                         parse_size, python_with, size_groups)
 
 
 DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
 DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
 
-# Library key -> (label, binary under the build directory, extra flags). Baton runs with
-# -y 1: synchronous calls, as MPI_Allreduce and Gloo's run() are (the default host stream
-# adds a thread hand-off, ~3 us per call, that the peers do not pay).
-LIBRARIES = {
-    "baton": ("Baton", "perf/all_reduce_perf", ["-y", "1"]),
-    "baton_reg": ("Baton registered", "perf/all_reduce_perf", ["-y", "1", "-R", "1"]),
-    "baton_base": ("Baton baseline", "perf/all_reduce_perf", ["-y", "1"]),
-    "mpi": ("Open MPI", "perf/peers/mpi_all_reduce_perf", []),
-    "gloo_rc": ("Gloo ring_chunked", "perf/peers/gloo_all_reduce_perf", ["-A", "ring_chunked"]),
-    "gloo_hd": ("Gloo halving_doubling", "perf/peers/gloo_all_reduce_perf",
-                ["-A", "halving_doubling"]),
-    "impi": ("Intel MPI", "perf/peers/impi_all_reduce_perf", []),
-    "mpich": ("MPICH", "perf/peers/mpich_all_reduce_perf", []),
-    "oneccl": ("oneCCL", "perf/peers/oneccl_all_reduce_perf", []),
-}
-PEERS = ["baton_base", "mpi", "gloo_rc", "gloo_hd", "impi", "mpich", "oneccl"]
-# Libraries that run Baton's own binaries under batonrun.
-BATONS = {"baton", "baton_reg", "baton_base"}
-# Registered buffers map the peers' memory: one host only. Intel MPI, MPICH and oneCCL come
-# from PyPI into venvs under .venv-peers/ (scripts/setup.sh) and run on one host only.
-SHM_ONLY = {"baton_reg", "impi", "mpich", "oneccl"}
-# The venv under --peers-venv that holds each PyPI peer (its library, and the MPIs' mpiexec).
-PEER_VENVS = {"impi": "impi", "mpich": "mpich", "oneccl": "oneccl"}
+from compare_report import (BATONS, FLOOR_MAX_BYTES, LIBRARIES, PEER_VENVS,  # noqa: E402
+                            SHM_ONLY, back_to_back, fmt, markdown_table, median_record,
+                            summarize)
 
 
 class Runner(SweepRunner):
@@ -385,102 +364,6 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
                         results[lib].setdefault(record["size"], []).append(record)
             order = order[1:] + order[:1]  # rotate: every library gets every slot in turn
         return results, commands
-
-
-def median_record(records, label):
-    """The record whose out-of-place time is the median, with ranges and the label added."""
-    ordered = sorted(records, key=lambda r: float(r["out_of_place"]["time"]))
-    mid = dict(ordered[(len(ordered) - 1) // 2])
-    mid["label"] = label
-    return mid
-
-
-def summarize(results, label_of):
-    """lib -> size -> figures (medians over repetitions, ranges, checks)."""
-    summary = {}
-    for lib, by_size in results.items():
-        summary[lib] = {}
-        for size, records in sorted(by_size.items()):
-            busbw = [float(r["out_of_place"]["bus_bw"]) for r in records]
-            times = [float(r["out_of_place"]["time"]) for r in records]
-            ip_busbw = [float(r["in_place"]["bus_bw"]) for r in records]
-            wrong = sum(int(r[k]["nwrong"] or 0) for r in records
-                        for k in ("out_of_place", "in_place"))
-            summary[lib][size] = {
-                "busbw": statistics.median(busbw), "busbw_min": min(busbw),
-                "busbw_max": max(busbw), "time_us": statistics.median(times),
-                "time_min": min(times), "time_max": max(times),
-                "times_us": times,  # per repetition, in the order they ran
-                "inplace_busbw": statistics.median(ip_busbw), "reps": len(records),
-                "nwrong": wrong, "label": label_of[lib]}
-    return summary
-
-
-def back_to_back(summary, other="mpi"):
-    """Per size: Baton's and `other`'s time (Open MPI's, or the baseline build's) in each
-    repetition (they ran next to each other), and in how many Baton was no slower."""
-    name = LIBRARIES[other][0]
-    lines = [f"Repetition by repetition (time per call, us, Baton / {name}):\n"]
-    for size in sorted(summary["baton"]):
-        b = summary["baton"][size].get("times_us", [])
-        m = summary.get(other, {}).get(size, {}).get("times_us", [])
-        pairs = list(zip(b, m))
-        if not pairs:
-            continue
-        wins = sum(1 for x, y in pairs if x <= y)
-        lines.append(f"- {human_size(size)}: " + ", ".join(f"{x:.3g}/{y:.3g}" for x, y in pairs) +
-                     f"; Baton no slower in {wins} of {len(pairs)}")
-    return "\n".join(lines)
-
-
-def fmt(value, digits=3):
-    if value is None:
-        return "–"
-    if value == 0:
-        return "0"
-    return f"{value:.{digits}g}"
-
-
-def ratio(a, b):
-    return a / b if a is not None and b not in (None, 0) else None
-
-
-# Sizes up to this many bytes are compared with the latency floor: above it the bytes matter.
-FLOOR_MAX_BYTES = 64
-
-
-def markdown_table(config, summary, libs, sizes, roofline, floor_us=None):
-    peers = [p for p in PEERS if p in libs]
-    names = {lib: LIBRARIES[lib][0] for lib in libs}
-    head = (["size"] + [f"busbw {names[l]}" for l in libs] +
-            [f"Baton/{names[p]} busbw" for p in peers] + [f"time {names[l]} (us)" for l in libs] +
-            [f"Baton/{names[p]} time" for p in peers] +
-            [f"{names[l]}/roofline" for l in libs if l.startswith("baton")] +
-            (["Baton/latency floor time"] if floor_us else []) + ["check"])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-
-    def get(lib, size, key):
-        return summary.get(lib, {}).get(size, {}).get(key)
-
-    for size in sizes:
-        row = [human_size(size)]
-        row += [fmt(get(l, size, "busbw")) for l in libs]
-        row += [fmt(ratio(get("baton", size, "busbw"), get(p, size, "busbw")), 2) for p in peers]
-        row += [fmt(get(l, size, "time_us")) for l in libs]
-        row += [fmt(ratio(get("baton", size, "time_us"), get(p, size, "time_us")), 2)
-                for p in peers]
-        row += [fmt(ratio(get(l, size, "busbw"), roofline), 2) if roofline else "–"
-                for l in libs if l.startswith("baton")]
-        if floor_us:
-            row.append(fmt(ratio(get("baton", size, "time_us"), floor_us), 2)
-                       if size <= FLOOR_MAX_BYTES else "–")
-        wrong = [get(l, size, "nwrong") for l in libs]
-        if any(w is None for w in wrong):
-            row.append("missing")
-        else:
-            row.append("ok" if all(w == 0 for w in wrong) else "FAILED")
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines)
 
 
 def main(argv):

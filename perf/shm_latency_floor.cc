@@ -109,15 +109,15 @@ int main(int argc, char** argv) {
           for (int q = 0; q < threads; ++q) {
             if (q == t) continue;
             uint64_t w;
-            while (static_cast<uint32_t>((w = lines[q].word[r & 1].load(
-                                              std::memory_order_acquire)) >>
-                                         32) != round)
+            while (static_cast<uint32_t>(
+                       (w = lines[q].word[r & 1].load(std::memory_order_acquire)) >> 32) != round)
               Pause();
             total += ValueOf(w);
           }
           sum += total;
         }
-        seconds[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+        seconds[t] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
         sums[t] = sum;
       });
     }

@@ -76,7 +76,7 @@ namespace baton {
     "single-copy collectives on ordinary buffers of one host (process_vm_readv/writev): "          \
     "-1 where ranks do not outnumber cores, 1 always, 0 never")                                    \
   X(cma_coll_min_speed, "BATON_CMA_COLL_MIN_SPEED", Int, 60,                                       \
-    "BATON_CMA_COLL=-1: single copy only where the kernel's copy runs at >= this % of memcpy")    \
+    "BATON_CMA_COLL=-1: single copy only where the kernel's copy runs at >= this % of memcpy")     \
   X(cma_coll_min_bytes, "BATON_CMA_COLL_MIN_BYTES", Size, 1 << 20,                                 \
     "smallest collective on ordinary buffers that takes the single-copy path")                     \
   X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, 256 << 10,                           \

@@ -243,13 +243,13 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   // kind (any rank's handle value may differ), so a rank calling with sum
   // while another uses PreMulSum is a mismatch. (The arguments are made in
   // place: assigning them after the rest is cleared stalls the stores.)
-  Call call{
-      .args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op, c.root),
-      .builder = {},
-      .buffers = {},
-      .ipc = nullptr,
-      .self = Launch::Self::kNone,
-      .vcounts = nullptr};
+  Call call{.args = comm.MakeArgs(c.send, c.recv, c.count, c.datatype, c.premul ? batonSum : c.op,
+                                  c.root),
+            .builder = {},
+            .buffers = {},
+            .ipc = nullptr,
+            .self = Launch::Self::kNone,
+            .vcounts = nullptr};
   size_t count = c.count;  // what the descriptor says
   uint32_t counts_hash = 0;
   size_t bytes;

@@ -73,7 +73,8 @@ double MeasureCmaCopySpeed() {
     for (int i = 0; i <= kCopies; ++i) {  // the first warms the pages and the cache
       const auto start = std::chrono::steady_clock::now();
       if (!copy()) return -1.0;
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (i > 0) best = std::min(best, s);
     }
     return best;
