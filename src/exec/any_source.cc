@@ -4,12 +4,9 @@
 // the slot's cell; TCP: in the message header), so the receiver looks at the
 // head of each connection without consuming it, and the receive that
 // follows is an ordinary batonRecv from the peer found.
-#include <sched.h>
-
 #include <algorithm>
 #include <string>
 
-#include "base/cpu.h"
 #include "exec/call_check.h"
 #include "exec/executor.h"
 
@@ -39,7 +36,10 @@ Status Executor::WaitAnySource(int rank, int after, int* peer, CallDescriptor* t
       CallDescriptor tag;
       if (Status st = ch->PeekOpening(&ready, &tagged, &tag); !st.ok()) {
         // A peer that freed its communicator on purpose will send nothing
-        // more: not a failure, as long as another peer may still send.
+        // more: not a failure, as long as another peer may still send. Its
+        // goodbye travels on the control socket, which the watchdog may not
+        // have read yet when a TCP data socket shows the close.
+        if (!channels_->PeerLeft(p)) channels_->SweepControl();
         if (channels_->PeerLeft(p)) {
           ++left;
           continue;
@@ -69,13 +69,7 @@ Status Executor::WaitAnySource(int rank, int after, int* peer, CallDescriptor* t
     if (found) return Status::Ok();
     const auto now = Clock::now();
     if (now - spin_start < config_.spin) {
-      // As Run: poll, handing the core over every yield_interval.
-      if (config_.yield && now - last_yield >= config_.yield_interval) {
-        sched_yield();
-        last_yield = now;
-      } else {
-        CpuRelax();
-      }
+      SpinOnce(now, &last_yield);
       continue;
     }
     if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();

@@ -118,6 +118,15 @@ int Executor::UnconnectedPeers(int rank) const {
   return unconnected;
 }
 
+void Executor::SpinOnce(Clock::time_point now, Clock::time_point* last_yield) const {
+  if (config_.yield && now - *last_yield >= config_.yield_interval) {
+    sched_yield();
+    *last_yield = now;
+  } else {
+    CpuRelax();
+  }
+}
+
 Status Executor::ExplainFailure(Status st, const Queue& q, const Op& op, const CallDescriptor& call,
                                 int rank) {
   if (st.code() == batonInvalidUsage && q.channel->mismatch().kind != CallMismatch::Kind::kNone)
@@ -276,16 +285,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       last_yield = now;
     }
     if (now - spin_start < config_.spin) {
-      // Poll with pause, but hand the core over every yield_interval: a
-      // descheduled peer (or anything else waiting for this core) runs then
-      // instead of at the next tick, while on an idle core sched_yield
-      // returns at once and costs one syscall per interval.
-      if (config_.yield && now - last_yield >= config_.yield_interval) {
-        sched_yield();
-        last_yield = now;
-      } else {
-        CpuRelax();
-      }
+      SpinOnce(now, &last_yield);
       continue;
     }
     // A peer gave up (and said why): fail once nothing more arrives, so a

@@ -76,6 +76,12 @@ class Executor {
   std::vector<int> SilentPeers(int rank, Clock::time_point asked_at) const;
   // Peers this rank holds no connection to (connections made on first use).
   int UnconnectedPeers(int rank) const;
+  // One poll of a spinning wait: a pause, but every yield_interval (since
+  // *last_yield) a sched_yield instead, so that a descheduled peer (or
+  // anything else waiting for this core) runs then rather than at the next
+  // tick; on an idle core sched_yield returns at once, one syscall per
+  // interval.
+  void SpinOnce(Clock::time_point now, Clock::time_point* last_yield) const;
   // Connects the peers of `schedule` that have no channel yet (connections
   // made on first use); out of line, as below.
   [[gnu::cold, gnu::noinline]] Status ConnectPeers(const Schedule& schedule);

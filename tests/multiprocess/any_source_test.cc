@@ -15,31 +15,13 @@
 #include <gtest/gtest.h>
 
 #include "common/mp_harness.h"
+#include "common/reference.h"
 
 namespace {
 
 using baton_test::Options;
 using baton_test::RankContext;
 using baton_test::RunRanks;
-
-size_t TypeSize(batonDataType_t t) {
-  switch (t) {
-    case batonInt8:
-    case batonUint8:
-    case batonFloat8e4m3:
-    case batonFloat8e5m2:
-      return 1;
-    case batonFloat16:
-    case batonBfloat16:
-      return 2;
-    case batonInt32:
-    case batonUint32:
-    case batonFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
 
 // The bytes rank `from` sends rank `to` in round `round`: a reference every
 // rank computes alone (a byte-wise hash, whatever the datatype).
@@ -73,7 +55,7 @@ void RoundsBody(RankContext& ctx, batonStream_t stream) {
                         {5, batonInt64}};
   int round = 0;
   for (const Size& size : sizes) {
-    const size_t bytes = size.count * TypeSize(size.type);
+    const size_t bytes = size.count * SizeOf(size.type);
     for (int receiver = 0; receiver < n; ++receiver, ++round) {
       const std::string what = "round " + std::to_string(round) + " (receiver " +
                                std::to_string(receiver) + ", " + std::to_string(size.count) +
