@@ -384,8 +384,9 @@ Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, int min_s
     err = ch.ProbePeerMemory(q);
     if (err != 0) refused_by = q;
   }
-  const double speed = err == 0 && min_speed > 0 ? CmaCopySpeed() : 1.0;
-  const bool slow = err == 0 && min_speed > 0 && speed * 100 < min_speed;
+  const bool check_speed = err == 0 && min_speed > 0;
+  const double speed = check_speed ? CmaCopySpeed() : 1.0;
+  const bool slow = check_speed && speed * 100 < min_speed;
   int unable = -1;
   BATON_RETURN_IF_ERROR(
       AgreeOnProgressWords(ch, me, n, timeout_s, err == 0 && !slow, &st->progress, &unable));
