@@ -339,7 +339,7 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     memcpy(dst, &w0, 8);
     memcpy(dst + 8, &w1, 8);
     memcpy(dst + 16, &w2, 8);
-    const uint64_t record = recorder_->Begin(w0, w1, w2);
+    const uint32_t record = recorder_->Begin(w0, w1, w2);
     if (i == 0) first_record_ = record;
   }
   if (trace_ != nullptr) [[unlikely]]
@@ -354,7 +354,8 @@ void Communicator::NumberCalls(const Schedule& schedule) {
 }
 
 void Communicator::EndCalls(batonResult_t result) {
-  for (size_t i = 0; i < numbered_.size(); ++i) recorder_->End(first_record_ + i, result);
+  for (size_t i = 0; i < numbered_.size(); ++i)
+    recorder_->End(recorder_->Next(first_record_, i), result);
   if (trace_ != nullptr) [[unlikely]]
     trace_->End(result);
 }

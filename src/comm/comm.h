@@ -181,7 +181,7 @@ class Communicator {
   Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.
   std::unique_ptr<FlightRecorder> recorder_;
-  uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]
+  uint32_t first_record_ = 0;  // the recorder's entry of numbered_[0]
   std::unique_ptr<ChannelSet> channels_;
   std::unique_ptr<Executor> executor_;
   // BATON_TRACE_FILE's timeline (null without one); guarded by run_mu_.
