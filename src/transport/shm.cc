@@ -129,10 +129,9 @@ Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* ou
   layout.data_offset = RoundUp(sizeof(ShmRing), 4096);
   layout.ring_stride = layout.data_offset + size_t(layout.nslots) * layout.slot_bytes;
   if (h->magic != kSegmentMagic || !std::has_single_bit(layout.nslots) ||
-      layout.nslots > kShmMaxSlots ||
-      layout.nrings == 0 || layout.nrings > kShmMaxRings || layout.slot_bytes < kShmInlineBytes ||
-      layout.slot_bytes > kShmMaxSlotBytes || h->data_offset != layout.data_offset ||
-      h->ring_stride != layout.ring_stride ||
+      layout.nslots > kShmMaxSlots || layout.nrings == 0 || layout.nrings > kShmMaxRings ||
+      layout.slot_bytes < kShmInlineBytes || layout.slot_bytes > kShmMaxSlotBytes ||
+      h->data_offset != layout.data_offset || h->ring_stride != layout.ring_stride ||
       ShmSegmentBytes(layout.nrings, layout.nslots, layout.slot_bytes) > seg->size_)
     return SystemError("shared memory segment " + name + " has a bad header");
   seg->layout_ = layout;
