@@ -298,8 +298,29 @@ Status Communicator::Run(const Schedule& schedule) {
 Status Communicator::Run(const std::function<void(Schedule*)>& build) {
   std::lock_guard<std::mutex> lock(run_mu_);
   reusable_.Clear();
+  repeat_valid_ = false;
   build(&reusable_);
   return RunLocked(reusable_);
+}
+
+Status Communicator::RunRepeatable(const RepeatKey& key,
+                                   const std::function<void(Schedule*)>& build) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  if (repeat_valid_ && key == repeat_key_) {
+    reusable_.ZeroScratch();
+    reusable_unchanged_ = true;
+  } else {
+    reusable_.Clear();
+    build(&reusable_);
+    repeat_key_ = key;
+    // A schedule that could not be built fails its call; build it again
+    // next time rather than remember that. Registered calls take their own
+    // path (host_ipc.cc) and are never repeated here.
+    repeat_valid_ = reusable_.build_error.ok() && !reusable_.registered.valid;
+  }
+  Status st = RunLocked(reusable_);
+  reusable_unchanged_ = false;
+  return st;
 }
 
 void Communicator::NumberCalls(const Schedule& schedule) {
@@ -428,7 +449,8 @@ Status Communicator::RunNumberedLocked(const Schedule& schedule) {
       return Fail(std::move(st));
     }
   }
-  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s);
+  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s,
+                             reusable_unchanged_ && &schedule == &reusable_);
   EndCalls(st.code());
   if (!st.ok()) return Fail(std::move(st));
   return st;
