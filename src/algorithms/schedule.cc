@@ -1,5 +1,7 @@
 #include "algorithms/schedule.h"
 
+#include <cstdint>
+#include <type_traits>
 #include <utility>
 
 namespace baton {
@@ -27,6 +29,27 @@ void Schedule::Append(Schedule&& other) {
     std::swap(filled[filled_used++], other.filled[i]);
   }
   other.filled_used = 0;
+}
+
+void Schedule::Rebase(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
+                      ptrdiff_t delta) {
+  const auto s0 = reinterpret_cast<uintptr_t>(send), r0 = reinterpret_cast<uintptr_t>(recv);
+  auto moved = [&](const uint8_t* p, uint64_t op_bytes) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    auto within = [&](uintptr_t base, size_t bytes) {
+      return base != 0 && a >= base && (a - base < bytes || (a - base == bytes && op_bytes == 0));
+    };
+    return p != nullptr && (within(s0, send_bytes) || within(r0, recv_bytes));
+  };
+  auto shift = [&](auto* p) {
+    using T = std::remove_reference_t<decltype(*p)>;
+    *p = reinterpret_cast<T>(reinterpret_cast<uintptr_t>(*p) + static_cast<uintptr_t>(delta));
+  };
+  for (Op& op : ops) {
+    if (moved(op.src, op.bytes)) shift(&op.src);
+    if (moved(op.dst, op.bytes)) shift(&op.dst);
+    if (moved(op.reduce_with, op.bytes)) shift(&op.reduce_with);
+  }
 }
 
 }  // namespace baton

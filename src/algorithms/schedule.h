@@ -121,6 +121,13 @@ struct Schedule {
     for (size_t i = 0; i < scratch_used; ++i)
       std::fill(scratch[i].begin(), scratch[i].end(), uint8_t{0});
   }
+  // Moves every op's pointer into [send, send + send_bytes) or [recv,
+  // recv + recv_bytes) by `delta` bytes (a pointer one past such a range
+  // only in an op of 0 bytes, which reads nothing): the schedule a builder
+  // makes for buffers `delta` bytes further on, when nothing else differs.
+  // Scratch and any other memory stay where they are.
+  void Rebase(const void* send, size_t send_bytes, const void* recv, size_t recv_bytes,
+              ptrdiff_t delta);
   // `bytes` of memory, uninitialized, that lives until clear().
   uint8_t* AllocFilled(size_t bytes) {
     if (filled_used == filled.size()) filled.emplace_back();

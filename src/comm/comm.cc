@@ -303,16 +303,30 @@ Status Communicator::Run(const std::function<void(Schedule*)>& build) {
   return RunLocked(reusable_);
 }
 
-Status Communicator::RunRepeatable(const RepeatKey& key,
+Status Communicator::RunRepeatable(const RepeatKey& key, const void* send, const void* recv,
                                    const std::function<void(Schedule*)>& build) {
   std::lock_guard<std::mutex> lock(run_mu_);
   if (repeat_valid_ && key == repeat_key_) {
+    // Both buffers moved alike (the key fixes recv's offset from send):
+    // by how far the first of them moved.
+    const void* anchor = key.has_send ? send : recv;
+    const auto delta = static_cast<ptrdiff_t>(reinterpret_cast<uintptr_t>(anchor) -
+                                              reinterpret_cast<uintptr_t>(repeat_anchor_));
+    if (delta != 0) [[unlikely]] {
+      const auto old = reinterpret_cast<uintptr_t>(repeat_anchor_);
+      const auto old_recv = key.has_send ? old + static_cast<uintptr_t>(key.recv_from_send) : old;
+      reusable_.Rebase(key.has_send ? repeat_anchor_ : nullptr, key.send_bytes,
+                       key.has_recv ? reinterpret_cast<const void*>(old_recv) : nullptr,
+                       key.recv_bytes, delta);
+      repeat_anchor_ = anchor;
+    }
     reusable_.ZeroScratch();
     reusable_unchanged_ = true;
   } else {
     reusable_.Clear();
     build(&reusable_);
     repeat_key_ = key;
+    repeat_anchor_ = key.has_send ? send : recv;
     // A schedule that could not be built fails its call; build it again
     // next time rather than remember that. Registered calls take their own
     // path (host_ipc.cc) and are never repeated here.

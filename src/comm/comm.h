@@ -114,7 +114,12 @@ class Communicator {
   // everything it reads. Builders are pure functions of it, so a call equal
   // to the previous one runs the schedule built then.
   struct RepeatKey {
-    CollArgs args;
+    CollArgs args;  // send and recv null: the buffers may move (below)
+    // The buffers: recv's place relative to send, which ops point into
+    // which extents, and those extents (bytes from send and from recv).
+    intptr_t recv_from_send = 0;
+    bool has_send = false, has_recv = false;
+    size_t send_bytes = 0, recv_bytes = 0;
     BuildFn build = nullptr;  // null: a send to or receive from `peer`
     int peer = -1;
     bool is_send = false;
@@ -127,7 +132,13 @@ class Communicator {
   // per-peer queues are made again (the small-call latency path; the key
   // must not hold pointers to memory that may be reused with other
   // contents, such as a v-collective's copied counts).
-  Status RunRepeatable(const RepeatKey& key, const std::function<void(Schedule*)>& build);
+  // `send` and `recv` are the call's buffers (the key holds only where they
+  // are relative to each other): a repeat on buffers at another address
+  // moves the kept schedule's pointers into them (Schedule::Rebase), as a
+  // benchmark that walks its buffers (nccl-tests) or an application whose
+  // buffers move between steps does.
+  Status RunRepeatable(const RepeatKey& key, const void* send, const void* recv,
+                       const std::function<void(Schedule*)>& build);
 
   // batonRecvAny (comm/any_source.cc): under the lock that orders the calls,
   // waits for a peer whose next message to this rank opens a send of
@@ -212,6 +223,8 @@ class Communicator {
   // and nothing rebuilt reusable_ since); unchanged: this run's reusable_
   // is the one the executor ran last time. Guarded by run_mu_.
   RepeatKey repeat_key_;
+  // Where reusable_'s buffers are: its send buffer, or recv without one.
+  const void* repeat_anchor_ = nullptr;
   bool repeat_valid_ = false;
   bool reusable_unchanged_ = false;
   std::atomic<batonResult_t> async_error_{batonSuccess};

@@ -121,15 +121,27 @@ Status Route(const CallSite& site, const Call& call) {
     // schedule depends on more than the key holds: a PreMulSum scalar, a
     // registration, or a v-collective's counts (copied per call, so equal
     // pointers may hold other counts).
+    const CudaCallBuffers& buf = call.buffers;
     if (!b.premul && b.registered == nullptr && call.args.counts == nullptr &&
-        call.args.send_counts == nullptr) {
-      const Communicator::RepeatKey key{.args = call.args,
-                                        .build = b.build,
-                                        .peer = b.peer,
-                                        .is_send = b.is_send,
-                                        .call = b.call,
-                                        .timeout_s = b.timeout_s};
-      return site.comm->RunRepeatable(key, build);
+        call.args.send_counts == nullptr && buf.send == call.args.send &&
+        buf.recv == call.args.recv) {
+      const auto s = reinterpret_cast<uintptr_t>(buf.send),
+                 r = reinterpret_cast<uintptr_t>(buf.recv);
+      Communicator::RepeatKey key{
+          .args = call.args,
+          .recv_from_send = s != 0 && r != 0 ? static_cast<intptr_t>(r - s) : 0,
+          .has_send = s != 0,
+          .has_recv = r != 0,
+          .send_bytes = buf.send_bytes,
+          .recv_bytes = buf.recv_bytes,
+          .build = b.build,
+          .peer = b.peer,
+          .is_send = b.is_send,
+          .call = b.call,
+          .timeout_s = b.timeout_s};
+      key.args.send = nullptr;
+      key.args.recv = nullptr;
+      return site.comm->RunRepeatable(key, buf.send, buf.recv, build);
     }
     return site.comm->Run(build);
   }

@@ -84,6 +84,50 @@ void AllReduceRepeats(RankContext& ctx) {
   }
 }
 
+// The same allreduce and allgather on buffers that move between calls by
+// odd steps, as nccl-tests walks its buffers, in and out of place: a repeat
+// runs its schedule moved to the new buffers (Schedule::Rebase).
+void MovingBuffers(RankContext& ctx) {
+  const int n = ctx.nranks(), rank = ctx.rank();
+  for (size_t count : {size_t{2}, size_t{33}, size_t{5000}}) {
+    std::vector<float> send(count * 8 + 64), recv(count * 8 * n + 64);
+    for (bool in_place : {false, true}) {
+      // Consecutive equal calls (each a repeat of the one before), buffers
+      // moving by 3 elements each time and back every 7th call.
+      for (int it = 0; it < 24; ++it) {
+        const size_t shift = static_cast<size_t>(it % 7) * 3;  // elements
+        float* out = recv.data() + shift;
+        float* in = in_place ? out : send.data() + shift;
+        ctx.SetStep("moving allreduce count " + std::to_string(count) + " iteration " +
+                    std::to_string(it));
+        for (size_t i = 0; i < count; ++i) in[i] = Input(rank, it, i);
+        MP_ASSERT_OK(ctx,
+                     batonAllReduce(in, out, count, batonFloat32, batonSum, ctx.comm(), nullptr));
+        for (size_t i = 0; i < count; ++i) {
+          float want = 0;
+          for (int r = 0; r < n; ++r) want += Input(r, it, i);
+          MP_ASSERT_EQ(ctx, out[i], want) << "count " << count << " shift " << shift
+                                          << (in_place ? " in place" : "") << " element " << i;
+        }
+      }
+      for (int it = 0; it < 24; ++it) {
+        const size_t shift = static_cast<size_t>(it % 7) * 3;
+        float* out = recv.data() + shift;
+        float* mine = in_place ? out + rank * count : send.data() + shift;
+        ctx.SetStep("moving allgather count " + std::to_string(count) + " iteration " +
+                    std::to_string(it));
+        for (size_t i = 0; i < count; ++i) mine[i] = Input(rank, it, i);
+        MP_ASSERT_OK(ctx, batonAllGather(mine, out, count, batonFloat32, ctx.comm(), nullptr));
+        for (int r = 0; r < n; ++r)
+          for (size_t i = 0; i < count; ++i)
+            MP_ASSERT_EQ(ctx, out[r * count + i], Input(r, it, i))
+                << "allgather count " << count << " shift " << shift << " block " << r
+                << (in_place ? " in place" : "");
+      }
+    }
+  }
+}
+
 // The same allgatherv twice with the same arrays, whose counts change in
 // between: equal pointers, other contents, so the call must not be taken for
 // a repeat.
@@ -152,6 +196,7 @@ void SendRecvRepeats(RankContext& ctx) {
 
 void Body(RankContext& ctx) {
   AllReduceRepeats(ctx);
+  MovingBuffers(ctx);
   AllGatherVCountsChange(ctx);
   SendRecvRepeats(ctx);
 }
