@@ -16,9 +16,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 
-#include "algorithms/rhd.h"
 #include "base/datatype.h"
 
 namespace baton {
@@ -48,8 +48,8 @@ CostParams DefaultCostParams(int nic_mbps) {
   // ~4 us per further message; the wire's rate, but no faster than one
   // stream's copies through the kernel (~3 GB/s).
   const double mbps = nic_mbps > 0 ? nic_mbps : 10000;
-  p.link[static_cast<int>(LinkClass::kNetwork)] = {20.0, 4.0,
-                                                   std::max(8.0 / (0.94 * mbps), 1.0 / 3000)};
+  p.link[static_cast<int>(LinkClass::kNetwork)] = {
+      20.0, 4.0, std::max(8.0 / (0.94 * mbps), p.tcp_copy_us_per_byte)};
   for (int t = 0; t < batonNumTypes; ++t) p.reduce_us_per_byte[t] = 1.0 / 12000;
   // Half-precision types convert through float.
   p.reduce_us_per_byte[batonFloat16] = p.reduce_us_per_byte[batonBfloat16] = 1.0 / 6000;
@@ -107,8 +107,59 @@ double CostModel::Staged(size_t bytes, double gamma, size_t chunk, const StepCos
   return Slowest(paths, cb, gamma) + (k - 1) * per_chunk;
 }
 
+double CostModel::RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
+                               const std::vector<StepCost>& steps, const StepCost& fold) {
+  auto step = [](const StepCost& s, double bytes, double g) {
+    return s.alpha + bytes * (s.beta + g);
+  };
+  // A fold delays the absorbing rank's first message and the folded-out
+  // rank's result. The other ranks' first step overlaps with the first, so
+  // of the second only the bytes count.
+  double t = FloorPow2(p) < p ? step(fold, n, gamma) + n * fold.beta : 0;
+  if (!rabenseifner) {
+    for (const StepCost& s : steps) t += step(s, n, gamma);
+  } else {
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const double part = n / static_cast<double>(2 << k);
+      t += step(steps[k], part, gamma) + step(steps[k], part, 0);
+    }
+  }
+  return t;
+}
+
+size_t CostModel::RhdCrossover(double gamma, int p, const std::vector<StepCost>& steps,
+                               const StepCost& fold) {
+  auto rabenseifner_wins = [&](size_t n) {
+    const double nb = static_cast<double>(n);
+    return RhdAllReduce(true, nb, gamma, p, steps, fold) <
+           RhdAllReduce(false, nb, gamma, p, steps, fold);
+  };
+  // Both are linear in n and Rabenseifner moves and reduces fewer bytes,
+  // so it wins from one size on, found by bisection (2^40: never).
+  size_t lo = 0, hi = size_t{1} << 40;
+  if (!rabenseifner_wins(hi)) return SIZE_MAX;
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (rabenseifner_wins(mid) ? hi : lo) = mid;
+  }
+  return rabenseifner_wins(lo) ? lo : hi;
+}
+
+void CostModel::ComputeRhdSwitches() {
+  const int hosts = p_ / std::max(1, per_host_);
+  for (int t = 0; t < batonNumTypes; ++t) {
+    const double gamma = Gamma(static_cast<batonDataType_t>(t));
+    rhd_switch_[t] = params_.rhd_switch_bytes != 0 ? params_.rhd_switch_bytes
+                                                   : RhdCrossover(gamma, p_, rhd_, fold_);
+    inter_rhd_switch_[t] = params_.rhd_switch_bytes != 0
+                               ? params_.rhd_switch_bytes
+                               : RhdCrossover(gamma, hosts, inter_rhd_, inter_fold_);
+  }
+}
+
 double CostModel::Rhd(Collective c, size_t n, double gamma, size_t count, int p,
-                      const std::vector<StepCost>& steps, const StepCost& fold) const {
+                      const std::vector<StepCost>& steps, const StepCost& fold,
+                      size_t rhd_switch) const {
   const int p2 = FloorPow2(p);
   const bool folded = p2 < p;
   const double nb = static_cast<double>(n);
@@ -116,21 +167,11 @@ double CostModel::Rhd(Collective c, size_t n, double gamma, size_t count, int p,
   auto step = [](const StepCost& s, double bytes, double g) {
     return s.alpha + bytes * (s.beta + g);
   };
-  // A fold delays the absorbing rank's first message and the folded-out
-  // rank's result. The other ranks' first step overlaps with the first, so
-  // of the second only the bytes count.
   switch (c) {
     case Collective::kAllReduce:
-      if (folded) t += step(fold, nb, gamma) + nb * fold.beta;
-      if (n < kRhdSmallMessageBytes || count < static_cast<size_t>(p)) {
-        for (const StepCost& s : steps) t += step(s, nb, gamma);  // recursive doubling
-      } else {
-        for (size_t k = 0; k < steps.size(); ++k) {  // Rabenseifner
-          const double part = nb / static_cast<double>(2 << k);
-          t += step(steps[k], part, gamma) + step(steps[k], part, 0);
-        }
-      }
-      return t;
+      // As BuildRhdAllReduce decides with CollArgs::rhd_switch_bytes.
+      return RhdAllReduce(!(n < rhd_switch || count < static_cast<size_t>(p)), nb, gamma, p, steps,
+                          fold);
     case Collective::kReduceScatter:
       if (folded) t += step(fold, nb, gamma) + nb / p * fold.beta;
       for (size_t k = 0; k < steps.size(); ++k)  // distance 2^k moves n 2^k / p'
@@ -155,8 +196,7 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
       // tree and a leaf in the other sends four messages and reduces two.
       const double k = static_cast<double>(ChunkCount(half, chunk));
       const double cb = static_cast<double>(half) / k;
-      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) +
-             Slowest(tree_paths_, cb, 0);
+      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) + Slowest(tree_paths_, cb, 0);
     }
     // A node sends (or receives) two chunks per chunk index, one per tree;
     // replays of the schedules (tests/unit/cost_model_test.cc) show the two
@@ -171,7 +211,7 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
 }
 
 double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chunk,
-                               Algorithm* inter) const {
+                               size_t rhd_switch, Algorithm* inter) const {
   const int l = per_host_, hosts = p_ / std::max(1, per_host_);
   *inter = Algorithm::kRing;
   if (c == Collective::kBroadcast || c == Collective::kReduce) {
@@ -179,13 +219,13 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
     // stages as chains or both as binomial trees.
     const double g = c == Collective::kReduce ? gamma : 0;
     const double r = g > 0 ? 1 : 0;
-    const double chain = (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_)
-                                    : 0) +
-                         (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
+    const double chain =
+        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_) : 0) +
+        (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
     const double binomial =
-        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_,
-                            inter_binomial_)
-                   : 0) +
+        (hosts > 1
+             ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_, inter_binomial_)
+             : 0) +
         (l > 1 ? Staged(n, g, chunk, intra_, intra_fanout_, r * intra_fanout_, intra_binomial_)
                : 0);
     if (binomial < chain) *inter = Algorithm::kBinomial;
@@ -206,13 +246,13 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
   // Each local rank allreduces its slice with its counterparts on the
   // other hosts; the better of a ring and recursive halving/doubling.
   const size_t block = (slice + hosts - 1) / hosts;
-  const Paths full = {Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2,
-                           inter_half_[0].hops * 2}};
+  const Paths full = {
+      Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2, inter_half_[0].hops * 2}};
   const double ring = Serial(2 * (hosts - 1), hosts - 1, block, gamma, chunk, inter_ring_, full);
   // (The element count only matters below `hosts` elements, where bytes
   // stand in for it harmlessly.)
   const double rhd =
-      Rhd(Collective::kAllReduce, slice, gamma, slice, hosts, inter_rhd_, inter_fold_);
+      Rhd(Collective::kAllReduce, slice, gamma, slice, hosts, inter_rhd_, inter_fold_, rhd_switch);
   if (rhd < ring) *inter = Algorithm::kRecursiveHalvingDoubling;
   return t + std::min(ring, rhd);
 }
@@ -275,6 +315,8 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   const size_t count = bytes / es;
   const size_t block = (bytes + p_ - 1) / p_;  // a ring segment or one rank's block
   Algorithm inter = Algorithm::kRing;
+  if (a == Algorithm::kRecursiveHalvingDoubling || a == Algorithm::kHierarchical)
+    best.rhd_switch_bytes = RhdSwitchBytes(datatype, a == Algorithm::kHierarchical);
   auto evaluate = [&](size_t chunk) -> double {
     if (p_ <= 1) return 0;
     switch (a) {
@@ -294,7 +336,7 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
             return 0;
         }
       case Algorithm::kRecursiveHalvingDoubling:
-        return Rhd(c, bytes, gamma, count, p_, rhd_, fold_);
+        return Rhd(c, bytes, gamma, count, p_, rhd_, fold_, best.rhd_switch_bytes);
       case Algorithm::kTree:
         return Tree(c, bytes, gamma, chunk);
       case Algorithm::kBinomial:
@@ -307,7 +349,7 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
       case Algorithm::kPairwise:
         return Alltoall(block);
       case Algorithm::kHierarchical:
-        return Hierarchical(c, bytes, gamma, chunk, &inter);
+        return Hierarchical(c, bytes, gamma, chunk, best.rhd_switch_bytes, &inter);
       case Algorithm::kDirect:
         return Direct(block, c == Collective::kScatter);
     }

@@ -15,11 +15,10 @@ namespace baton {
 namespace {
 
 // Static tables, so that nothing here allocates per call.
-constexpr AlgorithmImpl kAllReduce[] = {
-    {Algorithm::kRing, BuildRingAllReduce},
-    {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
-    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
-    {Algorithm::kHierarchical, BuildHierarchicalAllReduce}};
+constexpr AlgorithmImpl kAllReduce[] = {{Algorithm::kRing, BuildRingAllReduce},
+                                        {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
+                                        {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
+                                        {Algorithm::kHierarchical, BuildHierarchicalAllReduce}};
 constexpr AlgorithmImpl kBroadcast[] = {{Algorithm::kRing, BuildChainBroadcast},
                                         {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
                                         {Algorithm::kBinomial, BuildBinomialBroadcast},
@@ -69,13 +68,16 @@ std::string Quoted(const char* name) {
   return out;
 }
 
-// "ring chunk 512K", "hier/rhd": the chunk only when the message exceeds it.
-std::string ChoiceText(const Choice& c, size_t bytes) {
+// "ring chunk 512K", "hier/rhd", "rhd doubling": the chunk only when the
+// message exceeds it; for an rhd allreduce the variant that runs.
+std::string ChoiceText(Collective collective, const Choice& c, size_t bytes) {
   std::string s = AlgorithmName(c.algorithm);
   if (c.algorithm == Algorithm::kHierarchical) {
     s += '/';
     s += AlgorithmName(c.inter);
   }
+  if (collective == Collective::kAllReduce && c.algorithm == Algorithm::kRecursiveHalvingDoubling)
+    s += bytes < c.rhd_switch_bytes ? " doubling" : " rabenseifner";
   if (c.chunk_bytes != 0 && c.chunk_bytes < bytes) {
     s += " chunk ";
     s += HumanBytes(c.chunk_bytes);
@@ -125,8 +127,8 @@ void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter
       names += std::string(names.empty() ? "" : ", ") + AlgorithmName(impl.algorithm);
       if (filter.Allows(c, impl.algorithm) &&
           !model.Predict(c, impl.algorithm, 0, batonFloat32, fixed_chunk).valid)
-        allowed_but_invalid += std::string(allowed_but_invalid.empty() ? "" : ", ") +
-                               AlgorithmName(impl.algorithm);
+        allowed_but_invalid +=
+            std::string(allowed_but_invalid.empty() ? "" : ", ") + AlgorithmName(impl.algorithm);
     }
     std::string& why = nothing_allowed_[ci];
     why = std::string("BATON_ALGO=") + filter.spec() + " leaves no algorithm for " +
@@ -156,6 +158,7 @@ void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter
             best.inter = p.inter;
             best.chunk_bytes = static_cast<uint32_t>(p.chunk_bytes);
             best.predicted_us = static_cast<float>(p.us);
+            best.rhd_switch_bytes = p.rhd_switch_bytes;
           }
         }
         table_[Index(c, datatype, k)] = best;
@@ -186,13 +189,14 @@ std::vector<std::string> SelectionTable::Describe(const CostModel& model) const 
         line += buf;
         first = false;
       }
-      line += " -> " + (choice.build ? ChoiceText(choice, bytes) : std::string("none (BATON_ALGO)"));
+      line +=
+          " -> " + (choice.build ? ChoiceText(c, choice, bytes) : std::string("none (BATON_ALGO)"));
       for (int dt = 0; dt < batonNumTypes && Reduces(c); ++dt) {
         const Choice& other = table_[Index(c, static_cast<batonDataType_t>(dt), k)];
         if (other.build != choice.build || other.chunk_bytes != choice.chunk_bytes ||
             other.inter != choice.inter)
           line += std::string("; ") + DatatypeName(static_cast<batonDataType_t>(dt)) + ": " +
-                  ChoiceText(other, bytes);
+                  ChoiceText(c, other, bytes);
       }
       lines.push_back(line);
     }

@@ -44,7 +44,7 @@ CostParams TestParams() {
 // The replay of `algorithm`'s schedules for `bytes` (whole vector, or all
 // blocks for the per-rank collectives) of float32 with `chunk`.
 double Replay(const CommTopology& topo, const CostParams& params, Collective c, Algorithm a,
-              size_t bytes, size_t chunk, Algorithm inter) {
+              size_t bytes, size_t chunk, const Prediction& pred) {
   const int p = topo.nranks();
   const std::vector<int> ring = topo.RingOrder();
   HostLayout layout;
@@ -74,7 +74,9 @@ double Replay(const CommTopology& topo, const CostParams& params, Collective c, 
     args.ring = &ring;
     args.chunk_bytes = chunk;
     args.hosts = &layout;
-    args.inter_host = inter;
+    // As launch/call.cc applies the table's choice (ApplyChoice).
+    args.inter_host = pred.inter;
+    args.rhd_switch_bytes = pred.rhd_switch_bytes;
     build(args, &schedules[r]);
   }
   auto link = [&](int x, int y) {
@@ -82,8 +84,9 @@ double Replay(const CommTopology& topo, const CostParams& params, Collective c, 
     const LinkCost& l = params.link[static_cast<int>(cls)];
     return LinkTiming{l.alpha_us, l.overhead_us, l.us_per_byte, cls == LinkClass::kNetwork};
   };
-  return ReplaySchedules(schedules, link, [&](int r) { return topo.host_of(r); },
-                         params.reduce_us_per_byte[batonFloat32]);
+  return ReplaySchedules(
+      schedules, link, [&](int r) { return topo.host_of(r); },
+      params.reduce_us_per_byte[batonFloat32]);
 }
 
 struct Case {
@@ -91,10 +94,10 @@ struct Case {
 };
 
 struct Outcome {
-  double worst_ratio = 0;    // max over algorithms of max(model/replay, replay/model)
-  double worst_exact = 0;    // the same over the families the model describes exactly
-  double worst_regret = 0;   // replay of the model's choice / best replay
-  std::string report;        // every line, for a failure message
+  double worst_ratio = 0;   // max over algorithms of max(model/replay, replay/model)
+  double worst_exact = 0;   // the same over the families the model describes exactly
+  double worst_regret = 0;  // replay of the model's choice / best replay
+  std::string report;       // every line, for a failure message
 };
 
 // Ring and recursive halving/doubling with one rank per host: the formulas
@@ -123,7 +126,7 @@ Outcome Compare(const Case& k) {
         const size_t chunk = 64 << 10;
         const Prediction pred = model.Predict(c, impl.algorithm, bytes, batonFloat32, chunk);
         if (!pred.valid) continue;
-        const double replay = Replay(topo, params, c, impl.algorithm, bytes, chunk, pred.inter);
+        const double replay = Replay(topo, params, c, impl.algorithm, bytes, chunk, pred);
         EXPECT_GT(replay, 0) << CollectiveName(c) << " " << AlgorithmName(impl.algorithm);
         const double ratio = std::max(pred.us / replay, replay / pred.us);
         snprintf(line, sizeof(line), "%dx%d %s %s %zu B: model %.1f replay %.1f\n", k.hosts,
@@ -188,10 +191,10 @@ TEST(CostModelTest, ChoicesFollowTheMessageSize) {
     for (int ci = 0; ci < kNumCollectives; ++ci)
       for (int dt = 0; dt < batonNumTypes; ++dt)
         for (size_t bytes : {size_t(0), size_t(1), size_t(12345), size_t(1) << 40})
-          EXPECT_NE(table.Lookup(static_cast<Collective>(ci), static_cast<batonDataType_t>(dt),
-                                 bytes)
-                        .build,
-                    nullptr);
+          EXPECT_NE(
+              table.Lookup(static_cast<Collective>(ci), static_cast<batonDataType_t>(dt), bytes)
+                  .build,
+              nullptr);
   }
 }
 
@@ -236,9 +239,8 @@ TEST(CostModelTest, HierarchicalNeedsEqualHosts) {
   const CommTopology topo(places);
   const CostModel model(topo, topo.RingOrder(), {64, 64}, DefaultCostParams(10000));
   EXPECT_FALSE(model.uniform_hosts());
-  EXPECT_FALSE(model.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20,
-                             batonFloat32)
-                   .valid);
+  EXPECT_FALSE(
+      model.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20, batonFloat32).valid);
   AlgorithmFilter filter;
   ASSERT_TRUE(AlgorithmFilter::Parse("hier", &filter).ok());
   SelectionTable table;
@@ -249,10 +251,11 @@ TEST(CostModelTest, HierarchicalNeedsEqualHosts) {
   // With equal hosts, hier is a candidate, and it wins where the network
   // dominates: large allreduces on 4 hosts x 4 ranks.
   const CommTopology equal = Layout(4, 4);
-  const CostModel model2(equal, equal.RingOrder(), std::vector<int>(4, 64), DefaultCostParams(1000));
-  EXPECT_TRUE(model2.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20,
-                             batonFloat32)
-                  .valid);
+  const CostModel model2(equal, equal.RingOrder(), std::vector<int>(4, 64),
+                         DefaultCostParams(1000));
+  EXPECT_TRUE(
+      model2.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20, batonFloat32)
+          .valid);
   const double hier =
       model2.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 64 << 20, batonFloat32).us;
   const double ring =
