@@ -154,8 +154,8 @@ inline constexpr size_t kDefaultChunkBytes = 512 << 10;
 // The recursive halving/doubling allreduce's switch when nothing chose one
 // (CollArgs::rhd_switch_bytes): recursive doubling below it, Rabenseifner
 // from it. The tuner replaces it with the cost model's crossover of the two
-// (docs/tuning.md); 16 KiB sits between that crossover over shared memory
-// (~10 KiB) and between real hosts over TCP (~30 KiB and up).
+// (docs/tuning.md); 16 KiB sits between the model's crossovers over shared
+// memory (2-14 KiB) and between hosts over TCP (tens of KiB and up).
 inline constexpr size_t kRhdSmallMessageBytes = 16 << 10;
 
 // The ranks of a communicator grouped by host, the same number on each, for

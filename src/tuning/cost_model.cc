@@ -48,8 +48,8 @@ CostParams DefaultCostParams(int nic_mbps) {
   // ~4 us per further message; the wire's rate, but no faster than one
   // stream's copies through the kernel (~3 GB/s).
   const double mbps = nic_mbps > 0 ? nic_mbps : 10000;
-  p.link[static_cast<int>(LinkClass::kNetwork)] = {
-      20.0, 4.0, std::max(8.0 / (0.94 * mbps), p.tcp_copy_us_per_byte)};
+  p.link[static_cast<int>(LinkClass::kNetwork)] = {20.0, 4.0,
+                                                   std::max(8.0 / (0.94 * mbps), 1.0 / 3000)};
   for (int t = 0; t < batonNumTypes; ++t) p.reduce_us_per_byte[t] = 1.0 / 12000;
   // Half-precision types convert through float.
   p.reduce_us_per_byte[batonFloat16] = p.reduce_us_per_byte[batonBfloat16] = 1.0 / 6000;
@@ -147,13 +147,20 @@ size_t CostModel::RhdCrossover(double gamma, int p, const std::vector<StepCost>&
 
 void CostModel::ComputeRhdSwitches() {
   const int hosts = p_ / std::max(1, per_host_);
+  // Never below the old fixed switch: the shared-memory figures (an 8 B
+  // message, a 32 MiB copy) miss what an exchange step of a few KiB costs,
+  // and put the crossover at 2-14 KiB where recursive doubling measured as
+  // fast as Rabenseifner up to 64 KiB (docs/tuning.md). Over TCP the
+  // crossover lies above it.
+  auto model = [&](double gamma, int p, const std::vector<StepCost>& steps, const StepCost& fold) {
+    return params_.rhd_switch_bytes != 0
+               ? params_.rhd_switch_bytes
+               : std::max(kRhdSmallMessageBytes, RhdCrossover(gamma, p, steps, fold));
+  };
   for (int t = 0; t < batonNumTypes; ++t) {
     const double gamma = Gamma(static_cast<batonDataType_t>(t));
-    rhd_switch_[t] = params_.rhd_switch_bytes != 0 ? params_.rhd_switch_bytes
-                                                   : RhdCrossover(gamma, p_, rhd_, fold_);
-    inter_rhd_switch_[t] = params_.rhd_switch_bytes != 0
-                               ? params_.rhd_switch_bytes
-                               : RhdCrossover(gamma, hosts, inter_rhd_, inter_fold_);
+    rhd_switch_[t] = model(gamma, p_, rhd_, fold_);
+    inter_rhd_switch_[t] = model(gamma, hosts, inter_rhd_, inter_fold_);
   }
 }
 
@@ -196,7 +203,8 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
       // tree and a leaf in the other sends four messages and reduces two.
       const double k = static_cast<double>(ChunkCount(half, chunk));
       const double cb = static_cast<double>(half) / k;
-      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) + Slowest(tree_paths_, cb, 0);
+      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) +
+             Slowest(tree_paths_, cb, 0);
     }
     // A node sends (or receives) two chunks per chunk index, one per tree;
     // replays of the schedules (tests/unit/cost_model_test.cc) show the two
@@ -219,13 +227,13 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
     // stages as chains or both as binomial trees.
     const double g = c == Collective::kReduce ? gamma : 0;
     const double r = g > 0 ? 1 : 0;
-    const double chain =
-        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_) : 0) +
-        (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
+    const double chain = (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_)
+                                    : 0) +
+                         (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
     const double binomial =
-        (hosts > 1
-             ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_, inter_binomial_)
-             : 0) +
+        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_,
+                            inter_binomial_)
+                   : 0) +
         (l > 1 ? Staged(n, g, chunk, intra_, intra_fanout_, r * intra_fanout_, intra_binomial_)
                : 0);
     if (binomial < chain) *inter = Algorithm::kBinomial;
@@ -246,8 +254,8 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
   // Each local rank allreduces its slice with its counterparts on the
   // other hosts; the better of a ring and recursive halving/doubling.
   const size_t block = (slice + hosts - 1) / hosts;
-  const Paths full = {
-      Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2, inter_half_[0].hops * 2}};
+  const Paths full = {Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2,
+                           inter_half_[0].hops * 2}};
   const double ring = Serial(2 * (hosts - 1), hosts - 1, block, gamma, chunk, inter_ring_, full);
   // (The element count only matters below `hosts` elements, where bytes
   // stand in for it harmlessly.)

@@ -43,12 +43,6 @@ struct CostParams {
   // Added to every message's alpha on a host with more ranks than cores:
   // the receiver must be scheduled onto a core first.
   double switch_us = 1.5;
-  // A TCP stream's copies through the kernel, per byte and per end (~3 GB/s
-  // each end on the 2-core VM). On a machine with more ranks than cores
-  // (simulated hosts) a network byte's copies come out of the same shared
-  // cores, so the network's beta is at least this times the two ends times
-  // the oversubscription (docs/tuning.md, "Simulated hosts").
-  double tcp_copy_us_per_byte = 1.0 / 3000;
   // The recursive halving/doubling allreduce's switch from recursive
   // doubling to Rabenseifner, in bytes (BATON_RHD_SWITCH); 0: the cost
   // model's crossover of the two.
@@ -101,8 +95,9 @@ class CostModel {
   // The recursive halving/doubling allreduce's switch for `datatype`: the
   // smallest vector (bytes) for which the model has Rabenseifner cheaper
   // than recursive doubling over this communicator's rhd steps (or, with
-  // `inter_host`, hierarchical's steps among the hosts); SIZE_MAX when it
-  // never is. CostParams::rhd_switch_bytes instead when set.
+  // `inter_host`, hierarchical's steps among the hosts), but no less than
+  // kRhdSmallMessageBytes; SIZE_MAX when it never is.
+  // CostParams::rhd_switch_bytes instead when set.
   size_t RhdSwitchBytes(batonDataType_t datatype, bool inter_host = false) const {
     const int t = static_cast<int>(datatype);
     const int i = t >= 0 && t < batonNumTypes ? t : 0;
@@ -126,10 +121,6 @@ class CostModel {
   struct StepCost {
     double alpha = 0, overhead = 0, beta = 0;
     bool cpu_bound = true;  // shared memory: the CPUs copy (no overlap with reducing)
-    // A network pair's beta, split: the wire's (shared by a host's streams
-    // through its NIC) and the kernel copies' on oversubscribed cores
-    // (already counting every rank on the machine); beta is the larger.
-    double wire_beta = 0, copy_beta = 0;
   };
   // A chain of hops a chunk travels (a ring segment's route, a path from a
   // tree's root to a leaf): the latencies and per-byte costs of its hops
@@ -181,7 +172,7 @@ class CostModel {
   // The two allreduce variants' times.
   static double RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
                              const std::vector<StepCost>& steps, const StepCost& fold);
-  // Where Rabenseifner becomes the cheaper of the two (RhdSwitchBytes).
+  // Where Rabenseifner becomes the cheaper of the two.
   static size_t RhdCrossover(double gamma, int p, const std::vector<StepCost>& steps,
                              const StepCost& fold);
   void ComputeRhdSwitches();

@@ -81,17 +81,6 @@ CostModel::StepCost CostModel::PairCost(int a, int b) const {
   s.overhead = lc.overhead_us * f;
   s.beta = lc.us_per_byte * (cpu_bound ? f : 1.0);
   s.cpu_bound = cpu_bound;
-  if (!cpu_bound) {
-    // The wire is the host's own, but the kernel's copies at both ends take
-    // CPU time: on an oversubscribed machine every rank's copies share its
-    // cores, both ends' when the two hosts are simulated on one machine.
-    s.wire_beta = s.beta;
-    const RankPlace& pa = topology_->place(a);
-    const RankPlace& pb = topology_->place(b);
-    const bool one_machine = pa.machine != 0 && pa.machine == pb.machine;
-    if (f > 1) s.copy_beta = params_.tcp_copy_us_per_byte * f * (one_machine ? 2 : 1);
-    s.beta = std::max(s.wire_beta, s.copy_beta);
-  }
   return s;
 }
 
@@ -100,7 +89,7 @@ CostModel::StepCost CostModel::WorstOf(const std::vector<std::pair<int, int>>& p
   StepCost worst;
   std::vector<int> streams(topology_->hosts(), 0);
   int most = 1;
-  double wire_beta = 0, copy_beta = 0;
+  double network_beta = 0;
   for (auto [a, b] : pairs) {
     const StepCost s = PairCost(a, b);
     worst.alpha = std::max(worst.alpha, s.alpha);
@@ -108,18 +97,12 @@ CostModel::StepCost CostModel::WorstOf(const std::vector<std::pair<int, int>>& p
     if (s.cpu_bound) {
       worst.beta = std::max(worst.beta, s.beta);
     } else {
-      wire_beta = std::max(wire_beta, s.wire_beta);
-      copy_beta = std::max(copy_beta, s.copy_beta);
+      network_beta = std::max(network_beta, s.beta);
       if (simultaneous) most = std::max(most, ++streams[topology_->host_of(a)]);
     }
   }
-  // A host's streams share its NIC; the copies' term already counts every
-  // rank of the machine.
-  const double network_beta = std::max(wire_beta * most, copy_beta);
-  if (network_beta > worst.beta) {
-    worst.beta = network_beta;
-    worst.wire_beta = wire_beta * most;
-    worst.copy_beta = copy_beta;
+  if (network_beta * most > worst.beta) {
+    worst.beta = network_beta * most;
     worst.cpu_bound = false;
   }
   return worst;
@@ -354,8 +337,7 @@ void CostModel::SummarizeHierarchical(const std::vector<int>& ring) {
   for (int bit = 1; bit < h2; bit <<= 1) {
     pairs.clear();
     for (int v = 0; v < h2; ++v)
-      for (int i = 0; i < l; ++i)
-        pairs.push_back({hosts[host_of_v(v)][i], hosts[host_of_v(v ^ bit)][i]});
+      for (int i = 0; i < l; ++i) pairs.push_back({hosts[host_of_v(v)][i], hosts[host_of_v(v ^ bit)][i]});
     inter_rhd_.push_back(WorstOf(pairs));
   }
   pairs.clear();

@@ -24,8 +24,7 @@ std::string DescribeCostParams(const CostParams& params) {
              GBps(l.us_per_byte));
     out += buf;
   }
-  snprintf(buf, sizeof(buf), " context switch %.3g us; TCP copies %.3g GB/s per end;",
-           params.switch_us, GBps(params.tcp_copy_us_per_byte));
+  snprintf(buf, sizeof(buf), " context switch %.3g us;", params.switch_us);
   out += buf;
   out += " reduce";
   for (int t = 0; t < batonNumTypes; ++t) {
@@ -68,8 +67,8 @@ std::string TuningReportJson(const CommTopology& topology, const CostModel& mode
     for (int r : topology.host_ranks()[h]) {
       const RankPlace& p = topology.place(r);
       out += first ? "" : ", ";
-      out += "{\"rank\": " + std::to_string(r) +
-             ", \"package\": " + (p.package < 0 ? std::string("null") : std::to_string(p.package)) +
+      out += "{\"rank\": " + std::to_string(r) + ", \"package\": " +
+             (p.package < 0 ? std::string("null") : std::to_string(p.package)) +
              ", \"numa\": " + (p.numa < 0 ? std::string("null") : std::to_string(p.numa)) + "}";
       first = false;
     }

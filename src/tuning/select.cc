@@ -15,10 +15,11 @@ namespace baton {
 namespace {
 
 // Static tables, so that nothing here allocates per call.
-constexpr AlgorithmImpl kAllReduce[] = {{Algorithm::kRing, BuildRingAllReduce},
-                                        {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
-                                        {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
-                                        {Algorithm::kHierarchical, BuildHierarchicalAllReduce}};
+constexpr AlgorithmImpl kAllReduce[] = {
+    {Algorithm::kRing, BuildRingAllReduce},
+    {Algorithm::kRecursiveHalvingDoubling, BuildRhdAllReduce},
+    {Algorithm::kTree, BuildDoubleBinaryTreeAllReduce},
+    {Algorithm::kHierarchical, BuildHierarchicalAllReduce}};
 constexpr AlgorithmImpl kBroadcast[] = {{Algorithm::kRing, BuildChainBroadcast},
                                         {Algorithm::kTree, BuildDoubleBinaryTreeBroadcast},
                                         {Algorithm::kBinomial, BuildBinomialBroadcast},
@@ -127,8 +128,8 @@ void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter
       names += std::string(names.empty() ? "" : ", ") + AlgorithmName(impl.algorithm);
       if (filter.Allows(c, impl.algorithm) &&
           !model.Predict(c, impl.algorithm, 0, batonFloat32, fixed_chunk).valid)
-        allowed_but_invalid +=
-            std::string(allowed_but_invalid.empty() ? "" : ", ") + AlgorithmName(impl.algorithm);
+        allowed_but_invalid += std::string(allowed_but_invalid.empty() ? "" : ", ") +
+                               AlgorithmName(impl.algorithm);
     }
     std::string& why = nothing_allowed_[ci];
     why = std::string("BATON_ALGO=") + filter.spec() + " leaves no algorithm for " +

@@ -84,9 +84,8 @@ double Replay(const CommTopology& topo, const CostParams& params, Collective c, 
     const LinkCost& l = params.link[static_cast<int>(cls)];
     return LinkTiming{l.alpha_us, l.overhead_us, l.us_per_byte, cls == LinkClass::kNetwork};
   };
-  return ReplaySchedules(
-      schedules, link, [&](int r) { return topo.host_of(r); },
-      params.reduce_us_per_byte[batonFloat32]);
+  return ReplaySchedules(schedules, link, [&](int r) { return topo.host_of(r); },
+                         params.reduce_us_per_byte[batonFloat32]);
 }
 
 struct Case {
@@ -94,10 +93,10 @@ struct Case {
 };
 
 struct Outcome {
-  double worst_ratio = 0;   // max over algorithms of max(model/replay, replay/model)
-  double worst_exact = 0;   // the same over the families the model describes exactly
-  double worst_regret = 0;  // replay of the model's choice / best replay
-  std::string report;       // every line, for a failure message
+  double worst_ratio = 0;    // max over algorithms of max(model/replay, replay/model)
+  double worst_exact = 0;    // the same over the families the model describes exactly
+  double worst_regret = 0;   // replay of the model's choice / best replay
+  std::string report;        // every line, for a failure message
 };
 
 // Ring and recursive halving/doubling with one rank per host: the formulas
@@ -191,10 +190,10 @@ TEST(CostModelTest, ChoicesFollowTheMessageSize) {
     for (int ci = 0; ci < kNumCollectives; ++ci)
       for (int dt = 0; dt < batonNumTypes; ++dt)
         for (size_t bytes : {size_t(0), size_t(1), size_t(12345), size_t(1) << 40})
-          EXPECT_NE(
-              table.Lookup(static_cast<Collective>(ci), static_cast<batonDataType_t>(dt), bytes)
-                  .build,
-              nullptr);
+          EXPECT_NE(table.Lookup(static_cast<Collective>(ci), static_cast<batonDataType_t>(dt),
+                                 bytes)
+                        .build,
+                    nullptr);
   }
 }
 
@@ -239,8 +238,9 @@ TEST(CostModelTest, HierarchicalNeedsEqualHosts) {
   const CommTopology topo(places);
   const CostModel model(topo, topo.RingOrder(), {64, 64}, DefaultCostParams(10000));
   EXPECT_FALSE(model.uniform_hosts());
-  EXPECT_FALSE(
-      model.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20, batonFloat32).valid);
+  EXPECT_FALSE(model.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20,
+                             batonFloat32)
+                   .valid);
   AlgorithmFilter filter;
   ASSERT_TRUE(AlgorithmFilter::Parse("hier", &filter).ok());
   SelectionTable table;
@@ -251,11 +251,10 @@ TEST(CostModelTest, HierarchicalNeedsEqualHosts) {
   // With equal hosts, hier is a candidate, and it wins where the network
   // dominates: large allreduces on 4 hosts x 4 ranks.
   const CommTopology equal = Layout(4, 4);
-  const CostModel model2(equal, equal.RingOrder(), std::vector<int>(4, 64),
-                         DefaultCostParams(1000));
-  EXPECT_TRUE(
-      model2.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20, batonFloat32)
-          .valid);
+  const CostModel model2(equal, equal.RingOrder(), std::vector<int>(4, 64), DefaultCostParams(1000));
+  EXPECT_TRUE(model2.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20,
+                             batonFloat32)
+                  .valid);
   const double hier =
       model2.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 64 << 20, batonFloat32).us;
   const double ring =
