@@ -189,6 +189,31 @@ TEST(RhdSwitchTest, TableCarriesTheSwitchToTheBuilder) {
   }
 }
 
+// Hier's allreduce among the hosts has its own switch, from the steps among
+// the hosts: 4 hosts of 2 ranks, both ranks of a host crossing the network
+// at once (each stream half the NIC).
+TEST(RhdSwitchTest, HierarchicalStageHasItsOwnSwitch) {
+  const CommTopology topo = Layout(4, 2);
+  const CostParams d = DefaultCostParams(10000);
+  const CostModel model(topo, topo.RingOrder(), std::vector<int>(4, 64), d);
+  const LinkCost net = d.link[static_cast<int>(LinkClass::kNetwork)];
+  const double want = std::max(static_cast<double>(kRhdSmallMessageBytes),
+                               ClosedFormCrossover(4, net.alpha_us, 2 * net.us_per_byte,
+                                                   d.reduce_us_per_byte[batonFloat32]));
+  const size_t inter = model.RhdSwitchBytes(batonFloat32, true);
+  EXPECT_NEAR(static_cast<double>(inter), want, want * 1e-6 + 1);
+  const Prediction hier =
+      model.Predict(Collective::kAllReduce, Algorithm::kHierarchical, 1 << 20, batonFloat32);
+  EXPECT_EQ(hier.rhd_switch_bytes, inter);
+  AlgorithmFilter only_hier;
+  ASSERT_TRUE(AlgorithmFilter::Parse("hier", &only_hier).ok());
+  SelectionTable table;
+  table.Build(model, only_hier, 0);
+  CollArgs args;
+  ApplyChoice(table.Lookup(Collective::kAllReduce, batonFloat32, 1 << 20), &args);
+  EXPECT_EQ(args.rhd_switch_bytes, inter);
+}
+
 TEST(RhdSwitchTest, BuilderFollowsTheSwitch) {
   CollArgs a;
   EXPECT_EQ(a.rhd_switch_bytes, kRhdSmallMessageBytes);  // what callers get unless they set it
