@@ -1,5 +1,6 @@
 #include "tuning/select.h"
 
+#include <cstdint>
 #include <cstdio>
 
 #include "algorithms/chain.h"
@@ -223,6 +224,14 @@ std::string SelectionTable::Json(const CostModel& model) const {
       out += Quoted(choice.build && choice.algorithm == Algorithm::kHierarchical
                         ? AlgorithmName(choice.inter)
                         : nullptr);
+      // An rhd allreduce's switch to Rabenseifner (hier: among the hosts).
+      const bool rhd = choice.build && c == Collective::kAllReduce &&
+                       (choice.algorithm == Algorithm::kRecursiveHalvingDoubling ||
+                        (choice.algorithm == Algorithm::kHierarchical &&
+                         choice.inter == Algorithm::kRecursiveHalvingDoubling));
+      out += ", \"rhd_switch\": ";
+      out += rhd && choice.rhd_switch_bytes != SIZE_MAX ? std::to_string(choice.rhd_switch_bytes)
+                                                        : std::string("null");
       snprintf(buf, sizeof(buf), ", \"predicted_us\": %.6g, \"candidates\": {",
                static_cast<double>(choice.predicted_us));
       out += buf;

@@ -80,7 +80,8 @@ class SelectionTable {
   // datatypes only where their choice differs.
   std::vector<std::string> Describe(const CostModel& model) const;
   // The same as a JSON array of {"collective", "datatype", "bytes",
-  // "algorithm", "chunk", "inter", "predicted_us", "candidates": {...}}.
+  // "algorithm", "chunk", "inter", "rhd_switch" (an rhd allreduce's switch
+  // to Rabenseifner, else null), "predicted_us", "candidates": {...}}.
   std::string Json(const CostModel& model) const;
 
   static int SizeClass(size_t bytes) {

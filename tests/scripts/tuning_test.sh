@@ -47,6 +47,11 @@ for e in table:
         abs(min(e["candidates"].values()) / e["candidates"][e["algorithm"]] - 1) < 1e-3, e
 small = [e for e in table if e["collective"] == "allreduce" and e["bytes"] == 8][0]
 assert small["algorithm"] != "ring", small
+for e in table:
+    assert "rhd_switch" in e, e
+    rhd = e["collective"] == "allreduce" and (e["algorithm"] == "rhd" or e["inter"] == "rhd")
+    assert (e["rhd_switch"] is not None) == rhd, e
+    assert e["rhd_switch"] is None or e["rhd_switch"] >= 16384, e
 PY
 else
   fail "baton-topo --json exited $?"
