@@ -6,6 +6,7 @@
 
 #include <baton.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -113,6 +114,13 @@ struct Schedule {
     block.assign(bytes, 0);
     return block.data();
   }
+  // Zeroes the live scratch blocks again, as a fresh build would leave
+  // them: a schedule run a second time without rebuilding (a repeated call)
+  // starts from the same state.
+  void ZeroScratch() {
+    for (size_t i = 0; i < scratch_used; ++i)
+      std::fill(scratch[i].begin(), scratch[i].end(), uint8_t{0});
+  }
   // `bytes` of memory, uninitialized, that lives until clear().
   uint8_t* AllocFilled(size_t bytes) {
     if (filled_used == filled.size()) filled.emplace_back();
@@ -200,6 +208,8 @@ struct CollArgs {
   const size_t* displs = nullptr;
   const size_t* send_counts = nullptr;
   const size_t* send_displs = nullptr;
+
+  bool operator==(const CollArgs&) const = default;
 };
 
 }  // namespace baton

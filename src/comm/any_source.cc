@@ -36,6 +36,7 @@ Status Communicator::RunAnySource(size_t count, batonDataType_t datatype,
         std::to_string(their_bytes) + " bytes): counts and datatypes must agree"));
   }
   reusable_.Clear();
+  repeat_valid_ = false;
   build(peer, &reusable_);
   BATON_RETURN_IF_ERROR(RunLocked(reusable_));
   *source = peer;

@@ -298,8 +298,29 @@ Status Communicator::Run(const Schedule& schedule) {
 Status Communicator::Run(const std::function<void(Schedule*)>& build) {
   std::lock_guard<std::mutex> lock(run_mu_);
   reusable_.Clear();
+  repeat_valid_ = false;
   build(&reusable_);
   return RunLocked(reusable_);
+}
+
+Status Communicator::RunRepeatable(const RepeatKey& key,
+                                   const std::function<void(Schedule*)>& build) {
+  std::lock_guard<std::mutex> lock(run_mu_);
+  if (repeat_valid_ && key == repeat_key_) {
+    reusable_.ZeroScratch();
+    reusable_unchanged_ = true;
+  } else {
+    reusable_.Clear();
+    build(&reusable_);
+    repeat_key_ = key;
+    // A schedule that could not be built fails its call; build it again
+    // next time rather than remember that. Registered calls take their own
+    // path (host_ipc.cc) and are never repeated here.
+    repeat_valid_ = reusable_.build_error.ok() && !reusable_.registered.valid;
+  }
+  Status st = RunLocked(reusable_);
+  reusable_unchanged_ = false;
+  return st;
 }
 
 void Communicator::NumberCalls(const Schedule& schedule) {
@@ -339,7 +360,7 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     memcpy(dst, &w0, 8);
     memcpy(dst + 8, &w1, 8);
     memcpy(dst + 16, &w2, 8);
-    const uint64_t record = recorder_->Begin(w0, w1, w2);
+    const uint32_t record = recorder_->Begin(w0, w1, w2);
     if (i == 0) first_record_ = record;
   }
   if (trace_ != nullptr) [[unlikely]]
@@ -354,7 +375,8 @@ void Communicator::NumberCalls(const Schedule& schedule) {
 }
 
 void Communicator::EndCalls(batonResult_t result) {
-  for (size_t i = 0; i < numbered_.size(); ++i) recorder_->End(first_record_ + i, result);
+  for (size_t i = 0; i < numbered_.size(); ++i)
+    recorder_->End(recorder_->Next(first_record_, i), result);
   if (trace_ != nullptr) [[unlikely]]
     trace_->End(result);
 }
@@ -427,7 +449,8 @@ Status Communicator::RunNumberedLocked(const Schedule& schedule) {
       return Fail(std::move(st));
     }
   }
-  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s);
+  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s,
+                             reusable_unchanged_ && &schedule == &reusable_);
   EndCalls(st.code());
   if (!st.ok()) return Fail(std::move(st));
   return st;

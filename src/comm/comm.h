@@ -110,6 +110,24 @@ class Communicator {
   // Builds the schedule into a buffer the communicator reuses (no
   // allocation per call once warm) and runs it.
   Status Run(const std::function<void(Schedule*)>& build);
+  // What determines a synchronous call's schedule: the builder and
+  // everything it reads. Builders are pure functions of it, so a call equal
+  // to the previous one runs the schedule built then.
+  struct RepeatKey {
+    CollArgs args;
+    BuildFn build = nullptr;  // null: a send to or receive from `peer`
+    int peer = -1;
+    bool is_send = false;
+    CallDescriptor call;
+    double timeout_s = -1;
+    bool operator==(const RepeatKey&) const = default;
+  };
+  // Run(build) for a call described by `key`: when the previous call made
+  // through here had the same key, neither `build` nor the executor's
+  // per-peer queues are made again (the small-call latency path; the key
+  // must not hold pointers to memory that may be reused with other
+  // contents, such as a v-collective's copied counts).
+  Status RunRepeatable(const RepeatKey& key, const std::function<void(Schedule*)>& build);
 
   // batonRecvAny (comm/any_source.cc): under the lock that orders the calls,
   // waits for a peer whose next message to this rank opens a send of
@@ -181,7 +199,7 @@ class Communicator {
   Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.
   std::unique_ptr<FlightRecorder> recorder_;
-  uint64_t first_record_ = 0;  // the recorder's index of numbered_[0]
+  uint32_t first_record_ = 0;  // the recorder's entry of numbered_[0]
   std::unique_ptr<ChannelSet> channels_;
   std::unique_ptr<Executor> executor_;
   // BATON_TRACE_FILE's timeline (null without one); guarded by run_mu_.
@@ -190,6 +208,12 @@ class Communicator {
 
   std::mutex run_mu_;
   Schedule reusable_;  // guarded by run_mu_
+  // The key reusable_ was last built for by RunRepeatable (valid: it was,
+  // and nothing rebuilt reusable_ since); unchanged: this run's reusable_
+  // is the one the executor ran last time. Guarded by run_mu_.
+  RepeatKey repeat_key_;
+  bool repeat_valid_ = false;
+  bool reusable_unchanged_ = false;
   std::atomic<batonResult_t> async_error_{batonSuccess};
   std::string sticky_message_;
   std::atomic<double> call_timeout_s_{-1};

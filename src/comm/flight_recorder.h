@@ -32,10 +32,13 @@ class FlightRecorder {
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  // Records a call (its descriptor's three words) as running; returns the
-  // index End takes.
-  uint64_t Begin(uint64_t w0, uint64_t w1, uint64_t w2) {
-    FlightEntry& e = entries_[calls_ % capacity_];
+  // Records a call (its descriptor's three words) as running; returns its
+  // entry, which End takes (Next steps from one entry to a later call's).
+  uint32_t Begin(uint64_t w0, uint64_t w1, uint64_t w2) {
+    // Entry calls_ % capacity_, kept as a cursor: a division per call is a
+    // visible part of the small-call latency.
+    const uint32_t entry = cursor_;
+    FlightEntry& e = entries_[entry];
     const uint32_t lock = e.lock.load(std::memory_order_relaxed);
     e.lock.store(lock + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);
@@ -47,12 +50,18 @@ class FlightRecorder {
     e.result.store(0, std::memory_order_relaxed);
     e.lock.store(lock + 2, std::memory_order_release);
     header_->calls.store(++calls_, std::memory_order_release);
-    return calls_ - 1;
+    cursor_ = Next(entry, 1);
+    return entry;
+  }
+  // The entry `later` calls after `entry`'s.
+  uint32_t Next(uint32_t entry, size_t later) const {
+    const uint64_t n = uint64_t{entry} + later;
+    return static_cast<uint32_t>(n < capacity_ ? n : n % capacity_);
   }
   // (No end time: a clock read per call is a few percent of the small-call
   // latency, and how long a finished call took is the profiler's job.)
-  void End(uint64_t index, batonResult_t result) {
-    FlightEntry& e = entries_[index % capacity_];
+  void End(uint32_t entry, batonResult_t result) {
+    FlightEntry& e = entries_[entry];
     e.result.store(result, std::memory_order_relaxed);
     e.state.store(
         static_cast<uint32_t>(result == batonSuccess ? FlightState::kDone : FlightState::kFailed),
@@ -75,6 +84,7 @@ class FlightRecorder {
   FlightEntry* entries_ = nullptr;
   uint32_t capacity_ = 1;
   uint64_t calls_ = 0;
+  uint32_t cursor_ = 0;  // calls_ % capacity_
 };
 
 }  // namespace baton

@@ -150,29 +150,8 @@ Status Executor::ConnectPeers(const Schedule& schedule) {
   return channels_->Connect(missing, DeadlineIn(timeout_s_));
 }
 
-Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank,
-                     double timeout_s) {
+Status Executor::PrepareQueues(const Schedule& schedule) {
   const auto& ops = schedule.ops;
-  if (ops.empty()) return Status::Ok();
-  timeout_s_ = config_.timeout_s;
-  probe_ = config_.probe;
-  if (timeout_s >= 0 && timeout_s != config_.timeout_s) [[unlikely]] {
-    timeout_s_ = timeout_s;
-    probe_ = std::min(probe_, std::chrono::milliseconds(static_cast<int64_t>(
-                                  std::clamp(timeout_s * 1000.0 / 4, 50.0, 1000.0))));
-  }
-  if (calls.empty()) return InternalError("a schedule without call descriptors");
-  const size_t ncalls = calls.size();
-  auto call_of = [&](const Op& op) -> const CallDescriptor& {
-    return calls[op.call < ncalls ? op.call : 0];
-  };
-  std::vector<uint8_t>& complete = complete_;
-  complete.assign(ops.size(), 0);
-  auto ready = [&](const Op& op) {
-    return (op.deps[0] < 0 || complete[op.deps[0]]) && (op.deps[1] < 0 || complete[op.deps[1]]);
-  };
-
-  // Build the per-peer queues; copies run as soon as their deps allow.
   std::vector<Queue>& queues = queues_;
   std::vector<int>& send_queue_of = send_queue_of_;
   std::vector<int>& recv_queue_of = recv_queue_of_;
@@ -216,6 +195,47 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
   }
   // Queues past nqueues are leftovers from a bigger earlier run.
   for (size_t i = nqueues; i < queues.size(); ++i) queues[i].cursor = queues[i].ops.size();
+  nqueues_ = nqueues;
+  return Status::Ok();
+}
+
+Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank,
+                     double timeout_s, bool unchanged) {
+  const auto& ops = schedule.ops;
+  if (ops.empty()) return Status::Ok();
+  timeout_s_ = config_.timeout_s;
+  probe_ = config_.probe;
+  if (timeout_s >= 0 && timeout_s != config_.timeout_s) [[unlikely]] {
+    timeout_s_ = timeout_s;
+    probe_ = std::min(probe_, std::chrono::milliseconds(static_cast<int64_t>(
+                                  std::clamp(timeout_s * 1000.0 / 4, 50.0, 1000.0))));
+  }
+  if (calls.empty()) return InternalError("a schedule without call descriptors");
+  const size_t ncalls = calls.size();
+  auto call_of = [&](const Op& op) -> const CallDescriptor& {
+    return calls[op.call < ncalls ? op.call : 0];
+  };
+  std::vector<uint8_t>& complete = complete_;
+  complete.assign(ops.size(), 0);
+  auto ready = [&](const Op& op) {
+    return (op.deps[0] < 0 || complete[op.deps[0]]) && (op.deps[1] < 0 || complete[op.deps[1]]);
+  };
+
+  // Build the per-peer queues; copies run as soon as their deps allow.
+  std::vector<Queue>& queues = queues_;
+  std::vector<int>& copies = copies_;
+  if (unchanged && prepared_ == &schedule) {
+    for (size_t i = 0; i < nqueues_; ++i) {
+      Queue& q = queues[i];
+      q.cursor = 0;
+      q.done = 0;
+      q.open_call = -1;
+    }
+  } else {
+    prepared_ = nullptr;
+    BATON_RETURN_IF_ERROR(PrepareQueues(schedule));
+    prepared_ = &schedule;
+  }
 
   size_t remaining = ops.size();
   size_t copy_cursor = 0;  // copies run in order (they rarely depend on anything)

@@ -44,8 +44,11 @@ class Executor {
   // numbered (schedule.calls with sequence numbers, or the one internal
   // call that stands for a schedule without calls). timeout_s: this run's
   // timeout (a call's own, batonCommSetCallTimeout), < 0: the config's.
+  // unchanged: the caller vouches that `schedule` has not changed since
+  // this executor's last run, so if that run was of this same object its
+  // per-peer queues are reused (a repeated call).
   Status Run(const Schedule& schedule, const std::vector<CallDescriptor>& calls, int rank,
-             double timeout_s = -1);
+             double timeout_s = -1, bool unchanged = false);
   // batonRecvAny (exec/any_source.cc): waits until some peer's next message
   // to rank `rank` opens a send (a point-to-point call) and names that peer
   // in *peer, with the descriptor it carries in *theirs. Peers are tried in
@@ -85,6 +88,8 @@ class Executor {
   // Connects the peers of `schedule` that have no channel yet (connections
   // made on first use); out of line, as below.
   [[gnu::cold, gnu::noinline]] Status ConnectPeers(const Schedule& schedule);
+  // Sorts the schedule's ops into per-peer queues and the local copies.
+  Status PrepareQueues(const Schedule& schedule);
   // The error to report for a failed ProgressSend/Recv on queue `q`: a
   // mismatch in words, or the note of the peer that left. Out of line: the
   // loop that calls it is the latency path.
@@ -101,6 +106,9 @@ class Executor {
   std::vector<uint8_t> complete_;
   std::vector<Queue> queues_;
   std::vector<int> send_queue_of_, recv_queue_of_, copies_;
+  // The schedule queues_[0, nqueues_) and copies_ were made for (null: none).
+  const Schedule* prepared_ = nullptr;
+  size_t nqueues_ = 0;
   WaitSet wait_set_;
 };
 

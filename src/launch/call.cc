@@ -115,7 +115,23 @@ Status Route(const CallSite& site, const Call& call) {
     // Synchronous: build and run right here. Capturing by reference keeps
     // the builder within std::function's inline storage, so the latency
     // path allocates nothing.
-    return site.comm->Run([&call](Schedule* s) { call.builder(call.args, s); });
+    auto build = [&call](Schedule* s) { call.builder(call.args, s); };
+    const Builder& b = call.builder;
+    // A call that repeats the previous one reuses its schedule, unless the
+    // schedule depends on more than the key holds: a PreMulSum scalar, a
+    // registration, or a v-collective's counts (copied per call, so equal
+    // pointers may hold other counts).
+    if (!b.premul && b.registered == nullptr && call.args.counts == nullptr &&
+        call.args.send_counts == nullptr) {
+      const Communicator::RepeatKey key{.args = call.args,
+                                        .build = b.build,
+                                        .peer = b.peer,
+                                        .is_send = b.is_send,
+                                        .call = b.call,
+                                        .timeout_s = b.timeout_s};
+      return site.comm->RunRepeatable(key, build);
+    }
+    return site.comm->Run(build);
   }
   Launch l;
   l.comm = site.comm;

@@ -131,6 +131,7 @@ class ShmSegment {
   // into the shared header later.
   struct Layout {
     uint32_t nrings = 0, nslots = 0, slot_bytes = 0;
+    uint32_t slot_mask = 0;  // nslots - 1 (nslots is a power of two)
     uint64_t ring_stride = 0, data_offset = 0;
   };
   const Layout& layout() const { return layout_; }
@@ -139,7 +140,7 @@ class ShmSegment {
   }
   uint8_t* slot(uint32_t ring_index, uint64_t slot_no) const {
     return reinterpret_cast<uint8_t*>(ring(ring_index)) + layout_.data_offset +
-           (slot_no % layout_.nslots) * layout_.slot_bytes;
+           (slot_no & layout_.slot_mask) * layout_.slot_bytes;
   }
 
  private:
