@@ -70,7 +70,7 @@ void AddFoldedOut(const CollArgs& a, const Fold& f, const uint8_t* send, size_t 
 
 void BuildRhdAllReduce(const CollArgs& a, Schedule* out) {
   const size_t bytes = a.count * DatatypeSize(a.datatype);
-  if (a.count < static_cast<size_t>(a.nranks) || bytes < kRhdSmallMessageBytes) {
+  if (a.count < static_cast<size_t>(a.nranks) || bytes < a.rhd_switch_bytes) {
     BuildRecursiveDoublingAllReduce(a, out);
   } else {
     BuildRabenseifnerAllReduce(a, out);

@@ -25,17 +25,13 @@
 
 namespace baton {
 
-// Allreduces of fewer bytes than this use recursive doubling (the whole
-// vector in each of L = log2(p) steps); larger ones use Rabenseifner, which
-// sends 2(p-1)/p of the vector in 2L steps. Rabenseifner's L extra
-// latencies (alpha each) pay off once the ~(L - 2) vector transfers it saves
-// (beta per byte) cost more, i.e. around n ~ alpha / beta: ~30 KiB over TCP
-// (25 us, 1.25 GB/s), ~10 KiB over shared memory (1 us, 10 GB/s). 16 KiB
-// sits between the two; MPICH uses 2 KiB, tuned for low-latency networks.
-inline constexpr size_t kRhdSmallMessageBytes = 16 << 10;
-
-// Allreduce: recursive doubling when count < nranks or the vector is
-// smaller than kRhdSmallMessageBytes, Rabenseifner otherwise.
+// Allreduce: recursive doubling (the whole vector in each of L = log2(p')
+// steps) when count < nranks or the vector is smaller than
+// args.rhd_switch_bytes, Rabenseifner (2(p'-1)/p' of the vector in 2L steps)
+// otherwise. Rabenseifner's L extra latencies pay off once the vector
+// transfers and reductions it saves cost more, i.e. around n ~ L alpha /
+// beta; the tuner puts the switch there from the cost model's step costs
+// (kRhdSmallMessageBytes when nothing set it).
 void BuildRhdAllReduce(const CollArgs& args, Schedule* out);
 
 // Rabenseifner allreduce for any count: reduce-scatter by recursive halving

@@ -166,6 +166,13 @@ struct Schedule {
 // sets one (Baton's own small collectives).
 inline constexpr size_t kDefaultChunkBytes = 512 << 10;
 
+// The recursive halving/doubling allreduce's switch when nothing chose one
+// (CollArgs::rhd_switch_bytes): recursive doubling below it, Rabenseifner
+// from it. The tuner replaces it with the cost model's crossover of the two
+// (docs/tuning.md); 16 KiB sits between the model's crossovers over shared
+// memory (2-14 KiB) and between hosts over TCP (tens of KiB and up).
+inline constexpr size_t kRhdSmallMessageBytes = 16 << 10;
+
 // The ranks of a communicator grouped by host, the same number on each, for
 // the hierarchical algorithms: ranks[h * per_host + i] is local rank i of
 // host h (hosts and their ranks in ring order).
@@ -193,6 +200,12 @@ struct CollArgs {
   // numbers of ranks) and the allreduce run among them.
   const HostLayout* hosts = nullptr;
   Algorithm inter_host = Algorithm::kRing;
+  // Allreduce by recursive halving/doubling (flat, or hierarchical's
+  // inter-host stage): vectors of fewer bytes than this run recursive
+  // doubling, the others Rabenseifner (a vector of fewer elements than
+  // ranks always recursive doubling). The tuner sets it to the cost model's
+  // crossover; 0 always takes Rabenseifner, SIZE_MAX recursive doubling.
+  size_t rhd_switch_bytes = kRhdSmallMessageBytes;
   // Variable counts (allgatherv, reducescatterv, alltoallv), in elements, as
   // MPI lays them out: the receive side's counts and displacements per rank,
   // and (alltoallv) the send side's. Null counts: every block is `count`

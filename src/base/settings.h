@@ -63,6 +63,8 @@ namespace baton {
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \
     "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
+  X(rhd_switch, "BATON_RHD_SWITCH", Size, 0,                                                       \
+    "rhd allreduce: recursive doubling below this many bytes, Rabenseifner from it (0: the model)") \
   X(calibrate, "BATON_CALIBRATE", Bool, false,                                                     \
     "measure the cost model's link and reduction figures at communicator creation (cached)")       \
   X(calibration_cache, "BATON_CALIBRATION_CACHE", String, "",                                      \

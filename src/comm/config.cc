@@ -45,6 +45,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.cma_coll_min_speed = static_cast<int>(std::clamp<int64_t>(s.cma_coll_min_speed, 0, 100000));
   c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
+  c.rhd_switch_bytes = s.rhd_switch;
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
   c.socket_ifname = s.socket_ifname;
   c.hostid = s.hostid;

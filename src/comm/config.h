@@ -39,6 +39,7 @@ struct CommConfig {
   std::string trace_list;         // BATON_TRACE_LIST (set by batonrun)
   TransportConfig transport;      // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
   size_t chunk_bytes = 0;         // BATON_CHUNKSIZE (0: the cost model chooses)
+  size_t rhd_switch_bytes = 0;    // BATON_RHD_SWITCH (0: the cost model chooses)
   bool calibrate = false;         // BATON_CALIBRATE
   std::string calibration_cache;  // BATON_CALIBRATION_CACHE
   std::string topo_dump_file;     // BATON_TOPO_DUMP_FILE

@@ -2,7 +2,9 @@
 // calibrated), the cost model and the algorithm table of a communicator.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <string>
 
 #include "base/log.h"
 #include "comm/calibrate.h"
@@ -33,6 +35,7 @@ Status Communicator::SetUpTuning() {
     if (p.nic_mbps > 0) nic_mbps = nic_mbps == 0 ? p.nic_mbps : std::min(nic_mbps, p.nic_mbps);
   CostParams params = DefaultCostParams(nic_mbps);
   if (config_.calibrate) BATON_RETURN_IF_ERROR(Calibrate(this, &params));
+  params.rhd_switch_bytes = config_.rhd_switch_bytes;
 
   std::vector<int> cores(hosts.size(), 0);
   for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;
@@ -46,6 +49,15 @@ Status Communicator::SetUpTuning() {
     BATON_INFO(kLogTuning, "TUNING cost figures (%s)", DescribeCostParams(params).c_str());
     BATON_INFO(kLogTuning, "TUNING table of %d ranks on %d hosts built in %.0f us", nranks_,
                topology_.hosts(), build_us);
+    auto human = [](size_t bytes) {
+      return bytes == SIZE_MAX ? std::string("never") : std::to_string(bytes) + " B";
+    };
+    BATON_INFO(kLogTuning,
+               "TUNING rhd allreduce (float32) switches to Rabenseifner at %s, among the hosts "
+               "at %s (%s)",
+               human(cost_model_->RhdSwitchBytes(batonFloat32)).c_str(),
+               human(cost_model_->RhdSwitchBytes(batonFloat32, true)).c_str(),
+               params.rhd_switch_bytes != 0 ? "BATON_RHD_SWITCH" : "the cost model");
     for (const std::string& line : selection_.Describe(*cost_model_))
       BATON_INFO(kLogTuning, "TUNING %s", line.c_str());
   }

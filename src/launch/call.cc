@@ -314,8 +314,7 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
                      static_cast<uint8_t>(kCallKindCollectiveBase + static_cast<int>(c.collective)),
                      count, static_cast<uint8_t>(c.datatype), op_code, c.root,
                      static_cast<uint8_t>(choice.algorithm), false, counts_hash);
-  if (choice.chunk_bytes != 0) call.args.chunk_bytes = choice.chunk_bytes;
-  call.args.inter_host = choice.inter;
+  ApplyChoice(choice, &call.args);
   // CUDA IPC plans exist for the collectives of the uniform kind that
   // predate gather and scatter; the others stage device buffers.
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};

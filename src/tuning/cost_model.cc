@@ -16,9 +16,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 
-#include "algorithms/rhd.h"
 #include "base/datatype.h"
 
 namespace baton {
@@ -107,8 +107,66 @@ double CostModel::Staged(size_t bytes, double gamma, size_t chunk, const StepCos
   return Slowest(paths, cb, gamma) + (k - 1) * per_chunk;
 }
 
+double CostModel::RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
+                               const std::vector<StepCost>& steps, const StepCost& fold) {
+  auto step = [](const StepCost& s, double bytes, double g) {
+    return s.alpha + bytes * (s.beta + g);
+  };
+  // A fold delays the absorbing rank's first message and the folded-out
+  // rank's result. The other ranks' first step overlaps with the first, so
+  // of the second only the bytes count.
+  double t = FloorPow2(p) < p ? step(fold, n, gamma) + n * fold.beta : 0;
+  if (!rabenseifner) {
+    for (const StepCost& s : steps) t += step(s, n, gamma);
+  } else {
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const double part = n / static_cast<double>(2 << k);
+      t += step(steps[k], part, gamma) + step(steps[k], part, 0);
+    }
+  }
+  return t;
+}
+
+size_t CostModel::RhdCrossover(double gamma, int p, const std::vector<StepCost>& steps,
+                               const StepCost& fold) {
+  auto rabenseifner_wins = [&](size_t n) {
+    const double nb = static_cast<double>(n);
+    return RhdAllReduce(true, nb, gamma, p, steps, fold) <
+           RhdAllReduce(false, nb, gamma, p, steps, fold);
+  };
+  // Both are linear in n and Rabenseifner moves and reduces fewer bytes,
+  // so it wins from one size on, found by bisection (2^40: never).
+  size_t lo = 0, hi = size_t{1} << 40;
+  if (!rabenseifner_wins(hi)) return SIZE_MAX;
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    (rabenseifner_wins(mid) ? hi : lo) = mid;
+  }
+  return rabenseifner_wins(lo) ? lo : hi;
+}
+
+void CostModel::ComputeRhdSwitches() {
+  const int hosts = p_ / std::max(1, per_host_);
+  // Never below the old fixed switch: the shared-memory figures (an 8 B
+  // message, a 32 MiB copy) miss what an exchange step of a few KiB costs,
+  // and put the crossover at 2-14 KiB where recursive doubling measured as
+  // fast as Rabenseifner up to 64 KiB (docs/tuning.md). Over TCP the
+  // crossover lies above it.
+  auto model = [&](double gamma, int p, const std::vector<StepCost>& steps, const StepCost& fold) {
+    return params_.rhd_switch_bytes != 0
+               ? params_.rhd_switch_bytes
+               : std::max(kRhdSmallMessageBytes, RhdCrossover(gamma, p, steps, fold));
+  };
+  for (int t = 0; t < batonNumTypes; ++t) {
+    const double gamma = Gamma(static_cast<batonDataType_t>(t));
+    rhd_switch_[t] = model(gamma, p_, rhd_, fold_);
+    inter_rhd_switch_[t] = model(gamma, hosts, inter_rhd_, inter_fold_);
+  }
+}
+
 double CostModel::Rhd(Collective c, size_t n, double gamma, size_t count, int p,
-                      const std::vector<StepCost>& steps, const StepCost& fold) const {
+                      const std::vector<StepCost>& steps, const StepCost& fold,
+                      size_t rhd_switch) const {
   const int p2 = FloorPow2(p);
   const bool folded = p2 < p;
   const double nb = static_cast<double>(n);
@@ -116,21 +174,11 @@ double CostModel::Rhd(Collective c, size_t n, double gamma, size_t count, int p,
   auto step = [](const StepCost& s, double bytes, double g) {
     return s.alpha + bytes * (s.beta + g);
   };
-  // A fold delays the absorbing rank's first message and the folded-out
-  // rank's result. The other ranks' first step overlaps with the first, so
-  // of the second only the bytes count.
   switch (c) {
     case Collective::kAllReduce:
-      if (folded) t += step(fold, nb, gamma) + nb * fold.beta;
-      if (n < kRhdSmallMessageBytes || count < static_cast<size_t>(p)) {
-        for (const StepCost& s : steps) t += step(s, nb, gamma);  // recursive doubling
-      } else {
-        for (size_t k = 0; k < steps.size(); ++k) {  // Rabenseifner
-          const double part = nb / static_cast<double>(2 << k);
-          t += step(steps[k], part, gamma) + step(steps[k], part, 0);
-        }
-      }
-      return t;
+      // As BuildRhdAllReduce decides with CollArgs::rhd_switch_bytes.
+      return RhdAllReduce(!(n < rhd_switch || count < static_cast<size_t>(p)), nb, gamma, p, steps,
+                          fold);
     case Collective::kReduceScatter:
       if (folded) t += step(fold, nb, gamma) + nb / p * fold.beta;
       for (size_t k = 0; k < steps.size(); ++k)  // distance 2^k moves n 2^k / p'
@@ -171,7 +219,7 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
 }
 
 double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chunk,
-                               Algorithm* inter) const {
+                               size_t rhd_switch, Algorithm* inter) const {
   const int l = per_host_, hosts = p_ / std::max(1, per_host_);
   *inter = Algorithm::kRing;
   if (c == Collective::kBroadcast || c == Collective::kReduce) {
@@ -212,7 +260,7 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
   // (The element count only matters below `hosts` elements, where bytes
   // stand in for it harmlessly.)
   const double rhd =
-      Rhd(Collective::kAllReduce, slice, gamma, slice, hosts, inter_rhd_, inter_fold_);
+      Rhd(Collective::kAllReduce, slice, gamma, slice, hosts, inter_rhd_, inter_fold_, rhd_switch);
   if (rhd < ring) *inter = Algorithm::kRecursiveHalvingDoubling;
   return t + std::min(ring, rhd);
 }
@@ -275,6 +323,8 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   const size_t count = bytes / es;
   const size_t block = (bytes + p_ - 1) / p_;  // a ring segment or one rank's block
   Algorithm inter = Algorithm::kRing;
+  if (a == Algorithm::kRecursiveHalvingDoubling || a == Algorithm::kHierarchical)
+    best.rhd_switch_bytes = RhdSwitchBytes(datatype, a == Algorithm::kHierarchical);
   auto evaluate = [&](size_t chunk) -> double {
     if (p_ <= 1) return 0;
     switch (a) {
@@ -294,7 +344,7 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
             return 0;
         }
       case Algorithm::kRecursiveHalvingDoubling:
-        return Rhd(c, bytes, gamma, count, p_, rhd_, fold_);
+        return Rhd(c, bytes, gamma, count, p_, rhd_, fold_, best.rhd_switch_bytes);
       case Algorithm::kTree:
         return Tree(c, bytes, gamma, chunk);
       case Algorithm::kBinomial:
@@ -307,7 +357,7 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
       case Algorithm::kPairwise:
         return Alltoall(block);
       case Algorithm::kHierarchical:
-        return Hierarchical(c, bytes, gamma, chunk, &inter);
+        return Hierarchical(c, bytes, gamma, chunk, best.rhd_switch_bytes, &inter);
       case Algorithm::kDirect:
         return Direct(block, c == Collective::kScatter);
     }

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "algorithms/collective.h"
+#include "algorithms/schedule.h"
 #include "topology/comm_topology.h"
 
 namespace baton {
@@ -42,6 +43,10 @@ struct CostParams {
   // Added to every message's alpha on a host with more ranks than cores:
   // the receiver must be scheduled onto a core first.
   double switch_us = 1.5;
+  // The recursive halving/doubling allreduce's switch from recursive
+  // doubling to Rabenseifner, in bytes (BATON_RHD_SWITCH); 0: the cost
+  // model's crossover of the two.
+  size_t rhd_switch_bytes = 0;
   // "defaults" or what calibrated them; for logs and baton-topo.
   std::string source = "defaults";
 };
@@ -59,6 +64,10 @@ struct Prediction {
   // Hierarchical: the algorithm of the inter-host stage (allreduce: ring or
   // rhd; broadcast and reduce: ring (a chain) or binomial, both stages).
   Algorithm inter = Algorithm::kRing;
+  // Allreduce by rhd (flat, or hierarchical's inter-host stage): the
+  // switch from recursive doubling to Rabenseifner the prediction assumed,
+  // for CollArgs::rhd_switch_bytes.
+  size_t rhd_switch_bytes = kRhdSmallMessageBytes;
   bool valid = false;  // false: the algorithm cannot run this layout
 };
 
@@ -82,6 +91,18 @@ class CostModel {
   bool uniform_hosts() const { return uniform_hosts_; }
 
   const CostParams& params() const { return params_; }
+
+  // The recursive halving/doubling allreduce's switch for `datatype`: the
+  // smallest vector (bytes) for which the model has Rabenseifner cheaper
+  // than recursive doubling over this communicator's rhd steps (or, with
+  // `inter_host`, hierarchical's steps among the hosts), but no less than
+  // kRhdSmallMessageBytes; SIZE_MAX when it never is.
+  // CostParams::rhd_switch_bytes instead when set.
+  size_t RhdSwitchBytes(batonDataType_t datatype, bool inter_host = false) const {
+    const int t = static_cast<int>(datatype);
+    const int i = t >= 0 && t < batonNumTypes ? t : 0;
+    return inter_host ? inter_rhd_switch_[i] : rhd_switch_[i];
+  }
 
   // The chunk sizes the model chooses among.
   static constexpr size_t kChunkCandidates[] = {16 << 10,  64 << 10, 256 << 10,
@@ -144,11 +165,20 @@ class CostModel {
   // Gather and scatter of `block` bytes per rank.
   double Direct(size_t block, bool root_sends) const;
   double RootedBinomial(size_t block, size_t chunk) const;
-  // Recursive halving/doubling over p ranks with these steps and fold.
+  // Recursive halving/doubling over p ranks with these steps and fold; an
+  // allreduce switches to Rabenseifner at `rhd_switch` bytes.
   double Rhd(Collective c, size_t n, double gamma, size_t count, int p,
-             const std::vector<StepCost>& steps, const StepCost& fold) const;
+             const std::vector<StepCost>& steps, const StepCost& fold, size_t rhd_switch) const;
+  // The two allreduce variants' times.
+  static double RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
+                             const std::vector<StepCost>& steps, const StepCost& fold);
+  // Where Rabenseifner becomes the cheaper of the two.
+  static size_t RhdCrossover(double gamma, int p, const std::vector<StepCost>& steps,
+                             const StepCost& fold);
+  void ComputeRhdSwitches();
   double Tree(Collective c, size_t n, double gamma, size_t chunk) const;
-  double Hierarchical(Collective c, size_t n, double gamma, size_t chunk, Algorithm* inter) const;
+  double Hierarchical(Collective c, size_t n, double gamma, size_t chunk, size_t rhd_switch,
+                      Algorithm* inter) const;
 
   int p_ = 1;
   CostParams params_;
@@ -182,7 +212,9 @@ class CostModel {
   Paths inter_half_;
   std::vector<StepCost> inter_rhd_;
   StepCost inter_fold_;
-  StepCost inter_chain_;  // the hosts' local rank 0 only
+  size_t rhd_switch_[batonNumTypes] = {};        // RhdSwitchBytes per datatype
+  size_t inter_rhd_switch_[batonNumTypes] = {};  // the same among the hosts
+  StepCost inter_chain_;                         // the hosts' local rank 0 only
   Paths inter_chain_paths_, inter_binomial_;
   int inter_fanout_ = 0;
 };

@@ -67,6 +67,7 @@ CostModel::CostModel(const CommTopology& topology, const std::vector<int>& ring,
   network_beta_ = params_.link[static_cast<int>(LinkClass::kNetwork)].us_per_byte;
   SummarizeFlat(ring);
   SummarizeHierarchical(ring);
+  ComputeRhdSwitches();
   topology_ = nullptr;  // only the summaries outlive construction
 }
 

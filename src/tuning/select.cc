@@ -1,5 +1,6 @@
 #include "tuning/select.h"
 
+#include <cstdint>
 #include <cstdio>
 
 #include "algorithms/chain.h"
@@ -69,13 +70,16 @@ std::string Quoted(const char* name) {
   return out;
 }
 
-// "ring chunk 512K", "hier/rhd": the chunk only when the message exceeds it.
-std::string ChoiceText(const Choice& c, size_t bytes) {
+// "ring chunk 512K", "hier/rhd", "rhd doubling": the chunk only when the
+// message exceeds it; for an rhd allreduce the variant that runs.
+std::string ChoiceText(Collective collective, const Choice& c, size_t bytes) {
   std::string s = AlgorithmName(c.algorithm);
   if (c.algorithm == Algorithm::kHierarchical) {
     s += '/';
     s += AlgorithmName(c.inter);
   }
+  if (collective == Collective::kAllReduce && c.algorithm == Algorithm::kRecursiveHalvingDoubling)
+    s += bytes < c.rhd_switch_bytes ? " doubling" : " rabenseifner";
   if (c.chunk_bytes != 0 && c.chunk_bytes < bytes) {
     s += " chunk ";
     s += HumanBytes(c.chunk_bytes);
@@ -156,6 +160,7 @@ void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter
             best.inter = p.inter;
             best.chunk_bytes = static_cast<uint32_t>(p.chunk_bytes);
             best.predicted_us = static_cast<float>(p.us);
+            best.rhd_switch_bytes = p.rhd_switch_bytes;
           }
         }
         table_[Index(c, datatype, k)] = best;
@@ -186,13 +191,14 @@ std::vector<std::string> SelectionTable::Describe(const CostModel& model) const 
         line += buf;
         first = false;
       }
-      line += " -> " + (choice.build ? ChoiceText(choice, bytes) : std::string("none (BATON_ALGO)"));
+      line +=
+          " -> " + (choice.build ? ChoiceText(c, choice, bytes) : std::string("none (BATON_ALGO)"));
       for (int dt = 0; dt < batonNumTypes && Reduces(c); ++dt) {
         const Choice& other = table_[Index(c, static_cast<batonDataType_t>(dt), k)];
         if (other.build != choice.build || other.chunk_bytes != choice.chunk_bytes ||
             other.inter != choice.inter)
           line += std::string("; ") + DatatypeName(static_cast<batonDataType_t>(dt)) + ": " +
-                  ChoiceText(other, bytes);
+                  ChoiceText(c, other, bytes);
       }
       lines.push_back(line);
     }
@@ -218,6 +224,14 @@ std::string SelectionTable::Json(const CostModel& model) const {
       out += Quoted(choice.build && choice.algorithm == Algorithm::kHierarchical
                         ? AlgorithmName(choice.inter)
                         : nullptr);
+      // An rhd allreduce's switch to Rabenseifner (hier: among the hosts).
+      const bool rhd = choice.build && c == Collective::kAllReduce &&
+                       (choice.algorithm == Algorithm::kRecursiveHalvingDoubling ||
+                        (choice.algorithm == Algorithm::kHierarchical &&
+                         choice.inter == Algorithm::kRecursiveHalvingDoubling));
+      out += ", \"rhd_switch\": ";
+      out += rhd && choice.rhd_switch_bytes != SIZE_MAX ? std::to_string(choice.rhd_switch_bytes)
+                                                        : std::string("null");
       snprintf(buf, sizeof(buf), ", \"predicted_us\": %.6g, \"candidates\": {",
                static_cast<double>(choice.predicted_us));
       out += buf;

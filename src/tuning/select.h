@@ -41,7 +41,19 @@ struct Choice {
   Algorithm inter = Algorithm::kRing;  // hierarchical: the inter-host stage
   uint32_t chunk_bytes = 0;            // 0: the algorithm does not pipeline
   float predicted_us = 0;
+  // Allreduce by rhd, flat or among the hosts: recursive doubling below
+  // this many bytes, Rabenseifner from it (the cost model's crossover).
+  size_t rhd_switch_bytes = kRhdSmallMessageBytes;
 };
+
+// Sets what `choice` decided in the arguments of the call it runs (chunk
+// size, inter-host stage, rhd variant): the one path from the table to the
+// builders, for calls and for anything replaying their schedules.
+inline void ApplyChoice(const Choice& choice, CollArgs* args) {
+  if (choice.chunk_bytes != 0) args->chunk_bytes = choice.chunk_bytes;
+  args->inter_host = choice.inter;
+  args->rhd_switch_bytes = choice.rhd_switch_bytes;
+}
 
 class SelectionTable {
  public:
@@ -68,7 +80,8 @@ class SelectionTable {
   // datatypes only where their choice differs.
   std::vector<std::string> Describe(const CostModel& model) const;
   // The same as a JSON array of {"collective", "datatype", "bytes",
-  // "algorithm", "chunk", "inter", "predicted_us", "candidates": {...}}.
+  // "algorithm", "chunk", "inter", "rhd_switch" (an rhd allreduce's switch
+  // to Rabenseifner, else null), "predicted_us", "candidates": {...}}.
   std::string Json(const CostModel& model) const;
 
   static int SizeClass(size_t bytes) {

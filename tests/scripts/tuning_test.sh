@@ -47,6 +47,11 @@ for e in table:
         abs(min(e["candidates"].values()) / e["candidates"][e["algorithm"]] - 1) < 1e-3, e
 small = [e for e in table if e["collective"] == "allreduce" and e["bytes"] == 8][0]
 assert small["algorithm"] != "ring", small
+for e in table:
+    assert "rhd_switch" in e, e
+    rhd = e["collective"] == "allreduce" and (e["algorithm"] == "rhd" or e["inter"] == "rhd")
+    assert (e["rhd_switch"] is not None) == rhd, e
+    assert e["rhd_switch"] is None or e["rhd_switch"] >= 16384, e
 PY
 else
   fail "baton-topo --json exited $?"
@@ -61,6 +66,25 @@ BATON_DEBUG_SUBSYS=TUNING BATON_TOPO_DUMP_FILE="$tmp/dump.json" \
 grep -q "TUNING allreduce 8 B: ring .* us, rhd .* us, tree .* us, hier .* us -> " "$tmp/tuning.log" ||
   fail "no TUNING allreduce line: $(head -5 "$tmp/tuning.log")"
 grep -q "TUNING cost figures (defaults" "$tmp/tuning.log" || fail "no cost figures line"
+grep -q "TUNING rhd allreduce (float32) switches to Rabenseifner at 16384 B, .* (the cost model)" \
+  "$tmp/tuning.log" || fail "no rhd switch line (shared memory: the 16 KiB floor)"
+
+# BATON_RHD_SWITCH forces the rhd allreduce's variant, also under
+# BATON_ALGO=rhd, on either side of the model's switch; the results are
+# checked (-c 1) on 3 ranks (folded) around 16 KiB.
+for sw in 1 1G; do
+  want=$([[ $sw == 1 ]] && echo rabenseifner || echo doubling)
+  BATON_ALGO=rhd BATON_RHD_SWITCH=$sw BATON_DEBUG_SUBSYS=TUNING \
+    "$batonrun" -n 3 "$perf" -y 1 -b 8K -e 32K -f 2 -n 3 -w 1 -c 1 > "$tmp/rhd$sw.log" 2>&1 ||
+    fail "BATON_RHD_SWITCH=$sw run failed: $(tail -3 "$tmp/rhd$sw.log")"
+  grep -q "TUNING allreduce 16384 B: .* -> rhd $want" "$tmp/rhd$sw.log" ||
+    fail "BATON_RHD_SWITCH=$sw: 16 KiB not $want"
+  grep -q "switches to Rabenseifner at $([[ $sw == 1 ]] && echo 1 || echo 1073741824) B.*(BATON_RHD_SWITCH)" \
+    "$tmp/rhd$sw.log" || fail "BATON_RHD_SWITCH=$sw not in the TUNING log"
+  awk '/^ +[0-9]+ +[0-9]+ +float/ { rows++; if ($9 != 0 || $13 != 0) bad++ }
+       END { exit !(rows == 3 && bad == 0) }' "$tmp/rhd$sw.log" ||
+    fail "BATON_RHD_SWITCH=$sw: wrong results or missing rows"
+done
 python3 - "$tmp/dump.json" <<'PY' || fail "BATON_TOPO_DUMP_FILE content"
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -44,7 +44,7 @@ CostParams TestParams() {
 // The replay of `algorithm`'s schedules for `bytes` (whole vector, or all
 // blocks for the per-rank collectives) of float32 with `chunk`.
 double Replay(const CommTopology& topo, const CostParams& params, Collective c, Algorithm a,
-              size_t bytes, size_t chunk, Algorithm inter) {
+              size_t bytes, size_t chunk, const Prediction& pred) {
   const int p = topo.nranks();
   const std::vector<int> ring = topo.RingOrder();
   HostLayout layout;
@@ -74,7 +74,9 @@ double Replay(const CommTopology& topo, const CostParams& params, Collective c, 
     args.ring = &ring;
     args.chunk_bytes = chunk;
     args.hosts = &layout;
-    args.inter_host = inter;
+    // As launch/call.cc applies the table's choice (ApplyChoice).
+    args.inter_host = pred.inter;
+    args.rhd_switch_bytes = pred.rhd_switch_bytes;
     build(args, &schedules[r]);
   }
   auto link = [&](int x, int y) {
@@ -123,7 +125,7 @@ Outcome Compare(const Case& k) {
         const size_t chunk = 64 << 10;
         const Prediction pred = model.Predict(c, impl.algorithm, bytes, batonFloat32, chunk);
         if (!pred.valid) continue;
-        const double replay = Replay(topo, params, c, impl.algorithm, bytes, chunk, pred.inter);
+        const double replay = Replay(topo, params, c, impl.algorithm, bytes, chunk, pred);
         EXPECT_GT(replay, 0) << CollectiveName(c) << " " << AlgorithmName(impl.algorithm);
         const double ratio = std::max(pred.us / replay, replay / pred.us);
         snprintf(line, sizeof(line), "%dx%d %s %s %zu B: model %.1f replay %.1f\n", k.hosts,

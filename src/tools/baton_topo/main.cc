@@ -11,7 +11,7 @@
 // classes those ranks would get, and, for H such hosts (N ranks each) on a
 // network of M Mbit/s, the algorithm and chunk size the cost model chooses
 // for every collective from 8 B to 1 GiB (float32; BATON_ALGO and
-// BATON_CHUNKSIZE apply). --json prints one JSON object instead.
+// BATON_CHUNKSIZE and BATON_RHD_SWITCH apply). --json prints one JSON object instead.
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #include <algorithm>
@@ -245,8 +245,10 @@ int main(int argc, char** argv) {
   }
   const baton::CommTopology topology(places);
   const std::vector<int> ring = topology.RingOrder();
+  baton::CostParams params = baton::DefaultCostParams(nic_mbps);
+  params.rhd_switch_bytes = settings.rhd_switch;
   const baton::CostModel model(topology, ring, std::vector<int>(opt.hosts, m.core_count()),
-                               baton::DefaultCostParams(nic_mbps));
+                               params);
   baton::AlgorithmFilter filter;
   if (baton::Status st = baton::AlgorithmFilter::Parse(settings.algo, &filter); !st.ok()) {
     fprintf(stderr, "baton-topo: %s\n", st.message().c_str());
