@@ -279,7 +279,10 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
         if lib in BATONS:
             port = self.next_port()
             for i in range(n):
-                e = dict(env, BATON_SOCKET_IFNAME="eth0")
+                # veth reports 10 Gbit/s whatever tbf shapes it to: tell the cost model the
+                # shaped rate, as a user of a rate-limited link would (README, BATON_NET_MBPS).
+                e = dict(env, BATON_SOCKET_IFNAME="eth0",
+                         BATON_NET_MBPS=str(round(config["rate_GBps"] * 8000)))
                 # The simulated hosts share this machine's cores: each batonrun would bind
                 # its one rank to the same first core.
                 procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + pin(i) +

@@ -65,6 +65,8 @@ namespace baton {
     "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
   X(rhd_switch, "BATON_RHD_SWITCH", Size, 0,                                                       \
     "rhd allreduce: recursive doubling below this many bytes, Rabenseifner from it (0: the model)") \
+  X(net_mbps, "BATON_NET_MBPS", Int, 0,                                                            \
+    "link rate between hosts the cost model assumes, Mbit/s (0: what the interface reports)")      \
   X(calibrate, "BATON_CALIBRATE", Bool, false,                                                     \
     "measure the cost model's link and reduction figures at communicator creation (cached)")       \
   X(calibration_cache, "BATON_CALIBRATION_CACHE", String, "",                                      \

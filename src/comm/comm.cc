@@ -33,7 +33,9 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   info.wants_tcp = config.transport.force_tcp ? 1 : 0;
   info.tcp_sockets = static_cast<uint8_t>(config.transport.tcp_sockets);
-  info.nic_mbps = InterfaceSpeedMbps(ifname);
+  // A link shaped below what its interface reports (tc, a cloud's rate
+  // limit) is priced at the rate the user names.
+  info.nic_mbps = config.net_mbps > 0 ? config.net_mbps : InterfaceSpeedMbps(ifname);
   info.machine_hash = MachineHash();
   // Where this rank runs. Without a machine model (hwloc failed) it reports
   // an unbound rank on a one-package host, which costs only tuning.

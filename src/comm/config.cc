@@ -46,6 +46,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.registered_min_bytes = s.registered_min_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
   c.rhd_switch_bytes = s.rhd_switch;
+  c.net_mbps = s.net_mbps;
   BATON_RETURN_IF_ERROR(AlgorithmFilter::Parse(s.algo, &c.algorithms));
   c.socket_ifname = s.socket_ifname;
   c.hostid = s.hostid;

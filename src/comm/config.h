@@ -40,6 +40,7 @@ struct CommConfig {
   TransportConfig transport;      // BATON_TRANSPORT, BATON_BUFFSIZE, BATON_NSOCKS_PERPEER, CMA
   size_t chunk_bytes = 0;         // BATON_CHUNKSIZE (0: the cost model chooses)
   size_t rhd_switch_bytes = 0;    // BATON_RHD_SWITCH (0: the cost model chooses)
+  int net_mbps = 0;               // BATON_NET_MBPS (0: the interface's reported speed)
   bool calibrate = false;         // BATON_CALIBRATE
   std::string calibration_cache;  // BATON_CALIBRATION_CACHE
   std::string topo_dump_file;     // BATON_TOPO_DUMP_FILE
