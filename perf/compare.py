@@ -2,7 +2,7 @@
 """Baton against Open MPI, Gloo, Intel MPI, MPICH and oneCCL: the same all-reduce sweep, side by side.
 
   perf/compare.py [--build DIR] [--configs shm2,shm4,net4-1g,...] [--sizes 8,64K,64M]
-               [--reps 3] [--budget 0.3] [--quick] [--baseline DIR] [--out DIR]
+               [--reps 3] [--budget 0.3] [--warmup 2] [--quick] [--baseline DIR] [--out DIR]
 
 Runs build/perf/all_reduce_perf (Baton), build/perf/peers/mpi_all_reduce_perf (Open MPI) and
 build/perf/peers/gloo_all_reduce_perf with -A ring_chunked and -A halving_doubling (Gloo) on each
@@ -356,7 +356,9 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
             for g, (b, e, f, group_sizes) in enumerate(groups):
                 iters = self.iterations(config, group_sizes)
                 flags = ["-b", str(b), "-e", str(e), "-f", str(f), "-n", str(iters),
-                         "-w", "2" if iters > 5 else "1", "-c", "1", "-d", "float", "-o", "sum"]
+                         "-w", str(self.args.warmup if self.args.warmup is not None
+                                   else 2 if iters > 5 else 1),
+                         "-c", "1", "-d", "float", "-o", "sum"]
                 for lib in order:
                     name = f"{config['name']}-{lib}-g{g}-r{rep}"
                     records = self.run_once(lib, config, flags, name, self.args.timeout)
@@ -380,6 +382,9 @@ def main(argv):
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3)")
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds of timed calls per size and run (default 0.3)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="warm-up calls per size before the timed ones (default 2, 1 for "
+                             "runs of 5 calls or fewer)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
     parser.add_argument("--libs", default=None,
                         help="comma separated subset of " + ",".join(LIBRARIES) +
