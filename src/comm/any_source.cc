@@ -35,8 +35,7 @@ Status Communicator::RunAnySource(size_t count, batonDataType_t datatype,
         (theirs.datatype < batonNumTypes ? DatatypeName(their_type) : "?") + " (" +
         std::to_string(their_bytes) + " bytes): counts and datatypes must agree"));
   }
-  reusable_.Clear();
-  repeat_valid_ = false;
+  ClearReusable();
   build(peer, &reusable_);
   BATON_RETURN_IF_ERROR(RunLocked(reusable_));
   *source = peer;

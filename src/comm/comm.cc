@@ -299,8 +299,7 @@ Status Communicator::Run(const Schedule& schedule) {
 
 Status Communicator::Run(const std::function<void(Schedule*)>& build) {
   std::lock_guard<std::mutex> lock(run_mu_);
-  reusable_.Clear();
-  repeat_valid_ = false;
+  ClearReusable();
   build(&reusable_);
   return RunLocked(reusable_);
 }
@@ -308,35 +307,29 @@ Status Communicator::Run(const std::function<void(Schedule*)>& build) {
 Status Communicator::RunRepeatable(const RepeatKey& key, const void* send, const void* recv,
                                    const std::function<void(Schedule*)>& build) {
   std::lock_guard<std::mutex> lock(run_mu_);
-  if (repeat_valid_ && key == repeat_key_) {
-    // Both buffers moved alike (the key fixes recv's offset from send):
-    // by how far the first of them moved.
-    const void* anchor = key.has_send ? send : recv;
-    const auto delta = static_cast<ptrdiff_t>(reinterpret_cast<uintptr_t>(anchor) -
-                                              reinterpret_cast<uintptr_t>(repeat_anchor_));
-    if (delta != 0) [[unlikely]] {
-      const auto old = reinterpret_cast<uintptr_t>(repeat_anchor_);
-      const auto old_recv = key.has_send ? old + static_cast<uintptr_t>(key.recv_from_send) : old;
-      reusable_.Rebase(key.has_send ? repeat_anchor_ : nullptr, key.send_bytes,
-                       key.has_recv ? reinterpret_cast<const void*>(old_recv) : nullptr,
-                       key.recv_bytes, delta);
-      repeat_anchor_ = anchor;
-    }
-    reusable_.ZeroScratch();
-    reusable_unchanged_ = true;
-  } else {
-    reusable_.Clear();
+  if (!repeat_valid_ || !(key == repeat_key_)) {
+    ClearReusable();
     build(&reusable_);
     repeat_key_ = key;
-    repeat_anchor_ = key.has_send ? send : recv;
+    repeat_send_ = send;
+    repeat_recv_ = recv;
     // A schedule that could not be built fails its call; build it again
     // next time rather than remember that. Registered calls take their own
     // path (host_ipc.cc) and are never repeated here.
     repeat_valid_ = reusable_.build_error.ok() && !reusable_.registered.valid;
+    return RunLocked(reusable_);
   }
-  Status st = RunLocked(reusable_);
-  reusable_unchanged_ = false;
-  return st;
+  // Both buffers moved alike (the key fixes recv's offset from send).
+  const auto delta = static_cast<ptrdiff_t>(
+      key.has_send ? reinterpret_cast<uintptr_t>(send) - reinterpret_cast<uintptr_t>(repeat_send_)
+                   : reinterpret_cast<uintptr_t>(recv) - reinterpret_cast<uintptr_t>(repeat_recv_));
+  if (delta != 0) [[unlikely]] {
+    reusable_.Rebase(repeat_send_, key.send_bytes, repeat_recv_, key.recv_bytes, delta);
+    repeat_send_ = send;
+    repeat_recv_ = recv;
+  }
+  reusable_.ZeroScratch();
+  return RunLocked(reusable_, /*unchanged=*/true);
 }
 
 void Communicator::NumberCalls(const Schedule& schedule) {
@@ -432,7 +425,7 @@ Status Communicator::CheckAgreementLocked(double timeout_s) {
   return Status::Ok();
 }
 
-Status Communicator::RunLocked(const Schedule& schedule) {
+Status Communicator::RunLocked(const Schedule& schedule, bool unchanged) {
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
     return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
   if (channels_->aborted()) return RemoteError("communicator was aborted");
@@ -454,10 +447,10 @@ Status Communicator::RunLocked(const Schedule& schedule) {
     EndCalls(batonSuccess);
     return Status::Ok();
   }
-  return RunNumberedLocked(schedule);
+  return RunNumberedLocked(schedule, unchanged);
 }
 
-Status Communicator::RunNumberedLocked(const Schedule& schedule) {
+Status Communicator::RunNumberedLocked(const Schedule& schedule, bool unchanged) {
   if (config_.check && !schedule.calls.empty()) {
     Status st = CheckAgreementLocked(schedule.timeout_s);
     if (!st.ok()) {
@@ -465,8 +458,7 @@ Status Communicator::RunNumberedLocked(const Schedule& schedule) {
       return Fail(std::move(st));
     }
   }
-  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s,
-                             reusable_unchanged_ && &schedule == &reusable_);
+  Status st = executor_->Run(schedule, numbered_, rank_, schedule.timeout_s, unchanged);
   EndCalls(st.code());
   if (!st.ok()) return Fail(std::move(st));
   return st;

@@ -220,20 +220,27 @@ class Communicator {
   std::mutex run_mu_;
   Schedule reusable_;  // guarded by run_mu_
   // The key reusable_ was last built for by RunRepeatable (valid: it was,
-  // and nothing rebuilt reusable_ since); unchanged: this run's reusable_
-  // is the one the executor ran last time. Guarded by run_mu_.
+  // and nothing rebuilt reusable_ since), and the buffers its ops point
+  // into now. Guarded by run_mu_.
   RepeatKey repeat_key_;
-  // Where reusable_'s buffers are: its send buffer, or recv without one.
-  const void* repeat_anchor_ = nullptr;
+  const void* repeat_send_ = nullptr;
+  const void* repeat_recv_ = nullptr;
   bool repeat_valid_ = false;
-  bool reusable_unchanged_ = false;
+  // Empties reusable_ for a new build (which no repeat may take for the
+  // previous one's).
+  void ClearReusable() {
+    reusable_.Clear();
+    repeat_valid_ = false;
+  }
   std::atomic<batonResult_t> async_error_{batonSuccess};
   std::string sticky_message_;
   std::atomic<double> call_timeout_s_{-1};
 
-  Status RunLocked(const Schedule& schedule);
+  // unchanged: `schedule` is the one the executor ran last time, as it was
+  // then (a repeated call: its queues are kept).
+  Status RunLocked(const Schedule& schedule, bool unchanged = false);
   // After NumberCalls: BATON_CHECK, the executor, the calls' end.
-  Status RunNumberedLocked(const Schedule& schedule);
+  Status RunNumberedLocked(const Schedule& schedule, bool unchanged = false);
   // A call on registered buffers (comm/host_ipc.h): the IPC plan over the
   // peers' mapped buffers when every rank's are registered, else the
   // schedule as usual.

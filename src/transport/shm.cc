@@ -61,7 +61,7 @@ void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t 
   h->slot_bytes = slot_bytes;
   h->data_offset = RoundUp(sizeof(ShmRing), 4096);
   h->ring_stride = h->data_offset + size_t(nslots) * slot_bytes;
-  seg->layout_ = {nrings, nslots, slot_bytes, nslots - 1, h->ring_stride, h->data_offset};
+  seg->layout_ = {nrings, nslots, slot_bytes, h->ring_stride, h->data_offset};
 }
 
 std::string ShmSegmentName(uint64_t comm_id, int rank) {
@@ -125,7 +125,6 @@ Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* ou
   layout.nrings = h->nrings;
   layout.nslots = h->nslots;
   layout.slot_bytes = h->slot_bytes;
-  layout.slot_mask = layout.nslots - 1;
   layout.data_offset = RoundUp(sizeof(ShmRing), 4096);
   layout.ring_stride = layout.data_offset + size_t(layout.nslots) * layout.slot_bytes;
   if (h->magic != kSegmentMagic || !std::has_single_bit(layout.nslots) ||
@@ -207,7 +206,7 @@ Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, const CallDes
     }
     CmaDescriptor desc{reinterpret_cast<uint64_t>(src), bytes};
     memcpy(peer_->slot(send_index_, send_head_), &desc, sizeof(desc));
-    ShmSlotCell& cell = send_ring_->cells[send_head_ & (nslots - 1)];
+    ShmSlotCell& cell = send_ring_->cells[SlotIndex(send_head_, nslots)];
     if (tag != nullptr) {
       CopyCallDescriptor(&cell.tag, *tag);
       cell.tag_fingerprint = tag->Fingerprint();
@@ -283,7 +282,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       }
     }
     size_t piece = std::min<size_t>(slot_bytes, bytes - *done);
-    ShmSlotCell& cell = send_ring_->cells[send_head_ & (nslots - 1)];
+    ShmSlotCell& cell = send_ring_->cells[SlotIndex(send_head_, nslots)];
     memcpy(piece <= kShmInlineBytes ? cell.inline_data : peer_->slot(send_index_, send_head_),
            src + *done, piece);
     uint32_t size = static_cast<uint32_t>(piece);
@@ -305,7 +304,7 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
   const uint32_t nslots = own_->layout().nslots;
   bool consumed = false;
   while (*done < bytes) {
-    const ShmSlotCell& cell = recv_ring_->cells[recv_tail_ & (nslots - 1)];
+    const ShmSlotCell& cell = recv_ring_->cells[SlotIndex(recv_tail_, nslots)];
     uint64_t word = cell.word.load(std::memory_order_acquire);
     if (!SlotPublished(word, recv_tail_)) {
       if (consumed || !peer_closed_->load(std::memory_order_acquire)) break;
@@ -351,7 +350,7 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
 }
 
 Status ShmChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {
-  const ShmSlotCell& cell = recv_ring_->cells[recv_tail_ & own_->layout().slot_mask];
+  const ShmSlotCell& cell = recv_ring_->cells[SlotIndex(recv_tail_, own_->layout().nslots)];
   uint64_t word = cell.word.load(std::memory_order_acquire);
   if (!SlotPublished(word, recv_tail_)) {
     *ready = false;

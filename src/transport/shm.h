@@ -23,6 +23,12 @@ constexpr size_t kShmPopulateAllBytes = size_t(32) << 20;
 constexpr uint32_t kShmMaxRings = 1u << 16;
 constexpr uint32_t kShmMaxSlotBytes = 1u << 30;
 
+// Where message `seq` of a ring of `nslots` slots goes: a mask, since slot
+// counts are powers of two (a division here is on every message's path).
+inline uint64_t SlotIndex(uint64_t seq, uint32_t nslots) {
+  return seq & (nslots - 1);
+}
+
 // Pieces of at most this many bytes travel inside their slot's cell.
 constexpr uint32_t kShmInlineBytes = 472;
 
@@ -131,7 +137,6 @@ class ShmSegment {
   // into the shared header later.
   struct Layout {
     uint32_t nrings = 0, nslots = 0, slot_bytes = 0;
-    uint32_t slot_mask = 0;  // nslots - 1 (nslots is a power of two)
     uint64_t ring_stride = 0, data_offset = 0;
   };
   const Layout& layout() const { return layout_; }
@@ -140,7 +145,7 @@ class ShmSegment {
   }
   uint8_t* slot(uint32_t ring_index, uint64_t slot_no) const {
     return reinterpret_cast<uint8_t*>(ring(ring_index)) + layout_.data_offset +
-           (slot_no & layout_.slot_mask) * layout_.slot_bytes;
+           SlotIndex(slot_no, layout_.nslots) * layout_.slot_bytes;
   }
 
  private:

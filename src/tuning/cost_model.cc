@@ -109,19 +109,16 @@ double CostModel::Staged(size_t bytes, double gamma, size_t chunk, const StepCos
 
 double CostModel::RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
                                const std::vector<StepCost>& steps, const StepCost& fold) {
-  auto step = [](const StepCost& s, double bytes, double g) {
-    return s.alpha + bytes * (s.beta + g);
-  };
   // A fold delays the absorbing rank's first message and the folded-out
   // rank's result. The other ranks' first step overlaps with the first, so
   // of the second only the bytes count.
-  double t = FloorPow2(p) < p ? step(fold, n, gamma) + n * fold.beta : 0;
+  double t = FloorPow2(p) < p ? StepTime(fold, n, gamma) + n * fold.beta : 0;
   if (!rabenseifner) {
-    for (const StepCost& s : steps) t += step(s, n, gamma);
+    for (const StepCost& s : steps) t += StepTime(s, n, gamma);
   } else {
     for (size_t k = 0; k < steps.size(); ++k) {
       const double part = n / static_cast<double>(2 << k);
-      t += step(steps[k], part, gamma) + step(steps[k], part, 0);
+      t += StepTime(steps[k], part, gamma) + StepTime(steps[k], part, 0);
     }
   }
   return t;
@@ -171,23 +168,20 @@ double CostModel::Rhd(Collective c, size_t n, double gamma, size_t count, int p,
   const bool folded = p2 < p;
   const double nb = static_cast<double>(n);
   double t = 0;
-  auto step = [](const StepCost& s, double bytes, double g) {
-    return s.alpha + bytes * (s.beta + g);
-  };
   switch (c) {
     case Collective::kAllReduce:
       // As BuildRhdAllReduce decides with CollArgs::rhd_switch_bytes.
       return RhdAllReduce(!(n < rhd_switch || count < static_cast<size_t>(p)), nb, gamma, p, steps,
                           fold);
     case Collective::kReduceScatter:
-      if (folded) t += step(fold, nb, gamma) + nb / p * fold.beta;
+      if (folded) t += StepTime(fold, nb, gamma) + nb / p * fold.beta;
       for (size_t k = 0; k < steps.size(); ++k)  // distance 2^k moves n 2^k / p'
-        t += step(steps[k], nb * static_cast<double>(1 << k) / p2, gamma);
+        t += StepTime(steps[k], nb * static_cast<double>(1 << k) / p2, gamma);
       return t;
     case Collective::kAllGather:
-      if (folded) t += step(fold, nb / p, 0) + nb * fold.beta;
+      if (folded) t += StepTime(fold, nb / p, 0) + nb * fold.beta;
       for (size_t k = 0; k < steps.size(); ++k)
-        t += step(steps[k], nb * static_cast<double>(1 << k) / p2, 0);
+        t += StepTime(steps[k], nb * static_cast<double>(1 << k) / p2, 0);
       return t;
     default:
       return 0;
@@ -203,8 +197,7 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
       // tree and a leaf in the other sends four messages and reduces two.
       const double k = static_cast<double>(ChunkCount(half, chunk));
       const double cb = static_cast<double>(half) / k;
-      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) +
-             Slowest(tree_paths_, cb, 0);
+      return Staged(half, gamma, chunk, tree_, 4, 2, tree_paths_) + Slowest(tree_paths_, cb, 0);
     }
     // A node sends (or receives) two chunks per chunk index, one per tree;
     // replays of the schedules (tests/unit/cost_model_test.cc) show the two
@@ -227,13 +220,13 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
     // stages as chains or both as binomial trees.
     const double g = c == Collective::kReduce ? gamma : 0;
     const double r = g > 0 ? 1 : 0;
-    const double chain = (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_)
-                                    : 0) +
-                         (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
+    const double chain =
+        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, 1, r, inter_chain_paths_) : 0) +
+        (l > 1 ? Staged(n, g, chunk, intra_, 1, r, intra_chain_) : 0);
     const double binomial =
-        (hosts > 1 ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_,
-                            inter_binomial_)
-                   : 0) +
+        (hosts > 1
+             ? Staged(n, g, chunk, inter_chain_, inter_fanout_, r * inter_fanout_, inter_binomial_)
+             : 0) +
         (l > 1 ? Staged(n, g, chunk, intra_, intra_fanout_, r * intra_fanout_, intra_binomial_)
                : 0);
     if (binomial < chain) *inter = Algorithm::kBinomial;
@@ -254,8 +247,8 @@ double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chun
   // Each local rank allreduces its slice with its counterparts on the
   // other hosts; the better of a ring and recursive halving/doubling.
   const size_t block = (slice + hosts - 1) / hosts;
-  const Paths full = {Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2,
-                           inter_half_[0].hops * 2}};
+  const Paths full = {
+      Path{inter_half_[0].alpha * 2, inter_half_[0].beta * 2, inter_half_[0].hops * 2}};
   const double ring = Serial(2 * (hosts - 1), hosts - 1, block, gamma, chunk, inter_ring_, full);
   // (The element count only matters below `hosts` elements, where bytes
   // stand in for it harmlessly.)

@@ -122,6 +122,10 @@ class CostModel {
     double alpha = 0, overhead = 0, beta = 0;
     bool cpu_bound = true;  // shared memory: the CPUs copy (no overlap with reducing)
   };
+  // One exchange step of `bytes` over `s`, reduced at `g` per byte (0: copied).
+  static double StepTime(const StepCost& s, double bytes, double g) {
+    return s.alpha + bytes * (s.beta + g);
+  }
   // A chain of hops a chunk travels (a ring segment's route, a path from a
   // tree's root to a leaf): the latencies and per-byte costs of its hops
   // summed, and how many hops reduce on arrival. Hops that wait behind a
