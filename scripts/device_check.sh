@@ -17,9 +17,10 @@
 #            where the machine has it), then the first rank count; the others after torch
 #   torch    the baton package compiled against this machine's torch, then torch_test.py's
 #            CUDA-tensor run on 2 ranks
-# DEVICE_CHECK_STEPS="unit perf" runs some of them. RESULTS_DIR gets at most 8 files:
-# summary.txt (one line per step and run: ok / FAILED / skipped, seconds, figures), and one log
-# per step. Exit status 0 when no step failed.
+# DEVICE_CHECK_STEPS="unit perf" runs some of them; DEVICE_MPS=on runs the steps after perf's
+# first measurements (the trainer, the sweeps, torch) under MPS even where perf did not run.
+# RESULTS_DIR gets at most 8 files: summary.txt (one line per step and run: ok / FAILED /
+# skipped, seconds, figures), and one log per step. Exit status 0 when no step failed.
 #
 # BATON_DEVICE_DRY_RUN=1 (a test here, tests/meson.build): everything that needs no GPU. The
 # bundle unpacks, every carried binary and library resolves its libraries in an empty
@@ -171,12 +172,6 @@ if want kernels; then
   grep -E "^# (cudaMemcpy|lowest)" "$results/kernels.txt" 2>/dev/null | sed 's/^# /  /' | tee -a "$summary"
 fi
 
-if want trainer; then
-  run trainer baton-train 90 "$results/trainer.log" "$B/bin/batonrun" -n 2 "$B/bin/baton-train" \
-    --device cuda --epochs 1 --data "$B/data"
-  grep -iE "^epoch" "$results/trainer.log" 2>/dev/null | tail -3 | sed 's/^/  /' | tee -a "$summary"
-fi
-
 # perf_sweep N...: the four collectives on device buffers for each rank count.
 perf_sweep() {
   local log=$results/perf.log n coll before
@@ -208,27 +203,67 @@ set -- $perf_ranks
 first_ranks=$1
 shift
 more_ranks="$*"
+mps_on=0
+start_mps() {
+  if ! command -v nvidia-cuda-mps-control >/dev/null; then
+    note "MPS skipped: no nvidia-cuda-mps-control"
+    return 1
+  fi
+  export CUDA_MPS_PIPE_DIRECTORY=$work/mps CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d >>"$results/perf.log" 2>&1; then
+    mps_on=1
+    return 0
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  note "MPS skipped: nvidia-cuda-mps-control -d failed"
+  return 1
+}
+stop_mps() {
+  if [ $mps_on = 1 ]; then echo quit | nvidia-cuda-mps-control >>"$results/perf.log" 2>&1; mps_on=0; fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+}
+trap stop_mps EXIT
 if want perf; then
   : >>"$results/perf.log"
   # How a stream waits for the host side: the default (memop) against the spinning kernel, and,
   # where the machine has it, the same under MPS (ranks sharing a GPU without time slicing).
+  # When the allreduces under MPS pass, MPS stays on for the rest of the check (the trainer and
+  # the sweeps measure the ranks' own time, not the time slices); without it the check goes on
+  # time-sliced, as before.
   BATON_CUDA_STREAM_WAIT=kernel small_allreduce "stream wait kernel"
   small_allreduce "stream wait memop"
-  if command -v nvidia-cuda-mps-control >/dev/null; then
-    export CUDA_MPS_PIPE_DIRECTORY=$work/mps CUDA_MPS_LOG_DIRECTORY=$work/mps-log
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if nvidia-cuda-mps-control -d >>"$results/perf.log" 2>&1; then
-      small_allreduce "stream wait memop, MPS"
-      echo quit | nvidia-cuda-mps-control >>"$results/perf.log" 2>&1
+  # Where a small call's time goes (BATON_DEBUG=TRACE prints each device call's parts).
+  before=$(wc -l <"$results/perf.log")
+  BATON_DEBUG=TRACE BATON_DEBUG_SUBSYS=COLL run perf "all_reduce_perf -n 2 8 B, split" 30 \
+    "$results/perf.log" "$B/bin/batonrun" -n 2 "$B/bin/all_reduce_perf" -B cuda -b 8 -e 8 -n 20 -w 2
+  tail -n +"$((before + 1))" "$results/perf.log" |
+    grep -E "\[0\] BATON TRACE .*(CUDA IPC call on a stream|allreduce: handles|staged call)" |
+    tail -3 | sed 's/^.*TRACE [^ ]* /  /' | tee -a "$summary"
+  if [ "$dry" = 1 ]; then
+    note "perf MPS: would start nvidia-cuda-mps-control -d and keep it when the allreduces pass"
+  elif start_mps; then
+    small_allreduce "stream wait memop, MPS"
+    if [ "$last_rc" = 0 ]; then
+      note "perf MPS stays on for the trainer and the sweeps"
     else
-      note "perf MPS skipped: nvidia-cuda-mps-control -d failed"
+      stop_mps
+      note "perf MPS off again: the allreduces under it failed"
     fi
-    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
-  else
-    note "perf MPS skipped: no nvidia-cuda-mps-control"
   fi
-  perf_sweep "$first_ranks"
 fi
+# DEVICE_MPS=on: under MPS from here on, whatever the perf step found (or without it).
+if [ "${DEVICE_MPS:-auto}" = on ] && [ "$dry" != 1 ] && [ $mps_on = 0 ]; then
+  start_mps && note "MPS on for the rest of the check (DEVICE_MPS=on)"
+fi
+
+if want trainer; then
+  run trainer baton-train 90 "$results/trainer.log" "$B/bin/batonrun" -n 2 "$B/bin/baton-train" \
+    --device cuda --epochs 1 --data "$B/data"
+  grep -iE "^epoch" "$results/trainer.log" 2>/dev/null | tail -3 | sed 's/^/  /' | tee -a "$summary"
+fi
+
+if want perf; then perf_sweep "$first_ranks"; fi
 
 if want torch; then
   log=$results/torch.log
@@ -247,6 +282,7 @@ fi
 # The larger rank counts last: the sweep that takes longest.
 if want perf && [ -n "$more_ranks" ]; then perf_sweep $more_ranks; fi
 
+stop_mps
 note "check done in $((SECONDS - start)) s: $([ $failed = 0 ] && echo "no step failed" || echo "FAILED steps above")"
 [ "$dry" = 1 ] && [ -z "${DEVICE_WORK:-}" ] && rm -rf "$work"
 exit $failed

@@ -23,17 +23,31 @@ import sysconfig
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TORCH_SOURCES = ["backend.cc", "cuda_ops.cc", "exchange_ops.cc", "module.cc", "tensors.cc",
-                 "work.cc"]
+# Every source of the torch extension: the folder holds nothing else (python/baton/meson.build
+# lists the same files).
+TORCH_SOURCES = sorted(os.path.basename(f)
+                       for f in glob.glob(os.path.join(ROOT, "python", "torch_backend", "*.cc")))
 
 
 def cuda_include(torch):
     """The CUDA runtime headers torch's c10/cuda headers include, as python/meson.build finds
-    them: the nvidia wheels' beside torch, else the toolkit's."""
+    them: the nvidia wheels' beside torch, else the toolkit's. The runtime wheel alone lacks
+    crt/host_config.h (it comes with nvcc), so a folder that has it is added: the same folder,
+    the toolkit's, the system's or another wheel's. Returns the folders, or [] and why not."""
     site = os.path.dirname(os.path.dirname(torch.__file__))
-    found = sorted(glob.glob(os.path.join(site, "nvidia", "*", "include", "cuda_runtime_api.h")))
-    found += [h for h in ["/usr/local/cuda/include/cuda_runtime_api.h"] if os.path.exists(h)]
-    return os.path.dirname(os.path.abspath(found[0])) if found else ""
+    homes = [os.environ.get(v, "") for v in ("CUDA_HOME", "CUDA_PATH")]
+    places = sorted(glob.glob(os.path.join(site, "nvidia", "*", "include")))
+    places += [os.path.join(h, "include") for h in homes if h]
+    places += sorted(glob.glob("/usr/local/cuda*/include")) + ["/usr/include"]
+    places += sorted(glob.glob(os.path.join(site, "triton", "backends", "nvidia", "include")))
+    runtime = [d for d in places if os.path.exists(os.path.join(d, "cuda_runtime_api.h"))]
+    crt = [d for d in places if os.path.exists(os.path.join(d, "crt", "host_config.h"))]
+    if not runtime:
+        return [], "no cuda_runtime_api.h in " + ", ".join(places)
+    if not crt:
+        return [], "no crt/host_config.h beside " + runtime[0] + " (the CUDA compiler's headers)"
+    first = runtime[0]
+    return ([first] if first in crt else [first, crt[0]]), ""
 
 
 def run(cmd):
@@ -78,9 +92,12 @@ def main():
     torch_lib = ext.library_paths()[0]
     torch_link = ["-L" + torch_lib, "-Wl,-rpath," + torch_lib, "-lc10", "-ltorch", "-ltorch_cpu",
                   "-ltorch_python"]
-    cuda = cuda_include(torch) if torch.version.cuda else ""
+    cuda_dirs, why_not = cuda_include(torch) if torch.version.cuda else ([], "torch has no CUDA")
+    cuda = " + ".join(cuda_dirs)
+    for d in cuda_dirs:
+        torch_args += ["-isystem", d]
     if cuda:
-        torch_args += ["-DBATON_TORCH_CUDA", "-isystem", cuda]
+        torch_args += ["-DBATON_TORCH_CUDA"]
         torch_link += ["-lc10_cuda"]
     # What python/meson.build writes from _build_info.py.in (baton.torch checks the torch).
     with open(os.path.join(ROOT, "python", "baton", "_build_info.py.in")) as f:
@@ -94,7 +111,7 @@ def main():
     with open(os.path.join(pkg, "_build_info.py"), "w") as f:
         f.write(info)
     print(f"device_python_build: Python {sys.version.split()[0]}, torch {torch.__version__}, "
-          f"CUDA tensors: {'yes (' + cuda + ')' if cuda else 'no'}", flush=True)
+          f"CUDA tensors: {'yes (' + cuda + ')' if cuda else 'no (' + why_not + ')'}", flush=True)
 
     start = time.monotonic()
     jobs = [([cxx] + common + ["-shared", os.path.join(ROOT, "python", "baton", "_core.cc"),

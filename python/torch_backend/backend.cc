@@ -175,7 +175,9 @@ BatonBackend::Reduction BatonBackend::MakeReduction(const c10d::ReduceOp& op,
     case c10d::ReduceOp::PREMUL_SUM: {
       // Baton reads the factor from host memory when the call is made.
       TORCH_CHECK(!like.is_cuda(), "baton backend: premul_sum on CUDA tensors is not supported");
-      const auto* factor = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      // NCCLPreMulSumSupplement: the name torch 2.11 and older have; newer ones keep it as an
+      // alias of PreMulSumSupplement.
+      const auto* factor = dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
       TORCH_CHECK(factor != nullptr, "baton backend: PREMUL_SUM without its factor");
       double value = factor->tensor_factor.defined() ? factor->tensor_factor.item<double>()
                                                      : factor->double_factor;

@@ -6,6 +6,28 @@
 #include "tensors.h"
 
 namespace baton_torch {
+namespace {
+
+// The OpType of the coalesced allgather_into_tensor and reduce_scatter_tensor: their own in
+// newer torch, COALESCED in those without them (torch 2.11). A template, so that the name
+// missing from the enum is not an error.
+template <typename Op = c10d::OpType>
+constexpr Op AllGatherIntoTensorCoalescedType() {
+  if constexpr (requires { Op::ALLGATHER_INTO_TENSOR_COALESCED; })
+    return Op::ALLGATHER_INTO_TENSOR_COALESCED;
+  else
+    return Op::COALESCED;
+}
+
+template <typename Op = c10d::OpType>
+constexpr Op ReduceScatterTensorCoalescedType() {
+  if constexpr (requires { Op::REDUCE_SCATTER_TENSOR_COALESCED; })
+    return Op::REDUCE_SCATTER_TENSOR_COALESCED;
+  else
+    return Op::COALESCED;
+}
+
+}  // namespace
 
 c10::intrusive_ptr<c10d::Work> BatonBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -97,8 +119,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::allgather_into_tensor_coalesced(
                 outputs[i].numel(), " elements, not ", getSize(), " x ", inputs[i].numel());
   }
   std::vector<at::Tensor> ins = inputs, outs = outputs;
-  return Submit(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, "allgather_into_tensor_coalesced",
-                outputs, [this, ins, outs](batonStream_t s) {
+  return Submit(AllGatherIntoTensorCoalescedType(), "allgather_into_tensor_coalesced", outputs,
+                [this, ins, outs](batonStream_t s) {
                   InOneGroup(
                       ins.size(),
                       [&](size_t i) {
@@ -249,8 +271,8 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::reduce_scatter_tensor_coalesced(
   std::vector<Reduction> reductions;
   for (const at::Tensor& out : outputs) reductions.push_back(MakeReduction(opts.reduceOp, out));
   std::vector<at::Tensor> ins = inputs, outs = outputs;
-  return Submit(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced",
-                outputs, [this, ins, outs, reductions](batonStream_t s) {
+  return Submit(ReduceScatterTensorCoalescedType(), "reduce_scatter_tensor_coalesced", outputs,
+                [this, ins, outs, reductions](batonStream_t s) {
                   InOneGroup(
                       ins.size(),
                       [&](size_t i) {

@@ -372,6 +372,8 @@ void Communicator::NumberCalls(const Schedule& schedule) {
     const uint32_t record = recorder_->Begin(w0, w1, w2);
     if (i == 0) first_record_ = record;
   }
+  if (schedule.calls.empty()) [[unlikely]]
+    BATON_TRACE(kLogColl, "call #%u: Baton's internal exchange", collective_calls_);
   if (trace_ != nullptr) [[unlikely]]
     trace_->Begin(schedule, numbered_);
   // Tell the peers this rank is in these collectives without a registered

@@ -433,7 +433,10 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
 
   // Settled by an earlier call: no single-pass path can take this one.
   const bool offer_cma = single_copy_open() && st.cma_reach != Reach::kNo;
-  if (!offer_cma && (rc.ordinary || st.reach == Reach::kNo)) return ordinary_path();
+  if (!offer_cma && (rc.ordinary || st.reach == Reach::kNo)) {
+    BATON_TRACE(kLogColl, "single-pass call not offered by this rank: the slots carry it");
+    return ordinary_path();
+  }
 
   // 1. Publish, then number the call (NumberCalls leaves the record alone).
   const uint64_t call = collective_seq_ + 1;
@@ -455,13 +458,21 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
     });
     if (!s.ok()) return fail(std::move(s));
   }
-  if (!everyone) return RunNumberedLocked(schedule);
+  if (!everyone) {
+    BATON_TRACE(kLogColl, "call %llu: a peer offered no single pass: the slots carry it",
+                static_cast<unsigned long long>(call));
+    return RunNumberedLocked(schedule);
+  }
   const IpcVerdict verdict = JudgeIpcRecords(st.records);
   if (verdict.kind == IpcVerdict::Kind::kError)  // worded as the ordinary path's mismatches
     return fail(Status(verdict.error.code(), "collective mismatch in collective #" +
                                                  std::to_string(collective_calls_) + ": " +
                                                  verdict.error.message()));
-  if (verdict.kind == IpcVerdict::Kind::kFallback) return RunNumberedLocked(schedule);
+  if (verdict.kind == IpcVerdict::Kind::kFallback) {
+    BATON_TRACE(kLogColl, "call %llu: %s: the slots carry it",
+                static_cast<unsigned long long>(call), verdict.reason.c_str());
+    return RunNumberedLocked(schedule);
+  }
   // What every rank reads alike from the records: mapped when all buffers
   // are registered, else cross-memory attach when every rank offers it.
   bool all_registered = true, all_cma = true;
@@ -520,6 +531,8 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
                  "process_vm_readv/writev",
                  CollectiveName(rc.call.collective), n);
     }
+    BATON_TRACE(kLogColl, "call %llu: a single pass through process_vm_readv/writev",
+                static_cast<unsigned long long>(call));
     Status s = RunCmaCall(ch, rc.call, rc.send, rc.recv, st.records, timeout_s, &st);
     if (!s.ok()) return fail(std::move(s));
     EndCalls(batonSuccess);

@@ -35,13 +35,23 @@
 namespace baton {
 namespace {
 
+// A rank whose device call fails before its host side runs (a staging copy,
+// the pinned pool) never joins the collective its peers are in: stop the
+// communicator so they fail now with this reason, instead of waiting for it
+// or meeting its next call in this one's place.
+Status LeaveCall(const std::shared_ptr<Communicator>& comm, Status st) {
+  comm->Abort(st.message());
+  return st;
+}
+
 // Device calls on a NULL stream: synchronous, on the calling thread, after
 // the communicator's queued device calls (so call order is kept).
 Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<StagedPart> parts) {
   if (DeviceChannel* channel = ChannelRegistry::Get().Find(comm)) channel->Drain();
   StagedParts staged(std::move(parts));
   StagingSlot* slot = nullptr;
-  BATON_RETURN_IF_ERROR(StagingPool::Get().Acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  if (Status st = StagingPool::Get().Acquire(std::max<size_t>(staged.bytes(), 1), &slot); !st.ok())
+    return LeaveCall(comm, std::move(st));
   staged.Bind(slot->memory.data());
   // cudaMemcpy on the legacy default stream waits for earlier work on every
   // blocking stream of the device, as a synchronous call should.
@@ -52,8 +62,12 @@ Status RunSynchronous(const std::shared_ptr<Communicator>& comm, std::vector<Sta
     return Status::Ok();
   };
   Status st = staged.CopyInputs(copy);
-  if (st.ok()) st = comm->Run([&staged](Schedule* s) { staged.Build(s); });
-  if (st.ok()) st = staged.CopyOutputs(copy);
+  if (!st.ok()) {
+    st = LeaveCall(comm, std::move(st));
+  } else {
+    st = comm->Run([&staged](Schedule* s) { staged.Build(s); });
+    if (st.ok()) st = staged.CopyOutputs(copy);
+  }
   slot->host_done.store(true, std::memory_order_release);
   StagingPool::Get().Seal(slot, nullptr);
   return st;
@@ -66,7 +80,8 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   BATON_RETURN_IF_ERROR(ChannelRegistry::Get().GetOrCreate(comm, &channel));
   auto staged = std::make_shared<StagedParts>(std::move(parts));
   StagingSlot* slot = nullptr;
-  BATON_RETURN_IF_ERROR(StagingPool::Get().Acquire(std::max<size_t>(staged->bytes(), 1), &slot));
+  if (Status st = StagingPool::Get().Acquire(std::max<size_t>(staged->bytes(), 1), &slot); !st.ok())
+    return LeaveCall(comm, std::move(st));
   staged->Bind(slot->memory.data());
   const double timeout_s = comm->config().timeout_s;
   auto copy_async = [stream](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
@@ -84,9 +99,10 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   if (!st.ok()) {
     slot->host_done.store(true);
     cudaEvent_t fence = nullptr;
-    if (!RecordEvent(stream, &fence, "staging fence").ok()) return st;  // slot stays in use
+    if (!RecordEvent(stream, &fence, "staging fence").ok())
+      return LeaveCall(comm, std::move(st));  // the slot stays in use
     StagingPool::Get().Seal(slot, fence);
-    return st;
+    return LeaveCall(comm, std::move(st));
   }
 
   std::lock_guard<std::mutex> order(channel->launch_mutex());
@@ -94,11 +110,15 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   comm->AddPending();
   channel->worker().Enqueue([comm, channel, slot, seq, device, input_ready, timeout_s, staged]() {
     Status result;
+    CallSplits splits;
     if (device >= 0) cudaSetDevice(device);  // this thread's current device
     result = WaitCudaEvent(input_ready, timeout_s, "device input copy");
     cudaEventDestroy(input_ready);
+    splits.Mark("input wait");
     if (result.ok()) {
       result = comm->Run([&staged](Schedule* s) { staged->Build(s); });
+      splits.Mark("host collective");
+      splits.Report("staged call on a stream");
     } else {
       // This rank cannot take part: stop the communicator so the peers get
       // an error instead of waiting for it until their own timeout.
@@ -132,10 +152,11 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
 Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* channel, int device,
                      const StagedPart& part, double timeout_s) {
   cudaStream_t s = nullptr;
-  BATON_RETURN_IF_ERROR(channel->ipc().WorkStream(device, &s));
+  if (Status st = channel->ipc().WorkStream(device, &s); !st.ok()) return LeaveCall(comm, st);
   StagedParts staged({part});
   StagingSlot* slot = nullptr;
-  BATON_RETURN_IF_ERROR(StagingPool::Get().Acquire(std::max<size_t>(staged.bytes(), 1), &slot));
+  if (Status st = StagingPool::Get().Acquire(std::max<size_t>(staged.bytes(), 1), &slot); !st.ok())
+    return LeaveCall(comm, std::move(st));
   staged.Bind(slot->memory.data());
   cudaEvent_t copied = nullptr;
   // `copied` completes after the stream's last use of the slot, so the slot
@@ -152,8 +173,12 @@ Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* c
     return WaitCudaEvent(copied, timeout_s, what);
   };
   Status st = staged.CopyInputs(copy_and_wait);
-  if (st.ok()) st = comm->Run([&staged](Schedule* sched) { staged.Build(sched); });
-  if (st.ok()) st = staged.CopyOutputs(copy_and_wait);
+  if (!st.ok()) {
+    st = LeaveCall(comm, std::move(st));
+  } else {
+    st = comm->Run([&staged](Schedule* sched) { staged.Build(sched); });
+    if (st.ok()) st = staged.CopyOutputs(copy_and_wait);
+  }
   slot->host_done.store(true, std::memory_order_release);
   StagingPool::Get().Seal(slot, copied);
   return st;
@@ -192,8 +217,11 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
   channel->worker().Enqueue(
       [comm, channel, seq, device, input_ready, timeout_s, ipc_call, part = std::move(part)]() {
         if (device >= 0) cudaSetDevice(device);
+        CallSplits splits;
         Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
         cudaEventDestroy(input_ready);
+        splits.Mark("input wait");
+        splits.Report("CUDA IPC call on a stream");
         if (!result.ok()) {
           comm->Abort(result.message());  // see RunOnStream
         } else {
@@ -340,7 +368,12 @@ CudaRoute CudaTryLaunch(const std::shared_ptr<Communicator>& comm, batonStream_t
     return CudaRoute::kDone;
   }
   StagedPart part{buffers, build};
-  if (ipc != nullptr && any_device && CudaIpcEnabled(*comm)) {
+  const bool use_ipc = ipc != nullptr && any_device && CudaIpcEnabled(*comm);
+  BATON_TRACE(kLogColl, "device call: %s, %zu + %zu bytes, %s, %s",
+              ipc != nullptr ? CollectiveName(ipc->collective) : "not a collective",
+              buffers.send_bytes, buffers.recv_bytes, cuda_stream ? "on a stream" : "synchronous",
+              use_ipc ? "CUDA IPC" : "staged");
+  if (use_ipc) {
     *status = cuda_stream ? RunIpcOnStream(comm, reinterpret_cast<cudaStream_t>(stream), device,
                                            std::move(part), *ipc)
                           : RunIpcSynchronous(comm, std::move(part), *ipc);

@@ -150,6 +150,7 @@ Status CudaIpcContext::MapPeer(int peer, const cudaIpcMemHandle_t& handle, uint8
 Status CudaIpcContext::Agree(const std::shared_ptr<Communicator>& comm, const std::string& key,
                              bool mine, bool* all) {
   auto it = agreed_.find(key);
+  BATON_TRACE(kLogColl, "CUDA IPC reach: %s", it != agreed_.end() ? "known" : "exchanging votes");
   if (it != agreed_.end()) {
     *all = it->second;
     return Status::Ok();
@@ -167,6 +168,7 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
                            double timeout_s, CudaIpcOutcome* outcome) {
   std::lock_guard<std::mutex> lock(mu_);
   *outcome = CudaIpcOutcome::kDone;
+  CallSplits splits;
   const int n = comm->nranks(), me = comm->rank();
   int device = -1;
   if (cudaError_t err = cudaGetDevice(&device); err != cudaSuccess)
@@ -201,11 +203,16 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
   // 2. Everyone's records.
   records_.resize(sizeof(IpcRecord) * n);
   BATON_RETURN_IF_ERROR(comm->AllGatherBytes(&mine, sizeof(mine), records_.data()));
+  splits.Mark("handles and records");
   std::vector<IpcRecord> all(n);
   std::memcpy(all.data(), records_.data(), records_.size());
 
   // 3. The same verdict on every rank (they hold the same records).
   const IpcVerdict verdict = JudgeIpcRecords(all);
+  BATON_TRACE(kLogColl, "CUDA IPC %s: records exchanged, %s", CollectiveName(c.call.collective),
+              verdict.kind == IpcVerdict::Kind::kFallback ? "fallback"
+              : verdict.kind == IpcVerdict::Kind::kError  ? "error"
+                                                          : "usable");
   if (verdict.kind == IpcVerdict::Kind::kError) return verdict.error;
   if (verdict.kind == IpcVerdict::Kind::kFallback) {
     Note("CUDA IPC not used: " + verdict.reason + "; staging through host memory");
@@ -247,6 +254,7 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
   }
   bool everyone = false;
   BATON_RETURN_IF_ERROR(Agree(comm, IpcPeerSetKey(all), reachable, &everyone));
+  splits.Mark("reach");
   if (!everyone) {
     Note(std::string("CUDA IPC not used on these GPUs: ") +
          (reachable ? "another rank cannot reach a peer's GPU" : unreachable) +
@@ -319,8 +327,11 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
     if (cudaError_t err = cudaEventRecord(done, s); err != cudaSuccess)
       return fail(CudaErrorStatus(err, "cudaEventRecord(IPC phase)"));
     if (Status st = WaitCudaEvent(done, timeout_s, "CUDA IPC kernels"); !st.ok()) return fail(st);
+    splits.Mark("map and kernels");
     BATON_RETURN_IF_ERROR(comm->Barrier());
+    splits.Mark("barrier");
   }
+  splits.Report(CollectiveName(c.call.collective));
   return Status::Ok();
 }
 

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "base/deadline.h"
+#include "base/log.h"
 #include "base/status.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -87,5 +89,32 @@ Status StreamWaitFlag(const volatile uint32_t* device_flag, uint32_t target,
 // Waits for `event` by polling (a growing sleep up to 1 ms) so the wait has
 // a deadline; `what` names it in the error.
 Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what);
+
+// Where one device call's time goes, for BATON_DEBUG=TRACE (subsystem COLL):
+// Mark("what") after each part, then Report prints one line of the parts'
+// microseconds. Reads no clock unless that log level is on.
+class CallSplits {
+ public:
+  CallSplits() : on_(LogEnabled(LogLevel::kTrace, kLogColl)) {
+    if (on_) last_ = Clock::now();
+  }
+  void Mark(const char* what) {
+    if (!on_) return;
+    const auto now = Clock::now();
+    text_ +=
+        std::string(text_.empty() ? "" : ", ") + what + " " +
+        std::to_string(std::chrono::duration_cast<std::chrono::microseconds>(now - last_).count()) +
+        " us";
+    last_ = now;
+  }
+  void Report(const char* call) const {
+    if (on_) BATON_TRACE(kLogColl, "%s: %s", call, text_.c_str());
+  }
+
+ private:
+  bool on_;
+  Clock::time_point last_{};
+  std::string text_;
+};
 
 }  // namespace baton

@@ -56,6 +56,11 @@ Status ChannelRegistry::GetOrCreate(const std::shared_ptr<Communicator>& comm,
   entry.comm = comm;
   entry.channel = std::make_unique<DeviceChannel>();
   BATON_RETURN_IF_ERROR(entry.channel->Init());
+  // The worker's log lines name the rank, as the caller's do.
+  entry.channel->worker().Enqueue([rank = comm->rank()] {
+    SetLogRank(rank);
+    return Status::Ok();
+  });
   *out = entry.channel.get();
   channels_[comm.get()] = std::move(entry);
   return Status::Ok();
