@@ -260,6 +260,13 @@ fi
 if want trainer; then
   run trainer baton-train 90 "$results/trainer.log" "$B/bin/batonrun" -n 2 "$B/bin/baton-train" \
     --device cuda --epochs 1 --data "$B/data"
+  if [ "$last_rc" != 0 ] && [ $mps_on = 1 ]; then
+    # Which path fails under MPS: the same without CUDA IPC (every call staged before the
+    # stream waits) tells the IPC fallback's staging after the wait from the rest.
+    grep -E "error|mismatch|aborted" "$results/trainer.log" | tail -4 | sed 's/^/  /' | tee -a "$summary"
+    BATON_CUDA_IPC=0 run trainer "baton-train, BATON_CUDA_IPC=0" 90 "$results/trainer.log" \
+      "$B/bin/batonrun" -n 2 "$B/bin/baton-train" --device cuda --epochs 1 --data "$B/data"
+  fi
   grep -iE "^epoch" "$results/trainer.log" 2>/dev/null | tail -3 | sed 's/^/  /' | tee -a "$summary"
 fi
 

@@ -42,9 +42,19 @@ HostStream::~HostStream() {
   worker_.join();
 }
 
+void HostStream::WaitForRoom(std::unique_lock<std::mutex>& lock) {
+  if (queue_.size() < kMaxQueued || std::this_thread::get_id() == worker_.get_id()) return;
+  // No deadline of its own: the tasks ahead are calls bounded by their
+  // communicators' timeouts, as Synchronize's wait.
+  ++waiting_for_room_;
+  room_cv_.wait(lock, [&] { return queue_.size() <= kResumeQueued; });
+  --waiting_for_room_;
+}
+
 void HostStream::Enqueue(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    WaitForRoom(lock);
     queue_.push_back({std::move(task), nullptr});
   }
   work_cv_.notify_one();
@@ -53,7 +63,8 @@ void HostStream::Enqueue(Task task) {
 std::shared_ptr<StreamMark> HostStream::Mark() {
   auto mark = std::make_shared<StreamMark>();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    WaitForRoom(lock);
     queue_.push_back({nullptr, mark});
   }
   work_cv_.notify_one();
@@ -81,6 +92,7 @@ void HostStream::WorkerLoop() {
     if (queue_.empty()) return;  // stopping
     Item item = std::move(queue_.front());
     queue_.pop_front();
+    if (waiting_for_room_ > 0 && queue_.size() == kResumeQueued) room_cv_.notify_all();
     busy_ = true;
     Status st;
     if (item.task) {

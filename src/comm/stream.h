@@ -37,10 +37,16 @@ class StreamMark {
 
 // A worker thread that runs queued tasks in order. Like a CUDA stream, it
 // lets the caller overlap communication with its own computation; errors
-// are kept until the next synchronize.
+// are kept until the next synchronize. Like CUDA's launch queue, it holds a
+// bounded number of tasks: a caller that runs ahead by kMaxQueued waits
+// until the worker is down to kResumeQueued, so a loop queueing thousands of
+// calls reuses the same memory instead of growing the heap through fresh
+// (page-faulting) pages on every burst.
 class HostStream {
  public:
   using Task = std::function<Status()>;
+  static constexpr size_t kMaxQueued = 1024;
+  static constexpr size_t kResumeQueued = 512;
 
   HostStream();
   ~HostStream();  // waits for queued work
@@ -61,10 +67,14 @@ class HostStream {
     std::shared_ptr<StreamMark> mark;  // a mark to complete
   };
   void WorkerLoop();
+  // Under mu_: waits while the queue is full (not on the worker itself,
+  // whose own tasks may queue more).
+  void WaitForRoom(std::unique_lock<std::mutex>& lock);
 
   std::mutex mu_;
-  std::condition_variable work_cv_, idle_cv_;
+  std::condition_variable work_cv_, idle_cv_, room_cv_;
   std::deque<Item> queue_;
+  int waiting_for_room_ = 0;
   bool busy_ = false;
   bool stopping_ = false;
   Status first_error_;  // until Synchronize
