@@ -335,7 +335,9 @@ batonResult_t batonCommDeregister(batonComm_t comm, void* handle);
 /* ---- Host streams ------------------------------------------------------ */
 
 /* A host stream runs the calls queued on it in order, asynchronously to the
- * caller, so communication can overlap computation. */
+ * caller, so communication can overlap computation. Like CUDA's launch queue
+ * it holds a bounded number of calls (1024): a caller that queues that many
+ * ahead of the stream waits inside the call until half of them have run. */
 batonResult_t batonStreamCreate(batonStream_t* stream);
 /* Waits for every call queued so far; returns the first error among them. */
 batonResult_t batonStreamSynchronize(batonStream_t stream);
