@@ -390,6 +390,7 @@ Status LaunchRecvAny(const CallSite& site, void* recvbuff, size_t count, batonDa
   std::shared_ptr<Communicator> comm = site.comm;
   comm->AddPending();
   site.stream->impl.Enqueue([comm, count, datatype, build, source]() {
+    SetLogRank(comm->rank());
     Status st = comm->RunAnySource(count, datatype, build, source);
     if (!st.ok()) comm->set_last_error(st.message());
     comm->RemovePending();

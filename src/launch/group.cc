@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "base/log.h"
 #include "comm/stream.h"
 
 namespace baton {
@@ -21,6 +22,7 @@ Status Execute(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
   if (stream == nullptr) return comm->Run(build);
   comm->AddPending();
   stream->impl.Enqueue([comm, build = std::move(build)]() {
+    SetLogRank(comm->rank());  // a stream may serve several communicators
     Status st = comm->Run(build);
     if (!st.ok()) comm->set_last_error(st.message());
     comm->RemovePending();
