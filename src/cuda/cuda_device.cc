@@ -99,9 +99,8 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
   if (!st.ok()) {
     slot->host_done.store(true);
     cudaEvent_t fence = nullptr;
-    if (!RecordEvent(stream, &fence, "staging fence").ok())
-      return LeaveCall(comm, std::move(st));  // the slot stays in use
-    StagingPool::Get().Seal(slot, fence);
+    // Without a fence the slot stays in use: no event covers the copies queued.
+    if (RecordEvent(stream, &fence, "staging fence").ok()) StagingPool::Get().Seal(slot, fence);
     return LeaveCall(comm, std::move(st));
   }
 
