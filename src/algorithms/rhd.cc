@@ -155,6 +155,86 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
 // k = L-1 .. 0 return each half to the partner that gave it away, landing
 // in recv where the reduce-scatter of step k read it (so the receive waits
 // for that send).
+namespace {
+
+// A byte range of the vector.
+struct Range {
+  size_t begin, end;
+};
+
+// The last halving step and the first doubling step exchange the same two
+// ranges with the same partner: give `given` of `cur` and reduce `kept`
+// into recv, then send the reduced `kept` back and receive `given`. They
+// run chunk by chunk in waves, as the ring does (ring.cc): a reduced chunk
+// goes back out while it is still in the cache, instead of after the
+// whole range (one more pass over memory at large sizes). A call that
+// streams its outputs reduces each chunk into a cached stage instead,
+// streams the stage into recv and sends from the stage: the output is then
+// written once, without the read for ownership a cached store costs when
+// out of place (docs/performance.md, "Ordinary buffers: waves, stages and
+// streaming stores"). Receives chain, so *last ends as "everything here is
+// done"; a receive into `given` also waits for the send that read that
+// chunk. `final`: no later step reads what lands in recv here.
+void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const uint8_t* cur,
+                          Range given, Range kept, bool final, int* last, Schedule* out) {
+  auto* recv = static_cast<uint8_t*>(a.recv);
+  const size_t es = DatatypeSize(a.datatype);
+  const size_t given_bytes = given.end - given.begin, kept_bytes = kept.end - kept.begin;
+  const size_t nchunks =
+      ChunksFor(std::max(given_bytes, kept_bytes) / es, es, std::max<size_t>(a.chunk_bytes, es));
+  // Chunk j of a range, in whole elements.
+  auto piece = [&](Range r, size_t j) {
+    size_t b, e;
+    Partition((r.end - r.begin) / es, nchunks, j, &b, &e);
+    return Range{r.begin + b * es, r.begin + e * es};
+  };
+  // Stages in turn: chunk j + kStages reuses chunk j's once that went out.
+  constexpr size_t kStages = 3;
+  const bool staged = a.stream_outputs && nchunks > 1;
+  const size_t stage_bytes = piece(kept, 0).end - piece(kept, 0).begin;
+  uint8_t* stages = staged ? out->AllocFilled(kStages * stage_bytes) : nullptr;
+  auto stage = [&](size_t j) { return stages + (j % kStages) * stage_bytes; };
+  const int before = *last;
+  int last_copy = -1;
+  // Per chunk: the reduction (staged: the copy out of the stage), the send
+  // of `given` and the send of the reduced chunk.
+  std::vector<int> reduced(nchunks, -1), given_sent(nchunks, -1), kept_sent(nchunks, -1);
+  for (size_t w = 0; w <= nchunks; ++w) {
+    if (w < nchunks) {
+      const Range g = piece(given, w), k = piece(kept, w);
+      if (g.end > g.begin)
+        given_sent[w] = out->Add(SendOp(peer, cur + g.begin, g.end - g.begin, before));
+      if (k.end > k.begin) {
+        const int reuse = staged && w >= kStages ? kept_sent[w - kStages] : -1;
+        *last = out->Add(OrderedRecvOp(a, peer, staged ? stage(w) : recv + k.begin, k.end - k.begin,
+                                       cur + k.begin, peer_lower, AvgDivisor(a), *last, reuse));
+        reduced[w] = *last;
+        if (staged) {
+          Op copy = CopyOp(a, stage(w), recv + k.begin, k.end - k.begin, *last);
+          copy.stream_dst = final;
+          reduced[w] = last_copy = out->Add(copy);
+        }
+      }
+    }
+    if (w == 0) continue;
+    const size_t j = w - 1;
+    const Range g = piece(given, j), k = piece(kept, j);
+    if (k.end > k.begin)
+      kept_sent[j] =
+          out->Add(SendOp(peer, staged ? stage(j) : recv + k.begin, k.end - k.begin, reduced[j]));
+    if (g.end > g.begin) {
+      Op op = OrderedRecvOp(a, peer, recv + g.begin, g.end - g.begin, nullptr, false, 0, *last,
+                            given_sent[j]);
+      op.stream_dst = a.stream_outputs && final;
+      *last = out->Add(op);
+    }
+  }
+  // The copies out of the stages run in order: the last one done, all are.
+  *last = Join({*last, last_copy}, out);
+}
+
+}  // namespace
+
 void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
   const size_t es = DatatypeSize(a.datatype);
   const size_t bytes = a.count * es;
@@ -170,9 +250,6 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
     Partition(a.count, f.p2, j, &b, &e);
     return b * es;
   };
-  struct Range {
-    size_t begin, end;  // bytes
-  };
   std::vector<Range> kept(steps), given(steps);
   std::vector<int> sends(steps, -1);
   int lo = 0, hi = f.p2;  // blocks held
@@ -186,23 +263,31 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
                           : Range{block_offset(mid), block_offset(hi)};
     (peer_lower ? lo : hi) = mid;
     kept[k] = {block_offset(lo), block_offset(hi)};
+    if (k == steps - 1) {
+      // Final unless a later doubling step or a folded partner reads it.
+      AddRabenseifnerPivot(a, peer, peer_lower, cur, given[k], kept[k], steps == 1 && !f.Absorbs(),
+                           &last, out);
+      break;
+    }
     // Fewer elements than blocks leaves some blocks empty; both partners
     // see the same sizes, so both skip the same messages.
     if (given[k].end > given[k].begin)
       sends[k] = out->Add(SendOp(peer, cur + given[k].begin, given[k].end - given[k].begin, last));
     if (kept[k].end > kept[k].begin)
       last = out->Add(OrderedRecvOp(a, peer, recv + kept[k].begin, kept[k].end - kept[k].begin,
-                                    cur + kept[k].begin, peer_lower,
-                                    k == steps - 1 ? AvgDivisor(a) : 0, last, -1));
+                                    cur + kept[k].begin, peer_lower, 0, last, -1));
     cur = recv;
   }
-  for (int k = steps - 1; k >= 0; --k) {
+  for (int k = steps - 2; k >= 0; --k) {
     const int peer = f.RankOf(f.newrank ^ (1 << k));
     if (kept[k].end > kept[k].begin)
       out->Add(SendOp(peer, recv + kept[k].begin, kept[k].end - kept[k].begin, last));
-    if (given[k].end > given[k].begin)
-      last = out->Add(OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin,
-                                    nullptr, false, 0, last, sends[k]));
+    if (given[k].end > given[k].begin) {
+      Op op = OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin, nullptr,
+                            false, 0, last, sends[k]);
+      op.stream_dst = a.stream_outputs && k == 0 && !f.Absorbs();
+      last = out->Add(op);
+    }
   }
   if (f.Absorbs()) out->Add(SendOp(f.partner, recv, bytes, last));
 }
@@ -283,7 +368,13 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
     AddFoldedOut(a, f, send, blk, recv, blk * p, out);
     return;
   }
-  const int copy = send != own ? out->Add(CopyOp(a, send, own, blk, -1)) : -1;
+  // Without a folded partner the first step sends this rank's block
+  // straight from the input, so the copy into the output waits for
+  // nothing; with one step only, nothing reads that copy again.
+  const bool alone = !f.Absorbs();
+  Op own_copy = CopyOp(a, send, own, blk, -1);
+  own_copy.stream_dst = a.stream_outputs && alone && f.steps == 1;
+  const int copy = send != own ? out->Add(own_copy) : -1;
   const int fold_recv = f.Absorbs() ? out->Add(OrderedRecvOp(a, f.partner, recv + f.partner * blk,
                                                              blk, nullptr, false, 0, -1, -1))
                                     : -1;
@@ -293,13 +384,18 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
     const int bit = 1 << k;
     const int peer = f.RankOf(f.newrank ^ bit);
     const int mine = f.newrank & ~(bit - 1), theirs = mine ^ bit;
-    const int dep0 = k == 0 ? copy : last, dep1 = k == 0 ? fold_recv : -1;
-    Op s = SendOp(peer, recv + offset(mine), offset(mine + bit) - offset(mine), dep0);
+    const bool from_input = k == 0 && alone;
+    const int dep0 = k == 0 ? (from_input ? -1 : copy) : last, dep1 = k == 0 ? fold_recv : -1;
+    Op s = SendOp(peer, from_input ? send : recv + offset(mine), offset(mine + bit) - offset(mine),
+                  dep0);
     s.deps[1] = dep1;
     out->Add(s);
-    last = out->Add(OrderedRecvOp(a, peer, recv + offset(theirs),
-                                  offset(theirs + bit) - offset(theirs), nullptr, false, 0, dep0,
-                                  dep1));
+    // Receives chain (the first one after the copy): `last` done means
+    // everything here is.
+    Op r = OrderedRecvOp(a, peer, recv + offset(theirs), offset(theirs + bit) - offset(theirs),
+                         nullptr, false, 0, k == 0 ? copy : last, dep1);
+    r.stream_dst = a.stream_outputs && alone && k == f.steps - 1;
+    last = out->Add(r);
   }
   if (f.Absorbs()) out->Add(SendOp(f.partner, recv, blk * p, last));
 }

@@ -57,29 +57,56 @@ void BuildRingAllReduceHalves(const CollArgs& a, bool reduce_scatter, bool all_g
     *e = sb + ce;
   };
   std::vector<int> last(nchunks, -1);  // previous step's receive, per chunk
-  for (int s = 0; s < p - 1 && reduce_scatter; ++s) {
-    const int send_seg = Mod(q - s, p), recv_seg = Mod(q - s - 1, p);
-    const uint32_t divisor = s == p - 2 ? AvgDivisor(a) : 0;
-    for (size_t j = 0; j < nchunks; ++j) {
-      size_t b, e;
+  // The reduce-scatter's sends, by step and chunk.
+  std::vector<int> rs_sent(reduce_scatter ? static_cast<size_t>(p - 1) * nchunks : 0, -1);
+  // Steps t: the reduce-scatter's p - 1, then the allgather's p - 1.
+  const int first_step = reduce_scatter ? 0 : p - 1;
+  const int end_step = all_gather ? 2 * (p - 1) : p - 1;
+  auto emit = [&](int t, size_t j) {
+    size_t b, e;
+    if (t < p - 1) {
+      const int s = t;
+      const int send_seg = Mod(q - s, p), recv_seg = Mod(q - s - 1, p);
+      const uint32_t divisor = s == p - 2 ? AvgDivisor(a) : 0;
       chunk(send_seg, j, &b, &e);
-      if (e > b) out->Add(SendOp(next, (s == 0 ? send : recv) + b * es, (e - b) * es, last[j]));
+      rs_sent[static_cast<size_t>(s) * nchunks + j] =
+          e > b ? out->Add(SendOp(next, (s == 0 ? send : recv) + b * es, (e - b) * es, last[j]))
+                : -1;
       chunk(recv_seg, j, &b, &e);
       last[j] = e > b
                     ? out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, send + b * es, divisor))
                     : -1;
-    }
-  }
-  for (int s = 0; s < p - 1 && all_gather; ++s) {
-    const int send_seg = Mod(q + 1 - s, p), recv_seg = Mod(q - s, p);
-    for (size_t j = 0; j < nchunks; ++j) {
-      size_t b, e;
+    } else {
+      const int s = t - (p - 1);
+      const int send_seg = Mod(q + 1 - s, p), recv_seg = Mod(q - s, p);
       chunk(send_seg, j, &b, &e);
       if (e > b) out->Add(SendOp(next, recv + b * es, (e - b) * es, last[j]));
       chunk(recv_seg, j, &b, &e);
-      last[j] = e > b ? out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0)) : -1;
+      if (e > b) {
+        // The reduce-scatter's send of this chunk in step s read these
+        // bytes (in place, or s > 0): the peers order the two already (the
+        // data comes back around the ring), this says so here as well.
+        const int read_by = reduce_scatter ? rs_sent[static_cast<size_t>(s) * nchunks + j] : -1;
+        Op op = RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0, last[j], read_by);
+        // The last step's chunk is final: nothing reads it again.
+        op.stream_dst = a.stream_outputs && s == p - 2;
+        last[j] = out->Add(op);
+      } else {
+        last[j] = -1;
+      }
     }
-  }
+  };
+  // Wavefront order, as NCCL's ring runs: chunk j's step t comes one wave
+  // after chunk j - 1's, so a chunk moves on to its next step while it is
+  // still in the cache instead of after the whole segment passed (which
+  // read every reduced chunk back from memory: docs/performance.md,
+  // "Ordinary buffers: ring order and streaming stores"). Both ends of a
+  // connection list their messages in the same (wave, step) order, so the
+  // sends still match the receives.
+  const size_t nsteps = static_cast<size_t>(end_step - first_step);
+  for (size_t w = 0; w < nchunks + nsteps - 1; ++w)
+    for (size_t i = 0; i < nsteps; ++i)
+      if (w >= i && w - i < nchunks) emit(first_step + static_cast<int>(i), w - i);
 }
 
 int RingAllReduceOwnedSegment(const CollArgs& a) {
@@ -95,24 +122,34 @@ void BuildRingAllGather(const CollArgs& a, Schedule* out) {
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   if (blk == 0) return;
-  if (send != recv + a.rank * blk) out->Add(CopyOp(a, send, recv + a.rank * blk, blk));
+  if (send != recv + a.rank * blk) {
+    // Final: the first step sends from the input, not from here.
+    Op own = CopyOp(a, send, recv + a.rank * blk, blk);
+    own.stream_dst = a.stream_outputs && p > 1;
+    out->Add(own);
+  }
   if (p == 1) return;
   const auto& ring = *a.ring;
   const RingView rv(a);
   const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   std::vector<int> last(nchunks, -1);
-  for (int s = 0; s < p - 1; ++s) {
+  auto emit = [&](int s, size_t j) {
     const int send_owner = ring[Mod(q - s, p)], recv_owner = ring[Mod(q - s - 1, p)];
-    for (size_t j = 0; j < nchunks; ++j) {
-      size_t b, e;
-      Partition(a.count, nchunks, j, &b, &e);
-      const size_t off = b * es, len = (e - b) * es;
-      const uint8_t* src = s == 0 ? send + off : recv + send_owner * blk + off;
-      out->Add(SendOp(next, src, len, last[j]));
-      last[j] = out->Add(RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0));
-    }
-  }
+    size_t b, e;
+    Partition(a.count, nchunks, j, &b, &e);
+    const size_t off = b * es, len = (e - b) * es;
+    const uint8_t* src = s == 0 ? send + off : recv + send_owner * blk + off;
+    out->Add(SendOp(next, src, len, last[j]));
+    Op op = RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0);
+    // The last step's blocks are not forwarded.
+    op.stream_dst = a.stream_outputs && s == p - 2;
+    last[j] = out->Add(op);
+  };
+  // In waves, as the allreduce (a chunk is forwarded while it is cached).
+  for (size_t w = 0; w + 1 < nchunks + static_cast<size_t>(p - 1); ++w)
+    for (int s = 0; s < p - 1; ++s)
+      if (w >= static_cast<size_t>(s) && w - s < nchunks) emit(s, w - s);
 }
 
 // Ring reduce-scatter: like the first half of the ring allreduce, shifted

@@ -37,6 +37,10 @@ struct Op {
   // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
   // bitwise identical results on every rank.
   bool incoming_first = false;
+  // kRecv that copies, or kCopy: dst is final (nothing in the schedule
+  // reads it again) in a call whose buffers overflow the cache, so it may
+  // be written with streaming stores (CollArgs::stream_outputs).
+  bool stream_dst = false;
   // A PreMulSum call's scalar (one element of datatype), set where the op
   // reads this rank's own input (launch/premul.cc; algorithms leave it
   // null). kRecv: reduce_with is that input, multiplied by the scalar
@@ -196,6 +200,11 @@ struct CollArgs {
   // Ring order: ranks in the order data travels (ranks of a host together).
   const std::vector<int>* ring = nullptr;
   size_t chunk_bytes = kDefaultChunkBytes;  // pipelining granularity
+  // The call's buffers overflow the last-level cache: builders may mark
+  // final copies into the output for streaming stores (Op::stream_dst),
+  // which skip the read for ownership and leave the cache to the data
+  // still in flight.
+  bool stream_outputs = false;
   // Hierarchical algorithms: the hosts (null when they hold different
   // numbers of ranks) and the allreduce run among them.
   const HostLayout* hosts = nullptr;

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "base/log.h"
 
@@ -67,6 +70,29 @@ uint64_t CycleCounterHz() {
 #else
   return 1000000000;
 #endif
+}
+
+size_t LastLevelCacheBytes() {
+  static const size_t bytes = [] {
+    size_t best = 0;
+    int best_level = -1;
+    for (int i = 0; i < 16; ++i) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+      std::ifstream level_file(dir + "level"), size_file(dir + "size");
+      int level = 0;
+      std::string size;
+      if (!(level_file >> level) || !(size_file >> size)) continue;
+      size_t value = std::strtoull(size.c_str(), nullptr, 10);
+      if (size.back() == 'K') value <<= 10;
+      if (size.back() == 'M') value <<= 20;
+      if (level > best_level) {
+        best_level = level;
+        best = value;
+      }
+    }
+    return best > 0 ? best : size_t{32} << 20;
+  }();
+  return bytes;
 }
 
 }  // namespace baton

@@ -27,6 +27,12 @@ inline constexpr size_t kCacheLinePad = 64;
 // else (aarch64) CTR_EL0's smallest data line, else 64. Read once.
 size_t CacheLineBytes();
 
+// The last-level cache of CPU 0 as sysfs describes it (sysconf's figure
+// comes from CPUID, which in a VM may describe the whole host's), or 32 MiB
+// when sysfs does not say. Read once. Calls whose buffers overflow it
+// stream their outputs.
+size_t LastLevelCacheBytes();
+
 // Logs a warning, once per process, when CacheLineBytes() exceeds
 // kCacheLinePad: words padded apart may then still share a line (slower,
 // never wrong).

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "base/cpu.h"
@@ -34,32 +33,6 @@ constexpr size_t kMaxMappings = 64;
 constexpr size_t kScratchBytes = 64 << 10;
 
 }  // namespace
-
-// The last-level cache of CPU 0 as sysfs describes it (sysconf's figure
-// comes from CPUID, which in a VM may describe the whole host's), or 32 MiB
-// when sysfs does not say.
-size_t LastLevelCacheBytes() {
-  static const size_t bytes = [] {
-    size_t best = 0;
-    int best_level = -1;
-    for (int i = 0; i < 16; ++i) {
-      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
-      std::ifstream level_file(dir + "level"), size_file(dir + "size");
-      int level = 0;
-      std::string size;
-      if (!(level_file >> level) || !(size_file >> size)) continue;
-      size_t value = std::strtoull(size.c_str(), nullptr, 10);
-      if (size.back() == 'K') value <<= 10;
-      if (size.back() == 'M') value <<= 20;
-      if (level > best_level) {
-        best_level = level;
-        best = value;
-      }
-    }
-    return best > 0 ? best : size_t{32} << 20;
-  }();
-  return bytes;
-}
 
 IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma) {
   IpcRecord r = MakeIpcRecord(rc.call, static_cast<int>(getpid()));

@@ -79,8 +79,6 @@ inline constexpr uint32_t kIpcCma = 1u << 4;
 IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma);
 
 // Helpers the mapped and the single-copy executors share (host_ipc.cc).
-// The last-level cache (sysfs), above which outputs are streamed.
-size_t LastLevelCacheBytes();
 // Every peer's progress word at `target` or past it: a barrier through
 // shared memory (deadline, abort, a peer's death).
 Status WaitAllProgress(ChannelSet& ch, int me, int n, uint64_t target, double timeout_s,

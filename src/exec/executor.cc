@@ -27,6 +27,16 @@ void RunCopyOp(const Op& op) {
     args.op = batonSum;
     args.post_divisor = op.post_divisor;
     ReduceCopy(args);
+  } else if (op.stream_dst) {
+    ReduceCopyArgs args{};
+    args.srcs[0] = op.src;
+    args.nsrcs = 1;
+    args.dsts[0] = op.dst;
+    args.ndsts = 1;
+    args.count = op.bytes;
+    args.datatype = batonUint8;
+    args.non_temporal = true;
+    ReduceCopy(args);
   } else if (op.src != op.dst) {
     memmove(op.dst, op.src, op.bytes);
   }
@@ -40,6 +50,7 @@ RecvTarget RecvTargetOf(const Op& op) {
   t.op = op.redop;
   t.post_divisor = op.post_divisor;
   t.incoming_first = op.incoming_first;
+  t.non_temporal = op.stream_dst;
   t.scale = op.scale;
   t.elem_size = static_cast<uint32_t>(DatatypeSize(op.datatype));
   return t;

@@ -367,6 +367,18 @@ void ReduceCopy(const ReduceCopyArgs& args) {
   if (args.nsrcs == 1 && !divide) {
     // A copy moves bits: no conversion, so NaN payloads survive as on device.
     const size_t bytes = args.count * DatatypeSize(args.datatype);
+    if (args.non_temporal) {
+      // The vector loops as a byte "sum" of one source: a copy with
+      // streaming stores, which memcpy only uses above a size of its own.
+      ReduceCopyArgs bits = args;
+      bits.datatype = batonUint8;
+      bits.op = batonSum;
+      bits.count = bytes;
+      bool overlap = false;
+      for (int d = 0; d < args.ndsts; ++d)
+        overlap |= RangesOverlap(args.dsts[d], args.srcs[0], bytes);
+      if (!overlap && ReduceCopySimd(bits)) return;
+    }
     for (int d = 0; d < args.ndsts; ++d) {
       if (args.dsts[d] == args.srcs[0]) continue;
       // Overlap is outside the contract; memmove keeps it well-defined anyway.

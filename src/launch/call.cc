@@ -7,6 +7,7 @@
 #include "algorithms/barrier.h"
 #include "algorithms/ipc_plan.h"
 #include "algorithms/point_to_point.h"
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/log.h"
 #include "comm/stream.h"
@@ -315,6 +316,11 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
                      count, static_cast<uint8_t>(c.datatype), op_code, c.root,
                      static_cast<uint8_t>(choice.algorithm), false, counts_hash);
   ApplyChoice(choice, &call.args);
+  // As the registered path decides (host_ipc.cc): every rank of this host
+  // has an input and an output of about `bytes`.
+  const CommTopology& topo = comm.topology();
+  const size_t local_ranks = topo.host_ranks()[topo.host_of(comm.rank())].size();
+  call.args.stream_outputs = 2 * local_ranks * bytes > LastLevelCacheBytes();
   // CUDA IPC plans exist for the collectives of the uniform kind that
   // predate gather and scatter; the others stage device buffers.
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};

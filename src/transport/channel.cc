@@ -8,7 +8,19 @@ namespace baton {
 
 void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len) {
   if (t.reduce_with == nullptr) {
-    memcpy(t.dst + offset, data, len);
+    if (t.non_temporal) {
+      ReduceCopyArgs args;
+      args.srcs[0] = data;
+      args.nsrcs = 1;
+      args.dsts[0] = t.dst + offset;
+      args.ndsts = 1;
+      args.count = len;
+      args.datatype = batonUint8;
+      args.non_temporal = true;
+      ReduceCopy(args);
+    } else {
+      memcpy(t.dst + offset, data, len);
+    }
     return;
   }
   const uint8_t* local = t.reduce_with + offset;

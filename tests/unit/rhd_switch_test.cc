@@ -56,6 +56,7 @@ size_t Sends(int p, size_t count, const CollArgs& with) {
   a.count = count;
   a.datatype = batonInt32;
   a.send = a.recv = buf.data();
+  a.chunk_bytes = size_t{1} << 40;  // one message per step (Rabenseifner's pivot is chunked)
   Schedule s;
   BuildRhdAllReduce(a, &s);
   size_t n = 0;

@@ -93,7 +93,10 @@ TEST(RhdAllReduceTest, Int32SumMatchesReference) {
         std::vector<int32_t> want(n, 0);
         for (int r = 0; r < p; ++r)
           for (size_t i = 0; i < n; ++i) want[i] += Input(r, i);
-        for (bool in_place : {false, true}) {
+        // In place or not; with Rabenseifner's pivot in one piece, or in
+        // chunks of 16 elements with the final copies streamed.
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool in_place = variant & 1, chunked = variant & 2;
           std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(n)), out(p);
           for (int r = 0; r < p; ++r) {
             for (size_t i = 0; i < n; ++i) in[r][i] = Input(r, i);
@@ -106,10 +109,15 @@ TEST(RhdAllReduceTest, Int32SumMatchesReference) {
                 CollArgs a = Args(r, p, n, batonInt32, batonSum);
                 a.send = in[r].data();
                 a.recv = in_place ? in[r].data() : out[r].data();
+                if (chunked) {
+                  a.chunk_bytes = 64;
+                  a.stream_outputs = true;
+                }
                 algo.build(a, s);
               },
               &stats))
-              << algo.name << " p=" << p << " n=" << n << " in_place=" << in_place;
+              << algo.name << " p=" << p << " n=" << n << " in_place=" << in_place
+              << " chunked=" << chunked;
           for (int r = 0; r < p; ++r) {
             ASSERT_EQ(in_place ? in[r] : out[r], want) << algo.name << " p=" << p << " n=" << n
                                                        << " in_place=" << in_place << " rank " << r;
@@ -509,6 +517,7 @@ TEST(RhdAllGatherTest, MatchesReference) {
               CollArgs a = Args(r, p, n, batonInt32, batonSum);
               a.send = in_place ? out[r].data() + r * n : in[r].data();
               a.recv = out[r].data();
+              a.stream_outputs = (p + n) % 2 == 0;  // half the cases
               BuildRecursiveDoublingAllGather(a, s);
             },
             &stats))

@@ -1,6 +1,7 @@
 // Static checks of a rank's schedule, for the algorithm tests: no zero-byte
-// messages, dependencies point backwards, and no two ops that may run at
-// once touch the same bytes while one of them writes (the simulator alone
+// messages, dependencies point backwards, no two ops that may run at
+// once touch the same bytes while one of them writes, and nothing touches
+// a streamed final output afterwards (the simulator alone
 // would not catch that: it copies a message the moment it is sent). Then the
 // simulator, over all ranks' checked schedules.
 #pragma once
@@ -84,12 +85,25 @@ inline ::testing::AssertionResult CheckSchedule(const Schedule& s) {
                << "ops " << i << " and " << j << " may run at once on the same bytes";
     }
   }
+  // A streamed output (Op::stream_dst) is final: no op that may run after
+  // it reads or writes those bytes again.
+  for (int i = 0; i < n; ++i) {
+    if (!ops[i].stream_dst) continue;
+    if (ops[i].reduce_with != nullptr || ops[i].kind == Op::Kind::kSend)
+      return ::testing::AssertionFailure() << "op " << i << " streams but is no copy";
+    for (int j = 0; j < n; ++j) {
+      if (j == i || (before[i][j / 64] >> (j % 64) & 1)) continue;
+      if (Overlap(writes[i], reads[2 * j]) || Overlap(writes[i], writes[j]))
+        return ::testing::AssertionFailure()
+               << "op " << j << " may touch the bytes op " << i << " streams as final";
+    }
+  }
   return ::testing::AssertionSuccess();
 }
 
 // Builds every rank's schedule with `build`, checks each, and simulates.
 inline ::testing::AssertionResult Simulate(int p, const std::function<void(int, Schedule*)>& build,
-                                    std::vector<SimRankStats>* stats) {
+                                           std::vector<SimRankStats>* stats) {
   std::vector<Schedule> sched(p);
   for (int r = 0; r < p; ++r) {
     build(r, &sched[r]);

@@ -76,7 +76,9 @@ TEST(ScheduleTest, RingAllReduceMatchesReference) {
         CollArgs a = Args(r, c.p, c.count, &ring);
         a.send = in[r].data();
         a.recv = in_place ? in[r].data() : out[r].data();
+        a.stream_outputs = c.shuffled;
         BuildRingAllReduce(a, &sched[r]);
+        if (c.p <= 17) ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << c.p << " rank " << r;
       }
       std::vector<SimRankStats> stats;
       Status st = SimulateSchedules(sched, &stats);
@@ -232,7 +234,9 @@ TEST(ScheduleTest, RingAllGatherAndReduceScatter) {
       CollArgs a = Args(r, c.p, n, &ring);
       a.send = in[r].data();
       a.recv = out[r].data();
+      a.stream_outputs = c.shuffled;
       BuildRingAllGather(a, &ag[r]);
+      if (c.p <= 17) ASSERT_TRUE(CheckSchedule(ag[r])) << "p=" << c.p << " rank " << r;
       rs_in[r].resize(n * c.p);
       for (size_t i = 0; i < n * c.p; ++i) rs_in[r][i] = Input(r, i);
       rs_out[r].assign(n, -9);
