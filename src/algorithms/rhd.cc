@@ -335,8 +335,11 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
     out->Add(SendOp(peer, cur + offset(give_lo), offset(give_hi) - offset(give_lo), last));
     const bool final_step = k == f.steps - 1;
     uint8_t* dst = final_step && !f.Absorbs() ? recv : partial + offset(lo);
-    last = out->Add(OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo),
-                                  peer_lower, final_step ? AvgDivisor(a) : 0, last, -1));
+    Op op = OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo), peer_lower,
+                          final_step ? AvgDivisor(a) : 0, last, -1);
+    // (In place the reduction just read those lines: nothing to skip.)
+    op.stream_dst = a.stream_outputs && dst == recv && op.reduce_with != dst;
+    last = out->Add(op);
     cur = partial;
   }
   if (f.Absorbs()) {

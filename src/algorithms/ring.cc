@@ -172,21 +172,25 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   uint8_t* partial = p > 2 ? out->AllocScratch(blk * p) : nullptr;
   std::vector<int> last(nchunks, -1);
-  for (int s = 0; s < p - 1; ++s) {
+  auto emit = [&](int s, size_t j) {
     const int send_owner = ring[Mod(q - s - 1, p)], recv_owner = ring[Mod(q - s - 2, p)];
     const bool final_step = s == p - 2;
-    for (size_t j = 0; j < nchunks; ++j) {
-      size_t b, e;
-      Partition(a.count, nchunks, j, &b, &e);
-      const size_t off = b * es, len = (e - b) * es;
-      const uint8_t* src =
-          s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
-      out->Add(SendOp(next, src, len, last[j]));
-      uint8_t* dst = final_step ? recv + off : partial + recv_owner * blk + off;
-      last[j] = out->Add(
-          RecvOp(a, prev, dst, len, send + recv_owner * blk + off, final_step ? AvgDivisor(a) : 0));
-    }
-  }
+    size_t b, e;
+    Partition(a.count, nchunks, j, &b, &e);
+    const size_t off = b * es, len = (e - b) * es;
+    const uint8_t* src = s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
+    out->Add(SendOp(next, src, len, last[j]));
+    uint8_t* dst = final_step ? recv + off : partial + recv_owner * blk + off;
+    Op op =
+        RecvOp(a, prev, dst, len, send + recv_owner * blk + off, final_step ? AvgDivisor(a) : 0);
+    // (In place the reduction just read those lines: nothing to skip.)
+    op.stream_dst = a.stream_outputs && final_step && op.reduce_with != dst;
+    last[j] = out->Add(op);
+  };
+  // In waves, as the allreduce (a partial sum moves on while it is cached).
+  for (size_t w = 0; w + 1 < nchunks + static_cast<size_t>(p - 1); ++w)
+    for (int s = 0; s < p - 1; ++s)
+      if (w >= static_cast<size_t>(s) && w - s < nchunks) emit(s, w - s);
 }
 
 }  // namespace baton

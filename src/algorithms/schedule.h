@@ -37,9 +37,9 @@ struct Op {
   // order-sensitive corner cases (max of +0/-0, NaN payloads) still give
   // bitwise identical results on every rank.
   bool incoming_first = false;
-  // kRecv that copies, or kCopy: dst is final (nothing in the schedule
-  // reads it again) in a call whose buffers overflow the cache, so it may
-  // be written with streaming stores (CollArgs::stream_outputs).
+  // kRecv or kCopy: dst is final (nothing in the schedule reads it again)
+  // in a call whose buffers overflow the cache, so it may be written with
+  // streaming stores (CollArgs::stream_outputs).
   bool stream_dst = false;
   // A PreMulSum call's scalar (one element of datatype), set where the op
   // reads this rank's own input (launch/premul.cc; algorithms leave it

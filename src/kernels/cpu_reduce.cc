@@ -444,7 +444,7 @@ void ScaleReduce(void* dst, const void* own, const void* other, size_t count, ba
 }
 
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
-                batonRedOp_t op, uint32_t post_divisor) {
+                batonRedOp_t op, uint32_t post_divisor, bool non_temporal) {
   ReduceCopyArgs args;
   args.srcs[0] = a;
   args.srcs[1] = b;
@@ -455,6 +455,7 @@ void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonData
   args.datatype = dt;
   args.op = op;
   args.post_divisor = post_divisor;
+  args.non_temporal = non_temporal;
   ReduceCopy(args);
 }
 

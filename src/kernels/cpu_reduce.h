@@ -47,9 +47,10 @@ struct ReduceCopyArgs {
 void ReduceCopy(const ReduceCopyArgs& args);
 
 // Convenience for the common two-operand step: dst = a op b, elementwise,
-// then divided by post_divisor when > 1. dst may be a or b.
+// then divided by post_divisor when > 1. dst may be a or b. non_temporal:
+// as in ReduceCopyArgs.
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
-                batonRedOp_t op, uint32_t post_divisor = 0);
+                batonRedOp_t op, uint32_t post_divisor = 0, bool non_temporal = false);
 
 // dst[i] = src[i] * *scalar (one element of dt) for i < count: the
 // pre-multiplication of a PreMulSum op (ScaleCopyRange in reduce_copy.h).

@@ -30,7 +30,7 @@ void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len
     return;
   }
   ReduceInto(t.dst + offset, t.incoming_first ? data : local, t.incoming_first ? local : data,
-             len / t.elem_size, t.datatype, t.op, t.post_divisor);
+             len / t.elem_size, t.datatype, t.op, t.post_divisor, t.non_temporal);
 }
 
 }  // namespace baton

@@ -27,7 +27,7 @@ struct RecvTarget {
   uint32_t post_divisor = 0;
   uint32_t elem_size = 1;
   bool incoming_first = false;  // dst = incoming op reduce_with
-  // A copy may use streaming stores (Op::stream_dst).
+  // dst may be written with streaming stores (Op::stream_dst).
   bool non_temporal = false;
   // PreMulSum: reduce_with is this rank's own input, multiplied by *scale
   // (one element of datatype) in the same pass (op is a sum).

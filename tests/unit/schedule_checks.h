@@ -89,8 +89,8 @@ inline ::testing::AssertionResult CheckSchedule(const Schedule& s) {
   // it reads or writes those bytes again.
   for (int i = 0; i < n; ++i) {
     if (!ops[i].stream_dst) continue;
-    if (ops[i].reduce_with != nullptr || ops[i].kind == Op::Kind::kSend)
-      return ::testing::AssertionFailure() << "op " << i << " streams but is no copy";
+    if (ops[i].kind == Op::Kind::kSend)
+      return ::testing::AssertionFailure() << "op " << i << " is a send marked to stream";
     for (int j = 0; j < n; ++j) {
       if (j == i || (before[i][j / 64] >> (j % 64) & 1)) continue;
       if (Overlap(writes[i], reads[2 * j]) || Overlap(writes[i], writes[j]))

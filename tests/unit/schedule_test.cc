@@ -243,7 +243,9 @@ TEST(ScheduleTest, RingAllGatherAndReduceScatter) {
       CollArgs b = Args(r, c.p, n, &ring);
       b.send = rs_in[r].data();
       b.recv = rs_out[r].data();
+      b.stream_outputs = c.shuffled;
       BuildRingReduceScatter(b, &rs[r]);
+      if (c.p <= 17) ASSERT_TRUE(CheckSchedule(rs[r])) << "p=" << c.p << " rank " << r;
     }
     std::vector<SimRankStats> stats;
     Status st = SimulateSchedules(ag, &stats);
