@@ -18,7 +18,12 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
   const size_t bytes = a.count * es;
   if (bytes == 0) return;
   const bool is_root = a.rank == a.root;
-  if (is_root && send != recv) out->Add(CopyOp(a, send, recv, bytes));
+  if (is_root && send != recv) {
+    // Final: the root sends from its input.
+    Op copy = CopyOp(a, send, recv, bytes);
+    copy.stream_dst = a.stream_outputs && p > 1;
+    out->Add(copy);
+  }
   if (p == 1) return;
   const RingView rv(a);
   const int pos = rv.from_root, next = rv.next, prev = rv.prev;
@@ -30,7 +35,9 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
       out->Add(SendOp(next, send + b * es, (e - b) * es, -1));
       continue;
     }
-    int r = out->Add(RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0));
+    Op op = RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0);
+    op.stream_dst = a.stream_outputs && pos == p - 1;  // the chain's end forwards nothing
+    int r = out->Add(op);
     if (pos < p - 1) out->Add(SendOp(next, recv + b * es, (e - b) * es, r));
   }
 }
@@ -60,7 +67,10 @@ void BuildChainReduce(const CollArgs& a, Schedule* out) {
       out->Add(SendOp(toward, send + off, len, -1));
       continue;
     }
-    int r = out->Add(RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0));
+    Op op = RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0);
+    // The root's sums are final (in place the reduction just read them).
+    op.stream_dst = a.stream_outputs && pos == 0 && send != recv;
+    int r = out->Add(op);
     if (pos > 0) out->Add(SendOp(toward, acc + off, len, r));
   }
 }

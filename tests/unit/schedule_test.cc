@@ -181,7 +181,9 @@ TEST(ScheduleTest, ChainBroadcastEveryRoot) {
         a.root = root;
         a.send = r == root ? src.data() : nullptr;
         a.recv = buf[r].data();
+        a.stream_outputs = c.shuffled;
         BuildChainBroadcast(a, &sched[r]);
+        ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << c.p << " rank " << r;
       }
       std::vector<SimRankStats> stats;
       Status st = SimulateSchedules(sched, &stats);
@@ -206,7 +208,9 @@ TEST(ScheduleTest, ChainReduceEveryRoot) {
         a.root = root;
         a.send = in[r].data();
         a.recv = r == root ? out.data() : nullptr;
+        a.stream_outputs = c.shuffled;
         BuildChainReduce(a, &sched[r]);
+        ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << c.p << " rank " << r;
       }
       std::vector<SimRankStats> stats;
       Status st = SimulateSchedules(sched, &stats);
