@@ -23,11 +23,16 @@ void BuildPairwiseAlltoAll(const CollArgs& a, Schedule* out) {
     std::copy(send, send + blk * p, copy);
     send = copy;
   }
-  out->Add(CopyOp(a, send + a.rank * blk, recv + a.rank * blk, blk));
+  // Every block lands where it stays: all of them may stream.
+  Op own = CopyOp(a, send + a.rank * blk, recv + a.rank * blk, blk);
+  own.stream_dst = a.stream_outputs;
+  out->Add(own);
   for (int k = 1; k < p; ++k) {
     const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
     out->Add(SendOp(to, send + to * blk, blk, -1));
-    out->Add(RecvOp(a, from, recv + from * blk, blk, nullptr, 0));
+    Op op = RecvOp(a, from, recv + from * blk, blk, nullptr, 0);
+    op.stream_dst = a.stream_outputs;
+    out->Add(op);
   }
 }
 
@@ -51,12 +56,19 @@ void BuildPairwiseAlltoAllV(const CollArgs& a, Schedule* out) {
     }
   }
   const size_t own = std::min(sb.bytes[a.rank], rb.bytes[a.rank]);
-  if (own > 0) out->Add(CopyOp(a, send + sb.offset[a.rank], recv + rb.offset[a.rank], own));
+  if (own > 0) {
+    Op copy = CopyOp(a, send + sb.offset[a.rank], recv + rb.offset[a.rank], own);
+    copy.stream_dst = a.stream_outputs;
+    out->Add(copy);
+  }
   for (int k = 1; k < p; ++k) {
     const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
     if (sb.bytes[to] > 0) out->Add(SendOp(to, send + sb.offset[to], sb.bytes[to], -1));
-    if (rb.bytes[from] > 0)
-      out->Add(RecvOp(a, from, recv + rb.offset[from], rb.bytes[from], nullptr, 0));
+    if (rb.bytes[from] > 0) {
+      Op op = RecvOp(a, from, recv + rb.offset[from], rb.bytes[from], nullptr, 0);
+      op.stream_dst = a.stream_outputs;
+      out->Add(op);
+    }
   }
 }
 

@@ -335,6 +335,7 @@ TEST(AlltoAllVTest, MatchesReference) {
                 a.send_displs = sd[r].data();
                 a.send = in_place ? out[r].data() : send[r].data();
                 a.recv = out[r].data();
+                a.stream_outputs = r % 2 == 0;
                 BuildPairwiseAlltoAllV(a, s);
               },
               &stats))

@@ -281,7 +281,9 @@ TEST(ScheduleTest, AlltoAllAndBarrier) {
         CollArgs a = Args(r, p, n, &ring);
         a.send = in[r].data();
         a.recv = out[r].data();
+        a.stream_outputs = (p + n) % 2 == 0;
         BuildPairwiseAlltoAll(a, &sched[r]);
+        ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << p << " rank " << r;
         BuildDisseminationBarrier(a, &barrier[r]);
       }
       std::vector<SimRankStats> stats;
