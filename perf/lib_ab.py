@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Interleaved A/B of Baton builds or settings under the same perf binary, against the memory
+roofline measured in the same run (docs/performance.md, "Ordinary buffers: waves, stages and
+streaming stores").
+
+Each round runs every configuration at every size, one launch each, then (with --stream)
+build/perf/stream_all_cores. A configuration is NAME or NAME:SPEC, SPEC a comma-separated list
+of ENV=VALUE, `lib=DIR` (a directory holding another build's libbaton.so.0, put first on
+LD_LIBRARY_PATH; the binaries find libbaton through their RUNPATH, which that overrides) and
+`reg` (registered buffers, -R 1). Prints per size and configuration the median time per call
+over the rounds (out of place and in place), its ratio to the first configuration, and
+with --stream the median busbw as a fraction of the roofline BW (p-1)/p^2.
+
+  perf/lib_ab.py --ranks 2 --sizes 16M,64M,256M --rounds 5 --stream \\
+      old:lib=/tmp/base/build/src new reg:reg
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def parse_config(text):
+    name, _, spec = text.partition(":")
+    env, flags = {}, []
+    for item in filter(None, spec.split(",")):
+        if item == "reg":
+            flags += ["-R", "1"]
+        elif item.startswith("lib="):
+            env["LD_LIBRARY_PATH"] = item[4:]
+        elif "=" in item:
+            key, value = item.split("=", 1)
+            env[key] = value
+        else:
+            sys.exit(f"lib_ab.py: cannot read {item!r} in {text!r}")
+    return name, env, flags
+
+
+def run_sizes(args, env, flags, size):
+    argv = [os.path.join(args.build, "src", "batonrun"), "-n", str(args.ranks)]
+    if args.ranks <= os.cpu_count():
+        argv += ["--bind-to", "core"]
+    argv += [os.path.join(args.build, "perf", f"{args.coll}_perf"), "-b", size, "-e", size,
+             "-n", str(args.iters), "-w", "3", "-y", "1"] + flags
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900).stdout
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) > 12 and f[0].isdigit():
+            if f[8] != "0" or f[12] != "0":
+                print(f"WRONG RESULTS: {' '.join(argv)}: {line}", file=sys.stderr)
+            return float(f[5]), float(f[7]), float(f[9]), float(f[11])
+    print(f"no result from {' '.join(argv)}", file=sys.stderr)
+    return None
+
+
+def stream_bw(args):
+    out = subprocess.run([os.path.join(args.build, "perf", "stream_all_cores"), "64",
+                          str(os.cpu_count()), "7"], capture_output=True, text=True).stdout
+    m = re.search(r"best ([0-9.]+) GB/s", out)
+    return float(m.group(1)) if m else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--coll", default="all_reduce")
+    ap.add_argument("--sizes", default="16M,64M,256M")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--stream", action="store_true", help="measure the roofline every round")
+    ap.add_argument("configs", nargs="+")
+    args = ap.parse_args()
+    configs = [parse_config(c) for c in args.configs]
+    sizes = args.sizes.split(",")
+    results, streams = {}, []
+    for _ in range(args.rounds):
+        for name, extra, flags in configs:
+            env = dict(os.environ)
+            env.update(extra)
+            for size in sizes:
+                r = run_sizes(args, env, flags, size)
+                if r is not None:
+                    results.setdefault((name, size), []).append(r)
+        if args.stream:
+            bw = stream_bw(args)
+            if bw is not None:
+                streams.append(bw)
+    p = args.ranks
+    roof = statistics.median(streams) * (p - 1) / (p * p) if streams else None
+    if roof:
+        print(f"STREAM add, all cores: median of the rounds' best {statistics.median(streams):.1f} "
+              f"GB/s (rounds {min(streams):.1f}-{max(streams):.1f}); roofline {roof:.2f} GB/s")
+    print("| size | config | out of place us | ratio | in place us | ratio |"
+          + (" oop busbw / roofline | in place busbw / roofline |" if roof else ""))
+    print("| --- " * (6 + (2 if roof else 0)) + "|")
+    for size in sizes:
+        base = None
+        for name, _, _ in configs:
+            v = results.get((name, size))
+            if not v:
+                continue
+            oop = statistics.median(x[0] for x in v)
+            inp = statistics.median(x[2] for x in v)
+            base = base or (oop, inp)
+            row = f"| {size} | {name} | {oop:.1f} | {oop / base[0]:.2f} | {inp:.1f} | {inp / base[1]:.2f} |"
+            if roof:
+                row += (f" {statistics.median(x[1] for x in v) / roof:.2f} |"
+                        f" {statistics.median(x[3] for x in v) / roof:.2f} |")
+            print(row)
+
+
+if __name__ == "__main__":
+    main()
