@@ -49,6 +49,13 @@ sources=(src/base/*.cc src/bootstrap/*.cc src/transport/*.cc src/kernels/*.cc
 objects=()
 compile_failed=$out/compile_failed
 rm -f "$compile_failed"
+# An object is reused only when neither its source nor any header changed
+# since the last build (a header that changes a struct's layout would
+# otherwise leave objects that disagree about it).
+headers_stamp=$out/obj/.headers
+if [[ ! -f $headers_stamp ]] || [[ -n $(find src include -name '*.h' -newer "$headers_stamp" -print -quit) ]]; then
+  rm -f "$out"/obj/*.o
+fi
 for src in "${sources[@]}"; do
   obj=$out/obj/$(echo "${src#src/}" | tr / _).o
   objects+=("$obj")
@@ -68,6 +75,7 @@ if [[ -f $compile_failed ]]; then
   rm -f "${objects[@]}"
   exit 1
 fi
+touch "$headers_stamp"
 library=$out/libbaton_fuzz.a
 rm -f "$library"
 ar rcs "$library" "${objects[@]}"

@@ -4,6 +4,7 @@
 #include "algorithms/hierarchical.h"
 
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "algorithms/chain.h"
@@ -120,9 +121,14 @@ int AppendStage(Schedule* out, Schedule&& stage, Member member, int after) {
     }
     out->ops.push_back(op);
   }
+  // The stage's memory comes along (its ops point into it).
   for (size_t i = 0; i < stage.scratch_used; ++i) {
     if (out->scratch_used == out->scratch.size()) out->scratch.emplace_back();
     out->scratch[out->scratch_used++].swap(stage.scratch[i]);
+  }
+  for (size_t i = 0; i < stage.filled_used; ++i) {
+    if (out->filled_used == out->filled.size()) out->filled.emplace_back();
+    std::swap(out->filled[out->filled_used++], stage.filled[i]);
   }
   int join = -1;
   for (int i = 0; i < n; ++i) {
@@ -165,6 +171,7 @@ void BuildHierarchicalAllReduce(const CollArgs& a, Schedule* out) {
   // Stage 2: allreduce of this rank's slice among the hosts.
   if (hosts > 1 && end > begin) {
     CollArgs inter = g.Inter();
+    inter.stream_outputs &= per_host == 1;  // stage 3 sends the slice on
     inter.count = end - begin;
     inter.send = per_host > 1 ? static_cast<const uint8_t*>(a.recv) + begin * es
                               : static_cast<const uint8_t*>(a.send);
@@ -197,7 +204,9 @@ void BuildHierarchicalBroadcast(const CollArgs& a, Schedule* out) {
   // Stage 1: the root's local index on every host gets the data.
   if (g.hosts > 1 && g.me.local == g.root.local) {
     Schedule stage;
-    build(g.Inter(), &stage);
+    CollArgs inter = g.Inter();
+    inter.stream_outputs = false;  // stage 2 sends it on
+    build(inter, &stage);
     done = AppendStage(
         out, std::move(stage), [&](int h) { return g.HostMember(h); }, -1);
   }
@@ -232,6 +241,7 @@ void BuildHierarchicalReduce(const CollArgs& a, Schedule* out) {
     if (leader && me.host != g.root.host) into = out->AllocScratch(a.count * es);
     CollArgs intra = g.Intra();
     intra.recv = leader ? into : nullptr;
+    intra.stream_outputs &= hosts == 1;  // stage 2 sends the sums on
     Schedule stage;
     build(intra, &stage);
     SetAvgDivisor(&stage, hosts > 1 ? 0 : divisor);

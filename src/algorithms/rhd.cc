@@ -146,15 +146,6 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
   if (f.Absorbs()) out->Add(SendOp(f.partner, recv, bytes, last));
 }
 
-// The vector is cut into p' blocks (Partition). Reduce-scatter: in step k
-// (partner new rank ^ 2^k) the block range held so far is halved; the rank
-// whose bit k is 0 keeps the lower half. Step 0 reads the input directly, so
-// no initial copy is needed and the send buffer is never written; later
-// steps work in recv. The last step's reduction divides for avg, so each
-// element is divided once, by the one rank that owns it. Allgather: steps
-// k = L-1 .. 0 return each half to the partner that gave it away, landing
-// in recv where the reduce-scatter of step k read it (so the receive waits
-// for that send).
 namespace {
 
 // A byte range of the vector.
@@ -171,9 +162,10 @@ struct Range {
 // the stage: a reduced chunk goes back out while it is cached instead of
 // being read back from memory, and the output is written once, without the
 // read for ownership a cached store costs out of place (docs/performance.md,
-// "Ordinary buffers: waves, stages and streaming stores"). Receives chain, so *last ends as
-// "everything here is done"; a receive into `given` also waits for the send that read that chunk.
-// `final`: no later step reads what lands in recv here.
+// "Ordinary buffers: waves, stages and streaming stores"). Receives chain,
+// so *last ends as "everything here is done"; a receive into `given` also
+// waits for the send that read that chunk. `final`: no later step reads
+// what lands in recv here.
 void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const uint8_t* cur,
                           Range given, Range kept, bool final, int* last, Schedule* out) {
   auto* recv = static_cast<uint8_t*>(a.recv);
@@ -237,6 +229,15 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
 
 }  // namespace
 
+// The vector is cut into p' blocks (Partition). Reduce-scatter: in step k
+// (partner new rank ^ 2^k) the block range held so far is halved; the rank
+// whose bit k is 0 keeps the lower half. Step 0 reads the input directly, so
+// no initial copy is needed and the send buffer is never written; later
+// steps work in recv. The last step's reduction divides for avg, so each
+// element is divided once, by the one rank that owns it. Allgather: steps
+// k = L-1 .. 0 return each half to the partner that gave it away, landing
+// in recv where the reduce-scatter of step k read it (so the receive waits
+// for that send).
 void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
   const size_t es = DatatypeSize(a.datatype);
   const size_t bytes = a.count * es;

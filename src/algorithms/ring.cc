@@ -100,7 +100,7 @@ void BuildRingAllReduceHalves(const CollArgs& a, bool reduce_scatter, bool all_g
   // after chunk j - 1's, so a chunk moves on to its next step while it is
   // still in the cache instead of after the whole segment passed (which
   // read every reduced chunk back from memory: docs/performance.md,
-  // "Ordinary buffers: ring order and streaming stores"). Both ends of a
+  // "Ordinary buffers: waves, stages and streaming stores"). Both ends of a
   // connection list their messages in the same (wave, step) order, so the
   // sends still match the receives.
   const size_t nsteps = static_cast<size_t>(end_step - first_step);

@@ -9,6 +9,7 @@
 
 #include "algorithms/barrier.h"
 #include "algorithms/chain.h"
+#include "algorithms/hierarchical.h"
 #include "algorithms/pairwise.h"
 #include "algorithms/ring.h"
 #include "exec/simulator.h"
@@ -78,7 +79,9 @@ TEST(ScheduleTest, RingAllReduceMatchesReference) {
         a.recv = in_place ? in[r].data() : out[r].data();
         a.stream_outputs = c.shuffled;
         BuildRingAllReduce(a, &sched[r]);
-        if (c.p <= 17) ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << c.p << " rank " << r;
+        if (c.p <= 17) {
+          ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << c.p << " rank " << r;
+        }
       }
       std::vector<SimRankStats> stats;
       Status st = SimulateSchedules(sched, &stats);
@@ -224,6 +227,65 @@ TEST(ScheduleTest, ChainReduceEveryRoot) {
   }
 }
 
+// Hierarchical compositions stream only in their last stage: an earlier
+// stage's output is sent on (CheckSchedule fails on a streamed range that
+// is read again). Allreduce with both inter-host algorithms, broadcast and
+// reduce, H hosts of L ranks, checked against the plain sums.
+TEST(ScheduleTest, HierarchicalStreamsOnlyItsLastStage) {
+  for (int hosts : {2, 3, 4}) {
+    for (int per_host : {1, 2, 3}) {
+      const int p = hosts * per_host;
+      HostLayout layout;
+      layout.hosts = hosts;
+      layout.per_host = per_host;
+      layout.ranks = IdentityRing(p);
+      layout.slot_of = IdentityRing(p);
+      const auto ring = IdentityRing(p);
+      for (int kind = 0; kind < 4; ++kind) {
+        const size_t n = 257;
+        const int root = p - 1;
+        std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(n)), out(p);
+        for (int r = 0; r < p; ++r) {
+          for (size_t i = 0; i < n; ++i) in[r][i] = Input(r, i);
+          out[r].assign(n, -7);
+        }
+        std::vector<SimRankStats> stats;
+        ASSERT_TRUE(Simulate(
+            p,
+            [&](int r, Schedule* s) {
+              CollArgs a = Args(r, p, n, &ring);
+              a.hosts = &layout;
+              a.root = root;
+              a.send = in[r].data();
+              a.recv = out[r].data();
+              a.stream_outputs = true;
+              if (kind <= 1) {
+                a.inter_host = kind == 0 ? Algorithm::kRing : Algorithm::kRecursiveHalvingDoubling;
+                a.rhd_switch_bytes = 0;
+                BuildHierarchicalAllReduce(a, s);
+              } else if (kind == 2) {
+                BuildHierarchicalBroadcast(a, s);
+              } else {
+                BuildHierarchicalReduce(a, s);
+              }
+            },
+            &stats))
+            << "hosts=" << hosts << " per_host=" << per_host << " kind=" << kind;
+        for (int r = 0; r < p; ++r) {
+          if (kind == 3 && r != root) continue;
+          for (size_t i = 0; i < n; ++i) {
+            int32_t want = 0;
+            for (int o = 0; o < p; ++o) want += Input(o, i);
+            if (kind == 2) want = Input(root, i);
+            ASSERT_EQ(out[r][i], want) << "hosts=" << hosts << " per_host=" << per_host
+                                       << " kind=" << kind << " rank " << r << " i " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(ScheduleTest, RingAllGatherAndReduceScatter) {
   for (const Case& c : Cases()) {
     auto ring = c.shuffled ? ShuffledRing(c.p) : IdentityRing(c.p);
@@ -240,7 +302,9 @@ TEST(ScheduleTest, RingAllGatherAndReduceScatter) {
       a.recv = out[r].data();
       a.stream_outputs = c.shuffled;
       BuildRingAllGather(a, &ag[r]);
-      if (c.p <= 17) ASSERT_TRUE(CheckSchedule(ag[r])) << "p=" << c.p << " rank " << r;
+      if (c.p <= 17) {
+        ASSERT_TRUE(CheckSchedule(ag[r])) << "p=" << c.p << " rank " << r;
+      }
       rs_in[r].resize(n * c.p);
       for (size_t i = 0; i < n * c.p; ++i) rs_in[r][i] = Input(r, i);
       rs_out[r].assign(n, -9);
@@ -249,7 +313,9 @@ TEST(ScheduleTest, RingAllGatherAndReduceScatter) {
       b.recv = rs_out[r].data();
       b.stream_outputs = c.shuffled;
       BuildRingReduceScatter(b, &rs[r]);
-      if (c.p <= 17) ASSERT_TRUE(CheckSchedule(rs[r])) << "p=" << c.p << " rank " << r;
+      if (c.p <= 17) {
+        ASSERT_TRUE(CheckSchedule(rs[r])) << "p=" << c.p << " rank " << r;
+      }
     }
     std::vector<SimRankStats> stats;
     Status st = SimulateSchedules(ag, &stats);
