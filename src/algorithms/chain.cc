@@ -18,12 +18,8 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
   const size_t bytes = a.count * es;
   if (bytes == 0) return;
   const bool is_root = a.rank == a.root;
-  if (is_root && send != recv) {
-    // Final: the root sends from its input.
-    Op copy = CopyOp(a, send, recv, bytes);
-    copy.stream_dst = a.stream_outputs && p > 1;
-    out->Add(copy);
-  }
+  // Final: the root sends from its input.
+  if (is_root && send != recv) out->Add(StreamedIf(a, p > 1, CopyOp(a, send, recv, bytes)));
   if (p == 1) return;
   const RingView rv(a);
   const int pos = rv.from_root, next = rv.next, prev = rv.prev;
@@ -35,9 +31,9 @@ void BuildChainBroadcast(const CollArgs& a, Schedule* out) {
       out->Add(SendOp(next, send + b * es, (e - b) * es, -1));
       continue;
     }
-    Op op = RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0);
-    op.stream_dst = a.stream_outputs && pos == p - 1;  // the chain's end forwards nothing
-    int r = out->Add(op);
+    // The chain's end forwards nothing.
+    int r = out->Add(
+        StreamedIf(a, pos == p - 1, RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0)));
     if (pos < p - 1) out->Add(SendOp(next, recv + b * es, (e - b) * es, r));
   }
 }
@@ -67,10 +63,10 @@ void BuildChainReduce(const CollArgs& a, Schedule* out) {
       out->Add(SendOp(toward, send + off, len, -1));
       continue;
     }
-    Op op = RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0);
     // The root's sums are final (in place the reduction just read them).
-    op.stream_dst = a.stream_outputs && pos == 0 && send != recv;
-    int r = out->Add(op);
+    int r = out->Add(
+        StreamedIf(a, pos == 0 && send != recv,
+                   RecvOp(a, from, acc + off, len, send + off, pos == 0 ? AvgDivisor(a) : 0)));
     if (pos > 0) out->Add(SendOp(toward, acc + off, len, r));
   }
 }

@@ -121,15 +121,7 @@ int AppendStage(Schedule* out, Schedule&& stage, Member member, int after) {
     }
     out->ops.push_back(op);
   }
-  // The stage's memory comes along (its ops point into it).
-  for (size_t i = 0; i < stage.scratch_used; ++i) {
-    if (out->scratch_used == out->scratch.size()) out->scratch.emplace_back();
-    out->scratch[out->scratch_used++].swap(stage.scratch[i]);
-  }
-  for (size_t i = 0; i < stage.filled_used; ++i) {
-    if (out->filled_used == out->filled.size()) out->filled.emplace_back();
-    std::swap(out->filled[out->filled_used++], stage.filled[i]);
-  }
+  out->TakeMemory(std::move(stage));
   int join = -1;
   for (int i = 0; i < n; ++i) {
     if (needed[i]) continue;

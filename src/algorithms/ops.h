@@ -91,6 +91,26 @@ inline int Join(std::initializer_list<int> deps, Schedule* out) {
   return Join<std::initializer_list<int>>(deps, out);
 }
 
+// `op` with Op::stream_dst set to `final` (its destination is not read
+// again) when the call streams its outputs.
+inline Op StreamedIf(const CollArgs& a, bool final, Op op) {
+  op.stream_dst = a.stream_outputs && final;
+  return op;
+}
+
+// Calls emit(step, chunk) for `nsteps` steps of `nchunks` chunks in waves:
+// chunk j's step i in wave i + j, steps in order within a wave. A chunk
+// moves on to its next step one wave after the previous chunk did, while
+// it is still in the cache (listed step by step, every chunk of a large
+// call was read back from memory before its next step), and both ends of
+// a connection list their messages in the same order.
+template <typename Emit>
+inline void ForEachInWaves(size_t nchunks, size_t nsteps, Emit&& emit) {
+  for (size_t w = 0; w + 1 < nchunks + nsteps; ++w)
+    for (size_t i = 0; i < nsteps && i <= w; ++i)
+      if (w - i < nchunks) emit(i, w - i);
+}
+
 inline Op CopyOp(const CollArgs& a, const uint8_t* src, uint8_t* dst, size_t bytes, int dep = -1) {
   Op op;
   op.kind = Op::Kind::kCopy;

@@ -24,15 +24,11 @@ void BuildPairwiseAlltoAll(const CollArgs& a, Schedule* out) {
     send = copy;
   }
   // Every block lands where it stays: all of them may stream.
-  Op own = CopyOp(a, send + a.rank * blk, recv + a.rank * blk, blk);
-  own.stream_dst = a.stream_outputs;
-  out->Add(own);
+  out->Add(StreamedIf(a, true, CopyOp(a, send + a.rank * blk, recv + a.rank * blk, blk)));
   for (int k = 1; k < p; ++k) {
     const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
     out->Add(SendOp(to, send + to * blk, blk, -1));
-    Op op = RecvOp(a, from, recv + from * blk, blk, nullptr, 0);
-    op.stream_dst = a.stream_outputs;
-    out->Add(op);
+    out->Add(StreamedIf(a, true, RecvOp(a, from, recv + from * blk, blk, nullptr, 0)));
   }
 }
 
@@ -56,19 +52,15 @@ void BuildPairwiseAlltoAllV(const CollArgs& a, Schedule* out) {
     }
   }
   const size_t own = std::min(sb.bytes[a.rank], rb.bytes[a.rank]);
-  if (own > 0) {
-    Op copy = CopyOp(a, send + sb.offset[a.rank], recv + rb.offset[a.rank], own);
-    copy.stream_dst = a.stream_outputs;
-    out->Add(copy);
-  }
+  if (own > 0)
+    out->Add(
+        StreamedIf(a, true, CopyOp(a, send + sb.offset[a.rank], recv + rb.offset[a.rank], own)));
   for (int k = 1; k < p; ++k) {
     const int to = Mod(a.rank + k, p), from = Mod(a.rank - k, p);
     if (sb.bytes[to] > 0) out->Add(SendOp(to, send + sb.offset[to], sb.bytes[to], -1));
-    if (rb.bytes[from] > 0) {
-      Op op = RecvOp(a, from, recv + rb.offset[from], rb.bytes[from], nullptr, 0);
-      op.stream_dst = a.stream_outputs;
-      out->Add(op);
-    }
+    if (rb.bytes[from] > 0)
+      out->Add(
+          StreamedIf(a, true, RecvOp(a, from, recv + rb.offset[from], rb.bytes[from], nullptr, 0)));
   }
 }
 

@@ -193,36 +193,33 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
   // Per chunk: the reduction (staged: the copy out of the stage), the send
   // of `given` and the send of the reduced chunk.
   std::vector<int> reduced(nchunks, -1), given_sent(nchunks, -1), kept_sent(nchunks, -1);
-  for (size_t w = 0; w <= nchunks; ++w) {
-    if (w < nchunks) {
-      const Range g = piece(given, w), k = piece(kept, w);
-      if (g.end > g.begin)
-        given_sent[w] = out->Add(SendOp(peer, cur + g.begin, g.end - g.begin, before));
-      if (k.end > k.begin) {
-        const int reuse = staged && w >= kStages ? kept_sent[w - kStages] : -1;
-        *last = out->Add(OrderedRecvOp(a, peer, staged ? stage(w) : recv + k.begin, k.end - k.begin,
-                                       cur + k.begin, peer_lower, AvgDivisor(a), *last, reuse));
-        reduced[w] = *last;
-        if (staged) {
-          Op copy = CopyOp(a, stage(w), recv + k.begin, k.end - k.begin, *last);
-          copy.stream_dst = final;
-          reduced[w] = last_copy = out->Add(copy);
-        }
-      }
-    }
-    if (w == 0) continue;
-    const size_t j = w - 1;
+  // In waves (ForEachInWaves): step 0 gives chunk j of `given` and reduces
+  // chunk j of `kept`, step 1 sends the reduced chunk back and receives
+  // the partner's.
+  ForEachInWaves(nchunks, 2, [&](size_t step, size_t j) {
     const Range g = piece(given, j), k = piece(kept, j);
+    if (step == 0) {
+      if (g.end > g.begin)
+        given_sent[j] = out->Add(SendOp(peer, cur + g.begin, g.end - g.begin, before));
+      if (k.end > k.begin) {
+        const int reuse = staged && j >= kStages ? kept_sent[j - kStages] : -1;
+        *last = out->Add(OrderedRecvOp(a, peer, staged ? stage(j) : recv + k.begin, k.end - k.begin,
+                                       cur + k.begin, peer_lower, AvgDivisor(a), *last, reuse));
+        reduced[j] = *last;
+        if (staged)
+          reduced[j] = last_copy = out->Add(
+              StreamedIf(a, final, CopyOp(a, stage(j), recv + k.begin, k.end - k.begin, *last)));
+      }
+      return;
+    }
     if (k.end > k.begin)
       kept_sent[j] =
           out->Add(SendOp(peer, staged ? stage(j) : recv + k.begin, k.end - k.begin, reduced[j]));
-    if (g.end > g.begin) {
-      Op op = OrderedRecvOp(a, peer, recv + g.begin, g.end - g.begin, nullptr, false, 0, *last,
-                            given_sent[j]);
-      op.stream_dst = a.stream_outputs && final;
-      *last = out->Add(op);
-    }
-  }
+    if (g.end > g.begin)
+      *last = out->Add(StreamedIf(a, final,
+                                  OrderedRecvOp(a, peer, recv + g.begin, g.end - g.begin, nullptr,
+                                                false, 0, *last, given_sent[j])));
+  });
   // The copies out of the stages run in order: the last one done, all are.
   *last = Join({*last, last_copy}, out);
 }
@@ -285,12 +282,11 @@ void BuildRabenseifnerAllReduce(const CollArgs& a, Schedule* out) {
     const int peer = f.RankOf(f.newrank ^ (1 << k));
     if (kept[k].end > kept[k].begin)
       out->Add(SendOp(peer, recv + kept[k].begin, kept[k].end - kept[k].begin, last));
-    if (given[k].end > given[k].begin) {
-      Op op = OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin, nullptr,
-                            false, 0, last, sends[k]);
-      op.stream_dst = a.stream_outputs && k == 0 && !f.Absorbs();
-      last = out->Add(op);
-    }
+    if (given[k].end > given[k].begin)
+      last = out->Add(
+          StreamedIf(a, k == 0 && !f.Absorbs(),
+                     OrderedRecvOp(a, peer, recv + given[k].begin, given[k].end - given[k].begin,
+                                   nullptr, false, 0, last, sends[k])));
   }
   if (f.Absorbs()) out->Add(SendOp(f.partner, recv, bytes, last));
 }
@@ -338,11 +334,11 @@ void BuildRecursiveHalvingReduceScatter(const CollArgs& a, Schedule* out) {
     out->Add(SendOp(peer, cur + offset(give_lo), offset(give_hi) - offset(give_lo), last));
     const bool final_step = k == f.steps - 1;
     uint8_t* dst = final_step && !f.Absorbs() ? recv : partial + offset(lo);
-    Op op = OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo), peer_lower,
-                          final_step ? AvgDivisor(a) : 0, last, -1);
     // (In place the reduction just read those lines: nothing to skip.)
-    op.stream_dst = a.stream_outputs && dst == recv && op.reduce_with != dst;
-    last = out->Add(op);
+    last =
+        out->Add(StreamedIf(a, dst == recv && cur + offset(lo) != dst,
+                            OrderedRecvOp(a, peer, dst, offset(hi) - offset(lo), cur + offset(lo),
+                                          peer_lower, final_step ? AvgDivisor(a) : 0, last, -1)));
     cur = partial;
   }
   if (f.Absorbs()) {
@@ -378,9 +374,9 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
   // straight from the input, so the copy into the output waits for
   // nothing; with one step only, nothing reads that copy again.
   const bool alone = !f.Absorbs();
-  Op own_copy = CopyOp(a, send, own, blk, -1);
-  own_copy.stream_dst = a.stream_outputs && alone && f.steps == 1;
-  const int copy = send != own ? out->Add(own_copy) : -1;
+  const int copy =
+      send != own ? out->Add(StreamedIf(a, alone && f.steps == 1, CopyOp(a, send, own, blk, -1)))
+                  : -1;
   const int fold_recv = f.Absorbs() ? out->Add(OrderedRecvOp(a, f.partner, recv + f.partner * blk,
                                                              blk, nullptr, false, 0, -1, -1))
                                     : -1;
@@ -398,10 +394,10 @@ void BuildRecursiveDoublingAllGather(const CollArgs& a, Schedule* out) {
     out->Add(s);
     // Receives chain (the first one after the copy): `last` done means
     // everything here is.
-    Op r = OrderedRecvOp(a, peer, recv + offset(theirs), offset(theirs + bit) - offset(theirs),
-                         nullptr, false, 0, k == 0 ? copy : last, dep1);
-    r.stream_dst = a.stream_outputs && alone && k == f.steps - 1;
-    last = out->Add(r);
+    last = out->Add(StreamedIf(
+        a, alone && k == f.steps - 1,
+        OrderedRecvOp(a, peer, recv + offset(theirs), offset(theirs + bit) - offset(theirs),
+                      nullptr, false, 0, k == 0 ? copy : last, dep1)));
   }
   if (f.Absorbs()) out->Add(SendOp(f.partner, recv, blk * p, last));
 }

@@ -87,26 +87,19 @@ void BuildRingAllReduceHalves(const CollArgs& a, bool reduce_scatter, bool all_g
         // bytes (in place, or s > 0): the peers order the two already (the
         // data comes back around the ring), this says so here as well.
         const int read_by = reduce_scatter ? rs_sent[static_cast<size_t>(s) * nchunks + j] : -1;
-        Op op = RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0, last[j], read_by);
         // The last step's chunk is final: nothing reads it again.
-        op.stream_dst = a.stream_outputs && s == p - 2;
-        last[j] = out->Add(op);
+        last[j] = out->Add(
+            StreamedIf(a, s == p - 2,
+                       RecvOp(a, prev, recv + b * es, (e - b) * es, nullptr, 0, last[j], read_by)));
       } else {
         last[j] = -1;
       }
     }
   };
-  // Wavefront order, as NCCL's ring runs: chunk j's step t comes one wave
-  // after chunk j - 1's, so a chunk moves on to its next step while it is
-  // still in the cache instead of after the whole segment passed (which
-  // read every reduced chunk back from memory: docs/performance.md,
-  // "Ordinary buffers: waves, stages and streaming stores"). Both ends of a
-  // connection list their messages in the same (wave, step) order, so the
-  // sends still match the receives.
-  const size_t nsteps = static_cast<size_t>(end_step - first_step);
-  for (size_t w = 0; w < nchunks + nsteps - 1; ++w)
-    for (size_t i = 0; i < nsteps; ++i)
-      if (w >= i && w - i < nchunks) emit(first_step + static_cast<int>(i), w - i);
+  // In waves, as NCCL's ring runs (ForEachInWaves; docs/performance.md,
+  // "Ordinary buffers: waves, stages and streaming stores").
+  ForEachInWaves(nchunks, static_cast<size_t>(end_step - first_step),
+                 [&](size_t i, size_t j) { emit(first_step + static_cast<int>(i), j); });
 }
 
 int RingAllReduceOwnedSegment(const CollArgs& a) {
@@ -122,34 +115,28 @@ void BuildRingAllGather(const CollArgs& a, Schedule* out) {
   const auto* send = static_cast<const uint8_t*>(a.send);
   auto* recv = static_cast<uint8_t*>(a.recv);
   if (blk == 0) return;
-  if (send != recv + a.rank * blk) {
-    // Final: the first step sends from the input, not from here.
-    Op own = CopyOp(a, send, recv + a.rank * blk, blk);
-    own.stream_dst = a.stream_outputs && p > 1;
-    out->Add(own);
-  }
+  // Final: the first step sends from the input, not from here.
+  if (send != recv + a.rank * blk)
+    out->Add(StreamedIf(a, p > 1, CopyOp(a, send, recv + a.rank * blk, blk)));
   if (p == 1) return;
   const auto& ring = *a.ring;
   const RingView rv(a);
   const int q = rv.q, next = rv.next, prev = rv.prev;
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   std::vector<int> last(nchunks, -1);
-  auto emit = [&](int s, size_t j) {
+  // In waves, as the allreduce: a chunk is forwarded while it is cached.
+  ForEachInWaves(nchunks, static_cast<size_t>(p - 1), [&](size_t step, size_t j) {
+    const int s = static_cast<int>(step);
     const int send_owner = ring[Mod(q - s, p)], recv_owner = ring[Mod(q - s - 1, p)];
     size_t b, e;
     Partition(a.count, nchunks, j, &b, &e);
     const size_t off = b * es, len = (e - b) * es;
     const uint8_t* src = s == 0 ? send + off : recv + send_owner * blk + off;
     out->Add(SendOp(next, src, len, last[j]));
-    Op op = RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0);
     // The last step's blocks are not forwarded.
-    op.stream_dst = a.stream_outputs && s == p - 2;
-    last[j] = out->Add(op);
-  };
-  // In waves, as the allreduce (a chunk is forwarded while it is cached).
-  for (size_t w = 0; w + 1 < nchunks + static_cast<size_t>(p - 1); ++w)
-    for (int s = 0; s < p - 1; ++s)
-      if (w >= static_cast<size_t>(s) && w - s < nchunks) emit(s, w - s);
+    last[j] = out->Add(
+        StreamedIf(a, s == p - 2, RecvOp(a, prev, recv + recv_owner * blk + off, len, nullptr, 0)));
+  });
 }
 
 // Ring reduce-scatter: like the first half of the ring allreduce, shifted
@@ -172,7 +159,9 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
   const size_t nchunks = ChunksFor(a.count, es, a.chunk_bytes);
   uint8_t* partial = p > 2 ? out->AllocScratch(blk * p) : nullptr;
   std::vector<int> last(nchunks, -1);
-  auto emit = [&](int s, size_t j) {
+  // In waves, as the allreduce: a partial sum moves on while it is cached.
+  ForEachInWaves(nchunks, static_cast<size_t>(p - 1), [&](size_t step, size_t j) {
+    const int s = static_cast<int>(step);
     const int send_owner = ring[Mod(q - s - 1, p)], recv_owner = ring[Mod(q - s - 2, p)];
     const bool final_step = s == p - 2;
     size_t b, e;
@@ -181,16 +170,11 @@ void BuildRingReduceScatter(const CollArgs& a, Schedule* out) {
     const uint8_t* src = s == 0 ? send + send_owner * blk + off : partial + send_owner * blk + off;
     out->Add(SendOp(next, src, len, last[j]));
     uint8_t* dst = final_step ? recv + off : partial + recv_owner * blk + off;
-    Op op =
-        RecvOp(a, prev, dst, len, send + recv_owner * blk + off, final_step ? AvgDivisor(a) : 0);
+    const uint8_t* own = send + recv_owner * blk + off;
     // (In place the reduction just read those lines: nothing to skip.)
-    op.stream_dst = a.stream_outputs && final_step && op.reduce_with != dst;
-    last[j] = out->Add(op);
-  };
-  // In waves, as the allreduce (a partial sum moves on while it is cached).
-  for (size_t w = 0; w + 1 < nchunks + static_cast<size_t>(p - 1); ++w)
-    for (int s = 0; s < p - 1; ++s)
-      if (w >= static_cast<size_t>(s) && w - s < nchunks) emit(s, w - s);
+    last[j] = out->Add(StreamedIf(a, final_step && own != dst,
+                                  RecvOp(a, prev, dst, len, own, final_step ? AvgDivisor(a) : 0)));
+  });
 }
 
 }  // namespace baton

@@ -18,7 +18,10 @@ void Schedule::Append(Schedule&& other) {
     ops.push_back(op);
   }
   calls.insert(calls.end(), other.calls.begin(), other.calls.end());
-  // Take over other's live blocks; it gets our spare ones in exchange.
+  TakeMemory(std::move(other));
+}
+
+void Schedule::TakeMemory(Schedule&& other) {
   for (size_t i = 0; i < other.scratch_used; ++i) {
     if (scratch_used == scratch.size()) scratch.emplace_back();
     scratch[scratch_used++].swap(other.scratch[i]);

@@ -164,6 +164,9 @@ struct Schedule {
   // Appends all of `other`'s ops after ours (group calls), keeping their
   // dependencies pointing at the same ops and their calls.
   void Append(Schedule&& other);
+  // Takes over `other`'s live scratch and filled blocks (its ops point into
+  // them), giving it our spare ones in exchange.
+  void TakeMemory(Schedule&& other);
 };
 
 // Pipelining granularity when neither BATON_CHUNKSIZE nor the cost model

@@ -29,9 +29,17 @@ size_t CacheLineBytes();
 
 // The last-level cache of CPU 0 as sysfs describes it (sysconf's figure
 // comes from CPUID, which in a VM may describe the whole host's), or 32 MiB
-// when sysfs does not say. Read once. Calls whose buffers overflow it
-// stream their outputs.
+// when sysfs does not say. Read once.
 size_t LastLevelCacheBytes();
+
+// Whether a call in which `ranks` ranks of one host each have an input and
+// an output of `bytes` overflows the last-level cache: its outputs are then
+// written with streaming stores (smaller ones are read again from the
+// cache soon after, and streaming them to memory first loses;
+// docs/performance.md).
+inline bool StreamsOutputs(size_t ranks, size_t bytes) {
+  return 2 * ranks * bytes > LastLevelCacheBytes();
+}
 
 // Logs a warning, once per process, when CacheLineBytes() exceeds
 // kCacheLinePad: words padded apart may then still share a line (slower,

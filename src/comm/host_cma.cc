@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/partition.h"
 #include "comm/host_ipc.h"
@@ -62,7 +63,7 @@ Status RunCmaAllReduce(ChannelSet& ch, const IpcCall& c, const void* send, void*
   const size_t piece = PieceElements(n, es);
   // As on registered buffers: outputs are streamed only when the call's
   // buffers overflow the last-level cache.
-  const bool streaming = 2 * static_cast<size_t>(n) * c.count * es > LastLevelCacheBytes();
+  const bool streaming = StreamsOutputs(n, c.count * es);
   st->scratch.resize(piece * es * n);
   uint8_t* result_scratch = st->scratch.data() + (n - 1) * piece * es;
   size_t pb, pe;

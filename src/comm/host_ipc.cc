@@ -208,11 +208,8 @@ Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
   const size_t es = DatatypeSize(c.datatype);
   const uint32_t divisor = c.op == batonAvg ? static_cast<uint32_t>(n) : 0;
   const bool direct = n <= kMaxReduceDsts;
-  // Streaming stores only when the call's buffers (an input and an output
-  // per rank) overflow the last-level cache: smaller outputs are read again
-  // from the cache soon after, and streaming them to memory first loses
-  // (docs/performance.md, set E).
-  const bool streaming = 2 * static_cast<size_t>(n) * c.count * es > LastLevelCacheBytes();
+  // Streaming stores only above the cache (docs/performance.md, set E).
+  const bool streaming = StreamsOutputs(n, c.count * es);
   // Direct: pieces of a few MiB keep an abort within reach of a long
   // reduction. Through scratch: pieces that stay in the core's cache.
   const size_t piece = std::max<size_t>(1, (direct ? size_t{4} << 20 : kScratchBytes) / es);

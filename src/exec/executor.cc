@@ -28,15 +28,7 @@ void RunCopyOp(const Op& op) {
     args.post_divisor = op.post_divisor;
     ReduceCopy(args);
   } else if (op.stream_dst) {
-    ReduceCopyArgs args{};
-    args.srcs[0] = op.src;
-    args.nsrcs = 1;
-    args.dsts[0] = op.dst;
-    args.ndsts = 1;
-    args.count = op.bytes;
-    args.datatype = batonUint8;
-    args.non_temporal = true;
-    ReduceCopy(args);
+    StreamCopy(op.dst, op.src, op.bytes);
   } else if (op.src != op.dst) {
     memmove(op.dst, op.src, op.bytes);
   }

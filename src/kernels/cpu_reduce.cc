@@ -443,6 +443,18 @@ void ScaleReduce(void* dst, const void* own, const void* other, size_t count, ba
   });
 }
 
+void StreamCopy(void* dst, const void* src, size_t bytes) {
+  ReduceCopyArgs args;
+  args.srcs[0] = src;
+  args.nsrcs = 1;
+  args.dsts[0] = dst;
+  args.ndsts = 1;
+  args.count = bytes;
+  args.datatype = batonUint8;
+  args.non_temporal = true;
+  ReduceCopy(args);
+}
+
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t post_divisor, bool non_temporal) {
   ReduceCopyArgs args;

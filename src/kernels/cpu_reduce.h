@@ -52,6 +52,10 @@ void ReduceCopy(const ReduceCopyArgs& args);
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t post_divisor = 0, bool non_temporal = false);
 
+// memcpy with streaming stores where the vector back end runs (dst and src
+// must not overlap): for outputs nobody reads again within the call.
+void StreamCopy(void* dst, const void* src, size_t bytes);
+
 // dst[i] = src[i] * *scalar (one element of dt) for i < count: the
 // pre-multiplication of a PreMulSum op (ScaleCopyRange in reduce_copy.h).
 // dst may equal src; otherwise they must not overlap.

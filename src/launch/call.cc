@@ -316,11 +316,9 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
                      count, static_cast<uint8_t>(c.datatype), op_code, c.root,
                      static_cast<uint8_t>(choice.algorithm), false, counts_hash);
   ApplyChoice(choice, &call.args);
-  // As the registered path decides (host_ipc.cc): every rank of this host
-  // has an input and an output of about `bytes`.
   const CommTopology& topo = comm.topology();
-  const size_t local_ranks = topo.host_ranks()[topo.host_of(comm.rank())].size();
-  call.args.stream_outputs = 2 * local_ranks * bytes > LastLevelCacheBytes();
+  call.args.stream_outputs =
+      StreamsOutputs(topo.host_ranks()[topo.host_of(comm.rank())].size(), bytes);
   // CUDA IPC plans exist for the collectives of the uniform kind that
   // predate gather and scatter; the others stage device buffers.
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};

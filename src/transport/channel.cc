@@ -9,15 +9,7 @@ namespace baton {
 void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len) {
   if (t.reduce_with == nullptr) {
     if (t.non_temporal) {
-      ReduceCopyArgs args;
-      args.srcs[0] = data;
-      args.nsrcs = 1;
-      args.dsts[0] = t.dst + offset;
-      args.ndsts = 1;
-      args.count = len;
-      args.datatype = batonUint8;
-      args.non_temporal = true;
-      ReduceCopy(args);
+      StreamCopy(t.dst + offset, data, len);
     } else {
       memcpy(t.dst + offset, data, len);
     }
