@@ -444,31 +444,26 @@ void ScaleReduce(void* dst, const void* own, const void* other, size_t count, ba
 }
 
 void StreamCopy(void* dst, const void* src, size_t bytes) {
-  ReduceCopyArgs args;
-  args.srcs[0] = src;
-  args.nsrcs = 1;
-  args.dsts[0] = dst;
-  args.ndsts = 1;
-  args.count = bytes;
-  args.datatype = batonUint8;
-  args.non_temporal = true;
-  ReduceCopy(args);
+  ReduceCopy({.srcs = {src},
+              .nsrcs = 1,
+              .dsts = {dst},
+              .ndsts = 1,
+              .count = bytes,
+              .datatype = batonUint8,
+              .non_temporal = true});
 }
 
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t post_divisor, bool non_temporal) {
-  ReduceCopyArgs args;
-  args.srcs[0] = a;
-  args.srcs[1] = b;
-  args.nsrcs = 2;
-  args.dsts[0] = dst;
-  args.ndsts = 1;
-  args.count = count;
-  args.datatype = dt;
-  args.op = op;
-  args.post_divisor = post_divisor;
-  args.non_temporal = non_temporal;
-  ReduceCopy(args);
+  ReduceCopy({.srcs = {a, b},
+              .nsrcs = 2,
+              .dsts = {dst},
+              .ndsts = 1,
+              .count = count,
+              .datatype = dt,
+              .op = op,
+              .post_divisor = post_divisor,
+              .non_temporal = non_temporal});
 }
 
 }  // namespace baton
