@@ -233,6 +233,9 @@ if want perf; then
   # time-sliced, as before.
   BATON_CUDA_STREAM_WAIT=kernel small_allreduce "stream wait kernel"
   small_allreduce "stream wait memop"
+  # Ranks unbound: what binding each rank to one core costs beyond the device worker's own
+  # widening (base/affinity.h; docs/cuda.md has what it cost before the widening).
+  BATON_BIND=none small_allreduce "stream wait memop, BATON_BIND=none"
   # Where a small call's time goes (BATON_DEBUG=TRACE prints each device call's parts).
   before=$(wc -l <"$results/perf.log")
   BATON_DEBUG=TRACE BATON_DEBUG_SUBSYS=COLL run perf "all_reduce_perf -n 2 8 B, split" 30 \

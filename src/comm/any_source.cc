@@ -11,7 +11,7 @@ Status Communicator::RunAnySource(size_t count, batonDataType_t datatype,
                                   int* source) {
   std::lock_guard<std::mutex> lock(run_mu_);
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
-    return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
+    return Status(err, UnusableMessage());
   if (channels_->aborted()) return RemoteError("communicator was aborted");
   if (nranks_ == 1) return InvalidUsage("an any-source receive needs another rank to send");
   // Any peer may be the one: connections made on first use are made now.

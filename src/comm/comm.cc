@@ -429,7 +429,7 @@ Status Communicator::CheckAgreementLocked(double timeout_s) {
 
 Status Communicator::RunLocked(const Schedule& schedule, bool unchanged) {
   if (batonResult_t err = async_error_.load(); err != batonSuccess)
-    return Status(err, "communicator is unusable after an earlier error: " + sticky_message_);
+    return Status(err, UnusableMessage());
   if (channels_->aborted()) return RemoteError("communicator was aborted");
   // A call that could not be built fails here, on every rank through the
   // failure notes, rather than run with what it could not read.
@@ -466,8 +466,19 @@ Status Communicator::RunNumberedLocked(const Schedule& schedule, bool unchanged)
   return st;
 }
 
+void Communicator::KeepFirstReason(const std::string& why) {
+  std::lock_guard<std::mutex> lock(sticky_mu_);
+  if (sticky_message_.empty()) sticky_message_ = why;
+}
+
+std::string Communicator::UnusableMessage() {
+  std::lock_guard<std::mutex> lock(sticky_mu_);
+  return "communicator is unusable after an earlier error: " +
+         (sticky_message_.empty() ? std::string("it was aborted") : sticky_message_);
+}
+
 Status Communicator::Fail(Status st) {
-  sticky_message_ = st.message();
+  KeepFirstReason(st.message());
   async_error_.store(st.code());
   BATON_WARN(kLogColl, "collective failed: %s", st.message().c_str());
   // Tell the peers now, and why, rather than letting them wait for
@@ -493,7 +504,9 @@ void Communicator::Abort(const std::string& why) {
     const FailureNote note{
         batonRemoteError, rank_,
         why.empty() ? "rank " + std::to_string(rank_) + " aborted its communicator" : why};
+    if (!why.empty()) BATON_WARN(kLogColl, "communicator aborted: %s", why.c_str());
     channels_->Abort(&note);
+    KeepFirstReason(note.text);
   }
   batonResult_t expected = batonSuccess;
   async_error_.compare_exchange_strong(expected, batonRemoteError);

@@ -233,7 +233,12 @@ class Communicator {
     repeat_valid_ = false;
   }
   std::atomic<batonResult_t> async_error_{batonSuccess};
+  // Why the communicator became unusable: the first failure's or abort's
+  // reason (an abort may come from any thread: a device worker, the user).
+  std::mutex sticky_mu_;
   std::string sticky_message_;
+  void KeepFirstReason(const std::string& why);
+  std::string UnusableMessage();
   std::atomic<double> call_timeout_s_{-1};
 
   // unchanged: `schedule` is the one the executor ran last time, as it was

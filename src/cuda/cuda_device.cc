@@ -29,6 +29,7 @@
 #include "cuda/cuda_ipc.h"
 #include "cuda/cuda_util.h"
 #include "cuda/device_channel.h"
+#include "cuda/ipc_bounce.h"
 #include "cuda/staging.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -160,10 +161,21 @@ Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* c
   cudaEvent_t copied = nullptr;
   // `copied` completes after the stream's last use of the slot, so the slot
   // can go back to the pool with it whatever happens below.
-  auto copy_and_wait = [&](void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+  // The copies are kernels, not cudaMemcpyAsync: the user's stream already
+  // waits for this call's flag, and under MPS a copy queued after that wait
+  // waited for it (the trainer's first staged call, docs/cuda.md), while
+  // kernels on this stream ran. The pinned slot is mapped (the same address
+  // on the device under unified addressing).
+  auto copy_and_wait = [&](void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                            const char* what) -> Status {
-    if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, s); err != cudaSuccess)
-      return CudaErrorStatus(err, std::string("cudaMemcpyAsync(") + what + ")");
+    ReduceCopyArgs args;
+    args.nsrcs = 1;
+    args.srcs[0] = src;
+    args.ndsts = 1;
+    args.dsts[0] = dst;
+    args.count = bytes;
+    args.datatype = batonUint8;
+    BATON_RETURN_IF_ERROR(LaunchReduceCopyKernel(args, s));
     if (copied == nullptr) {
       BATON_RETURN_IF_ERROR(RecordEvent(s, &copied, what));
     } else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess) {
@@ -206,12 +218,20 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
   DeviceChannel* channel = nullptr;
   BATON_RETURN_IF_ERROR(ChannelRegistry::Get().GetOrCreate(comm, &channel));
   const double timeout_s = comm->config().timeout_s;
-  cudaEvent_t input_ready = nullptr;
-  BATON_RETURN_IF_ERROR(RecordEvent(stream, &input_ready, "input ready"));
-
   std::lock_guard<std::mutex> order(channel->launch_mutex());
+  // Buffers IPC cannot share go through scratch, copied in stream order
+  // before the wait (ipc_bounce.h), so no rank falls back for them.
+  const CudaCallBuffers user = part.buffers;
+  bool copy_out = false;
+  if (Status st = channel->bounce().BounceIn(stream, device, &part.buffers, &copy_out); !st.ok())
+    return LeaveCall(comm, std::move(st));
+  cudaEvent_t input_ready = nullptr;
+  if (Status st = RecordEvent(stream, &input_ready, "input ready"); !st.ok())
+    return LeaveCall(comm, std::move(st));
+
   const uint32_t seq = channel->NextSequence();
   comm->AddPending();
+  const CudaCallBuffers bounced = part.buffers;
   const CudaIpcCall ipc_call = MakeIpcCall(call, part.buffers);
   channel->worker().Enqueue(
       [comm, channel, seq, device, input_ready, timeout_s, ipc_call, part = std::move(part)]() {
@@ -235,7 +255,9 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
         return result;
       });
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
-  return StreamWaitFlag(channel->device_flag(), seq, kernel_timeout_ns, stream);
+  Status st = StreamWaitFlag(channel->device_flag(), seq, kernel_timeout_ns, stream);
+  if (st.ok() && copy_out) st = IpcBounceBuffers::CopyOut(stream, user, bounced);
+  return st;
 }
 
 // The same with a NULL stream: synchronous, on the calling thread, after the

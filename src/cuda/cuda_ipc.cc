@@ -56,8 +56,38 @@ GetAddressRangeFn AddressRangeFn() {
   return fn;
 }
 
+// cuPointerGetAttribute, found the same way.
+using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
+
+PointerAttributeFn PointerAttribute() {
+  static const PointerAttributeFn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &p, CUDA_VERSION,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return PointerAttributeFn{nullptr};
+    }
+    return reinterpret_cast<PointerAttributeFn>(p);
+  }();
+  return fn;
+}
+
 // The handle of the allocation holding `ptr` and ptr's offset in it.
 Status HandleOf(const void* ptr, char (&handle_bytes)[64], uint64_t* offset) {
+  // Asked first: cudaIpcGetMemHandle has been seen to refuse memory from
+  // cudaMallocAsync's pools under MPS only, and what it would hand out
+  // elsewhere for such memory is not something peers may map.
+  if (PointerAttributeFn attribute = PointerAttribute(); attribute != nullptr) {
+    int capable = 1;
+    if (attribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                  reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
+        !capable)
+      return InvalidArgument(
+          "the buffer's memory cannot be shared through CUDA IPC (a stream-ordered pool, or "
+          "VMM memory without an IPC handle type)");
+  }
   GetAddressRangeFn range = AddressRangeFn();
   if (range == nullptr) return InternalError("cuMemGetAddressRange is not available");
   CUdeviceptr base = 0;
@@ -80,6 +110,12 @@ size_t CacheCapacity() {
 }
 
 }  // namespace
+
+bool CudaIpcShareable(const void* ptr) {
+  char handle[64];
+  uint64_t offset = 0;
+  return HandleOf(ptr, handle, &offset).ok();
+}
 
 bool CudaIpcEnabled(const Communicator& comm) {
   if (comm.nranks() < 2 || !ProcessSettings().cuda_ipc) return false;

@@ -36,6 +36,11 @@ namespace baton {
 // same BATON_CUDA_IPC).
 bool CudaIpcEnabled(const Communicator& comm);
 
+// Whether CUDA IPC can hand peers the allocation `ptr` lies in
+// (cudaIpcGetMemHandle of its base succeeds; not for memory from
+// cudaMallocAsync's pools or VMM allocations without an IPC handle type).
+bool CudaIpcShareable(const void* ptr);
+
 // One call on device buffers, as the IPC path sees it.
 struct CudaIpcCall {
   IpcCall call;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 
+#include "base/affinity.h"
 #include "base/log.h"
 #include "cuda/cuda_util.h"
 
@@ -19,6 +20,13 @@ Status DeviceChannel::Init() {
       err != cudaSuccess)
     return CudaErrorStatus(err, "cudaHostGetDevicePointer(flag)");
   device_flag_ = static_cast<const volatile uint32_t*>(device_ptr);
+  // The worker must not share one CPU with a caller that spins on its
+  // stream (base/affinity.h; what that cost: docs/cuda.md).
+  worker_.Enqueue([] {
+    if (const std::string line = WidenSingleCpuAffinity(); !line.empty())
+      BATON_INFO(kLogColl, "device worker: %s", line.c_str());
+    return Status::Ok();
+  });
   return Status::Ok();
 }
 

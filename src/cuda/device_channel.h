@@ -13,6 +13,7 @@
 #include "comm/stream.h"
 #include "cuda/cuda_ipc.h"
 #include "cuda/cuda_util.h"
+#include "cuda/ipc_bounce.h"
 
 namespace baton {
 
@@ -23,7 +24,8 @@ class DeviceChannel {
   HostStream& worker() { return worker_; }
   CudaIpcContext& ipc() { return ipc_; }
   std::mutex& launch_mutex() { return launch_mu_; }
-  uint32_t NextSequence() { return ++issued_; }  // under launch_mutex()
+  IpcBounceBuffers& bounce() { return bounce_; }  // under launch_mutex()
+  uint32_t NextSequence() { return ++issued_; }   // under launch_mutex()
   const volatile uint32_t* device_flag() const { return device_flag_; }
   // Release: the staged result written before is visible to the stream's copy.
   void Publish(uint32_t seq);
@@ -38,6 +40,7 @@ class DeviceChannel {
   const volatile uint32_t* device_flag_ = nullptr;
   std::mutex launch_mu_;
   uint32_t issued_ = 0;
+  IpcBounceBuffers bounce_;
   CudaIpcContext ipc_;
   HostStream worker_;  // last: destroyed first, draining tasks that use the flag and ipc_
 };

@@ -22,7 +22,8 @@ Status StagingPool::Acquire(size_t bytes, StagingSlot** out) {
     size_t rounded = size_t{1} << 20;
     while (rounded < bytes) rounded <<= 1;
     auto slot = std::make_unique<StagingSlot>();
-    BATON_RETURN_IF_ERROR(slot->memory.Allocate(rounded, cudaHostAllocPortable));
+    BATON_RETURN_IF_ERROR(
+        slot->memory.Allocate(rounded, cudaHostAllocPortable | cudaHostAllocMapped));
     best = slot.get();
     slots_.push_back(std::move(slot));
   }

@@ -12,6 +12,7 @@
 // and in decreasing order) with identical results required, and a static
 // check fails any phase in which one rank writes bytes another rank touches.
 #include "algorithms/ipc_plan.h"
+#include "algorithms/ipc_bounce_layout.h"
 #include "algorithms/ipc_record.h"
 
 #include <gtest/gtest.h>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "common/reference.h"
+#include "cuda/cuda_device.h"
 #include "kernels/cpu_reduce.h"
 
 namespace baton {
@@ -284,6 +286,90 @@ TEST(IpcPlanTest, EveryRankCountCountAndRoot) {
             RunCase(c, n, count, batonFloat32, batonAvg, root, in_place);
             RunCase(c, n, count, batonInt32, batonSum, root, in_place);
           }
+}
+
+// Buffers CUDA IPC cannot share run through scratch (cuda/ipc_bounce.h): the
+// ranks in `bounced` copy in what PlanIpcBounce says, run the plan on their
+// scratch, copy out, and the user's buffers must hold what they hold without
+// scratch, untouched bytes included.
+void RunBouncedCase(Collective c, int n, size_t count, int root, bool in_place,
+                    const std::vector<bool>& bounced) {
+  const batonDataType_t dt = batonInt32;
+  const batonRedOp_t op = batonSum;
+  const std::string what = Describe(c, n, count, dt, op, root, in_place) + " bounced";
+  std::vector<IpcPlan> plans(n);
+  for (int r = 0; r < n; ++r) BuildIpcPlan({c, count, dt, op, root, r, n}, &plans[r]);
+  World w(c, n, count, dt, root, in_place);
+  FillInputs(&w, op);
+  std::vector<uint8_t*> user_send = w.send, user_recv = w.recv;
+  std::vector<IpcBounceLayout> layouts(n);
+  std::vector<std::vector<uint8_t>> scratch(n);
+  for (int r = 0; r < n; ++r) {
+    if (!bounced[r]) continue;
+    const CudaCallBuffers b =
+        CudaBuffersFor(c, w.send[r], w.recv[r], count, SizeOf(dt), n, r, root);
+    const IpcBounceLayout& l = layouts[r] =
+        PlanIpcBounce(b.send_bytes, b.recv_bytes, b.send == b.recv, true, true, false);
+    scratch[r].assign(l.bytes, 0x5A);  // not the World's poison: copied-out garbage shows
+    if (l.send) {
+      std::memcpy(scratch[r].data() + l.send_offset, w.send[r], l.copy_in_send);
+      w.send[r] = scratch[r].data() + l.send_offset;
+    }
+    if (l.recv) {
+      std::memcpy(scratch[r].data() + l.recv_offset, w.recv[r], l.copy_in_recv);
+      w.recv[r] = scratch[r].data() + l.recv_offset;
+    }
+  }
+  Execute(&w, plans, op, false);
+  for (int r = 0; r < n; ++r) {
+    if (bounced[r] && layouts[r].recv)
+      std::memcpy(user_recv[r], w.recv[r], layouts[r].copy_out_recv);
+  }
+  w.send = user_send;
+  w.recv = user_recv;
+  CheckOutputs(w, op, what);
+}
+
+TEST(IpcBounceTest, EveryCollectiveThroughScratch) {
+  for (Collective c : kAllCollectives)
+    for (int n : {1, 2, 3, 4, 5, 9})
+      for (size_t count : {size_t(0), size_t(1), size_t(2 * n + 1), size_t(257)})
+        for (bool in_place : {false, true}) {
+          if (in_place && c == Collective::kAlltoAll) continue;  // falls back (ipc_plan.h)
+          for (int root : {0, n - 1}) {
+            RunBouncedCase(c, n, count, root, in_place, std::vector<bool>(n, true));
+            std::vector<bool> first(n, false);
+            first[0] = true;  // one rank's buffers from a pool, its peers' shareable
+            RunBouncedCase(c, n, count, root, in_place, first);
+          }
+        }
+}
+
+// The layout itself: regions apart and aligned, one region in place.
+TEST(IpcBounceTest, Layout) {
+  IpcBounceLayout l = PlanIpcBounce(1000, 4000, false, true, true, false);
+  EXPECT_TRUE(l.send && l.recv);
+  EXPECT_EQ(l.send_offset, 0u);
+  EXPECT_EQ(l.recv_offset, 1024u);
+  EXPECT_EQ(l.bytes, 5024u);
+  EXPECT_EQ(l.copy_in_send, 1000u);
+  EXPECT_EQ(l.copy_in_recv, 0u);
+  EXPECT_EQ(l.copy_out_recv, 4000u);
+  l = PlanIpcBounce(1000, 4000, false, false, true, true);  // only the output, gaps kept
+  EXPECT_FALSE(l.send);
+  EXPECT_EQ(l.recv_offset, 0u);
+  EXPECT_EQ(l.copy_in_recv, 4000u);
+  l = PlanIpcBounce(4000, 1000, true, true, true, false);  // reduce-scatter in place, rank 0
+  EXPECT_EQ(l.send_offset, l.recv_offset);
+  EXPECT_EQ(l.bytes, 4000u);
+  EXPECT_EQ(l.copy_in_send, 4000u);
+  EXPECT_EQ(l.copy_out_recv, 1000u);
+  l = PlanIpcBounce(0, 1000, true, true, true, false);  // broadcast in place, not the root
+  EXPECT_FALSE(l.send);
+  EXPECT_EQ(l.copy_out_recv, 1000u);
+  l = PlanIpcBounce(1000, 1000, false, false, false, false);
+  EXPECT_FALSE(l.send || l.recv);
+  EXPECT_EQ(l.bytes, 0u);
 }
 
 // Reductions take passes of at most kMaxReduceSrcs sources; avg divides once.
