@@ -112,7 +112,7 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
     Status result;
     CallSplits splits;
     if (device >= 0) cudaSetDevice(device);  // this thread's current device
-    result = WaitCudaEvent(input_ready, timeout_s, "device input copy");
+    result = WaitCudaEvent(input_ready, timeout_s, "device input copy", comm->config().spin_us);
     cudaEventDestroy(input_ready);
     splits.Mark("input wait");
     if (result.ok()) {
@@ -181,7 +181,7 @@ Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* c
     } else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess) {
       return CudaErrorStatus(err, what);
     }
-    return WaitCudaEvent(copied, timeout_s, what);
+    return WaitCudaEvent(copied, timeout_s, what, comm->config().spin_us);
   };
   Status st = staged.CopyInputs(copy_and_wait);
   if (!st.ok()) {
@@ -233,27 +233,27 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
   comm->AddPending();
   const CudaCallBuffers bounced = part.buffers;
   const CudaIpcCall ipc_call = MakeIpcCall(call, part.buffers);
-  channel->worker().Enqueue(
-      [comm, channel, seq, device, input_ready, timeout_s, ipc_call, part = std::move(part)]() {
-        if (device >= 0) cudaSetDevice(device);
-        CallSplits splits;
-        Status result = WaitCudaEvent(input_ready, timeout_s, "device input");
-        cudaEventDestroy(input_ready);
-        splits.Mark("input wait");
-        splits.Report("CUDA IPC call on a stream");
-        if (!result.ok()) {
-          comm->Abort(result.message());  // see RunOnStream
-        } else {
-          CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
-          result = channel->ipc().Run(comm, ipc_call, timeout_s, &outcome);
-          if (result.ok() && outcome == CudaIpcOutcome::kFallback)
-            result = RunStagedHere(comm, channel, device, part, timeout_s);
-        }
-        if (!result.ok()) comm->set_last_error("device call (cudaStream_t): " + result.message());
-        channel->Publish(seq);  // also on failure: the stream must go on
-        comm->RemovePending();
-        return result;
-      });
+  channel->worker().Enqueue([comm, channel, seq, device, input_ready, timeout_s, ipc_call,
+                             part = std::move(part)]() {
+    if (device >= 0) cudaSetDevice(device);
+    CallSplits splits;
+    Status result = WaitCudaEvent(input_ready, timeout_s, "device input", comm->config().spin_us);
+    cudaEventDestroy(input_ready);
+    splits.Mark("input wait");
+    splits.Report("CUDA IPC call on a stream");
+    if (!result.ok()) {
+      comm->Abort(result.message());  // see RunOnStream
+    } else {
+      CudaIpcOutcome outcome = CudaIpcOutcome::kDone;
+      result = channel->ipc().Run(comm, ipc_call, timeout_s, &outcome);
+      if (result.ok() && outcome == CudaIpcOutcome::kFallback)
+        result = RunStagedHere(comm, channel, device, part, timeout_s);
+    }
+    if (!result.ok()) comm->set_last_error("device call (cudaStream_t): " + result.message());
+    channel->Publish(seq);  // also on failure: the stream must go on
+    comm->RemovePending();
+    return result;
+  });
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
   Status st = StreamWaitFlag(channel->device_flag(), seq, kernel_timeout_ns, stream);
   if (st.ok() && copy_out) st = IpcBounceBuffers::CopyOut(stream, user, bounced);
@@ -271,7 +271,7 @@ Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart p
   const double timeout_s = comm->config().timeout_s;
   cudaEvent_t input_ready = nullptr;
   BATON_RETURN_IF_ERROR(RecordEvent(cudaStreamLegacy, &input_ready, "input ready"));
-  Status st = WaitCudaEvent(input_ready, timeout_s, "device input");
+  Status st = WaitCudaEvent(input_ready, timeout_s, "device input", comm->config().spin_us);
   cudaEventDestroy(input_ready);
   if (!st.ok()) {
     comm->Abort(st.message());

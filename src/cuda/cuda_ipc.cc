@@ -362,7 +362,9 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
     }
     if (cudaError_t err = cudaEventRecord(done, s); err != cudaSuccess)
       return fail(CudaErrorStatus(err, "cudaEventRecord(IPC phase)"));
-    if (Status st = WaitCudaEvent(done, timeout_s, "CUDA IPC kernels"); !st.ok()) return fail(st);
+    if (Status st = WaitCudaEvent(done, timeout_s, "CUDA IPC kernels", comm->config().spin_us);
+        !st.ok())
+      return fail(st);
     splits.Mark("map and kernels");
     BATON_RETURN_IF_ERROR(comm->Barrier());
     splits.Mark("barrier");

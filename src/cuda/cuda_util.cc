@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/cpu.h"
 #include "base/deadline.h"
 #include "base/log.h"
 #include "base/settings.h"
@@ -83,13 +84,18 @@ Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what) {
   return Status::Ok();
 }
 
-Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what) {
+Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us) {
   const Deadline deadline = DeadlineIn(timeout_s);
+  const Deadline sleep_at = DeadlineIn(static_cast<double>(spin_us) * 1e-6);
   auto pause = std::chrono::microseconds(5);
   for (;;) {
     const cudaError_t err = cudaEventQuery(event);
     if (err == cudaSuccess) return Status::Ok();
     if (err != cudaErrorNotReady) return CudaErrorStatus(err, what);
+    if (Clock::now() < sleep_at) {
+      CpuRelax();
+      continue;
+    }
     if (Clock::now() > deadline)
       return TimeoutError(std::string(what) + ": not complete after BATON_TIMEOUT=" +
                           std::to_string(static_cast<int>(timeout_s)) +

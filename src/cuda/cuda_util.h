@@ -86,9 +86,11 @@ Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what);
 Status StreamWaitFlag(const volatile uint32_t* device_flag, uint32_t target,
                       uint64_t kernel_timeout_ns, cudaStream_t stream);
 
-// Waits for `event` by polling (a growing sleep up to 1 ms) so the wait has
-// a deadline; `what` names it in the error.
-Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what);
+// Waits for `event` by polling so the wait has a deadline: without a pause
+// for spin_us microseconds (BATON_SPIN_US: kernels of a small call end
+// within tens of microseconds, which a sleep would overshoot by the timer's
+// slack), then with a growing sleep up to 1 ms. `what` names it in the error.
+Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us = 0);
 
 // Where one device call's time goes, for BATON_DEBUG=TRACE (subsystem COLL):
 // Mark("what") after each part, then Report prints one line of the parts'
