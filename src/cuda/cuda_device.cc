@@ -168,14 +168,7 @@ Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* c
   // on the device under unified addressing).
   auto copy_and_wait = [&](void* dst, const void* src, size_t bytes, cudaMemcpyKind,
                            const char* what) -> Status {
-    ReduceCopyArgs args;
-    args.nsrcs = 1;
-    args.srcs[0] = src;
-    args.ndsts = 1;
-    args.dsts[0] = dst;
-    args.count = bytes;
-    args.datatype = batonUint8;
-    BATON_RETURN_IF_ERROR(LaunchReduceCopyKernel(args, s));
+    BATON_RETURN_IF_ERROR(LaunchCopyKernel(dst, src, bytes, s));
     if (copied == nullptr) {
       BATON_RETURN_IF_ERROR(RecordEvent(s, &copied, what));
     } else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess) {

@@ -36,41 +36,21 @@ static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(IpcRecord::send_handle),
               "IpcRecord holds a cudaIpcMemHandle_t");
 static_assert(kMaxIpcStepSources <= kMaxReduceSrcs, "an IPC plan step is one reduce-copy kernel");
 
-// cuMemGetAddressRange from the driver, through the runtime's entry point
-// lookup (so libbaton still does not link libcuda): the start of the
-// allocation a pointer lies in, which is what an IPC handle maps.
+// cuMemGetAddressRange (the start of the allocation a pointer lies in,
+// which is what an IPC handle maps) and cuPointerGetAttribute, from the
+// driver (DriverFunction); null where it lacks them.
 using GetAddressRangeFn = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
 
 GetAddressRangeFn AddressRangeFn() {
-  static const GetAddressRangeFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, CUDA_VERSION,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return GetAddressRangeFn{nullptr};
-    }
-    return reinterpret_cast<GetAddressRangeFn>(p);
-  }();
+  static const auto fn =
+      reinterpret_cast<GetAddressRangeFn>(DriverFunction("cuMemGetAddressRange"));
   return fn;
 }
 
-// cuPointerGetAttribute, found the same way.
-using PointerAttributeFn = CUresult (*)(void*, CUpointer_attribute, CUdeviceptr);
-
 PointerAttributeFn PointerAttribute() {
-  static const PointerAttributeFn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &p, CUDA_VERSION,
-                                         cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return PointerAttributeFn{nullptr};
-    }
-    return reinterpret_cast<PointerAttributeFn>(p);
-  }();
+  static const auto fn =
+      reinterpret_cast<PointerAttributeFn>(DriverFunction("cuPointerGetAttribute"));
   return fn;
 }
 

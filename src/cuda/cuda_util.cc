@@ -17,20 +17,10 @@ namespace {
 
 using StreamWaitValue32Fn = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 
-// cuStreamWaitValue32 from the driver through the runtime, as cuda_ipc.cc
-// gets cuMemGetAddressRange; null where the driver lacks it.
+// cuStreamWaitValue32; null where the driver lacks it.
 StreamWaitValue32Fn StreamWaitValue32() {
-  static const StreamWaitValue32Fn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &p, CUDA_VERSION, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return StreamWaitValue32Fn(nullptr);
-    }
-    return reinterpret_cast<StreamWaitValue32Fn>(p);
-  }();
+  static const auto fn =
+      reinterpret_cast<StreamWaitValue32Fn>(DriverFunction("cuStreamWaitValue32"));
   return fn;
 }
 
@@ -82,6 +72,30 @@ Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what) {
     return CudaErrorStatus(err, std::string("cudaEventRecord(") + what + ")");
   }
   return Status::Ok();
+}
+
+void* DriverFunction(const char* name) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion(name, &p, CUDA_VERSION, cudaEnableDefault, &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  return p;
+}
+
+Status LaunchCopyKernel(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  if (bytes == 0 || dst == src) return Status::Ok();
+  ReduceCopyArgs args;
+  args.nsrcs = 1;
+  args.srcs[0] = src;
+  args.ndsts = 1;
+  args.dsts[0] = dst;
+  args.count = bytes;
+  args.datatype = batonUint8;
+  return LaunchReduceCopyKernel(args, stream);
 }
 
 Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us) {

@@ -86,6 +86,18 @@ Status RecordEvent(cudaStream_t stream, cudaEvent_t* event, const char* what);
 Status StreamWaitFlag(const volatile uint32_t* device_flag, uint32_t target,
                       uint64_t kernel_timeout_ns, cudaStream_t stream);
 
+// A driver API function by name, through the runtime's entry point lookup
+// (so libbaton does not link libcuda); nullptr where the driver lacks it.
+void* DriverFunction(const char* name);
+
+// Queues a copy of `bytes` bytes on `stream` with Baton's copy kernel, which
+// LoadCudaKernels loaded before any stream waited: where a stream may be
+// waiting for the device worker, the runtime's own copy between two buffers
+// of one GPU (a kernel of its own, loaded at first use) is not safe
+// (docs/cuda.md). dst and src must be device-accessible (pinned host memory
+// included).
+Status LaunchCopyKernel(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
 // Waits for `event` by polling so the wait has a deadline: without a pause
 // for spin_us microseconds (BATON_SPIN_US: kernels of a small call end
 // within tens of microseconds, which a sleep would overshoot by the timer's

@@ -8,28 +8,8 @@
 #include "base/log.h"
 #include "cuda/cuda_ipc.h"
 #include "cuda/cuda_util.h"
-#include "kernels/cuda/cuda_kernels.h"
 
 namespace baton {
-namespace {
-
-// Baton's own copy kernel, loaded with the others before any stream waits
-// (LoadCudaKernels), rather than the runtime's device-to-device copy, which
-// may need loading at its first use: the runtime's copies next to a stream
-// waiting for the worker hung on a GPU (docs/cuda.md).
-Status CopyOnStream(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
-  if (bytes == 0 || dst == src) return Status::Ok();
-  ReduceCopyArgs args;
-  args.nsrcs = 1;
-  args.srcs[0] = src;
-  args.ndsts = 1;
-  args.dsts[0] = dst;
-  args.count = bytes;
-  args.datatype = batonUint8;
-  return LaunchReduceCopyKernel(args, stream);
-}
-
-}  // namespace
 
 IpcBounceBuffers::~IpcBounceBuffers() {
   // Errors at process exit (the runtime unloading) are moot.
@@ -74,12 +54,12 @@ Status IpcBounceBuffers::BounceIn(cudaStream_t stream, int device, CudaCallBuffe
   if (layout.send) {
     buffers->send = base + layout.send_offset;
     BATON_RETURN_IF_ERROR(
-        CopyOnStream(base + layout.send_offset, user.send, layout.copy_in_send, stream));
+        LaunchCopyKernel(base + layout.send_offset, user.send, layout.copy_in_send, stream));
   }
   if (layout.recv) {
     buffers->recv = base + layout.recv_offset;
     BATON_RETURN_IF_ERROR(
-        CopyOnStream(base + layout.recv_offset, user.recv, layout.copy_in_recv, stream));
+        LaunchCopyKernel(base + layout.recv_offset, user.recv, layout.copy_in_recv, stream));
     *copy_out = layout.copy_out_recv > 0;
   }
   return Status::Ok();
@@ -87,7 +67,7 @@ Status IpcBounceBuffers::BounceIn(cudaStream_t stream, int device, CudaCallBuffe
 
 Status IpcBounceBuffers::CopyOut(cudaStream_t stream, const CudaCallBuffers& user,
                                  const CudaCallBuffers& bounced) {
-  return CopyOnStream(user.recv, bounced.recv, user.recv_bytes, stream);
+  return LaunchCopyKernel(user.recv, bounced.recv, user.recv_bytes, stream);
 }
 
 }  // namespace baton
