@@ -230,80 +230,6 @@ TEST(CudaCollectivesTest, FreshBuffersEachCall) {
   });
 }
 
-// Buffers from cudaMallocAsync's pool, which CUDA IPC cannot share: the call goes through
-// IPC scratch copied in and out on the stream (cuda/ipc_bounce.h), out of place, in place, and
-// for an allgather whose input lies inside its output; one rank's buffers from the pool and its
-// peers' from cudaMalloc too.
-TEST(CudaCollectivesTest, PoolBuffersOnAStream) {
-  SKIP_WITHOUT_GPU();
-  RunRanks(kRanks, [](RankContext& ctx) {
-    RankGpu gpu(ctx);
-    MP_ASSERT_TRUE(ctx, gpu.ok());
-    const int n = ctx.nranks(), me = ctx.rank();
-    const float rank_sum = static_cast<float>(n * (n - 1) / 2);
-    for (int pooled_ranks : {n, 1}) {
-      const bool pooled = me < pooled_ranks;
-      auto allocate = [&](size_t bytes) {
-        void* p = nullptr;
-        const cudaError_t err =
-            pooled ? cudaMallocAsync(&p, bytes, gpu.stream()) : cudaMalloc(&p, bytes);
-        return err == cudaSuccess ? p : nullptr;
-      };
-      auto release = [&](void* p) { pooled ? cudaFreeAsync(p, gpu.stream()) : cudaFree(p); };
-      for (size_t count : {size_t{1}, size_t{4099}, size_t{1} << 20}) {
-        const size_t bytes = count * 4;
-        std::vector<float> in(count);
-        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 13) + me;
-        void* send = allocate(bytes);
-        void* recv = allocate(bytes);
-        MP_ASSERT_TRUE(ctx, send != nullptr && recv != nullptr);
-        MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(send, in.data(), bytes, cudaMemcpyHostToDevice,
-                                            gpu.stream()) == cudaSuccess);
-        MP_ASSERT_OK(
-            ctx, batonAllReduce(send, recv, count, batonFloat, batonSum, ctx.comm(), gpu.baton()));
-        // In place on the result: every element times n.
-        MP_ASSERT_OK(
-            ctx, batonAllReduce(recv, recv, count, batonFloat, batonSum, ctx.comm(), gpu.baton()));
-        std::vector<float> out(count);
-        MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(out.data(), recv, bytes, cudaMemcpyDeviceToHost,
-                                            gpu.stream()) == cudaSuccess);
-        MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
-        for (size_t i = 0; i < count; ++i) {
-          const float want = (static_cast<float>(i % 13) * n + rank_sum) * n;
-          if (out[i] != want) {
-            MP_ADD_FAILURE(ctx) << pooled_ranks << " pooled ranks, count " << count << " element "
-                                << i << ": got " << out[i] << ", want " << want;
-            break;
-          }
-        }
-        release(send);
-        release(recv);
-      }
-      // Allgather in place: this rank's block is its input.
-      const size_t block = 1037;
-      auto* gathered = static_cast<int32_t*>(allocate(block * n * 4));
-      MP_ASSERT_TRUE(ctx, gathered != nullptr);
-      std::vector<int32_t> mine(block);
-      for (size_t i = 0; i < block; ++i) mine[i] = static_cast<int32_t>(me * 100000 + i);
-      MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(gathered + me * block, mine.data(), block * 4,
-                                          cudaMemcpyHostToDevice, gpu.stream()) == cudaSuccess);
-      MP_ASSERT_OK(ctx, batonAllGather(gathered + me * block, gathered, block, batonInt32,
-                                       ctx.comm(), gpu.baton()));
-      std::vector<int32_t> all(block * n);
-      MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(all.data(), gathered, all.size() * 4,
-                                          cudaMemcpyDeviceToHost, gpu.stream()) == cudaSuccess);
-      MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
-      for (int r = 0; r < n; ++r)
-        for (size_t i = 0; i < block; ++i)
-          MP_ASSERT_EQ(ctx, all[r * block + i], static_cast<int32_t>(r * 100000 + i));
-      release(gathered);
-    }
-    batonResult_t async = batonSuccess;
-    MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
-    MP_EXPECT_EQ(ctx, async, batonSuccess);
-  });
-}
-
 TEST(CudaCollectivesTest, AllReduceInPlaceSynchronousAndLarge) {
   SKIP_WITHOUT_GPU();
   RunRanks(kRanks, [](RankContext& ctx) {
@@ -584,6 +510,81 @@ TEST(CudaCollectivesTest, BadBufferCombinationsAreInvalidArguments) {
     float x = 1.0f + ctx.rank();
     MP_ASSERT_OK(ctx, batonAllReduce(&x, &x, 1, batonFloat32, batonSum, ctx.comm(), nullptr));
     MP_EXPECT_EQ(ctx, x, 3.0f);
+  });
+}
+
+// Buffers from cudaMallocAsync's pool, which CUDA IPC cannot share: the call goes through
+// IPC scratch copied in and out on the stream (cuda/ipc_bounce.h), out of place, in place, and
+// for an allgather whose input lies inside its output; one rank's buffers from the pool and its
+// peers' from cudaMalloc too. Last in this file: its first GPU run (copies by the runtime)
+// hung, and a hang here should not keep the others from running.
+TEST(CudaCollectivesTest, PoolBuffersOnAStream) {
+  SKIP_WITHOUT_GPU();
+  RunRanks(kRanks, [](RankContext& ctx) {
+    RankGpu gpu(ctx);
+    MP_ASSERT_TRUE(ctx, gpu.ok());
+    const int n = ctx.nranks(), me = ctx.rank();
+    const float rank_sum = static_cast<float>(n * (n - 1) / 2);
+    for (int pooled_ranks : {n, 1}) {
+      const bool pooled = me < pooled_ranks;
+      auto allocate = [&](size_t bytes) {
+        void* p = nullptr;
+        const cudaError_t err =
+            pooled ? cudaMallocAsync(&p, bytes, gpu.stream()) : cudaMalloc(&p, bytes);
+        return err == cudaSuccess ? p : nullptr;
+      };
+      auto release = [&](void* p) { pooled ? cudaFreeAsync(p, gpu.stream()) : cudaFree(p); };
+      for (size_t count : {size_t{1}, size_t{4099}, size_t{1} << 20}) {
+        const size_t bytes = count * 4;
+        std::vector<float> in(count);
+        for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(i % 13) + me;
+        void* send = allocate(bytes);
+        void* recv = allocate(bytes);
+        MP_ASSERT_TRUE(ctx, send != nullptr && recv != nullptr);
+        MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(send, in.data(), bytes, cudaMemcpyHostToDevice,
+                                            gpu.stream()) == cudaSuccess);
+        MP_ASSERT_OK(
+            ctx, batonAllReduce(send, recv, count, batonFloat, batonSum, ctx.comm(), gpu.baton()));
+        // In place on the result: every element times n.
+        MP_ASSERT_OK(
+            ctx, batonAllReduce(recv, recv, count, batonFloat, batonSum, ctx.comm(), gpu.baton()));
+        std::vector<float> out(count);
+        MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(out.data(), recv, bytes, cudaMemcpyDeviceToHost,
+                                            gpu.stream()) == cudaSuccess);
+        MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+        for (size_t i = 0; i < count; ++i) {
+          const float want = (static_cast<float>(i % 13) * n + rank_sum) * n;
+          if (out[i] != want) {
+            MP_ADD_FAILURE(ctx) << pooled_ranks << " pooled ranks, count " << count << " element "
+                                << i << ": got " << out[i] << ", want " << want;
+            break;
+          }
+        }
+        release(send);
+        release(recv);
+      }
+      // Allgather in place: this rank's block is its input.
+      const size_t block = 1037;
+      auto* gathered = static_cast<int32_t*>(allocate(block * n * 4));
+      MP_ASSERT_TRUE(ctx, gathered != nullptr);
+      std::vector<int32_t> mine(block);
+      for (size_t i = 0; i < block; ++i) mine[i] = static_cast<int32_t>(me * 100000 + i);
+      MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(gathered + me * block, mine.data(), block * 4,
+                                          cudaMemcpyHostToDevice, gpu.stream()) == cudaSuccess);
+      MP_ASSERT_OK(ctx, batonAllGather(gathered + me * block, gathered, block, batonInt32,
+                                       ctx.comm(), gpu.baton()));
+      std::vector<int32_t> all(block * n);
+      MP_ASSERT_TRUE(ctx, cudaMemcpyAsync(all.data(), gathered, all.size() * 4,
+                                          cudaMemcpyDeviceToHost, gpu.stream()) == cudaSuccess);
+      MP_ASSERT_TRUE(ctx, cudaStreamSynchronize(gpu.stream()) == cudaSuccess);
+      for (int r = 0; r < n; ++r)
+        for (size_t i = 0; i < block; ++i)
+          MP_ASSERT_EQ(ctx, all[r * block + i], static_cast<int32_t>(r * 100000 + i));
+      release(gathered);
+    }
+    batonResult_t async = batonSuccess;
+    MP_EXPECT_OK(ctx, batonCommGetAsyncError(ctx.comm(), &async));
+    MP_EXPECT_EQ(ctx, async, batonSuccess);
   });
 }
 
