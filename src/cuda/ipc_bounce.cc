@@ -13,12 +13,14 @@ namespace baton {
 
 IpcBounceBuffers::~IpcBounceBuffers() {
   // Errors at process exit (the runtime unloading) are moot.
-  for (auto& [stream, scratch] : by_stream_) cudaFree(scratch.ptr);
+  for (auto& [key, scratch] : by_stream_) cudaFree(scratch.ptr);
   for (Scratch& scratch : outgrown_) cudaFree(scratch.ptr);
 }
 
 Status IpcBounceBuffers::Get(cudaStream_t stream, int device, size_t bytes, uint8_t** out) {
-  Scratch& scratch = by_stream_[stream];
+  const StreamKey key{
+      stream, stream == cudaStreamPerThread ? std::this_thread::get_id() : std::thread::id()};
+  Scratch& scratch = by_stream_[key];
   if (scratch.bytes < bytes) {
     // Doubling keeps what is outgrown (and kept) under the largest size.
     const size_t want = std::max(bytes, scratch.bytes * 2);

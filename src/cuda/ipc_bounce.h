@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -52,7 +54,10 @@ class IpcBounceBuffers {
   };
   Status Get(cudaStream_t stream, int device, size_t bytes, uint8_t** out);
 
-  std::map<cudaStream_t, Scratch> by_stream_;
+  // By stream; cudaStreamPerThread names a different stream in each thread,
+  // so it is told apart by the calling thread.
+  using StreamKey = std::pair<cudaStream_t, std::thread::id>;
+  std::map<StreamKey, Scratch> by_stream_;
   std::vector<Scratch> outgrown_;
 };
 
