@@ -214,9 +214,8 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
   std::lock_guard<std::mutex> order(channel->launch_mutex());
   // Buffers IPC cannot share go through scratch, copied in stream order
   // before the wait (ipc_bounce.h), so no rank falls back for them.
-  const CudaCallBuffers user = part.buffers;
-  bool copy_out = false;
-  if (Status st = channel->bounce().BounceIn(stream, device, &part.buffers, &copy_out); !st.ok())
+  IpcBounceBack back;
+  if (Status st = channel->bounce().BounceIn(stream, device, &part.buffers, &back); !st.ok())
     return LeaveCall(comm, std::move(st));
   cudaEvent_t input_ready = nullptr;
   if (Status st = RecordEvent(stream, &input_ready, "input ready"); !st.ok())
@@ -224,7 +223,6 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
 
   const uint32_t seq = channel->NextSequence();
   comm->AddPending();
-  const CudaCallBuffers bounced = part.buffers;
   const CudaIpcCall ipc_call = MakeIpcCall(call, part.buffers);
   channel->worker().Enqueue([comm, channel, seq, device, input_ready, timeout_s, ipc_call,
                              part = std::move(part)]() {
@@ -249,7 +247,7 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
   });
   const uint64_t kernel_timeout_ns = static_cast<uint64_t>((2 * timeout_s + 30) * 1e9);
   Status st = StreamWaitFlag(channel->device_flag(), seq, kernel_timeout_ns, stream);
-  if (st.ok() && copy_out) st = IpcBounceBuffers::CopyOut(stream, user, bounced);
+  if (st.ok()) st = back.Queue(stream);
   return st;
 }
 

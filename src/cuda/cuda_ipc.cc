@@ -54,20 +54,27 @@ PointerAttributeFn PointerAttribute() {
   return fn;
 }
 
+// What the driver says of the allocation holding `ptr`: 1 when legacy CUDA
+// IPC can share it, 0 when not (a stream-ordered pool, VMM memory without an
+// IPC handle type), -1 when it cannot be asked.
+int LegacyIpcCapable(const void* ptr) {
+  PointerAttributeFn attribute = PointerAttribute();
+  int capable = 0;
+  if (attribute == nullptr || attribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                        reinterpret_cast<CUdeviceptr>(ptr)) != CUDA_SUCCESS)
+    return -1;
+  return capable != 0 ? 1 : 0;
+}
+
 // The handle of the allocation holding `ptr` and ptr's offset in it.
 Status HandleOf(const void* ptr, char (&handle_bytes)[64], uint64_t* offset) {
   // Asked first: cudaIpcGetMemHandle has been seen to refuse memory from
   // cudaMallocAsync's pools under MPS only, and what it would hand out
   // elsewhere for such memory is not something peers may map.
-  if (PointerAttributeFn attribute = PointerAttribute(); attribute != nullptr) {
-    int capable = 1;
-    if (attribute(&capable, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
-                  reinterpret_cast<CUdeviceptr>(ptr)) == CUDA_SUCCESS &&
-        !capable)
-      return InvalidArgument(
-          "the buffer's memory cannot be shared through CUDA IPC (a stream-ordered pool, or "
-          "VMM memory without an IPC handle type)");
-  }
+  if (LegacyIpcCapable(ptr) == 0)
+    return InvalidArgument(
+        "the buffer's memory cannot be shared through CUDA IPC (a stream-ordered pool, or "
+        "VMM memory without an IPC handle type)");
   GetAddressRangeFn range = AddressRangeFn();
   if (range == nullptr) return InternalError("cuMemGetAddressRange is not available");
   CUdeviceptr base = 0;
@@ -92,6 +99,9 @@ size_t CacheCapacity() {
 }  // namespace
 
 bool CudaIpcShareable(const void* ptr) {
+  // One driver query on the caller's thread; the handle itself is made by
+  // the worker (HandleOf), here only where the driver cannot be asked.
+  if (const int capable = LegacyIpcCapable(ptr); capable >= 0) return capable == 1;
   char handle[64];
   uint64_t offset = 0;
   return HandleOf(ptr, handle, &offset).ok();

@@ -88,14 +88,13 @@ void* DriverFunction(const char* name) {
 
 Status LaunchCopyKernel(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   if (bytes == 0 || dst == src) return Status::Ok();
-  ReduceCopyArgs args;
-  args.nsrcs = 1;
-  args.srcs[0] = src;
-  args.ndsts = 1;
-  args.dsts[0] = dst;
-  args.count = bytes;
-  args.datatype = batonUint8;
-  return LaunchReduceCopyKernel(args, stream);
+  return LaunchReduceCopyKernel({.srcs = {src},
+                                 .nsrcs = 1,
+                                 .dsts = {dst},
+                                 .ndsts = 1,
+                                 .count = bytes,
+                                 .datatype = batonUint8},
+                                stream);
 }
 
 Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us) {
@@ -106,11 +105,12 @@ Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int6
     const cudaError_t err = cudaEventQuery(event);
     if (err == cudaSuccess) return Status::Ok();
     if (err != cudaErrorNotReady) return CudaErrorStatus(err, what);
-    if (Clock::now() < sleep_at) {
+    const auto now = Clock::now();
+    if (now < sleep_at) {
       CpuRelax();
       continue;
     }
-    if (Clock::now() > deadline)
+    if (now > deadline)
       return TimeoutError(std::string(what) + ": not complete after BATON_TIMEOUT=" +
                           std::to_string(static_cast<int>(timeout_s)) +
                           " s (is the stream blocked by earlier work?)");

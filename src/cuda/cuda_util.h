@@ -102,7 +102,7 @@ Status LaunchCopyKernel(void* dst, const void* src, size_t bytes, cudaStream_t s
 // for spin_us microseconds (BATON_SPIN_US: kernels of a small call end
 // within tens of microseconds, which a sleep would overshoot by the timer's
 // slack), then with a growing sleep up to 1 ms. `what` names it in the error.
-Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us = 0);
+Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us);
 
 // Where one device call's time goes, for BATON_DEBUG=TRACE (subsystem COLL):
 // Mark("what") after each part, then Report prints one line of the parts'

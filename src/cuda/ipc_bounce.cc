@@ -43,8 +43,8 @@ Status IpcBounceBuffers::Get(cudaStream_t stream, int device, size_t bytes, uint
 }
 
 Status IpcBounceBuffers::BounceIn(cudaStream_t stream, int device, CudaCallBuffers* buffers,
-                                  bool* copy_out) {
-  *copy_out = false;
+                                  IpcBounceBack* back) {
+  *back = {};
   const CudaCallBuffers user = *buffers;
   const bool send = user.send != nullptr && user.send_bytes > 0 && !CudaIpcShareable(user.send);
   const bool recv = user.recv != nullptr && user.recv_bytes > 0 && !CudaIpcShareable(user.recv);
@@ -62,14 +62,13 @@ Status IpcBounceBuffers::BounceIn(cudaStream_t stream, int device, CudaCallBuffe
     buffers->recv = base + layout.recv_offset;
     BATON_RETURN_IF_ERROR(
         LaunchCopyKernel(base + layout.recv_offset, user.recv, layout.copy_in_recv, stream));
-    *copy_out = layout.copy_out_recv > 0;
+    *back = {user.recv, buffers->recv, layout.copy_out_recv};
   }
   return Status::Ok();
 }
 
-Status IpcBounceBuffers::CopyOut(cudaStream_t stream, const CudaCallBuffers& user,
-                                 const CudaCallBuffers& bounced) {
-  return LaunchCopyKernel(user.recv, bounced.recv, user.recv_bytes, stream);
+Status IpcBounceBack::Queue(cudaStream_t stream) const {
+  return LaunchCopyKernel(dst, src, bytes, stream);
 }
 
 }  // namespace baton

@@ -25,6 +25,15 @@
 
 namespace baton {
 
+// The copy of a replaced output back into the user's buffer.
+struct IpcBounceBack {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;  // 0: nothing to copy
+  // Queues the copy on `stream`, after the call.
+  Status Queue(cudaStream_t stream) const;
+};
+
 // Scratch per stream, grown on demand, never shrunk; a buffer outgrown is
 // kept until the owner goes, since calls queued earlier on the stream (and
 // peers' mappings) may still use it. Not thread-safe: the owner serialises
@@ -39,13 +48,9 @@ class IpcBounceBuffers {
   // Replaces in *buffers each buffer IPC cannot share by scratch of the
   // same size, and queues on `stream` (device `device`) the copies the call
   // needs before it: the input, and the output too where the call must
-  // keep what it does not write. *copy_out is set when the output was
-  // replaced: the caller then copies it back after the call (CopyOut).
-  Status BounceIn(cudaStream_t stream, int device, CudaCallBuffers* buffers, bool* copy_out);
-
-  // The output back from the scratch into the user's buffer, on `stream`.
-  static Status CopyOut(cudaStream_t stream, const CudaCallBuffers& user,
-                        const CudaCallBuffers& bounced);
+  // keep what it does not write. *back says what to copy back after the
+  // call (nothing where the output was not replaced).
+  Status BounceIn(cudaStream_t stream, int device, CudaCallBuffers* buffers, IpcBounceBack* back);
 
  private:
   struct Scratch {
