@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/shm_names.h"
 #include "bootstrap/mesh.h"
 #include "transport/rdma/rdma_channel.h"
 #include "transport/shm.h"
@@ -232,7 +233,7 @@ Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) 
   uint64_t slot_bytes = std::max<uint64_t>(setup.config.buffsize / nslots / 4096 * 4096, 4096);
   slot_bytes = std::min<uint64_t>(slot_bytes, kShmMaxSlotBytes);
   size_t bytes = ShmSegmentBytes(nrings, nslots, static_cast<uint32_t>(slot_bytes));
-  const std::string name = ShmSegmentName(setup.id->comm_id, setup.rank);
+  const std::string name = ShmSegmentName(setup.id->comm_id, setup.rank, getpid());
   Status st = ShmSegment::Create(name, bytes, &own_segment_);
   if (st.code() == batonSystemError && st.message().find("File exists") != std::string::npos) {
     // Left behind by a crashed run with the same id: ours to replace.
@@ -262,7 +263,8 @@ Status ChannelSet::SetupShm(const ChannelSetup& setup, const std::vector<int>& l
       ExchangeWithPeers(*setup.mesh, local_peers, &token, &replies, sizeof(token), setup.deadline));
   for (int p : local_peers) {
     std::unique_ptr<ShmSegment> peer_seg;
-    BATON_RETURN_IF_ERROR(ShmSegment::Open(ShmSegmentName(setup.id->comm_id, p), &peer_seg));
+    BATON_RETURN_IF_ERROR(
+        ShmSegment::Open(ShmSegmentName(setup.id->comm_id, p, peers[p].pid), &peer_seg));
     BATON_RETURN_IF_ERROR(AddShmPeer(p, std::move(peer_seg)));
   }
   // Which peers' memory can we read? Each tells every local peer its whole

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/shm_names.h"
 #include "bootstrap/handshake.h"
 #include "transport/channel_set.h"
 #include "transport/shm.h"
@@ -187,8 +188,9 @@ Status ChannelSet::FinishPair(int peer, int fd, Deadline deadline, std::vector<F
     // Each side maps the other's segment before it answers, so after the
     // exchange both are mapped.
     std::unique_ptr<ShmSegment> segment;
-    BATON_RETURN_IF_ERROR(ShmSegment::Open(ShmSegmentName(id_.comm_id, peer), &segment)
-                              .WithContext("shared memory of " + PeerName(peer)));
+    BATON_RETURN_IF_ERROR(
+        ShmSegment::Open(ShmSegmentName(id_.comm_id, peer, peers_[peer].pid), &segment)
+            .WithContext("shared memory of " + PeerName(peer)));
     uint8_t we_read = config_.cma && ProbeCma(peers_[peer].pid, *segment) ? 1 : 0, they_read = 0;
     BATON_RETURN_IF_ERROR(SendAll(fd, &we_read, 1, deadline));
     BATON_RETURN_IF_ERROR(RecvAll(fd, &they_read, 1, deadline));

@@ -1,6 +1,7 @@
 // ChannelSet's control sockets: failure notes, questions about where a peer
 // is, and their answers (see transport/control.h).
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/shm_names.h"
 #include "transport/channel_set.h"
 
 namespace baton {
@@ -202,6 +204,13 @@ void ChannelSet::MarkFailed(const std::vector<int>& ranks) {
 void ChannelSet::MarkFailedLocked(const std::vector<int>& ranks) {
   if (!failed_.Add(ranks)) return;
   failed_count_.store(failed_.count(), std::memory_order_release);
+  // A failed local peer may have died before every local peer mapped its
+  // segment, with the name still linked: nobody will connect to it now,
+  // and it cannot remove the name itself.
+  for (int r : ranks)
+    if (r != rank_ && r >= 0 && r < static_cast<int>(peers_.size()) &&
+        SharesMemory(peers_[rank_], peers_[r]))
+      shm_unlink(ShmSegmentName(id_.comm_id, r, peers_[r].pid).c_str());
   ShareFailedLocked();
 }
 

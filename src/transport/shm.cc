@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "base/log.h"
+#include "base/shm_names.h"
 #include "transport/cma.h"
 
 namespace baton {
@@ -64,18 +65,13 @@ void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t 
   seg->layout_ = {nrings, nslots, slot_bytes, h->ring_stride, h->data_offset};
 }
 
-std::string ShmSegmentName(uint64_t comm_id, int rank) {
-  char name[64];
-  snprintf(name, sizeof(name), "/baton-%016llx-%d", (unsigned long long)comm_id, rank);
-  return name;
-}
-
 Status ShmSegment::Create(const std::string& name, size_t bytes, std::unique_ptr<ShmSegment>* out) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoError("shm_open(" + name + ")", errno);
   auto seg = std::make_unique<ShmSegment>();
   seg->name_ = name;
   seg->owner_linked_ = true;
+  UnlinkAtExit(name);
   if (ftruncate(fd, bytes) != 0) {
     int e = errno;
     close(fd);
@@ -139,7 +135,9 @@ Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* ou
 }
 
 void ShmSegment::Unlink() {
-  if (owner_linked_) shm_unlink(name_.c_str());
+  if (!owner_linked_) return;
+  shm_unlink(name_.c_str());
+  ForgetAtExit(name_);
   owner_linked_ = false;
 }
 

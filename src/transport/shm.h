@@ -158,8 +158,6 @@ class ShmSegment {
                              uint32_t slot_bytes);
 };
 
-// The name of rank `rank`'s segment in communicator `comm_id`.
-std::string ShmSegmentName(uint64_t comm_id, int rank);
 // Bytes for a segment holding `nrings` rings of `nslots` x `slot_bytes`.
 size_t ShmSegmentBytes(uint32_t nrings, uint32_t nslots, uint32_t slot_bytes);
 // Writes the header of a fresh segment.

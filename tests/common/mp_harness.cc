@@ -1,5 +1,6 @@
 #include "common/mp_harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,6 +20,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -285,6 +287,20 @@ bool FromHex(const std::string& hex, batonUniqueId* id) {
   // _exit: the child is a copy of the gtest process; running its atexit
   // handlers and static destructors here would be wrong.
   _exit(ctx.failed() || leaked ? 1 : 0);
+}
+
+// Baton's shared-memory segments in /dev/shm named for process `pid`
+// ("baton-<comm id>-<rank>-<pid>", src/base/shm_names.h): what a rank
+// leaves behind once its peers and it have gone.
+std::vector<std::string> SegmentsLeftBy(pid_t pid) {
+  std::vector<std::string> names;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return names;
+  const std::regex segment("baton-[0-9a-f]{16}-[0-9]+-" + std::to_string(pid));
+  while (const dirent* entry = readdir(dir))
+    if (std::regex_match(entry->d_name, segment)) names.push_back(entry->d_name);
+  closedir(dir);
+  return names;
 }
 
 }  // namespace
@@ -571,6 +587,11 @@ void RunRanks(int nranks, const std::function<void(RankContext&)>& body, const O
       ADD_FAILURE() << "rank " << c.rank << " was killed by the harness: " << c.killed_because;
       continue;
     }
+    // Killed on purpose or not, every rank's segments are gone once its
+    // peers have finished: survivors remove a failed peer's names.
+    for (const std::string& name : SegmentsLeftBy(c.pid))
+      ADD_FAILURE() << "rank " << c.rank << " (pid " << c.pid << ") left /dev/shm/" << name
+                    << " behind";
     auto expected = options.expected_signal.find(c.rank);
     if (expected != options.expected_signal.end()) {
       if (!WIFSIGNALED(c.status) || WTERMSIG(c.status) != expected->second) {

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "base/settings.h"
+#include "base/shm_names.h"
 #include "tools/batonrun/flight_table.h"
 #include "tools/batonrun/remote_launch.h"
 
@@ -307,6 +308,10 @@ void Job::OnRankExit(Rank& rank, int status) {
   rank.running = false;
   --running_count_;
   for (LineRelay& relay : rank.relays) relay.Finish();
+  // A rank killed before every local peer mapped its shared-memory segment
+  // cannot remove the segment's name, and when the whole job dies no peer
+  // outlives it to do so (base/shm_names.h).
+  baton::RemoveShmSegmentsOf(rank.pid);
   bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   if (!failed) any_success_ = true;
   // Only the first failure is reported: later ones are usually ranks we stopped, or peers
