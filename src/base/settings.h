@@ -61,6 +61,9 @@ namespace baton {
     "1: connect each pair of ranks when a call first needs it; 0: every pair at creation")         \
   X(nsocks_perpeer, "BATON_NSOCKS_PERPEER", Int, 1, "TCP sockets per pair of hosts (1 to 16)")     \
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
+  X(shm_stream, "BATON_SHM_STREAM", Int, -1,                                                       \
+    "1: copy into shared-memory slots with streaming stores; 0: cached stores; -1: stream to "     \
+    "ranks in another package")                                                                    \
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \
     "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
   X(rhd_switch, "BATON_RHD_SWITCH", Size, 0,                                                       \

@@ -38,6 +38,7 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.transport.rdma.buffsize = c.transport.buffsize;
   c.transport.cma = s.cma;
   c.transport.runtime_connect = s.runtime_connect;
+  c.transport.shm_stream = static_cast<int>(std::clamp<int64_t>(s.shm_stream, -1, 1));
   c.transport.cma_threshold = s.cma_threshold;
   c.cma_coll = static_cast<int>(std::clamp<int64_t>(s.cma_coll, -1, 1));
   c.transport.cma_coll = c.cma_coll != 0;

@@ -190,9 +190,20 @@ Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {
   if (recv_index < 0 || send_index < 0 ||
       static_cast<uint32_t>(send_index) >= segment->layout().nrings)
     return InternalError("shared memory layout disagrees with rank " + std::to_string(peer));
+  // Ranks that share a last-level cache pass small calls' pieces through
+  // it (ShmChannel::Copying::kHot); between packages a piece written with
+  // cached stores would be read line by line out of the other package's
+  // cache, so it goes to memory with streaming stores (docs/performance.md,
+  // "Shared-memory rings: hot pieces, and streaming between packages").
+  const PeerInfo &me = peers_[rank_], &them = peers_[peer];
+  const bool share_cache = me.packages <= 1 || (me.package >= 0 && me.package == them.package);
+  const bool stream = config_.shm_stream == 1 || (config_.shm_stream == -1 && !share_cache);
+  const ShmChannel::Copying copying = stream        ? ShmChannel::Copying::kStreaming
+                                      : share_cache ? ShmChannel::Copying::kHot
+                                                    : ShmChannel::Copying::kCached;
   channels_[peer] = std::make_unique<ShmChannel>(
       own_segment_.get(), static_cast<uint32_t>(recv_index), segment.get(),
-      static_cast<uint32_t>(send_index), &peer_closed_[peer], peer);
+      static_cast<uint32_t>(send_index), &peer_closed_[peer], peer, copying);
   peer_segments_[peer] = std::move(segment);
   return Status::Ok();
 }

@@ -55,6 +55,7 @@ struct TransportConfig {
   bool force_tcp = false;       // BATON_TRANSPORT=tcp
   uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
   uint32_t shm_slots = 32;      // ring slots per shm connection
+  int shm_stream = -1;          // BATON_SHM_STREAM: 1 always, 0 never, -1 across packages
   int tcp_sockets = 1;          // BATON_NSOCKS_PERPEER: sockets per TCP peer, striped
   bool cma = false;             // BATON_CMA=1: single-copy shm transfers (docs/performance.md)
   uint64_t cma_threshold = 256 << 10;  // BATON_CMA_THRESHOLD: smallest message sent by address

@@ -7,13 +7,16 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "base/datatype.h"
 #include "base/log.h"
 #include "base/shm_names.h"
+#include "kernels/cpu_reduce.h"
 #include "transport/cma.h"
 
 namespace baton {
@@ -147,7 +150,7 @@ ShmSegment::~ShmSegment() {
 }
 
 ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
-                       const std::atomic<bool>* peer_closed, int peer_rank)
+                       const std::atomic<bool>* peer_closed, int peer_rank, Copying copying)
     : own_(own),
       peer_(peer),
       recv_index_(recv_index),
@@ -156,7 +159,14 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
       recv_ring_(own->ring(recv_index)),
       peer_bell_(&peer->header()->bell),
       peer_closed_(peer_closed),
-      peer_rank_(peer_rank) {}
+      peer_rank_(peer_rank),
+      piece_bytes_(peer->layout().slot_bytes),
+      copying_(copying) {}
+
+uint32_t HotPieceBytes(uint32_t nslots, uint32_t slot_bytes) {
+  const uint64_t piece = kShmHotWindowBytes / nslots / kShmDataPage * kShmDataPage;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(piece, kShmDataPage, slot_bytes));
+}
 
 Status ShmChannel::PeerGone() const {
   return RemoteError("rank " + std::to_string(peer_rank_) +
@@ -203,8 +213,9 @@ Status ShmChannel::SendByAddress(const uint8_t* src, size_t bytes, const CallDes
         return peer_closed_->load(std::memory_order_acquire) ? PeerGone() : Status::Ok();
     }
     CmaDescriptor desc{reinterpret_cast<uint64_t>(src), bytes};
-    memcpy(peer_->slot(send_index_, send_head_), &desc, sizeof(desc));
     ShmSlotCell& cell = send_ring_->cells[SlotIndex(send_head_, nslots)];
+    static_assert(sizeof(desc) <= kShmInlineBytes, "a descriptor travels in its cell");
+    memcpy(cell.inline_data, &desc, sizeof(desc));
     if (tag != nullptr) {
       CopyCallDescriptor(&cell.tag, *tag);
       cell.tag_fingerprint = tag->Fingerprint();
@@ -270,6 +281,22 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
                                 size_t* done) {
   if (send_by_address_ && bytes >= cma_threshold_) return SendByAddress(src, bytes, tag, done);
   const uint32_t nslots = peer_->layout().nslots, slot_bytes = peer_->layout().slot_bytes;
+  if (*done == 0) {
+    if (tag != nullptr) {
+      const size_t elem = DatatypeSize(static_cast<batonDataType_t>(tag->datatype));
+      hot_call_ =
+          copying_ == Copying::kHot && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1);
+    }
+    if (bytes > kShmInlineBytes) {
+      const uint32_t want = hot_call_ ? HotPieceBytes(nslots, slot_bytes) : slot_bytes;
+      if (want != piece_bytes_) {
+        // Only an empty ring may change where its pieces go.
+        if (send_head_ != send_tail_seen_)
+          send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
+        if (send_head_ == send_tail_seen_) piece_bytes_ = want;
+      }
+    }
+  }
   bool published = false;
   while (*done < bytes) {
     if (send_head_ - send_tail_seen_ >= nslots) {
@@ -279,10 +306,24 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
         break;
       }
     }
-    size_t piece = std::min<size_t>(slot_bytes, bytes - *done);
+    size_t piece =
+        std::min<size_t>(bytes - *done, bytes > kShmInlineBytes ? piece_bytes_ : slot_bytes);
     ShmSlotCell& cell = send_ring_->cells[SlotIndex(send_head_, nslots)];
-    memcpy(piece <= kShmInlineBytes ? cell.inline_data : peer_->slot(send_index_, send_head_),
-           src + *done, piece);
+    if (piece <= kShmInlineBytes) {
+      memcpy(cell.inline_data, src + *done, piece);
+    } else {
+      // Message n's piece at n mod nslots pieces into the ring's data: the
+      // nslots pieces that may be in flight never share bytes.
+      const uint64_t offset = SlotIndex(send_head_, nslots) * uint64_t{piece_bytes_};
+      const uint32_t page = static_cast<uint32_t>(offset / kShmDataPage);
+      memcpy(cell.inline_data, &page, sizeof(page));
+      uint8_t* data = peer_->slot(send_index_, 0) + offset;
+      if (copying_ == Copying::kStreaming) {
+        StreamCopy(data, src + *done, piece);
+      } else {
+        memcpy(data, src + *done, piece);
+      }
+    }
     uint32_t size = static_cast<uint32_t>(piece);
     if (*done == 0 && tag != nullptr) {
       CopyCallDescriptor(&cell.tag, *tag);
@@ -323,7 +364,7 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
       // (A partly read descriptor stays at the tail until the last byte:
       // this call continues it.)
       CmaDescriptor desc;
-      memcpy(&desc, own_->slot(recv_index_, recv_tail_), sizeof(desc));
+      memcpy(&desc, cell.inline_data, sizeof(desc));
       return RecvByAddress(target, desc, bytes, done);
     }
     // Baton never publishes an empty piece, one larger than a slot, or, in
@@ -334,9 +375,18 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
                          std::to_string(piece) + " bytes; slots hold " +
                          std::to_string(own_->layout().slot_bytes) + ")");
     if (piece > bytes - *done) return Mismatch(CallMismatch::Kind::kSize, nullptr, 0);
-    Deliver(target, *done,
-            piece <= kShmInlineBytes ? cell.inline_data : own_->slot(recv_index_, recv_tail_),
-            piece);
+    const uint8_t* data = cell.inline_data;
+    if (piece > kShmInlineBytes) {
+      uint32_t page;
+      memcpy(&page, cell.inline_data, sizeof(page));
+      const uint64_t offset = uint64_t{page} * kShmDataPage;
+      if (offset + piece > uint64_t{nslots} * own_->layout().slot_bytes)
+        return RemoteError("rank " + std::to_string(peer_rank_) + " put " + std::to_string(piece) +
+                           " bytes at offset " + std::to_string(offset) +
+                           " of a ring's data, outside it");
+      data = own_->slot(recv_index_, 0) + offset;
+    }
+    Deliver(target, *done, data, piece);
     ++recv_tail_;
     recv_ring_->tail.store(recv_tail_, std::memory_order_release);
     *done += piece;

@@ -32,6 +32,21 @@ inline uint64_t SlotIndex(uint64_t seq, uint32_t nslots) {
 // Pieces of at most this many bytes travel inside their slot's cell.
 constexpr uint32_t kShmInlineBytes = 472;
 
+// A call of at most kShmHotCallBytes (its count times its datatype's size)
+// sends its pieces in kShmHotWindowBytes / nslots (64 KiB) each, so that the
+// data of the ring's nslots pieces in flight stays within its first
+// kShmHotWindowBytes, in cache beside the call's buffers; larger calls,
+// whose buffers stream from memory anyway, fill whole slots and get the
+// ring's whole depth (docs/performance.md, "Shared-memory rings: a hot
+// window for calls that fit the cache").
+constexpr size_t kShmHotWindowBytes = size_t(2) << 20;
+constexpr size_t kShmHotCallBytes = size_t(8) << 20;
+// Where a piece's data lies in its ring, in units of this many bytes.
+constexpr size_t kShmDataPage = 4096;
+// The size of a hot call's pieces in a ring of `nslots` slots of
+// `slot_bytes`.
+uint32_t HotPieceBytes(uint32_t nslots, uint32_t slot_bytes);
+
 // The control word of one slot and, for small pieces, the data itself: a
 // consumer polling for the next message finds the data in the same and the
 // next few cache lines, instead of a separate head counter, size table and
@@ -58,7 +73,11 @@ static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight 64-byte lines (f
 // small pieces, the slot's cell) and publishes it with the cell's word; the
 // consumer reduces or copies straight out of it and frees it by bumping
 // `tail`. Slots keep element boundaries aligned, so a reduction never
-// straddles the wrap.
+// straddles the wrap. A piece too large for its cell names where its data
+// lies (in kShmDataPage units) in the cell's first inline bytes: piece n
+// at (n mod nslots) pieces into the ring's data, with the piece size the
+// producer's choice per call (HotPieceBytes or a whole slot), changed only
+// while the ring is empty.
 struct ShmRing {
   alignas(kCacheLinePad) std::atomic<uint64_t> tail;  // slots consumed
   ShmSlotCell cells[kShmMaxSlots];
@@ -168,8 +187,13 @@ class ShmChannel : public Channel {
  public:
   // send ring: ring `send_index` in the peer's segment; recv ring: ring
   // `recv_index` in ours.
+  // How the producer writes pieces too large for their cell: kHot, ranks
+  // that share a last-level cache: cached stores, and calls that fit the
+  // cache in hot pieces (HotPieceBytes); kCached: cached stores, whole
+  // slots; kStreaming: streaming stores (to memory), whole slots.
+  enum class Copying { kHot, kCached, kStreaming };
   ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
-             const std::atomic<bool>* peer_closed, int peer_rank);
+             const std::atomic<bool>* peer_closed, int peer_rank, Copying copying = Copying::kHot);
   // Enables the single-copy path: sends of at least `threshold` bytes go by
   // address when the peer can read our memory (`peer_reads_us`); the peer's
   // descriptors are read from process `peer_pid`.
@@ -196,7 +220,10 @@ class ShmChannel : public Channel {
   const std::atomic<bool>* peer_closed_;
   int peer_rank_;
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
-  uint64_t recv_tail_ = 0;                       // consumer's view
+  uint32_t piece_bytes_;                         // of pieces too large for their cell (see ShmRing)
+  Copying copying_;
+  bool hot_call_ = false;   // the current call is small enough for hot pieces
+  uint64_t recv_tail_ = 0;  // consumer's view
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;

@@ -121,6 +121,185 @@ TEST_F(ShmPair, CrossMemoryAttachCopyAndReduce) {
   EXPECT_EQ(small, small_out);
 }
 
+// Rings of the default layout (32 slots of 128 KiB): a call that fits the
+// cache sends hot pieces that stay in the ring's first kShmHotWindowBytes, a
+// larger one whole slots; a call that starts while the ring still holds the
+// previous one's pieces keeps their size; a peer naming data outside the
+// ring is an error.
+class ShmHotPieces : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kSlots = 32, kSlotBytes = 128 << 10;
+  void SetUp() override {
+    std::string base = "/baton-test-hot-" + std::to_string(getpid());
+    ASSERT_TRUE(ShmSegment::Create(base + "-a", ShmSegmentBytes(1, kSlots, kSlotBytes), &a_).ok());
+    ASSERT_TRUE(ShmSegment::Create(base + "-b", ShmSegmentBytes(1, kSlots, kSlotBytes), &b_).ok());
+    InitShmSegment(a_.get(), 1, kSlots, kSlotBytes);
+    InitShmSegment(b_.get(), 1, kSlots, kSlotBytes);
+    a_->Unlink();
+    b_->Unlink();
+    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1);
+    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0);
+  }
+  static CallDescriptor Call(uint32_t seq, uint64_t floats) {
+    CallDescriptor d;
+    d.seq = seq;
+    d.count = floats;
+    d.kind = kCallKindCollectiveBase;
+    d.datatype = batonFloat32;
+    d.op = batonSum;
+    return d;
+  }
+  // Sends as much of `bytes` as the ring takes (the call opens with `call`).
+  size_t Send(const std::vector<uint8_t>& src, const CallDescriptor& call) {
+    size_t done = 0;
+    EXPECT_TRUE(ab_->ProgressSend(src.data(), src.size(), &call, &done).ok());
+    return done;
+  }
+  void Finish(const std::vector<uint8_t>& src, size_t sent, const CallDescriptor& call,
+              std::vector<uint8_t>* dst) {
+    dst->assign(src.size(), 0);
+    RecvTarget t;
+    t.dst = dst->data();
+    t.opens = &call;
+    size_t received = 0;
+    for (int idle = 0; received < src.size(); ++idle) {
+      ASSERT_LT(idle, 1000000) << "no progress";
+      if (sent < src.size())
+        ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), nullptr, &sent).ok());
+      Status st = ba_->ProgressRecv(t, src.size(), &received);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+  }
+  // The (size, offset into the ring's data) of message `n`'s cell, published.
+  std::pair<uint32_t, uint64_t> Piece(uint64_t n) const {
+    const ShmSlotCell& cell = b_->ring(0)->cells[SlotIndex(n, kSlots)];
+    uint32_t page;
+    memcpy(&page, cell.inline_data, sizeof(page));
+    return {static_cast<uint32_t>(cell.word.load()) & ~kCallTagBit, uint64_t{page} * kShmDataPage};
+  }
+  static std::vector<uint8_t> Bytes(size_t n, int seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
+    return v;
+  }
+  std::unique_ptr<ShmSegment> a_, b_;
+  std::unique_ptr<ShmChannel> ab_, ba_;
+  std::atomic<bool> closed_{false};
+};
+
+TEST_F(ShmHotPieces, CallsThatFitTheCacheStayInTheHotWindow) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  ASSERT_EQ(uint64_t{hot} * kSlots, kShmHotWindowBytes);
+  ASSERT_LT(hot, kSlotBytes);
+  uint64_t n = 0;
+  std::vector<uint8_t> dst;
+  // Three hot calls in a row: 1 MiB + 1 byte each, the ring drained between.
+  for (uint32_t call = 1; call <= 3; ++call) {
+    const auto src = Bytes((1 << 20) + 1, static_cast<int>(call));
+    const CallDescriptor d = Call(call, 1 << 18);
+    const size_t sent = Send(src, d);
+    ASSERT_EQ(sent, src.size());
+    const uint64_t pieces = (src.size() + hot - 1) / hot;
+    for (uint64_t k = 0; k < pieces; ++k, ++n) {
+      const auto [size, offset] = Piece(n);
+      if (k + 1 < pieces) {
+        EXPECT_EQ(size, hot) << "piece " << k << " of call " << call;
+        EXPECT_EQ(offset, SlotIndex(n, kSlots) * hot) << "piece " << k << " of call " << call;
+        EXPECT_LE(offset + size, kShmHotWindowBytes);
+      }
+    }
+    Finish(src, sent, d, &dst);
+    ASSERT_EQ(dst, src) << "call " << call;
+  }
+  // A call beyond kShmHotCallBytes on the empty ring: whole slots.
+  const auto big = Bytes(3 << 20, 9);
+  const CallDescriptor d = Call(4, kShmHotCallBytes);  // floats: 4x the bytes
+  const size_t sent = Send(big, d);
+  for (uint64_t k = 0; k < 3 * 8; ++k, ++n) {
+    const auto [size, offset] = Piece(n);
+    EXPECT_EQ(size, kSlotBytes) << "piece " << k;
+    EXPECT_EQ(offset, SlotIndex(n, kSlots) * uint64_t{kSlotBytes}) << "piece " << k;
+  }
+  Finish(big, sent, d, &dst);
+  ASSERT_EQ(dst, big);
+}
+
+TEST_F(ShmHotPieces, ARingKeepsItsPieceSizeUntilItDrains) {
+  // A large call's whole slots are still in flight when a hot call starts:
+  // its pieces must not move onto theirs, so it keeps whole slots.
+  const auto big = Bytes(5 << 20, 3), small = Bytes(300000, 5), after = Bytes(300000, 6);
+  const CallDescriptor large_call = Call(1, (2 << 20) + 1), hot_call = Call(2, 75000),
+                       next_call = Call(3, 75000);
+  size_t big_sent = Send(big, large_call);
+  ASSERT_EQ(big_sent, uint64_t{kSlots} * kSlotBytes);  // the ring is full
+  std::vector<uint8_t> big_out(big.size()), small_out(small.size()), after_out(after.size());
+  RecvTarget tb, ts, ta;
+  tb.dst = big_out.data();
+  tb.opens = &large_call;
+  ts.dst = small_out.data();
+  ts.opens = &hot_call;
+  ta.dst = after_out.data();
+  ta.opens = &next_call;
+  size_t big_received = 0, small_sent = 0, small_received = 0, after_received = 0;
+  ASSERT_TRUE(ba_->ProgressRecv(tb, big.size(), &big_received).ok());  // the first 4 MiB
+  ASSERT_TRUE(ab_->ProgressSend(big.data(), big.size(), nullptr, &big_sent).ok());
+  ASSERT_EQ(big_sent, big.size());  // its last 8 slots are in flight
+  ASSERT_TRUE(ab_->ProgressSend(small.data(), small.size(), &hot_call, &small_sent).ok());
+  ASSERT_EQ(small_sent, small.size());
+  const uint64_t first = big.size() / kSlotBytes;  // the hot call's first message number
+  for (uint64_t n = first; n < first + 2; ++n)
+    EXPECT_EQ(Piece(n).first, kSlotBytes) << "a piece changed size while the ring held others";
+  ASSERT_TRUE(ba_->ProgressRecv(tb, big.size(), &big_received).ok());
+  ASSERT_EQ(big_received, big.size());
+  ASSERT_TRUE(ba_->ProgressRecv(ts, small.size(), &small_received).ok());
+  ASSERT_EQ(small_received, small.size());
+  EXPECT_EQ(big_out, big);
+  EXPECT_EQ(small_out, small);
+  // Drained: the next hot call sends hot pieces.
+  size_t after_sent = 0;
+  ASSERT_TRUE(ab_->ProgressSend(after.data(), after.size(), &next_call, &after_sent).ok());
+  EXPECT_EQ(Piece(first + 3).first, HotPieceBytes(kSlots, kSlotBytes));
+  ASSERT_TRUE(ba_->ProgressRecv(ta, after.size(), &after_received).ok());
+  ASSERT_EQ(after_received, after.size());
+  EXPECT_EQ(after_out, after);
+}
+
+TEST_F(ShmHotPieces, StreamingAndCachedCopiesFillWholeSlots) {
+  // Ranks in different packages (or BATON_SHM_STREAM=1): whole slots, and
+  // with streaming stores the data still arrives (the stores are fenced
+  // before the cell is published).
+  for (auto copying : {ShmChannel::Copying::kStreaming, ShmChannel::Copying::kCached}) {
+    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1, copying);
+    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0, copying);
+    const auto src = Bytes((1 << 20) + 4097, 11);
+    const CallDescriptor d = Call(1, 1 << 18);  // small enough for hot pieces
+    const size_t sent = Send(src, d);
+    for (uint64_t n = 0; n < 8; ++n) EXPECT_EQ(Piece(n).first, kSlotBytes) << "piece " << n;
+    std::vector<uint8_t> dst;
+    Finish(src, sent, d, &dst);
+    EXPECT_EQ(dst, src);
+    // Fresh rings for the next kind.
+    SetUp();
+  }
+}
+
+TEST_F(ShmHotPieces, DataOutsideTheRingIsAnError) {
+  const auto src = Bytes(200000, 1);
+  const CallDescriptor d = Call(1, 50000);
+  ASSERT_EQ(Send(src, d), src.size());
+  ShmSlotCell& cell = b_->ring(0)->cells[0];
+  const uint32_t page = kSlots * kSlotBytes / kShmDataPage;  // just past the end
+  memcpy(cell.inline_data, &page, sizeof(page));
+  std::vector<uint8_t> dst(src.size());
+  RecvTarget t;
+  t.dst = dst.data();
+  t.opens = &d;
+  size_t received = 0;
+  Status st = ba_->ProgressRecv(t, src.size(), &received);
+  EXPECT_EQ(st.code(), batonRemoteError) << st.message();
+  EXPECT_NE(st.message().find("outside"), std::string::npos) << st.message();
+}
+
 TEST_F(ShmPair, PeerDeathIsAnErrorNotAHang) {
   std::vector<uint8_t> dst(100);
   RecvTarget t;
