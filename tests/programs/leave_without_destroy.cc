@@ -25,7 +25,9 @@ namespace {
 bool OwnSegmentLinked() {
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return false;
-  const std::string suffix = "-" + std::to_string(getpid());
+  char suffix_text[32];
+  snprintf(suffix_text, sizeof(suffix_text), "-%d", static_cast<int>(getpid()));
+  const std::string suffix = suffix_text;
   bool found = false;
   while (const dirent* entry = readdir(dir)) {
     const std::string name = entry->d_name;

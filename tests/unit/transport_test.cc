@@ -164,8 +164,9 @@ class ShmHotPieces : public ::testing::Test {
     size_t received = 0;
     for (int idle = 0; received < src.size(); ++idle) {
       ASSERT_LT(idle, 1000000) << "no progress";
-      if (sent < src.size())
+      if (sent < src.size()) {
         ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), nullptr, &sent).ok());
+      }
       Status st = ba_->ProgressRecv(t, src.size(), &received);
       ASSERT_TRUE(st.ok()) << st.message();
     }
