@@ -51,7 +51,7 @@ check() {
 }
 
 # 1. Launched by hand (BATON_ROOT, no launcher to clean up), every rank calls exit(0).
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12768))  # below the kernel's ephemeral ports (32768 up)
 mkdir "$TMP/exit" "$TMP/kill"
 pids=()
 for ((r = 0; r < NRANKS; r++)); do

@@ -29,7 +29,8 @@ run() {
 expect_usage() {
   local name=$1 pattern=$2 ranks=$3
   shift 3
-  local port=$((20000 + RANDOM % 20000)) pids=() r all=1
+  # Below the kernel's ephemeral ports (32768 up), which a connection may hold at any time.
+  local port=$((20000 + RANDOM % 12768)) pids=() r all=1
   for ((r = 0; r < ranks; r++)); do
     RANK=$r WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 60 "$train" \
       --no-progress --synthetic 500 "$@" >"$work/usage$r" 2>&1 &

@@ -136,7 +136,7 @@ fi
 
 # ---- A peer dies mid-training: the survivors report it and exit (no hang) --------------------
 # Launched torchrun-style (no batonrun, which would stop the job itself when a rank dies).
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 12768))  # below the kernel's ephemeral ports (32768 up)
 pids=()
 for r in 0 1 2; do
   RANK=$r WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$train" --no-progress \
