@@ -244,7 +244,8 @@ Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) 
   uint64_t slot_bytes = std::max<uint64_t>(setup.config.buffsize / nslots / 4096 * 4096, 4096);
   slot_bytes = std::min<uint64_t>(slot_bytes, kShmMaxSlotBytes);
   size_t bytes = ShmSegmentBytes(nrings, nslots, static_cast<uint32_t>(slot_bytes));
-  const std::string name = ShmSegmentName(setup.id->comm_id, setup.rank, getpid());
+  const std::string name =
+      ShmSegmentName(setup.id->comm_id, setup.rank, (*setup.peers)[setup.rank].pid);
   Status st = ShmSegment::Create(name, bytes, &own_segment_);
   if (st.code() == batonSystemError && st.message().find("File exists") != std::string::npos) {
     // Left behind by a crashed run with the same id: ours to replace.

@@ -160,8 +160,12 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
       peer_bell_(&peer->header()->bell),
       peer_closed_(peer_closed),
       peer_rank_(peer_rank),
-      piece_bytes_(peer->layout().slot_bytes),
-      copying_(copying) {}
+      copying_(copying),
+      hot_piece_bytes_(copying == Copying::kHot
+                           ? HotPieceBytes(peer->layout().nslots, peer->layout().slot_bytes)
+                           : peer->layout().slot_bytes),
+      call_piece_bytes_(peer->layout().slot_bytes),
+      piece_bytes_(peer->layout().slot_bytes) {}
 
 uint32_t HotPieceBytes(uint32_t nslots, uint32_t slot_bytes) {
   const uint64_t piece = kShmHotWindowBytes / nslots / kShmDataPage * kShmDataPage;
@@ -284,17 +288,15 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
   if (*done == 0) {
     if (tag != nullptr) {
       const size_t elem = DatatypeSize(static_cast<batonDataType_t>(tag->datatype));
-      hot_call_ =
-          copying_ == Copying::kHot && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1);
+      call_piece_bytes_ = tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
+                              ? hot_piece_bytes_
+                              : slot_bytes;
     }
-    if (bytes > kShmInlineBytes) {
-      const uint32_t want = hot_call_ ? HotPieceBytes(nslots, slot_bytes) : slot_bytes;
-      if (want != piece_bytes_) {
-        // Only an empty ring may change where its pieces go.
-        if (send_head_ != send_tail_seen_)
-          send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
-        if (send_head_ == send_tail_seen_) piece_bytes_ = want;
-      }
+    if (bytes > kShmInlineBytes && call_piece_bytes_ != piece_bytes_) {
+      // Only an empty ring may change where its pieces go.
+      if (send_head_ != send_tail_seen_)
+        send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
+      if (send_head_ == send_tail_seen_) piece_bytes_ = call_piece_bytes_;
     }
   }
   bool published = false;
@@ -306,8 +308,8 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
         break;
       }
     }
-    size_t piece =
-        std::min<size_t>(bytes - *done, bytes > kShmInlineBytes ? piece_bytes_ : slot_bytes);
+    // (A message that fits a cell fits any piece: pieces are whole pages.)
+    size_t piece = std::min<size_t>(bytes - *done, piece_bytes_);
     ShmSlotCell& cell = send_ring_->cells[SlotIndex(send_head_, nslots)];
     if (piece <= kShmInlineBytes) {
       memcpy(cell.inline_data, src + *done, piece);

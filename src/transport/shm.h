@@ -220,9 +220,11 @@ class ShmChannel : public Channel {
   const std::atomic<bool>* peer_closed_;
   int peer_rank_;
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
-  uint32_t piece_bytes_;                         // of pieces too large for their cell (see ShmRing)
   Copying copying_;
-  bool hot_call_ = false;   // the current call is small enough for hot pieces
+  // Sizes of pieces too large for their cell (see ShmRing): a hot call's
+  // (a whole slot unless kHot), the current call's, and those the ring
+  // holds now (the current call's once the ring has drained).
+  uint32_t hot_piece_bytes_, call_piece_bytes_, piece_bytes_;
   uint64_t recv_tail_ = 0;  // consumer's view
 
   bool send_by_address_ = false;

@@ -47,19 +47,32 @@ void Pump(Channel* tx, Channel* rx, const uint8_t* src, size_t bytes, const Recv
   }
 }
 
+CallDescriptor AllReduceCall(uint32_t seq, uint64_t count, uint8_t op) {
+  CallDescriptor d;
+  d.kind = kCallKindCollectiveBase;
+  d.seq = seq;
+  d.count = count;
+  d.datatype = batonFloat32;
+  d.op = op;
+  return d;
+}
+
 class ShmPair : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Make(4, 4096); }
+  // Fresh segments of one ring of `nslots` x `slot_bytes` each, and the
+  // channels: a sends into b's ring 0; b receives from its ring 0.
+  void Make(uint32_t nslots, uint32_t slot_bytes,
+            ShmChannel::Copying copying = ShmChannel::Copying::kHot) {
     std::string base = "/baton-test-" + std::to_string(getpid());
-    ASSERT_TRUE(ShmSegment::Create(base + "-a", ShmSegmentBytes(1, 4, 4096), &a_).ok());
-    ASSERT_TRUE(ShmSegment::Create(base + "-b", ShmSegmentBytes(1, 4, 4096), &b_).ok());
-    InitShmSegment(a_.get(), 1, 4, 4096);
-    InitShmSegment(b_.get(), 1, 4, 4096);
+    ASSERT_TRUE(ShmSegment::Create(base + "-a", ShmSegmentBytes(1, nslots, slot_bytes), &a_).ok());
+    ASSERT_TRUE(ShmSegment::Create(base + "-b", ShmSegmentBytes(1, nslots, slot_bytes), &b_).ok());
+    InitShmSegment(a_.get(), 1, nslots, slot_bytes);
+    InitShmSegment(b_.get(), 1, nslots, slot_bytes);
     a_->Unlink();
     b_->Unlink();
-    // a sends into b's ring 0; b receives from its ring 0.
-    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1);
-    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0);
+    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1, copying);
+    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0, copying);
   }
   std::unique_ptr<ShmSegment> a_, b_;
   std::unique_ptr<ShmChannel> ab_, ba_;
@@ -126,28 +139,12 @@ TEST_F(ShmPair, CrossMemoryAttachCopyAndReduce) {
 // larger one whole slots; a call that starts while the ring still holds the
 // previous one's pieces keeps their size; a peer naming data outside the
 // ring is an error.
-class ShmHotPieces : public ::testing::Test {
+class ShmHotPieces : public ShmPair {
  protected:
   static constexpr uint32_t kSlots = 32, kSlotBytes = 128 << 10;
-  void SetUp() override {
-    std::string base = "/baton-test-hot-" + std::to_string(getpid());
-    ASSERT_TRUE(ShmSegment::Create(base + "-a", ShmSegmentBytes(1, kSlots, kSlotBytes), &a_).ok());
-    ASSERT_TRUE(ShmSegment::Create(base + "-b", ShmSegmentBytes(1, kSlots, kSlotBytes), &b_).ok());
-    InitShmSegment(a_.get(), 1, kSlots, kSlotBytes);
-    InitShmSegment(b_.get(), 1, kSlots, kSlotBytes);
-    a_->Unlink();
-    b_->Unlink();
-    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1);
-    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0);
-  }
+  void SetUp() override { Make(kSlots, kSlotBytes); }
   static CallDescriptor Call(uint32_t seq, uint64_t floats) {
-    CallDescriptor d;
-    d.seq = seq;
-    d.count = floats;
-    d.kind = kCallKindCollectiveBase;
-    d.datatype = batonFloat32;
-    d.op = batonSum;
-    return d;
+    return AllReduceCall(seq, floats, batonSum);
   }
   // Sends as much of `bytes` as the ring takes (the call opens with `call`).
   size_t Send(const std::vector<uint8_t>& src, const CallDescriptor& call) {
@@ -183,9 +180,6 @@ class ShmHotPieces : public ::testing::Test {
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
     return v;
   }
-  std::unique_ptr<ShmSegment> a_, b_;
-  std::unique_ptr<ShmChannel> ab_, ba_;
-  std::atomic<bool> closed_{false};
 };
 
 TEST_F(ShmHotPieces, CallsThatFitTheCacheStayInTheHotWindow) {
@@ -270,8 +264,7 @@ TEST_F(ShmHotPieces, StreamingAndCachedCopiesFillWholeSlots) {
   // with streaming stores the data still arrives (the stores are fenced
   // before the cell is published).
   for (auto copying : {ShmChannel::Copying::kStreaming, ShmChannel::Copying::kCached}) {
-    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1, copying);
-    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0, copying);
+    Make(kSlots, kSlotBytes, copying);
     const auto src = Bytes((1 << 20) + 4097, 11);
     const CallDescriptor d = Call(1, 1 << 18);  // small enough for hot pieces
     const size_t sent = Send(src, d);
@@ -279,8 +272,6 @@ TEST_F(ShmHotPieces, StreamingAndCachedCopiesFillWholeSlots) {
     std::vector<uint8_t> dst;
     Finish(src, sent, d, &dst);
     EXPECT_EQ(dst, src);
-    // Fresh rings for the next kind.
-    SetUp();
   }
 }
 
@@ -438,16 +429,6 @@ Status SendTagged(Channel* tx, Channel* rx, size_t sent_bytes, const CallDescrip
     if (!st.ok()) return st;
   }
   return received == bytes ? Status::Ok() : InternalError("no progress");
-}
-
-CallDescriptor AllReduceCall(uint32_t seq, uint64_t count, uint8_t op) {
-  CallDescriptor d;
-  d.kind = kCallKindCollectiveBase;
-  d.seq = seq;
-  d.count = count;
-  d.datatype = batonFloat32;
-  d.op = op;
-  return d;
 }
 
 // Every way the start of a message can disagree with the receiver's call,
