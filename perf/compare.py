@@ -252,6 +252,14 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
                 if lib == "impi":
                     e.update(I_MPI_FABRICS="shm", I_MPI_PIN="0")
                     return [([mpiexec, "-n", str(n)] + pin + bin_args, e)]
+                if n > cores:
+                    # More ranks than cores: yield while polling, as MPICH's own CI runs
+                    # oversubscribed (its ch4 progress spins otherwise: > 300 s for one group
+                    # of 4 ranks on 2 cores), as Open MPI gets mpi_yield_when_idle above.
+                    for k, v in (("MPIR_CVAR_POLLS_BEFORE_YIELD", "1"),
+                                 ("MPIR_CVAR_CH4_PROGRESS_THROTTLE", "1"),
+                                 ("MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT", "1")):
+                        e.setdefault(k, v)
                 return [([mpiexec, "-n", str(n), "-bind-to", "none"] + pin + bin_args, e)]
             if lib == "oneccl":
                 # oneCCL's shared-memory transport (its default is MPI over TCP). Without

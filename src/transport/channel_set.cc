@@ -195,6 +195,8 @@ Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {
   // cached stores would be read line by line out of the other package's
   // cache, so it goes to memory with streaming stores (docs/performance.md,
   // "Shared-memory rings: hot pieces, and streaming between packages").
+  // In between, the rings measure how far apart their ranks are, as a
+  // virtual machine's topology may not say (ShmRing::far).
   const PeerInfo &me = peers_[rank_], &them = peers_[peer];
   const bool share_cache = me.packages <= 1 || (me.package >= 0 && me.package == them.package);
   const bool stream = config_.shm_stream == 1 || (config_.shm_stream == -1 && !share_cache);
@@ -203,7 +205,8 @@ Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {
                                                     : ShmChannel::Copying::kCached;
   channels_[peer] = std::make_unique<ShmChannel>(
       own_segment_.get(), static_cast<uint32_t>(recv_index), segment.get(),
-      static_cast<uint32_t>(send_index), &peer_closed_[peer], peer, copying);
+      static_cast<uint32_t>(send_index), &peer_closed_[peer], peer, copying,
+      /*adaptive=*/config_.shm_stream == -1);
   peer_segments_[peer] = std::move(segment);
   return Status::Ok();
 }

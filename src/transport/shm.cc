@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -30,6 +31,15 @@ uint64_t SlotWord(uint64_t slot, uint32_t size) {
 }
 bool SlotPublished(uint64_t word, uint64_t slot) {
   return static_cast<uint32_t>(word >> 32) == static_cast<uint32_t>(slot) + 1;
+}
+// The clock that stamps sampled pieces: the same on every core.
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+bool Sampled(uint64_t slot) {
+  return (slot & (kShmSampleEvery - 1)) == 0;
 }
 size_t RoundUp(size_t x, size_t a) {
   return (x + a - 1) / a * a;
@@ -150,7 +160,8 @@ ShmSegment::~ShmSegment() {
 }
 
 ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
-                       const std::atomic<bool>* peer_closed, int peer_rank, Copying copying)
+                       const std::atomic<bool>* peer_closed, int peer_rank, Copying copying,
+                       bool adaptive)
     : own_(own),
       peer_(peer),
       recv_index_(recv_index),
@@ -161,6 +172,7 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
       peer_closed_(peer_closed),
       peer_rank_(peer_rank),
       copying_(copying),
+      adaptive_(adaptive && copying != Copying::kStreaming),
       hot_piece_bytes_(copying == Copying::kHot
                            ? HotPieceBytes(peer->layout().nslots, peer->layout().slot_bytes)
                            : peer->layout().slot_bytes),
@@ -287,10 +299,16 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
   const uint32_t nslots = peer_->layout().nslots, slot_bytes = peer_->layout().slot_bytes;
   if (*done == 0) {
     if (tag != nullptr) {
+      // (Only a call with pieces outside their cells reads the verdict: the
+      // line it shares with tail is the consumer's, a miss for small calls.)
+      stream_call_ =
+          copying_ == Copying::kStreaming || (adaptive_ && bytes > kShmInlineBytes &&
+                                              send_ring_->far.load(std::memory_order_relaxed) != 0);
       const size_t elem = DatatypeSize(static_cast<batonDataType_t>(tag->datatype));
-      call_piece_bytes_ = tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
-                              ? hot_piece_bytes_
-                              : slot_bytes;
+      call_piece_bytes_ =
+          !stream_call_ && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
+              ? hot_piece_bytes_
+              : slot_bytes;
     }
     if (bytes > kShmInlineBytes && call_piece_bytes_ != piece_bytes_) {
       // Only an empty ring may change where its pieces go.
@@ -320,10 +338,14 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       const uint32_t page = static_cast<uint32_t>(offset / kShmDataPage);
       memcpy(cell.inline_data, &page, sizeof(page));
       uint8_t* data = peer_->slot(send_index_, 0) + offset;
-      if (copying_ == Copying::kStreaming) {
+      if (stream_call_) {
         StreamCopy(data, src + *done, piece);
       } else {
         memcpy(data, src + *done, piece);
+      }
+      if (Sampled(send_head_)) {
+        const uint64_t stamp = NowNs() - stamp_skew_;
+        memcpy(cell.inline_data + kShmStampOffset, &stamp, sizeof(stamp));
       }
     }
     uint32_t size = static_cast<uint32_t>(piece);
@@ -347,6 +369,9 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
   while (*done < bytes) {
     const ShmSlotCell& cell = recv_ring_->cells[SlotIndex(recv_tail_, nslots)];
     uint64_t word = cell.word.load(std::memory_order_acquire);
+    uint64_t seen_at = 0;
+    if (!SlotPublished(word, recv_tail_) && !consumed && last_piece_large_ && Sampled(recv_tail_))
+      word = AwaitSampledPiece(cell, &seen_at);
     if (!SlotPublished(word, recv_tail_)) {
       if (consumed || !peer_closed_->load(std::memory_order_acquire)) break;
       // Re-check: data published just before the peer left is still good.
@@ -387,7 +412,9 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
                            " bytes at offset " + std::to_string(offset) +
                            " of a ring's data, outside it");
       data = own_->slot(recv_index_, 0) + offset;
+      if (seen_at != 0) MeasureLineTransfer(cell, seen_at);
     }
+    last_piece_large_ = piece > kShmInlineBytes;
     Deliver(target, *done, data, piece);
     ++recv_tail_;
     recv_ring_->tail.store(recv_tail_, std::memory_order_release);
@@ -397,6 +424,31 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
   // The producer may be waiting for a free slot.
   if (consumed) RingDoorbell(peer_bell_);
   return Status::Ok();
+}
+
+uint64_t ShmChannel::AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at) {
+  const uint64_t start = NowNs();
+  for (;;) {
+    const uint64_t word = cell.word.load(std::memory_order_acquire);
+    const uint64_t now = NowNs();
+    if (SlotPublished(word, recv_tail_)) {
+      *seen_at = now;
+      return word;
+    }
+    if (now - start > kShmSampleSpinNs) return word;
+    CpuRelax();
+  }
+}
+
+void ShmChannel::MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at) {
+  uint64_t stamp;
+  memcpy(&stamp, cell.inline_data + kShmStampOffset, sizeof(stamp));
+  if (seen_at < stamp || !gauge_.Add(seen_at - stamp)) return;
+  recv_ring_->far.store(gauge_.far() ? 1 : 0, std::memory_order_relaxed);
+  BATON_INFO(kLogShm, "rank %d -> this rank: a line takes %llu ns to cross, so %s", peer_rank_,
+             static_cast<unsigned long long>(gauge_.last_min_ns()),
+             gauge_.far() ? "its large messages now come by streaming stores"
+                          : "its messages come through the cache again");
 }
 
 Status ShmChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {

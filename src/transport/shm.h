@@ -1,6 +1,7 @@
 // Shared-memory transport between ranks of one host.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -80,7 +81,60 @@ static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight 64-byte lines (f
 // while the ring is empty.
 struct ShmRing {
   alignas(kCacheLinePad) std::atomic<uint64_t> tail;  // slots consumed
+  // The consumer's verdict on the line transfers it measures (see
+  // LineTransferGauge): 1 when a line the producer writes takes long to
+  // reach it, as between sockets, so large pieces should come by
+  // streaming stores. Beside tail, which the producer polls anyway.
+  std::atomic<uint32_t> far;
   ShmSlotCell cells[kShmMaxSlots];
+};
+
+// How long a line the producer writes takes to reach the consumer,
+// measured on the messages themselves, for rings whose ranks the topology
+// puts in one cache but a virtual machine's host may not (docs/
+// performance.md, "A ring that measures its line transfers"). The producer
+// stamps every kShmSampleEvery-th piece too large for its cell with the
+// clock, just before publishing it; a consumer that had already polled for
+// that piece and found it missing (its previous piece being large too,
+// so that small calls never wait here) polls that one cell for at most
+// kShmSampleSpinNs and, if the piece comes, takes the time it saw it minus
+// the stamp as a sample: an executor's loop between two polls of a ring
+// would add its own length. A window's minimum is the transfer; samples
+// above kShmSampleMaxNs (a rank descheduled: ranks that share a core) are
+// dropped.
+constexpr uint64_t kShmSampleEvery = 4;
+constexpr uint32_t kShmSampleWindow = 16;
+constexpr uint64_t kShmSampleSpinNs = 500;
+constexpr uint64_t kShmSampleMaxNs = 1000;
+// Within one cache a line crosses in 20-120 ns; between sockets (and on a
+// VM whose host put the two vCPUs there) in 150-300 ns.
+constexpr uint64_t kShmFarLineNs = 140;
+// Where the stamp lies in a sampled cell (after the page number).
+constexpr size_t kShmStampOffset = 8;
+
+class LineTransferGauge {
+ public:
+  // Adds one sample; true when it completed a window whose verdict differs
+  // from the last one (read it with far()).
+  bool Add(uint64_t ns) {
+    if (ns > kShmSampleMaxNs) return false;
+    window_min_ = std::min(window_min_, ns);
+    if (++window_count_ < kShmSampleWindow) return false;
+    last_min_ = window_min_;
+    const bool far = window_min_ > kShmFarLineNs;
+    window_min_ = ~0ull;
+    window_count_ = 0;
+    if (far == far_) return false;
+    far_ = far;
+    return true;
+  }
+  bool far() const { return far_; }
+  uint64_t last_min_ns() const { return last_min_; }
+
+ private:
+  uint64_t window_min_ = ~0ull, last_min_ = 0;
+  uint32_t window_count_ = 0;
+  bool far_ = false;
 };
 
 // Header of a rank's segment: its doorbell and the layout of its rings, so
@@ -191,14 +245,20 @@ class ShmChannel : public Channel {
   // that share a last-level cache: cached stores, and calls that fit the
   // cache in hot pieces (HotPieceBytes); kCached: cached stores, whole
   // slots; kStreaming: streaming stores (to memory), whole slots.
+  // With `adaptive`, a kHot or kCached producer streams whole slots while
+  // the consumer measures its lines as far (ShmRing::far).
   enum class Copying { kHot, kCached, kStreaming };
   ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
-             const std::atomic<bool>* peer_closed, int peer_rank, Copying copying = Copying::kHot);
+             const std::atomic<bool>* peer_closed, int peer_rank, Copying copying = Copying::kHot,
+             bool adaptive = false);
   // Enables the single-copy path: sends of at least `threshold` bytes go by
   // address when the peer can read our memory (`peer_reads_us`); the peer's
   // descriptors are read from process `peer_pid`.
   void EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold);
   const ShmSegment* peer_segment() const { return peer_; }
+  // Tests: stamps read `ns` early, as if every line took that much longer
+  // to reach the consumer.
+  void SkewStampsForTesting(uint64_t ns) { stamp_skew_ = ns; }
   Kind kind() const override { return Kind::kShm; }
   Status ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                       size_t* done) override;
@@ -207,6 +267,12 @@ class ShmChannel : public Channel {
 
  private:
   Status PeerGone() const;
+  // Adds the sample a freshly published, sampled piece gives (see
+  // LineTransferGauge) and tells the producer when the verdict changes.
+  void MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at);
+  // Polls the cell of a sampled piece, which is missing, for at most
+  // kShmSampleSpinNs; returns its word and, if it came, when (seen_at).
+  uint64_t AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at);
   Status SendByAddress(const uint8_t* src, size_t bytes, const CallDescriptor* tag, size_t* done);
   Status RecvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
                        size_t* done);
@@ -221,11 +287,16 @@ class ShmChannel : public Channel {
   int peer_rank_;
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
   Copying copying_;
+  bool adaptive_;
+  bool stream_call_ = false;  // the current call's pieces go by streaming stores
+  uint64_t stamp_skew_ = 0;
   // Sizes of pieces too large for their cell (see ShmRing): a hot call's
   // (a whole slot unless kHot), the current call's, and those the ring
   // holds now (the current call's once the ring has drained).
   uint32_t hot_piece_bytes_, call_piece_bytes_, piece_bytes_;
-  uint64_t recv_tail_ = 0;  // consumer's view
+  uint64_t recv_tail_ = 0;         // consumer's view
+  bool last_piece_large_ = false;  // the consumer's last piece lay outside its cell
+  LineTransferGauge gauge_;
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;

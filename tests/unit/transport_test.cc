@@ -63,7 +63,7 @@ class ShmPair : public ::testing::Test {
   // Fresh segments of one ring of `nslots` x `slot_bytes` each, and the
   // channels: a sends into b's ring 0; b receives from its ring 0.
   void Make(uint32_t nslots, uint32_t slot_bytes,
-            ShmChannel::Copying copying = ShmChannel::Copying::kHot) {
+            ShmChannel::Copying copying = ShmChannel::Copying::kHot, bool adaptive = false) {
     std::string base = "/baton-test-" + std::to_string(getpid());
     ASSERT_TRUE(ShmSegment::Create(base + "-a", ShmSegmentBytes(1, nslots, slot_bytes), &a_).ok());
     ASSERT_TRUE(ShmSegment::Create(base + "-b", ShmSegmentBytes(1, nslots, slot_bytes), &b_).ok());
@@ -71,8 +71,8 @@ class ShmPair : public ::testing::Test {
     InitShmSegment(b_.get(), 1, nslots, slot_bytes);
     a_->Unlink();
     b_->Unlink();
-    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1, copying);
-    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0, copying);
+    ab_ = std::make_unique<ShmChannel>(a_.get(), 0, b_.get(), 0, &closed_, 1, copying, adaptive);
+    ba_ = std::make_unique<ShmChannel>(b_.get(), 0, a_.get(), 0, &closed_, 0, copying, adaptive);
   }
   std::unique_ptr<ShmSegment> a_, b_;
   std::unique_ptr<ShmChannel> ab_, ba_;
@@ -272,6 +272,103 @@ TEST_F(ShmHotPieces, StreamingAndCachedCopiesFillWholeSlots) {
     std::vector<uint8_t> dst;
     Finish(src, sent, d, &dst);
     EXPECT_EQ(dst, src);
+  }
+}
+
+TEST(LineTransferGauge, AWindowsMinimumDecides) {
+  LineTransferGauge g;
+  EXPECT_FALSE(g.far());
+  // Fifteen slow samples and one fast: the fast one is the transfer.
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs + 200));
+  EXPECT_FALSE(g.Add(kShmFarLineNs / 2));
+  EXPECT_FALSE(g.far());
+  EXPECT_EQ(g.last_min_ns(), kShmFarLineNs / 2);
+  // A window of slow ones flips the verdict, on its last sample; samples of
+  // a rank that was descheduled do not count.
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) {
+    EXPECT_FALSE(g.Add(kShmFarLineNs + 1));
+    EXPECT_FALSE(g.Add(kShmSampleMaxNs + 1));
+  }
+  EXPECT_TRUE(g.Add(kShmFarLineNs + 60));
+  EXPECT_TRUE(g.far());
+  EXPECT_EQ(g.last_min_ns(), kShmFarLineNs + 1);
+  // The same verdict again is no change; a near window flips it back.
+  for (uint32_t i = 0; i < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs + 5));
+  EXPECT_TRUE(g.far());
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs));
+  EXPECT_TRUE(g.Add(kShmFarLineNs * 3));
+  EXPECT_FALSE(g.far());
+}
+
+// A ring whose consumer measures far lines (a VM's host put the two ranks'
+// vCPUs in different sockets, which the topology cannot show) gets whole
+// slots by streaming stores from an adaptive producer, and the consumer
+// sets that verdict from the stamps of the pieces it waits for. A producer
+// thread sends one-piece calls whose stamps read early, as across sockets.
+TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  for (bool adaptive : {false, true}) {
+    Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
+    ab_->SkewStampsForTesting(kShmFarLineNs * 3);
+    ShmRing* ring = b_->ring(0);
+    ASSERT_EQ(ring->far.load(), 0u);
+    const auto src = Bytes(8192, 3);
+    constexpr uint32_t kCalls = 20000;
+    std::atomic<uint32_t> received_calls{0};
+    std::atomic<bool> stop{false};
+    std::thread producer([&] {
+      for (uint32_t seq = 1; seq <= kCalls && !stop.load(); ++seq) {
+        // One call in flight at a time: the consumer waits for each.
+        while (received_calls.load() + 1 < seq && !stop.load()) std::this_thread::yield();
+        const CallDescriptor d = Call(seq, src.size() / 4);
+        size_t sent = 0;
+        while (sent < src.size() && !stop.load())
+          ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), &d, &sent).ok());
+      }
+    });
+    std::vector<uint8_t> dst(src.size());
+    uint32_t seq = 1;
+    for (; seq <= kCalls && ring->far.load() == 0; ++seq) {
+      const CallDescriptor d = Call(seq, src.size() / 4);
+      RecvTarget t;
+      t.dst = dst.data();
+      t.opens = &d;
+      size_t received = 0;
+      while (received < src.size()) {
+        Status st = ba_->ProgressRecv(t, src.size(), &received);
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+      ASSERT_EQ(dst, src);
+      received_calls.store(seq);
+    }
+    stop.store(true);
+    producer.join();
+    ASSERT_EQ(ring->far.load(), 1u)
+        << "the consumer never measured a far line in " << kCalls << " calls";
+    // Drain what the producer sent beyond the verdict, then the next call
+    // that fits the cache: whole slots only if adaptive.
+    for (; seq <= kCalls; ++seq) {
+      const CallDescriptor d = Call(seq, src.size() / 4);
+      bool ready = false, tagged = false;
+      CallDescriptor tag;
+      ASSERT_TRUE(ba_->PeekOpening(&ready, &tagged, &tag).ok());
+      if (!ready) break;
+      RecvTarget t;
+      t.dst = dst.data();
+      t.opens = &d;
+      size_t received = 0;
+      ASSERT_TRUE(ba_->ProgressRecv(t, src.size(), &received).ok());
+      ASSERT_EQ(received, src.size());
+    }
+    const uint64_t first = ring->tail.load();
+    const auto big = Bytes((1 << 20) + 3, 5);
+    const CallDescriptor d = Call(seq, 1 << 18);
+    const size_t sent = Send(big, d);
+    EXPECT_EQ(Piece(first).first, adaptive ? kSlotBytes : hot) << "adaptive " << adaptive;
+    EXPECT_EQ(Piece(first + 1).first, adaptive ? kSlotBytes : hot) << "adaptive " << adaptive;
+    std::vector<uint8_t> out;
+    Finish(big, sent, d, &out);
+    EXPECT_EQ(out, big);
   }
 }
 
