@@ -45,6 +45,6 @@ run() {
   fi
 }
 run unit "$out/tests/unit_test" \
-  --gtest_filter='Descriptor*:ControlFrame*:CallCheck*:Tcp*:ShmPair*:ShmHotPieces*:ShmNames*:Machine*:Binding*:Settings*'
+  --gtest_filter='Descriptor*:ControlFrame*:CallCheck*:Tcp*:ShmPair*:ShmHotPieces*:LineTransferGauge*:ShmNames*:Machine*:Binding*:Settings*'
 for s in "${suites[@]}"; do run "$s" "$out/tests/${s}_test"; done
 exit $((failures > 0))

@@ -1,0 +1,273 @@
+// The shared-memory rings' choice of pieces: hot pieces for calls that fit
+// the cache, whole slots otherwise, streaming stores between packages and
+// while the consumer measures far lines (LineTransferGauge).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "transport/shm.h"
+#include "unit/shm_pair.h"
+
+namespace baton {
+namespace {
+
+// Rings of the default layout (32 slots of 128 KiB): a call that fits the
+// cache sends hot pieces that stay in the ring's first kShmHotWindowBytes, a
+// larger one whole slots; a call that starts while the ring still holds the
+// previous one's pieces keeps their size; a peer naming data outside the
+// ring is an error.
+class ShmHotPieces : public ShmPair {
+ protected:
+  static constexpr uint32_t kSlots = 32, kSlotBytes = 128 << 10;
+  void SetUp() override { Make(kSlots, kSlotBytes); }
+  static CallDescriptor Call(uint32_t seq, uint64_t floats) {
+    return AllReduceCall(seq, floats, batonSum);
+  }
+  // Sends as much of `bytes` as the ring takes (the call opens with `call`).
+  size_t Send(const std::vector<uint8_t>& src, const CallDescriptor& call) {
+    size_t done = 0;
+    EXPECT_TRUE(ab_->ProgressSend(src.data(), src.size(), &call, &done).ok());
+    return done;
+  }
+  void Finish(const std::vector<uint8_t>& src, size_t sent, const CallDescriptor& call,
+              std::vector<uint8_t>* dst) {
+    dst->assign(src.size(), 0);
+    RecvTarget t;
+    t.dst = dst->data();
+    t.opens = &call;
+    size_t received = 0;
+    for (int idle = 0; received < src.size(); ++idle) {
+      ASSERT_LT(idle, 1000000) << "no progress";
+      if (sent < src.size()) {
+        ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), nullptr, &sent).ok());
+      }
+      Status st = ba_->ProgressRecv(t, src.size(), &received);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+  }
+  // The (size, offset into the ring's data) of message `n`'s cell, published.
+  std::pair<uint32_t, uint64_t> Piece(uint64_t n) const {
+    const ShmSlotCell& cell = b_->ring(0)->cells[SlotIndex(n, kSlots)];
+    uint32_t page;
+    memcpy(&page, cell.inline_data, sizeof(page));
+    return {static_cast<uint32_t>(cell.word.load()) & ~kCallTagBit, uint64_t{page} * kShmDataPage};
+  }
+  static std::vector<uint8_t> Bytes(size_t n, int seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
+    return v;
+  }
+};
+
+TEST_F(ShmHotPieces, CallsThatFitTheCacheStayInTheHotWindow) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  ASSERT_EQ(uint64_t{hot} * kSlots, kShmHotWindowBytes);
+  ASSERT_LT(hot, kSlotBytes);
+  uint64_t n = 0;
+  std::vector<uint8_t> dst;
+  // Three hot calls in a row: 1 MiB + 1 byte each, the ring drained between.
+  for (uint32_t call = 1; call <= 3; ++call) {
+    const auto src = Bytes((1 << 20) + 1, static_cast<int>(call));
+    const CallDescriptor d = Call(call, 1 << 18);
+    const size_t sent = Send(src, d);
+    ASSERT_EQ(sent, src.size());
+    const uint64_t pieces = (src.size() + hot - 1) / hot;
+    for (uint64_t k = 0; k < pieces; ++k, ++n) {
+      const auto [size, offset] = Piece(n);
+      if (k + 1 < pieces) {
+        EXPECT_EQ(size, hot) << "piece " << k << " of call " << call;
+        EXPECT_EQ(offset, SlotIndex(n, kSlots) * hot) << "piece " << k << " of call " << call;
+        EXPECT_LE(offset + size, kShmHotWindowBytes);
+      }
+    }
+    Finish(src, sent, d, &dst);
+    ASSERT_EQ(dst, src) << "call " << call;
+  }
+  // A call beyond kShmHotCallBytes on the empty ring: whole slots.
+  const auto big = Bytes(3 << 20, 9);
+  const CallDescriptor d = Call(4, kShmHotCallBytes);  // floats: 4x the bytes
+  const size_t sent = Send(big, d);
+  for (uint64_t k = 0; k < 3 * 8; ++k, ++n) {
+    const auto [size, offset] = Piece(n);
+    EXPECT_EQ(size, kSlotBytes) << "piece " << k;
+    EXPECT_EQ(offset, SlotIndex(n, kSlots) * uint64_t{kSlotBytes}) << "piece " << k;
+  }
+  Finish(big, sent, d, &dst);
+  ASSERT_EQ(dst, big);
+}
+
+TEST_F(ShmHotPieces, ARingKeepsItsPieceSizeUntilItDrains) {
+  // A large call's whole slots are still in flight when a hot call starts:
+  // its pieces must not move onto theirs, so it keeps whole slots.
+  const auto big = Bytes(5 << 20, 3), small = Bytes(300000, 5), after = Bytes(300000, 6);
+  const CallDescriptor large_call = Call(1, (2 << 20) + 1), hot_call = Call(2, 75000),
+                       next_call = Call(3, 75000);
+  size_t big_sent = Send(big, large_call);
+  ASSERT_EQ(big_sent, uint64_t{kSlots} * kSlotBytes);  // the ring is full
+  std::vector<uint8_t> big_out(big.size()), small_out(small.size()), after_out(after.size());
+  RecvTarget tb, ts, ta;
+  tb.dst = big_out.data();
+  tb.opens = &large_call;
+  ts.dst = small_out.data();
+  ts.opens = &hot_call;
+  ta.dst = after_out.data();
+  ta.opens = &next_call;
+  size_t big_received = 0, small_sent = 0, small_received = 0, after_received = 0;
+  ASSERT_TRUE(ba_->ProgressRecv(tb, big.size(), &big_received).ok());  // the first 4 MiB
+  ASSERT_TRUE(ab_->ProgressSend(big.data(), big.size(), nullptr, &big_sent).ok());
+  ASSERT_EQ(big_sent, big.size());  // its last 8 slots are in flight
+  ASSERT_TRUE(ab_->ProgressSend(small.data(), small.size(), &hot_call, &small_sent).ok());
+  ASSERT_EQ(small_sent, small.size());
+  const uint64_t first = big.size() / kSlotBytes;  // the hot call's first message number
+  for (uint64_t n = first; n < first + 2; ++n)
+    EXPECT_EQ(Piece(n).first, kSlotBytes) << "a piece changed size while the ring held others";
+  ASSERT_TRUE(ba_->ProgressRecv(tb, big.size(), &big_received).ok());
+  ASSERT_EQ(big_received, big.size());
+  ASSERT_TRUE(ba_->ProgressRecv(ts, small.size(), &small_received).ok());
+  ASSERT_EQ(small_received, small.size());
+  EXPECT_EQ(big_out, big);
+  EXPECT_EQ(small_out, small);
+  // Drained: the next hot call sends hot pieces.
+  size_t after_sent = 0;
+  ASSERT_TRUE(ab_->ProgressSend(after.data(), after.size(), &next_call, &after_sent).ok());
+  EXPECT_EQ(Piece(first + 3).first, HotPieceBytes(kSlots, kSlotBytes));
+  ASSERT_TRUE(ba_->ProgressRecv(ta, after.size(), &after_received).ok());
+  ASSERT_EQ(after_received, after.size());
+  EXPECT_EQ(after_out, after);
+}
+
+TEST_F(ShmHotPieces, StreamingAndCachedCopiesFillWholeSlots) {
+  // Ranks in different packages (or BATON_SHM_STREAM=1): whole slots, and
+  // with streaming stores the data still arrives (the stores are fenced
+  // before the cell is published).
+  for (auto copying : {ShmChannel::Copying::kStreaming, ShmChannel::Copying::kCached}) {
+    Make(kSlots, kSlotBytes, copying);
+    const auto src = Bytes((1 << 20) + 4097, 11);
+    const CallDescriptor d = Call(1, 1 << 18);  // small enough for hot pieces
+    const size_t sent = Send(src, d);
+    for (uint64_t n = 0; n < 8; ++n) EXPECT_EQ(Piece(n).first, kSlotBytes) << "piece " << n;
+    std::vector<uint8_t> dst;
+    Finish(src, sent, d, &dst);
+    EXPECT_EQ(dst, src);
+  }
+}
+
+TEST(LineTransferGauge, AWindowsMinimumDecides) {
+  LineTransferGauge g;
+  EXPECT_FALSE(g.far());
+  // Fifteen slow samples and one fast: the fast one is the transfer.
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs + 200));
+  EXPECT_FALSE(g.Add(kShmFarLineNs / 2));
+  EXPECT_FALSE(g.far());
+  EXPECT_EQ(g.last_min_ns(), kShmFarLineNs / 2);
+  // A window of slow ones flips the verdict, on its last sample; samples of
+  // a rank that was descheduled do not count.
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) {
+    EXPECT_FALSE(g.Add(kShmFarLineNs + 1));
+    EXPECT_FALSE(g.Add(kShmSampleMaxNs + 1));
+  }
+  EXPECT_TRUE(g.Add(kShmFarLineNs + 60));
+  EXPECT_TRUE(g.far());
+  EXPECT_EQ(g.last_min_ns(), kShmFarLineNs + 1);
+  // The same verdict again is no change; a near window flips it back.
+  for (uint32_t i = 0; i < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs + 5));
+  EXPECT_TRUE(g.far());
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs));
+  EXPECT_TRUE(g.Add(kShmFarLineNs * 3));
+  EXPECT_FALSE(g.far());
+}
+
+// A ring whose consumer measures far lines (a VM's host put the two ranks'
+// vCPUs in different sockets, which the topology cannot show) gets whole
+// slots by streaming stores from an adaptive producer, and the consumer
+// sets that verdict from the stamps of the pieces it waits for. A producer
+// thread sends one-piece calls whose stamps read early, as across sockets.
+TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  for (bool adaptive : {false, true}) {
+    Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
+    ab_->SkewStampsForTesting(kShmFarLineNs * 3);
+    ShmRing* ring = b_->ring(0);
+    ASSERT_EQ(ring->far.load(), 0u);
+    const auto src = Bytes(8192, 3);
+    constexpr uint32_t kCalls = 20000;
+    std::atomic<uint32_t> received_calls{0};
+    std::atomic<bool> stop{false};
+    std::thread producer([&] {
+      for (uint32_t seq = 1; seq <= kCalls && !stop.load(); ++seq) {
+        // One call in flight at a time: the consumer waits for each.
+        while (received_calls.load() + 1 < seq && !stop.load()) std::this_thread::yield();
+        const CallDescriptor d = Call(seq, src.size() / 4);
+        size_t sent = 0;
+        while (sent < src.size() && !stop.load())
+          ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), &d, &sent).ok());
+      }
+    });
+    std::vector<uint8_t> dst(src.size());
+    uint32_t seq = 1;
+    for (; seq <= kCalls && ring->far.load() == 0; ++seq) {
+      const CallDescriptor d = Call(seq, src.size() / 4);
+      RecvTarget t;
+      t.dst = dst.data();
+      t.opens = &d;
+      size_t received = 0;
+      while (received < src.size()) {
+        Status st = ba_->ProgressRecv(t, src.size(), &received);
+        ASSERT_TRUE(st.ok()) << st.message();
+      }
+      ASSERT_EQ(dst, src);
+      received_calls.store(seq);
+    }
+    stop.store(true);
+    producer.join();
+    ASSERT_EQ(ring->far.load(), 1u)
+        << "the consumer never measured a far line in " << kCalls << " calls";
+    // Drain what the producer sent beyond the verdict, then the next call
+    // that fits the cache: whole slots only if adaptive.
+    for (; seq <= kCalls; ++seq) {
+      const CallDescriptor d = Call(seq, src.size() / 4);
+      bool ready = false, tagged = false;
+      CallDescriptor tag;
+      ASSERT_TRUE(ba_->PeekOpening(&ready, &tagged, &tag).ok());
+      if (!ready) break;
+      RecvTarget t;
+      t.dst = dst.data();
+      t.opens = &d;
+      size_t received = 0;
+      ASSERT_TRUE(ba_->ProgressRecv(t, src.size(), &received).ok());
+      ASSERT_EQ(received, src.size());
+    }
+    const uint64_t first = ring->tail.load();
+    const auto big = Bytes((1 << 20) + 3, 5);
+    const CallDescriptor d = Call(seq, 1 << 18);
+    const size_t sent = Send(big, d);
+    EXPECT_EQ(Piece(first).first, adaptive ? kSlotBytes : hot) << "adaptive " << adaptive;
+    EXPECT_EQ(Piece(first + 1).first, adaptive ? kSlotBytes : hot) << "adaptive " << adaptive;
+    std::vector<uint8_t> out;
+    Finish(big, sent, d, &out);
+    EXPECT_EQ(out, big);
+  }
+}
+
+TEST_F(ShmHotPieces, DataOutsideTheRingIsAnError) {
+  const auto src = Bytes(200000, 1);
+  const CallDescriptor d = Call(1, 50000);
+  ASSERT_EQ(Send(src, d), src.size());
+  ShmSlotCell& cell = b_->ring(0)->cells[0];
+  const uint32_t page = kSlots * kSlotBytes / kShmDataPage;  // just past the end
+  memcpy(cell.inline_data, &page, sizeof(page));
+  std::vector<uint8_t> dst(src.size());
+  RecvTarget t;
+  t.dst = dst.data();
+  t.opens = &d;
+  size_t received = 0;
+  Status st = ba_->ProgressRecv(t, src.size(), &received);
+  EXPECT_EQ(st.code(), batonRemoteError) << st.message();
+  EXPECT_NE(st.message().find("outside"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace baton
