@@ -245,8 +245,9 @@ class ShmChannel : public Channel {
   // that share a last-level cache: cached stores, and calls that fit the
   // cache in hot pieces (HotPieceBytes); kCached: cached stores, whole
   // slots; kStreaming: streaming stores (to memory), whole slots.
-  // With `adaptive`, a kHot or kCached producer streams whole slots while
-  // the consumer measures its lines as far (ShmRing::far).
+  // With `adaptive`, the consumer measures its line transfers and a kHot
+  // or kCached producer streams whole slots while the consumer finds them
+  // far (ShmRing::far).
   enum class Copying { kHot, kCached, kStreaming };
   ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
              const std::atomic<bool>* peer_closed, int peer_rank, Copying copying = Copying::kHot,
