@@ -103,7 +103,7 @@ struct ShmRing {
 // above kShmSampleMaxNs (a rank descheduled: ranks that share a core) are
 // dropped.
 constexpr uint64_t kShmSampleEvery = 4;
-constexpr uint32_t kShmSampleWindow = 16;
+constexpr uint32_t kShmSampleWindow = 8;
 constexpr uint64_t kShmSampleSpinNs = 500;
 constexpr uint64_t kShmSampleMaxNs = 1000;
 // Within one cache a line crosses in 20-120 ns; between sockets (and on a
