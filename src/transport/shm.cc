@@ -299,11 +299,11 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
   const uint32_t nslots = peer_->layout().nslots, slot_bytes = peer_->layout().slot_bytes;
   if (*done == 0) {
     if (tag != nullptr) {
-      // (Only a call with pieces outside their cells reads the verdict: the
-      // line it shares with tail is the consumer's, a miss for small calls.)
-      stream_call_ =
-          copying_ == Copying::kStreaming || (adaptive_ && bytes > kShmInlineBytes &&
-                                              send_ring_->far.load(std::memory_order_relaxed) != 0);
+      // (Only a call with pieces outside their cells reads the peer's
+      // measure: the line it shares with tail is the consumer's, a miss
+      // for small calls.)
+      if (adaptive_ && bytes > kShmInlineBytes) UpdateVerdict();
+      stream_call_ = copying_ == Copying::kStreaming || far_;
       const size_t elem = DatatypeSize(static_cast<batonDataType_t>(tag->datatype));
       call_piece_bytes_ =
           !stream_call_ && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
@@ -444,12 +444,26 @@ uint64_t ShmChannel::AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_a
 void ShmChannel::MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at) {
   uint64_t stamp;
   memcpy(&stamp, cell.inline_data + kShmStampOffset, sizeof(stamp));
-  if (seen_at < stamp || !gauge_.Add(seen_at - stamp)) return;
-  recv_ring_->far.store(gauge_.far() ? 1 : 0, std::memory_order_relaxed);
-  BATON_INFO(kLogShm, "rank %d -> this rank: a line takes %llu ns to cross, so %s", peer_rank_,
-             static_cast<unsigned long long>(gauge_.last_min_ns()),
-             gauge_.far() ? "its large messages now come by streaming stores"
-                          : "its messages come through the cache again");
+  if (!gauge_.Add(static_cast<int64_t>(seen_at - stamp))) return;
+  recv_ring_->oneway_ns.store(gauge_.last_min_ns(), std::memory_order_relaxed);
+  recv_ring_->oneway_count.store(gauge_.windows(), std::memory_order_release);
+}
+
+void ShmChannel::UpdateVerdict() {
+  // Both directions must have been measured: a ring that only sends stays
+  // as it was.
+  if (gauge_.windows() == 0 || send_ring_->oneway_count.load(std::memory_order_acquire) == 0)
+    return;
+  const int64_t there = send_ring_->oneway_ns.load(std::memory_order_relaxed);
+  const int64_t back = gauge_.last_min_ns();
+  const bool far = LinesAreFar(far_, there, back);
+  if (far == far_) return;
+  far_ = far;
+  BATON_INFO(
+      kLogShm, "rank %d <-> this rank: a line takes %lld ns to cross (round trip %lld ns), so %s",
+      peer_rank_, static_cast<long long>((there + back) / 2), static_cast<long long>(there + back),
+      far ? "large messages to it now go by streaming stores"
+          : "messages to it go through the cache again");
 }
 
 Status ShmChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {

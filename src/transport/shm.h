@@ -81,61 +81,72 @@ static_assert(sizeof(ShmSlotCell) == 512, "a slot cell is eight 64-byte lines (f
 // while the ring is empty.
 struct ShmRing {
   alignas(kCacheLinePad) std::atomic<uint64_t> tail;  // slots consumed
-  // The consumer's verdict on the line transfers it measures (see
-  // LineTransferGauge): 1 when a line the producer writes takes long to
-  // reach it, as between sockets, so large pieces should come by
-  // streaming stores. Beside tail, which the producer polls anyway.
-  std::atomic<uint32_t> far;
+  // The consumer's latest measure of this direction's line transfer
+  // (LineTransferGauge: its clock minus the producer's, so it holds the
+  // two cores' clock offset too) and how many it has published (0: none
+  // yet; the count is stored last, with release). Beside tail, which the
+  // producer polls anyway.
+  std::atomic<int64_t> oneway_ns;
+  std::atomic<uint32_t> oneway_count;
   ShmSlotCell cells[kShmMaxSlots];
 };
 
-// How long a line the producer writes takes to reach the consumer,
-// measured on the messages themselves, for rings whose ranks the topology
-// puts in one cache but a virtual machine's host may not (docs/
-// performance.md, "A ring that measures its line transfers"). The producer
-// stamps every kShmSampleEvery-th piece too large for its cell with the
-// clock, just before publishing it; a consumer that had already polled for
-// that piece and found it missing (its previous piece being large too,
-// so that small calls never wait here) polls that one cell for at most
-// kShmSampleSpinNs and, if the piece comes, takes the time it saw it minus
-// the stamp as a sample: an executor's loop between two polls of a ring
-// would add its own length. A window's minimum is the transfer; samples
-// above kShmSampleMaxNs (a rank descheduled: ranks that share a core) are
-// dropped.
+// How long a line takes to cross between two ranks, measured on the
+// messages themselves, for rings whose ranks the topology puts in one cache
+// but a virtual machine's host may not (docs/performance.md, "A ring that
+// measures its line transfers"). The producer stamps every
+// kShmSampleEvery-th piece too large for its cell with the clock, just
+// before publishing it; a consumer that polls for that piece and finds it
+// missing (its previous piece being large too, so that small calls never
+// wait here) polls that one cell for at most kShmSampleSpinNs and, if the
+// piece comes, takes the time it saw it minus the stamp as a sample (an
+// executor's loop between two polls would add its own length). A window's
+// minimum is one transfer plus the offset between the two cores' clocks,
+// which this VM's host lets reach hundreds of ns either way; the sum of the
+// two directions' minima is a round trip, in which the offset cancels.
+// Samples above kShmSampleMaxNs (a rank descheduled: ranks that share a
+// core) are dropped.
 constexpr uint64_t kShmSampleEvery = 4;
 constexpr uint32_t kShmSampleWindow = 8;
 constexpr uint64_t kShmSampleSpinNs = 500;
-constexpr uint64_t kShmSampleMaxNs = 1000;
-// Within one cache a line crosses in 20-120 ns; between sockets (and on a
-// VM whose host put the two vCPUs there) in 150-300 ns.
-constexpr uint64_t kShmFarLineNs = 140;
+constexpr int64_t kShmSampleMaxNs = 1500;
+// Half a round trip above kShmFarLineNs makes a ring far (within one cache
+// a line crosses in 20-120 ns, between sockets, or on a VM whose host put
+// the two vCPUs there, in 150-300 ns); a far ring turns near again below
+// kShmNearLineNs.
+constexpr int64_t kShmFarLineNs = 150;
+constexpr int64_t kShmNearLineNs = 120;
 // Where the stamp lies in a sampled cell (after the page number).
 constexpr size_t kShmStampOffset = 8;
 
 class LineTransferGauge {
  public:
-  // Adds one sample; true when it completed a window whose verdict differs
-  // from the last one (read it with far()).
-  bool Add(uint64_t ns) {
+  // Adds one sample (ns, signed: the clocks' offset may exceed the
+  // transfer); true when it completed a window (read it with last_min_ns()).
+  bool Add(int64_t ns) {
     if (ns > kShmSampleMaxNs) return false;
     window_min_ = std::min(window_min_, ns);
     if (++window_count_ < kShmSampleWindow) return false;
     last_min_ = window_min_;
-    const bool far = window_min_ > kShmFarLineNs;
-    window_min_ = ~0ull;
+    window_min_ = INT64_MAX;
     window_count_ = 0;
-    if (far == far_) return false;
-    far_ = far;
+    ++windows_;
     return true;
   }
-  bool far() const { return far_; }
-  uint64_t last_min_ns() const { return last_min_; }
+  int64_t last_min_ns() const { return last_min_; }
+  uint32_t windows() const { return windows_; }
 
  private:
-  uint64_t window_min_ = ~0ull, last_min_ = 0;
-  uint32_t window_count_ = 0;
-  bool far_ = false;
+  int64_t window_min_ = INT64_MAX, last_min_ = 0;
+  uint32_t window_count_ = 0, windows_ = 0;
 };
+
+// Whether a ring whose two directions measure `there` and `back` (the
+// consumers' window minima) is far, given whether it was.
+inline bool LinesAreFar(bool was_far, int64_t there, int64_t back) {
+  const int64_t half_round_trip = (there + back) / 2;
+  return half_round_trip > (was_far ? kShmNearLineNs : kShmFarLineNs);
+}
 
 // Header of a rank's segment: its doorbell and the layout of its rings, so
 // a peer never has to trust its own settings to find them.
@@ -246,8 +257,8 @@ class ShmChannel : public Channel {
   // cache in hot pieces (HotPieceBytes); kCached: cached stores, whole
   // slots; kStreaming: streaming stores (to memory), whole slots.
   // With `adaptive`, the consumer measures its line transfers and a kHot
-  // or kCached producer streams whole slots while the consumer finds them
-  // far (ShmRing::far).
+  // or kCached producer streams whole slots while the round trip that its
+  // peer's measure and its own make is far (LinesAreFar).
   enum class Copying { kHot, kCached, kStreaming };
   ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, uint32_t send_index,
              const std::atomic<bool>* peer_closed, int peer_rank, Copying copying = Copying::kHot,
@@ -269,8 +280,10 @@ class ShmChannel : public Channel {
  private:
   Status PeerGone() const;
   // Adds the sample a freshly published, sampled piece gives (see
-  // LineTransferGauge) and tells the producer when the verdict changes.
+  // LineTransferGauge) and publishes each window's minimum.
   void MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at);
+  // The producer's verdict from both directions' latest measures.
+  void UpdateVerdict();
   // Polls the cell of a sampled piece, which is missing, for at most
   // kShmSampleSpinNs; returns its word and, if it came, when (seen_at).
   uint64_t AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at);
@@ -298,6 +311,7 @@ class ShmChannel : public Channel {
   uint64_t recv_tail_ = 0;         // consumer's view
   bool last_piece_large_ = false;  // the consumer's last piece lay outside its cell
   LineTransferGauge gauge_;
+  bool far_ = false;  // the producer's verdict (LinesAreFar)
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;

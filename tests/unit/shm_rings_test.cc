@@ -155,100 +155,110 @@ TEST_F(ShmHotPieces, StreamingAndCachedCopiesFillWholeSlots) {
   }
 }
 
-TEST(LineTransferGauge, AWindowsMinimumDecides) {
+TEST(LineTransferGauge, AWindowsMinimumIsTheMeasure) {
   LineTransferGauge g;
-  EXPECT_FALSE(g.far());
-  // Fifteen slow samples and one fast: the fast one is the transfer.
-  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs + 200));
-  EXPECT_FALSE(g.Add(kShmFarLineNs / 2));
-  EXPECT_FALSE(g.far());
-  EXPECT_EQ(g.last_min_ns(), kShmFarLineNs / 2);
-  // A window of slow ones flips the verdict, on its last sample; samples of
-  // a rank that was descheduled do not count.
+  EXPECT_EQ(g.windows(), 0u);
+  // Slow samples and one fast (negative: the consumer's clock behind the
+  // producer's): the fast one is the measure; samples of a rank that was
+  // descheduled do not count.
   for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) {
-    EXPECT_FALSE(g.Add(kShmFarLineNs + 1));
+    EXPECT_FALSE(g.Add(300));
     EXPECT_FALSE(g.Add(kShmSampleMaxNs + 1));
   }
-  EXPECT_TRUE(g.Add(kShmFarLineNs + 60));
-  EXPECT_TRUE(g.far());
-  EXPECT_EQ(g.last_min_ns(), kShmFarLineNs + 1);
-  // The same verdict again is no change; a near window flips it back.
-  for (uint32_t i = 0; i < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs + 5));
-  EXPECT_TRUE(g.far());
-  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(kShmFarLineNs));
-  EXPECT_TRUE(g.Add(kShmFarLineNs * 3));
-  EXPECT_FALSE(g.far());
+  EXPECT_TRUE(g.Add(-40));
+  EXPECT_EQ(g.windows(), 1u);
+  EXPECT_EQ(g.last_min_ns(), -40);
+  // The next window starts afresh.
+  for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(250 + i));
+  EXPECT_TRUE(g.Add(900));
+  EXPECT_EQ(g.windows(), 2u);
+  EXPECT_EQ(g.last_min_ns(), 250);
 }
 
-// A ring whose consumer measures far lines (a VM's host put the two ranks'
-// vCPUs in different sockets, which the topology cannot show) gets whole
-// slots by streaming stores from an adaptive producer, and the consumer
-// sets that verdict from the stamps of the pieces it waits for; rings that
-// do not adapt (BATON_SHM_STREAM 0 or 1, or ranks in different packages)
-// neither measure nor heed it. A producer thread sends one-piece calls
-// whose stamps read early, as across sockets.
+TEST(LineTransferGauge, HalfARoundTripDecidesAndTheClocksOffsetCancels) {
+  // Fast lines whatever the offset between the two cores' clocks.
+  EXPECT_FALSE(LinesAreFar(false, 60, 50));
+  EXPECT_FALSE(LinesAreFar(false, 560, -460));
+  // Slow ones, even where one direction reads negative.
+  EXPECT_TRUE(LinesAreFar(false, 230, 220));
+  EXPECT_TRUE(LinesAreFar(false, 750, -300));
+  // Between the two thresholds a ring keeps what it was.
+  const int64_t between = (kShmFarLineNs + kShmNearLineNs) / 2;
+  EXPECT_FALSE(LinesAreFar(false, between, between));
+  EXPECT_TRUE(LinesAreFar(true, between, between));
+  EXPECT_FALSE(LinesAreFar(true, kShmNearLineNs - 10, kShmNearLineNs - 10));
+}
+
+// Lines that take long to cross (a VM's host put the two ranks' vCPUs in
+// different sockets, which the topology cannot show): a ping-pong of
+// one-piece calls whose stamps all read early, as they would across
+// sockets, makes both consumers publish their measures, and then an
+// adaptive producer sends whole slots by streaming stores. Rings that do
+// not adapt (BATON_SHM_STREAM 0 or 1, ranks in different packages) neither
+// measure nor heed them.
 TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
   const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
   for (bool adaptive : {false, true}) {
     Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
     ab_->SkewStampsForTesting(kShmFarLineNs * 3);
-    ShmRing* ring = b_->ring(0);
-    ASSERT_EQ(ring->far.load(), 0u);
+    ba_->SkewStampsForTesting(kShmFarLineNs * 3);
+    ShmRing *to_b = b_->ring(0), *to_a = a_->ring(0);
     const auto src = Bytes(8192, 3);
-    // Without adaptive the consumer measures nothing: a shorter run shows it.
-    const uint32_t kCalls = adaptive ? 20000 : 2000;
-    std::atomic<uint32_t> received_calls{0};
-    std::atomic<bool> stop{false};
-    std::thread producer([&] {
-      for (uint32_t seq = 1; seq <= kCalls && !stop.load(); ++seq) {
-        // One call in flight at a time: the consumer waits for each.
-        while (received_calls.load() + 1 < seq && !stop.load()) std::this_thread::yield();
+    // Without adaptive nothing is measured: a shorter run shows it.
+    const uint32_t max_calls = adaptive ? 20000 : 2000;
+    std::atomic<uint32_t> last_call{0};  // set when the pinging side stops
+    // b: receives each call and sends it back.
+    std::thread echo([&] {
+      std::vector<uint8_t> got(src.size());
+      for (uint32_t seq = 1;; ++seq) {
         const CallDescriptor d = Call(seq, src.size() / 4);
+        RecvTarget t;
+        t.dst = got.data();
+        t.opens = &d;
+        size_t received = 0;
+        while (received < src.size()) {
+          if (last_call.load() != 0 && seq > last_call.load()) return;
+          ASSERT_TRUE(ba_->ProgressRecv(t, src.size(), &received).ok());
+        }
         size_t sent = 0;
-        while (sent < src.size() && !stop.load())
-          ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), &d, &sent).ok());
+        while (sent < src.size())
+          ASSERT_TRUE(ba_->ProgressSend(got.data(), got.size(), &d, &sent).ok());
       }
     });
-    std::vector<uint8_t> dst(src.size());
+    std::vector<uint8_t> back(src.size());
     uint32_t seq = 1;
-    for (; seq <= kCalls && ring->far.load() == 0; ++seq) {
+    auto measured = [&] { return to_b->oneway_count.load() > 0 && to_a->oneway_count.load() > 0; };
+    for (; seq <= max_calls && !measured(); ++seq) {
       const CallDescriptor d = Call(seq, src.size() / 4);
+      size_t sent = 0, received = 0;
+      while (sent < src.size())
+        ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), &d, &sent).ok());
       RecvTarget t;
-      t.dst = dst.data();
+      t.dst = back.data();
       t.opens = &d;
-      size_t received = 0;
       while (received < src.size()) {
-        Status st = ba_->ProgressRecv(t, src.size(), &received);
+        Status st = ab_->ProgressRecv(t, src.size(), &received);
         ASSERT_TRUE(st.ok()) << st.message();
       }
-      ASSERT_EQ(dst, src);
-      received_calls.store(seq);
+      ASSERT_EQ(back, src);
     }
-    stop.store(true);
-    producer.join();
+    last_call.store(seq - 1);
+    echo.join();
     if (adaptive) {
-      ASSERT_EQ(ring->far.load(), 1u)
-          << "the consumer never measured a far line in " << kCalls << " calls";
+      ASSERT_TRUE(measured()) << "no window in " << max_calls << " calls";
+      EXPECT_GT(to_b->oneway_ns.load(), kShmFarLineNs);
+      EXPECT_GT(to_a->oneway_ns.load(), kShmFarLineNs);
     } else {
-      ASSERT_EQ(ring->far.load(), 0u) << "a consumer that does not adapt measured";
-      ring->far.store(1);  // and a producer that does not adapt ignores the verdict
+      ASSERT_EQ(to_b->oneway_count.load() + to_a->oneway_count.load(), 0u)
+          << "a ring that does not adapt measured";
+      // Far measures, as if published, change nothing for its producer.
+      for (ShmRing* r : {to_a, to_b}) {
+        r->oneway_ns.store(kShmFarLineNs * 3);
+        r->oneway_count.store(1);
+      }
     }
-    // Drain what the producer sent beyond the verdict, then the next call
-    // that fits the cache: whole slots only if adaptive.
-    for (; seq <= kCalls; ++seq) {
-      const CallDescriptor d = Call(seq, src.size() / 4);
-      bool ready = false, tagged = false;
-      CallDescriptor tag;
-      ASSERT_TRUE(ba_->PeekOpening(&ready, &tagged, &tag).ok());
-      if (!ready) break;
-      RecvTarget t;
-      t.dst = dst.data();
-      t.opens = &d;
-      size_t received = 0;
-      ASSERT_TRUE(ba_->ProgressRecv(t, src.size(), &received).ok());
-      ASSERT_EQ(received, src.size());
-    }
-    const uint64_t first = ring->tail.load();
+    // The next call that fits the cache: whole slots only if adaptive.
+    const uint64_t first = to_b->tail.load();
     const auto big = Bytes((1 << 20) + 3, 5);
     const CallDescriptor d = Call(seq, 1 << 18);
     const size_t sent = Send(big, d);
