@@ -196,7 +196,7 @@ Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {
   // cache, so it goes to memory with streaming stores (docs/performance.md,
   // "Shared-memory rings: hot pieces, and streaming between packages").
   // In between, the rings measure how far apart their ranks are, as a
-  // virtual machine's topology may not say (ShmRing::far).
+  // virtual machine's topology may not say (LinesAreFar, transport/shm.h).
   const PeerInfo &me = peers_[rank_], &them = peers_[peer];
   const bool share_cache = me.packages <= 1 || (me.package >= 0 && me.package == them.package);
   const bool stream = config_.shm_stream == 1 || (config_.shm_stream == -1 && !share_cache);
