@@ -303,12 +303,10 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       // measure: the line it shares with tail is the consumer's, a miss
       // for small calls.)
       if (adaptive_ && bytes > kShmInlineBytes) UpdateVerdict();
-      stream_call_ = copying_ == Copying::kStreaming || far_;
       const size_t elem = DatatypeSize(static_cast<batonDataType_t>(tag->datatype));
-      call_piece_bytes_ =
-          !stream_call_ && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
-              ? hot_piece_bytes_
-              : slot_bytes;
+      call_piece_bytes_ = !Streaming() && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
+                              ? hot_piece_bytes_
+                              : slot_bytes;
     }
     if (bytes > kShmInlineBytes && call_piece_bytes_ != piece_bytes_) {
       // Only an empty ring may change where its pieces go.
@@ -338,7 +336,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       const uint32_t page = static_cast<uint32_t>(offset / kShmDataPage);
       memcpy(cell.inline_data, &page, sizeof(page));
       uint8_t* data = peer_->slot(send_index_, 0) + offset;
-      if (stream_call_) {
+      if (Streaming()) {
         StreamCopy(data, src + *done, piece);
       } else {
         memcpy(data, src + *done, piece);

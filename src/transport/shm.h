@@ -284,6 +284,9 @@ class ShmChannel : public Channel {
   void MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at);
   // The producer's verdict from both directions' latest measures.
   void UpdateVerdict();
+  // Whether the producer writes pieces with streaming stores (the verdict
+  // changes only as a call opens, so a call's pieces all go alike).
+  bool Streaming() const { return copying_ == Copying::kStreaming || far_; }
   // Polls the cell of a sampled piece, which is missing, for at most
   // kShmSampleSpinNs; returns its word and, if it came, when (seen_at).
   uint64_t AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at);
@@ -302,7 +305,6 @@ class ShmChannel : public Channel {
   uint64_t send_head_ = 0, send_tail_seen_ = 0;  // producer's view
   Copying copying_;
   bool adaptive_;
-  bool stream_call_ = false;  // the current call's pieces go by streaming stores
   uint64_t stamp_skew_ = 0;
   // Sizes of pieces too large for their cell (see ShmRing): a hot call's
   // (a whole slot unless kHot), the current call's, and those the ring
@@ -311,7 +313,7 @@ class ShmChannel : public Channel {
   uint64_t recv_tail_ = 0;         // consumer's view
   bool last_piece_large_ = false;  // the consumer's last piece lay outside its cell
   LineTransferGauge gauge_;
-  bool far_ = false;  // the producer's verdict (LinesAreFar)
+  bool far_ = false;  // the producer's verdict (LinesAreFar), changed only as a call opens
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;
