@@ -207,6 +207,7 @@ Status ChannelSet::AddShmPeer(int peer, std::unique_ptr<ShmSegment> segment) {
       own_segment_.get(), static_cast<uint32_t>(recv_index), segment.get(),
       static_cast<uint32_t>(send_index), &peer_closed_[peer], peer, copying,
       /*adaptive=*/config_.shm_stream == -1);
+  segment->MapRing(static_cast<uint32_t>(send_index));
   peer_segments_[peer] = std::move(segment);
   return Status::Ok();
 }

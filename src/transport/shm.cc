@@ -48,6 +48,9 @@ size_t RoundUp(size_t x, size_t a) {
 // Asks for the pages of [addr, addr + bytes) on the NUMA node this thread
 // runs on (MPOL_PREFERRED), best effort: without it they land wherever
 // they are first touched.
+// MADV_POPULATE_WRITE (Linux 5.14), which older C libraries do not name.
+constexpr int kMadvPopulateWrite = 23;
+
 void PreferThisNode(void* addr, size_t bytes) {
   unsigned cpu = 0, node = 0;
   if (syscall(SYS_getcpu, &cpu, &node, nullptr) != 0 || node >= 63) return;
@@ -145,6 +148,22 @@ Status ShmSegment::Open(const std::string& name, std::unique_ptr<ShmSegment>* ou
   seg->layout_ = layout;
   *out = std::move(seg);
   return Status::Ok();
+}
+
+void ShmSegment::MapRing(uint32_t index) const {
+  // The owner's MAP_POPULATE made the pages but maps them only into the
+  // owner: a sender's first store to each page of its ring faults, and the
+  // first lap of a sweep's medium calls took those faults (4 KiB calls ran
+  // 3x slower for their first 30-odd calls; docs/performance.md, "Faults
+  // on the first calls"). Larger segments get their pages as slots are used.
+  if (size_ > kShmPopulateAllBytes || index >= layout_.nrings) return;
+  uint8_t* begin = reinterpret_cast<uint8_t*>(ring(index));
+  const size_t bytes = layout_.ring_stride;
+  if (madvise(begin, bytes, kMadvPopulateWrite) == 0) return;
+  // Kernels before 5.14: a load per page maps it as well.
+  for (size_t offset = 0; offset < bytes; offset += 4096) {
+    (void)*reinterpret_cast<volatile const uint8_t*>(begin + offset);
+  }
 }
 
 void ShmSegment::Unlink() {
@@ -341,7 +360,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       } else {
         memcpy(data, src + *done, piece);
       }
-      if (Sampled(send_head_)) {
+      if (piece >= kShmSampleMinBytes && Sampled(send_head_)) {
         const uint64_t stamp = NowNs() - stamp_skew_;
         memcpy(cell.inline_data + kShmStampOffset, &stamp, sizeof(stamp));
       }
@@ -411,9 +430,10 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
                            " bytes at offset " + std::to_string(offset) +
                            " of a ring's data, outside it");
       data = own_->slot(recv_index_, 0) + offset;
-      if (seen_at != 0) MeasureLineTransfer(cell, seen_at);
+      // (A smaller piece's stamp is a lap old.)
+      if (seen_at != 0 && piece >= kShmSampleMinBytes) MeasureLineTransfer(cell, seen_at);
     }
-    last_piece_large_ = piece > kShmInlineBytes;
+    last_piece_large_ = piece >= kShmSampleMinBytes;
     Deliver(target, *done, data, piece);
     ++recv_tail_;
     recv_ring_->tail.store(recv_tail_, std::memory_order_release);

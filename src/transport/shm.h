@@ -95,10 +95,10 @@ struct ShmRing {
 // messages themselves, for rings whose ranks the topology puts in one cache
 // but a virtual machine's host may not (docs/performance.md, "A ring that
 // measures its line transfers"). The producer stamps every
-// kShmSampleEvery-th piece too large for its cell with the clock, just
-// before publishing it; a consumer that polls for that piece and finds it
-// missing (its previous piece being large too, so that small calls never
-// wait here) polls that one cell for at most kShmSampleSpinNs and, if the
+// kShmSampleEvery-th piece of at least kShmSampleMinBytes with the clock,
+// just before publishing it; a consumer that polls for that piece and finds
+// it missing (its previous piece being that large too, so that small calls
+// never wait here) polls that one cell for at most kShmSampleSpinNs and, if the
 // piece comes, takes the time it saw it minus the stamp as a sample (an
 // executor's loop between two polls would add its own length). A window's
 // minimum is one transfer plus the offset between the two cores' clocks,
@@ -107,6 +107,11 @@ struct ShmRing {
 // Samples above kShmSampleMaxNs (a rank descheduled: ranks that share a
 // core) are dropped.
 constexpr uint64_t kShmSampleEvery = 4;
+// Smaller pieces read 170-215 ns where a line takes under 100 (the fast
+// mode; docs/performance.md, "Small pieces do not measure"), enough to
+// call every fresh ring far: the stamp is read while the piece's own
+// stores still wait for their lines.
+constexpr uint32_t kShmSampleMinBytes = 32 << 10;
 constexpr uint32_t kShmSampleWindow = 8;
 constexpr uint64_t kShmSampleSpinNs = 500;
 constexpr int64_t kShmSampleMaxNs = 1500;
@@ -227,6 +232,10 @@ class ShmSegment {
   ShmRing* ring(uint32_t index) const {
     return reinterpret_cast<ShmRing*>(base_ + 4096 + index * layout_.ring_stride);
   }
+  // Maps ring `index` of a peer's segment into this process now when its
+  // owner faulted the segment in at creation (kShmPopulateAllBytes), so
+  // that no message pays a page's first fault here.
+  void MapRing(uint32_t index) const;
   uint8_t* slot(uint32_t ring_index, uint64_t slot_no) const {
     return reinterpret_cast<uint8_t*>(ring(ring_index)) + layout_.data_offset +
            SlotIndex(slot_no, layout_.nslots) * layout_.slot_bytes;
@@ -311,7 +320,7 @@ class ShmChannel : public Channel {
   // holds now (the current call's once the ring has drained).
   uint32_t hot_piece_bytes_, call_piece_bytes_, piece_bytes_;
   uint64_t recv_tail_ = 0;         // consumer's view
-  bool last_piece_large_ = false;  // the consumer's last piece lay outside its cell
+  bool last_piece_large_ = false;  // the consumer's last piece was kShmSampleMinBytes or more
   LineTransferGauge gauge_;
   bool far_ = false;  // the producer's verdict (LinesAreFar), changed only as a call opens
 

@@ -195,17 +195,26 @@ TEST(LineTransferGauge, HalfARoundTripDecidesAndTheClocksOffsetCancels) {
 // sockets, makes both consumers publish their measures, and then an
 // adaptive producer sends whole slots by streaming stores. Rings that do
 // not adapt (BATON_SHM_STREAM 0 or 1, ranks in different packages) neither
-// measure nor heed them.
+// measure nor heed them, and pieces under kShmSampleMinBytes measure
+// nothing.
 TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
   const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
-  for (bool adaptive : {false, true}) {
+  ASSERT_LE(kShmSampleMinBytes, hot);
+  struct Case {
+    bool adaptive;
+    uint32_t piece;
+  };
+  for (const Case c : {Case{false, kShmSampleMinBytes}, Case{true, kShmSampleMinBytes / 4},
+                       Case{true, kShmSampleMinBytes}}) {
+    const bool adaptive = c.adaptive, measures = adaptive && c.piece >= kShmSampleMinBytes;
+    SCOPED_TRACE(testing::Message() << "adaptive " << adaptive << ", pieces of " << c.piece);
     Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
     ab_->SkewStampsForTesting(kShmFarLineNs * 3);
     ba_->SkewStampsForTesting(kShmFarLineNs * 3);
     ShmRing *to_b = b_->ring(0), *to_a = a_->ring(0);
-    const auto src = Bytes(8192, 3);
-    // Without adaptive nothing is measured: a shorter run shows it.
-    const uint32_t max_calls = adaptive ? 20000 : 2000;
+    const auto src = Bytes(c.piece, 3);
+    // Where nothing is measured a shorter run shows it.
+    const uint32_t max_calls = measures ? 20000 : 2000;
     std::atomic<uint32_t> last_call{0};  // set when the pinging side stops
     // b: receives each call and sends it back.
     std::thread echo([&] {
@@ -244,13 +253,14 @@ TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
     }
     last_call.store(seq - 1);
     echo.join();
-    if (adaptive) {
+    if (measures) {
       ASSERT_TRUE(measured()) << "no window in " << max_calls << " calls";
       EXPECT_GT(to_b->oneway_ns.load(), kShmFarLineNs);
       EXPECT_GT(to_a->oneway_ns.load(), kShmFarLineNs);
     } else {
-      ASSERT_EQ(to_b->oneway_count.load() + to_a->oneway_count.load(), 0u)
-          << "a ring that does not adapt measured";
+      ASSERT_EQ(to_b->oneway_count.load() + to_a->oneway_count.load(), 0u) << "measured";
+    }
+    if (!adaptive) {
       // Far measures, as if published, change nothing for its producer.
       for (ShmRing* r : {to_a, to_b}) {
         r->oneway_ns.store(kShmFarLineNs * 3);
@@ -262,8 +272,8 @@ TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
     const auto big = Bytes((1 << 20) + 3, 5);
     const CallDescriptor d = Call(seq, 1 << 18);
     const size_t sent = Send(big, d);
-    EXPECT_EQ(Piece(first).first, adaptive ? kSlotBytes : hot) << "adaptive " << adaptive;
-    EXPECT_EQ(Piece(first + 1).first, adaptive ? kSlotBytes : hot) << "adaptive " << adaptive;
+    EXPECT_EQ(Piece(first).first, measures ? kSlotBytes : hot);
+    EXPECT_EQ(Piece(first + 1).first, measures ? kSlotBytes : hot);
     std::vector<uint8_t> out;
     Finish(big, sent, d, &out);
     EXPECT_EQ(out, big);
