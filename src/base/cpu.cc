@@ -81,7 +81,8 @@ size_t LastLevelCacheBytes() {
       std::ifstream level_file(dir + "level"), size_file(dir + "size");
       int level = 0;
       std::string size;
-      if (!(level_file >> level) || !(size_file >> size)) continue;
+      // The kernel numbers a CPU's caches from index0 without gaps.
+      if (!(level_file >> level) || !(size_file >> size)) break;
       size_t value = std::strtoull(size.c_str(), nullptr, 10);
       if (size.back() == 'K') value <<= 10;
       if (size.back() == 'M') value <<= 20;
