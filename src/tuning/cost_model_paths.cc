@@ -77,7 +77,12 @@ CostModel::StepCost CostModel::PairCost(int a, int b) const {
   const double f = std::max(oversubscription_[a], oversubscription_[b]);
   const bool cpu_bound = cls != LinkClass::kNetwork;
   StepCost s;
-  s.alpha = lc.alpha_us * f + (f > 1 ? params_.switch_us : 0);
+  // Ranks that share cores wait for each other's turns: the software's part
+  // of a message (a copy's latency, every link's overhead) stretches with
+  // the sharing, the network's flight time does not (scaled, it put the
+  // rhd switch at 18.6 KB between hosts at 1 Gbit/s, where Rabenseifner
+  // was 0.73x recursive doubling's time from 16 KiB; docs/tuning.md).
+  s.alpha = (cpu_bound ? lc.alpha_us * f : lc.alpha_us) + (f > 1 ? params_.switch_us : 0);
   s.overhead = lc.overhead_us * f;
   s.beta = lc.us_per_byte * (cpu_bound ? f : 1.0);
   s.cpu_bound = cpu_bound;
@@ -337,7 +342,8 @@ void CostModel::SummarizeHierarchical(const std::vector<int>& ring) {
   for (int bit = 1; bit < h2; bit <<= 1) {
     pairs.clear();
     for (int v = 0; v < h2; ++v)
-      for (int i = 0; i < l; ++i) pairs.push_back({hosts[host_of_v(v)][i], hosts[host_of_v(v ^ bit)][i]});
+      for (int i = 0; i < l; ++i)
+        pairs.push_back({hosts[host_of_v(v)][i], hosts[host_of_v(v ^ bit)][i]});
     inter_rhd_.push_back(WorstOf(pairs));
   }
   pairs.clear();
