@@ -5,7 +5,7 @@
 # against the scaled reference, -R 1 (registered buffers) checked, -R 2 and
 # the GPU-only flags printing their
 # line, an old "-S null" failing loudly, and hypercube_perf on power-of-two
-# rank counts (and a clear failure on 3 ranks).
+# rank counts (and a clear failure on 3 ranks), and perf/first_calls.
 # Usage: tests/scripts/perf_flags_test.sh BATONRUN PERF_DIR
 set -u
 batonrun=$1
@@ -76,4 +76,14 @@ perf_check "hypercube_perf -y 1 -m 2 -u 1, 4 ranks over TCP" \
   env BATON_TRANSPORT=tcp "$batonrun" -n 4 "$dir/hypercube_perf" -b 1K -e 1M -f 32 -n 2 -y 1 -m 2 -u 1
 expect "hypercube_perf refuses 3 ranks" 'hypercube_perf: 3 ranks is not a power of two' \
   "$batonrun" -n 3 "$dir/hypercube_perf" -b 8 -e 1K -n 1
+# first_calls (a communicator's first calls one by one): buckets, the 200-call mean, the slow
+# calls, and its own check of the sum; 0 bytes; a size that is not whole floats refused.
+for ranks in 1 3; do
+  expect "first_calls, $ranks ranks" '^mean of calls 3-202: [0-9.]+ us' \
+    "$batonrun" -n "$ranks" "$dir/first_calls" -b 4K -n 300
+done
+expect "first_calls prints its slow calls" '^calls over 3x \(index:us\):' \
+  "$batonrun" -n 2 "$dir/first_calls" -b 0 -n 250
+expect "first_calls refuses a size that is not whole floats" '-b a multiple of 4' \
+  "$dir/first_calls" -b 6 -n 10
 perf_summary
