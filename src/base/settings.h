@@ -89,7 +89,7 @@ namespace baton {
   X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, 256 << 10,                           \
     "smallest collective on registered buffers that reads the peers' buffers in place")            \
   X(spin_us, "BATON_SPIN_US", Int, 200,                                                            \
-    "microseconds to poll before sleeping on a futex, a socket or a CUDA event")                   \
+    "microseconds to poll before sleeping on a futex, a socket, a CUDA event or a host stream")    \
   X(spin_yield, "BATON_SPIN_YIELD", Bool, true, "sched_yield while polling")                       \
   X(spin_yield_ns, "BATON_SPIN_YIELD_NS", Int, -1,                                                 \
     "yield at most this often while polling (-1: 1000, or 0 when ranks outnumber cores)")          \

@@ -1,10 +1,43 @@
 #include "comm/stream.h"
 
+#include <sched.h>
+
+#include <chrono>
+
+#include "base/cpu.h"
+#include "base/settings.h"
+
 namespace baton {
+namespace {
+
+// Polls `ready` for up to BATON_SPIN_US before the caller sleeps, yielding
+// the core between polls under BATON_SPIN_YIELD (a stream's worker often
+// shares its caller's one core), as the executor polls its channels: a
+// wake-up from a condition variable costs several microseconds here.
+template <typename Ready>
+bool PollBriefly(Ready ready) {
+  const Settings& settings = ProcessSettings();
+  if (ready()) return true;
+  if (settings.spin_us <= 0) return false;
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + std::chrono::microseconds(settings.spin_us);
+  for (;;) {
+    if (settings.spin_yield) {
+      sched_yield();
+    } else {
+      CpuRelax();
+    }
+    if (ready()) return true;
+    if (Clock::now() >= until) return false;
+  }
+}
+
+}  // namespace
 
 std::shared_ptr<StreamMark> StreamMark::Done() {
   auto mark = std::make_shared<StreamMark>();
   mark->done_ = true;
+  mark->done_seen_.store(true, std::memory_order_relaxed);
   return mark;
 }
 
@@ -16,6 +49,7 @@ batonResult_t StreamMark::Query() {
 Status StreamMark::Wait() {
   // No deadline of its own: every task before the mark is a call bounded by
   // its communicator's timeout and ended by abort, as batonStreamSynchronize.
+  PollBriefly([&] { return done_seen_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_; });
   return status_;
@@ -27,6 +61,7 @@ void StreamMark::Complete(Status status) {
     status_ = std::move(status);
     done_ = true;
   }
+  done_seen_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -56,6 +91,7 @@ void HostStream::Enqueue(Task task) {
     std::unique_lock<std::mutex> lock(mu_);
     WaitForRoom(lock);
     queue_.push_back({std::move(task), nullptr});
+    pending_.fetch_add(1, std::memory_order_relaxed);
   }
   work_cv_.notify_one();
 }
@@ -66,12 +102,14 @@ std::shared_ptr<StreamMark> HostStream::Mark() {
     std::unique_lock<std::mutex> lock(mu_);
     WaitForRoom(lock);
     queue_.push_back({nullptr, mark});
+    pending_.fetch_add(1, std::memory_order_relaxed);
   }
   work_cv_.notify_one();
   return mark;
 }
 
 Status HostStream::Synchronize() {
+  PollBriefly([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mu_);
   idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
   Status st = std::move(first_error_);
@@ -88,6 +126,12 @@ batonResult_t HostStream::Query() {
 void HostStream::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    if (queue_.empty() && !stopping_) {
+      // More work tends to follow soon (a loop of calls and synchronizes).
+      lock.unlock();
+      PollBriefly([&] { return pending_.load(std::memory_order_acquire) != 0 || stopping_; });
+      lock.lock();
+    }
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping
     Item item = std::move(queue_.front());
@@ -105,6 +149,7 @@ void HostStream::WorkerLoop() {
       mark_error_ = Status::Ok();
     }
     busy_ = false;
+    pending_.fetch_sub(1, std::memory_order_release);
     if (!st.ok()) {
       if (mark_error_.ok()) mark_error_ = st;
       if (first_error_.ok()) first_error_ = std::move(st);
