@@ -69,8 +69,7 @@ std::unique_ptr<FlightRecorder> FlightRecorder::Create(uint32_t capacity, bool t
     const std::string path = FlightFilePath(getpid(), comm_id, rank);
     Fd fd = CreateLocked(path, r->bytes_);
     if (fd.valid()) {
-      void* map =
-          mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd.get(), 0);
+      void* map = mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
       if (map != MAP_FAILED) {
         r->map_ = map;
         r->path_ = path;
@@ -84,16 +83,15 @@ std::unique_ptr<FlightRecorder> FlightRecorder::Create(uint32_t capacity, bool t
     }
   }
   if (r->map_ == nullptr) {
-    void* map = mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void* map =
+        mmap(nullptr, r->bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (map == MAP_FAILED) return nullptr;
     r->map_ = map;
   }
-  // Every page now, not on the call that first reaches it: a page's first
-  // store faults, and the call that took the fault (the 61st of a
+  // Every page's first store now, not on the call that first reaches it:
+  // that store faults, and the call that took the fault (the 61st of a
   // communicator, with the default 64 entries) ran 20-30x slower than its
-  // neighbours. MAP_POPULATE asks for this already; the stores make sure
-  // of it where the kernel only maps the pages for reading.
+  // neighbours. (The file reads zero anyway.)
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (size_t offset = 0; offset < r->bytes_; offset += page) {
     static_cast<volatile uint8_t*>(r->map_)[offset] = 0;

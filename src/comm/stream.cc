@@ -36,22 +36,21 @@ bool PollBriefly(Ready ready) {
 
 std::shared_ptr<StreamMark> StreamMark::Done() {
   auto mark = std::make_shared<StreamMark>();
-  mark->done_ = true;
-  mark->done_seen_.store(true, std::memory_order_relaxed);
+  mark->done_.store(true, std::memory_order_relaxed);
   return mark;
 }
 
 batonResult_t StreamMark::Query() {
   std::lock_guard<std::mutex> lock(mu_);
-  return done_ ? status_.code() : batonInProgress;
+  return done_.load(std::memory_order_relaxed) ? status_.code() : batonInProgress;
 }
 
 Status StreamMark::Wait() {
   // No deadline of its own: every task before the mark is a call bounded by
   // its communicator's timeout and ended by abort, as batonStreamSynchronize.
-  PollBriefly([&] { return done_seen_.load(std::memory_order_acquire); });
+  PollBriefly([&] { return done_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
+  cv_.wait(lock, [&] { return done_.load(std::memory_order_relaxed); });
   return status_;
 }
 
@@ -59,9 +58,8 @@ void StreamMark::Complete(Status status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     status_ = std::move(status);
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
-  done_seen_.store(true, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -70,7 +68,7 @@ HostStream::HostStream() : worker_([this] { WorkerLoop(); }) {}
 HostStream::~HostStream() {
   {
     std::unique_lock<std::mutex> lock(mu_);
-    idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    idle_cv_.wait(lock, [&] { return pending_.load(std::memory_order_relaxed) == 0; });
     stopping_ = true;
   }
   work_cv_.notify_all();
@@ -111,7 +109,7 @@ std::shared_ptr<StreamMark> HostStream::Mark() {
 Status HostStream::Synchronize() {
   PollBriefly([&] { return pending_.load(std::memory_order_acquire) == 0; });
   std::unique_lock<std::mutex> lock(mu_);
-  idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  idle_cv_.wait(lock, [&] { return pending_.load(std::memory_order_relaxed) == 0; });
   Status st = std::move(first_error_);
   first_error_ = Status::Ok();
   return st;
@@ -119,7 +117,7 @@ Status HostStream::Synchronize() {
 
 batonResult_t HostStream::Query() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!queue_.empty() || busy_) return batonInProgress;
+  if (pending_.load(std::memory_order_relaxed) != 0) return batonInProgress;
   return first_error_.code();
 }
 
@@ -137,7 +135,6 @@ void HostStream::WorkerLoop() {
     Item item = std::move(queue_.front());
     queue_.pop_front();
     if (waiting_for_room_ > 0 && queue_.size() == kResumeQueued) room_cv_.notify_all();
-    busy_ = true;
     Status st;
     if (item.task) {
       lock.unlock();
@@ -148,12 +145,11 @@ void HostStream::WorkerLoop() {
       item.mark->Complete(std::move(mark_error_));
       mark_error_ = Status::Ok();
     }
-    busy_ = false;
-    pending_.fetch_sub(1, std::memory_order_release);
     if (!st.ok()) {
       if (mark_error_.ok()) mark_error_ = st;
       if (first_error_.ok()) first_error_ = std::move(st);
     }
+    pending_.fetch_sub(1, std::memory_order_release);
     if (queue_.empty()) idle_cv_.notify_all();
   }
 }

@@ -32,8 +32,7 @@ class StreamMark {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
-  std::atomic<bool> done_seen_{false};  // done_, for Wait's polls before it sleeps
+  std::atomic<bool> done_{false};  // atomic: Wait polls it before it sleeps
   Status status_;
 };
 
@@ -76,12 +75,12 @@ class HostStream {
   std::mutex mu_;
   std::condition_variable work_cv_, idle_cv_, room_cv_;
   std::deque<Item> queue_;
-  // Items queued and not finished (queue_ and the running one), for the
-  // polls before Synchronize and the idle worker sleep: a short call handed
-  // over and back through two sleeps took 9-10 us, most of it wake-ups.
+  // Items queued and not finished (queue_ and the running one; 0: idle),
+  // atomic for the polls before Synchronize and the idle worker sleep: a
+  // short call handed over and back through two sleeps took 9-10 us, most
+  // of it wake-ups. Changed under mu_.
   std::atomic<uint64_t> pending_{0};
   int waiting_for_room_ = 0;
-  bool busy_ = false;
   std::atomic<bool> stopping_{false};  // atomic: the idle worker's polls read it unlocked
   Status first_error_;                 // until Synchronize
   Status mark_error_;                  // since the last mark passed

@@ -45,12 +45,12 @@ size_t RoundUp(size_t x, size_t a) {
   return (x + a - 1) / a * a;
 }
 
-// Asks for the pages of [addr, addr + bytes) on the NUMA node this thread
-// runs on (MPOL_PREFERRED), best effort: without it they land wherever
-// they are first touched.
 // MADV_POPULATE_WRITE (Linux 5.14), which older C libraries do not name.
 constexpr int kMadvPopulateWrite = 23;
 
+// Asks for the pages of [addr, addr + bytes) on the NUMA node this thread
+// runs on (MPOL_PREFERRED), best effort: without it they land wherever
+// they are first touched.
 void PreferThisNode(void* addr, size_t bytes) {
   unsigned cpu = 0, node = 0;
   if (syscall(SYS_getcpu, &cpu, &node, nullptr) != 0 || node >= 63) return;
