@@ -25,7 +25,6 @@
 
 #include <assert.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -258,17 +257,6 @@ bool ScaleSimd(const ScaleArgs& args) {
   return target != 0 && args.count > 0 && SimdScale(target, args);
 }
 
-// The last-level cache (L3, else L2; 8 MiB where the C library does not
-// say, as on aarch64).
-size_t LastLevelCacheBytes() {
-  static const size_t bytes = [] {
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return llc > 0 ? static_cast<size_t>(llc) : size_t{8} << 20;
-  }();
-  return bytes;
-}
-
 // Whether ScaleCopy offers a call to the vector back end. A scaled copy of
 // a type stored as it accumulates is one read and one write per element: in
 // cache the vectors run it at 1.6-3.5x the portable loop, but once source
@@ -284,7 +272,7 @@ bool ScaleCopyUsesVectors(size_t count, batonDataType_t dt) {
     case batonFloat8e5m2:
       return true;
     default:
-      return 2 * count * DatatypeSize(dt) <= LastLevelCacheBytes();
+      return 2 * count * DatatypeSize(dt) <= baton::LastLevelCacheBytes();
   }
 }
 

@@ -321,7 +321,10 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       // (Only a call with pieces outside their cells reads the peer's
       // measure: the line it shares with tail is the consumer's, a miss
       // for small calls.)
-      if (adaptive_ && bytes > kShmInlineBytes) UpdateVerdict();
+      if (adaptive_ && bytes > kShmInlineBytes) {
+        UpdateVerdict();
+        AskForRoundTrips();
+      }
       const size_t elem = DatatypeSize(static_cast<batonDataType_t>(tag->datatype));
       call_piece_bytes_ = !Streaming() && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
                               ? hot_piece_bytes_
@@ -334,7 +337,8 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       if (send_head_ == send_tail_seen_) piece_bytes_ = call_piece_bytes_;
     }
   }
-  bool published = false;
+  bool published = false, echo = false;
+  uint64_t stamp = 0;
   while (*done < bytes) {
     if (send_head_ - send_tail_seen_ >= nslots) {
       send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
@@ -361,7 +365,8 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
         memcpy(data, src + *done, piece);
       }
       if (piece >= kShmSampleMinBytes && Sampled(send_head_)) {
-        const uint64_t stamp = NowNs() - stamp_skew_;
+        echo = adaptive_ && gauge_.windows() == 0;
+        stamp = NowNs() - stamp_skew_;
         memcpy(cell.inline_data + kShmStampOffset, &stamp, sizeof(stamp));
       }
     }
@@ -372,6 +377,10 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       size |= kCallTagBit;
     }
     cell.word.store(SlotWord(send_head_, size), std::memory_order_release);
+    if (echo) {
+      AwaitEcho(send_head_, stamp);
+      echo = false;
+    }
     ++send_head_;
     *done += piece;
     published = true;
@@ -446,15 +455,55 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
 }
 
 uint64_t ShmChannel::AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at) {
+  recv_ring_->probe.store(ProbeWord(recv_tail_, false), std::memory_order_relaxed);
+  const uint64_t spin = recv_ring_->wants_round_trips.load(std::memory_order_relaxed) != 0
+                            ? kShmAskedSpinNs
+                            : kShmSampleSpinNs;
   const uint64_t start = NowNs();
   for (;;) {
     const uint64_t word = cell.word.load(std::memory_order_acquire);
-    const uint64_t now = NowNs();
     if (SlotPublished(word, recv_tail_)) {
-      *seen_at = now;
+      recv_ring_->probe.store(ProbeWord(recv_tail_, true), std::memory_order_relaxed);
+      *seen_at = NowNs();
       return word;
     }
-    if (now - start > kShmSampleSpinNs) return word;
+    if (NowNs() - start > spin) {
+      recv_ring_->probe.store(0, std::memory_order_relaxed);
+      return word;
+    }
+    CpuRelax();
+  }
+}
+
+void ShmChannel::AskForRoundTrips() {
+  if (asking_ || gauge_.windows() > 0) return;
+  if (round_trips_.windows() > 0 && NowNs() - round_trips_at_ < kShmRemeasureNs) return;
+  asking_ = true;
+  send_ring_->wants_round_trips.store(1, std::memory_order_relaxed);
+}
+
+void ShmChannel::AwaitEcho(uint64_t piece, uint64_t stamp) {
+  // The first read fetches the probe's line from the consumer: if the
+  // consumer saw the piece meanwhile, that read is the way back.
+  const uint64_t waiting = ProbeWord(piece, false), seen = ProbeWord(piece, true);
+  for (;;) {
+    const uint64_t probe = send_ring_->probe.load(std::memory_order_relaxed);
+    const uint64_t now = NowNs();
+    if (probe == seen) {
+      if (!round_trips_.Add(static_cast<int64_t>(now - stamp))) return;
+      BATON_TRACE(kLogShm, "this rank -> rank %d: window %u's fastest round trip took %lld ns",
+                  peer_rank_, round_trips_.windows(),
+                  static_cast<long long>(round_trips_.last_min_ns()));
+      round_trips_at_ = now;
+      if (asking_) {
+        asking_ = false;
+        send_ring_->wants_round_trips.store(0, std::memory_order_relaxed);
+      }
+      return;
+    }
+    // (The consumer gave up, or this one waited as long as a sample counts.)
+    if (probe != waiting || now - stamp > static_cast<uint64_t>(kShmSampleMaxNs) + stamp_skew_)
+      return;
     CpuRelax();
   }
 }
@@ -468,20 +517,24 @@ void ShmChannel::MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at) 
 }
 
 void ShmChannel::UpdateVerdict() {
-  // Both directions must have been measured: a ring that only sends stays
-  // as it was.
-  if (gauge_.windows() == 0 || send_ring_->oneway_count.load(std::memory_order_acquire) == 0)
+  // Both directions' measures, or else the producer's own round trips; a
+  // ring with neither stays as it was.
+  int64_t round_trip;
+  if (gauge_.windows() > 0 && send_ring_->oneway_count.load(std::memory_order_acquire) > 0) {
+    round_trip = send_ring_->oneway_ns.load(std::memory_order_relaxed) + gauge_.last_min_ns();
+  } else if (round_trips_.windows() > 0) {
+    round_trip = round_trips_.last_min_ns();
+  } else {
     return;
-  const int64_t there = send_ring_->oneway_ns.load(std::memory_order_relaxed);
-  const int64_t back = gauge_.last_min_ns();
-  const bool far = LinesAreFar(far_, there, back);
+  }
+  const bool far = RoundTripIsFar(far_, round_trip);
   if (far == far_) return;
   far_ = far;
-  BATON_INFO(
-      kLogShm, "rank %d <-> this rank: a line takes %lld ns to cross (round trip %lld ns), so %s",
-      peer_rank_, static_cast<long long>((there + back) / 2), static_cast<long long>(there + back),
-      far ? "large messages to it now go by streaming stores"
-          : "messages to it go through the cache again");
+  BATON_INFO(kLogShm,
+             "rank %d <-> this rank: a line takes %lld ns to cross (round trip %lld ns), so %s",
+             peer_rank_, static_cast<long long>(round_trip / 2), static_cast<long long>(round_trip),
+             far ? "large messages to it now go by streaming stores"
+                 : "messages to it go through the cache again");
 }
 
 Status ShmChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {

@@ -88,6 +88,15 @@ struct ShmRing {
   // producer polls anyway.
   std::atomic<int64_t> oneway_ns;
   std::atomic<uint32_t> oneway_count;
+  // The consumer's half of a round trip its producer times on its own
+  // clock, for a ring whose data flows one way (no reverse ring to
+  // measure): ProbeWord(piece, false) while the consumer polls for sampled
+  // piece `piece`, ProbeWord(piece, true) as soon as it sees it, 0 once it
+  // gave up.
+  std::atomic<uint64_t> probe;
+  // Set by such a producer while it wants round trips (AskForRoundTrips):
+  // its consumer then polls a sampled piece for kShmAskedSpinNs.
+  std::atomic<uint32_t> wants_round_trips;
   ShmSlotCell cells[kShmMaxSlots];
 };
 
@@ -104,6 +113,15 @@ struct ShmRing {
 // minimum is one transfer plus the offset between the two cores' clocks,
 // which this VM's host lets reach hundreds of ns either way; the sum of the
 // two directions' minima is a round trip, in which the offset cancels.
+// A producer that has no reverse ring's measure (its data flows one way, as
+// around a ring of more than two ranks) times round trips itself: right
+// after publishing a sampled piece it reads the consumer's probe and, if
+// the consumer polls for that piece, waits for the probe to say it was
+// seen; the time from its stamp is two transfers on one clock. In the slow
+// mode a piece seldom lands within a consumer's kShmSampleSpinNs, and a
+// longer poll on every sampled piece cost 8% at 512 KiB on 4 ranks in the
+// fast one, so the producer asks for the longer poll only until it has a
+// window, and again once that is kShmRemeasureNs old.
 // Samples above kShmSampleMaxNs (a rank descheduled: ranks that share a
 // core) are dropped.
 constexpr uint64_t kShmSampleEvery = 4;
@@ -114,6 +132,8 @@ constexpr uint64_t kShmSampleEvery = 4;
 constexpr uint32_t kShmSampleMinBytes = 32 << 10;
 constexpr uint32_t kShmSampleWindow = 8;
 constexpr uint64_t kShmSampleSpinNs = 500;
+constexpr uint64_t kShmAskedSpinNs = 1500;
+constexpr uint64_t kShmRemeasureNs = 1000000000;
 constexpr int64_t kShmSampleMaxNs = 1500;
 // Half a round trip above kShmFarLineNs makes a ring far (within one cache
 // a line crosses in 20-120 ns, between sockets, or on a VM whose host put
@@ -146,11 +166,19 @@ class LineTransferGauge {
   uint32_t window_count_ = 0, windows_ = 0;
 };
 
-// Whether a ring whose two directions measure `there` and `back` (the
-// consumers' window minima) is far, given whether it was.
+// Whether a ring whose lines take `round_trip` ns there and back is far,
+// given whether it was.
+inline bool RoundTripIsFar(bool was_far, int64_t round_trip) {
+  return round_trip / 2 > (was_far ? kShmNearLineNs : kShmFarLineNs);
+}
+// The same for the two directions' measures `there` and `back` (the
+// consumers' window minima, each with the clocks' offset).
 inline bool LinesAreFar(bool was_far, int64_t there, int64_t back) {
-  const int64_t half_round_trip = (there + back) / 2;
-  return half_round_trip > (was_far ? kShmNearLineNs : kShmFarLineNs);
+  return RoundTripIsFar(was_far, there + back);
+}
+// A ShmRing's probe word for piece `piece`.
+inline uint64_t ProbeWord(uint64_t piece, bool seen) {
+  return ((piece + 1) << 1) | (seen ? 1 : 0);
 }
 
 // Header of a rank's segment: its doorbell and the layout of its rings, so
@@ -299,6 +327,14 @@ class ShmChannel : public Channel {
   // Polls the cell of a sampled piece, which is missing, for at most
   // kShmSampleSpinNs; returns its word and, if it came, when (seen_at).
   uint64_t AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at);
+  // For a producer without a reverse measure, as a call opens: asks its
+  // consumer for longer polls while it has no recent round trips.
+  void AskForRoundTrips();
+  // For a producer without a reverse measure, after publishing sampled
+  // piece `piece` stamped at `stamp`: if the consumer polls for it (its
+  // probe), waits at most kShmSampleMaxNs for the consumer to see it and
+  // adds the round trip.
+  void AwaitEcho(uint64_t piece, uint64_t stamp);
   Status SendByAddress(const uint8_t* src, size_t bytes, const CallDescriptor* tag, size_t* done);
   Status RecvByAddress(const RecvTarget& target, const CmaDescriptor& desc, size_t bytes,
                        size_t* done);
@@ -322,6 +358,9 @@ class ShmChannel : public Channel {
   uint64_t recv_tail_ = 0;         // consumer's view
   bool last_piece_large_ = false;  // the consumer's last piece was kShmSampleMinBytes or more
   LineTransferGauge gauge_;
+  LineTransferGauge round_trips_;  // the producer's own, on its clock (AwaitEcho)
+  uint64_t round_trips_at_ = 0;    // when its latest window completed
+  bool asking_ = false;            // wants_round_trips is set
   bool far_ = false;  // the producer's verdict (LinesAreFar), changed only as a call opens
 
   bool send_by_address_ = false;

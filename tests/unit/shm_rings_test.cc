@@ -187,6 +187,12 @@ TEST(LineTransferGauge, HalfARoundTripDecidesAndTheClocksOffsetCancels) {
   EXPECT_FALSE(LinesAreFar(false, between, between));
   EXPECT_TRUE(LinesAreFar(true, between, between));
   EXPECT_FALSE(LinesAreFar(true, kShmNearLineNs - 10, kShmNearLineNs - 10));
+  // A round trip timed on one clock (a one-way ring's producer) decides the
+  // same way: the fast and slow modes' measures here.
+  EXPECT_FALSE(RoundTripIsFar(false, 140));
+  EXPECT_TRUE(RoundTripIsFar(false, 470));
+  EXPECT_TRUE(RoundTripIsFar(true, 2 * between));
+  EXPECT_FALSE(RoundTripIsFar(true, 2 * kShmNearLineNs - 20));
 }
 
 // Lines that take long to cross (a VM's host put the two ranks' vCPUs in
@@ -277,6 +283,66 @@ TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
     std::vector<uint8_t> out;
     Finish(big, sent, d, &out);
     EXPECT_EQ(out, big);
+  }
+}
+
+// A ring whose data flows one way (around a ring of more than two ranks)
+// has no reverse ring to measure: its producer times round trips on its
+// own clock while the consumer polls for a sampled piece (asking for
+// longer polls until its first window), and an adaptive one turns to whole
+// slots once they are far. One that does not adapt never turns.
+TEST_F(ShmHotPieces, AOneWayRingTimesItsOwnRoundTrips) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  for (const bool adaptive : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "adaptive " << adaptive);
+    Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
+    ab_->SkewStampsForTesting(kShmFarLineNs * 3);
+    const auto src = Bytes(size_t{hot} * 4, 9);  // fits the cache: hot pieces while near
+    const uint32_t max_calls = adaptive ? 20000 : 2000;
+    std::atomic<uint32_t> last_call{0};  // set when the sending side stops
+    // b only receives, and checks every call.
+    std::thread sink([&] {
+      std::vector<uint8_t> got(src.size());
+      for (uint32_t seq = 1;; ++seq) {
+        const CallDescriptor d = Call(seq, src.size() / 4);
+        RecvTarget t;
+        t.dst = got.data();
+        t.opens = &d;
+        size_t received = 0;
+        while (received < src.size()) {
+          if (last_call.load() != 0 && seq > last_call.load()) return;
+          Status st = ba_->ProgressRecv(t, src.size(), &received);
+          ASSERT_TRUE(st.ok()) << st.message();
+        }
+        ASSERT_EQ(got, src) << "call " << seq;
+      }
+    });
+    uint64_t first = 0;  // the call's first piece
+    uint32_t seq = 1, piece = 0;
+    for (; seq <= max_calls; ++seq) {
+      // (A ring changes its pieces' size only once it has drained.)
+      while (b_->ring(0)->tail.load() != first) std::this_thread::yield();
+      const CallDescriptor d = Call(seq, src.size() / 4);
+      size_t sent = 0;
+      while (sent == 0) ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), &d, &sent).ok());
+      // Until its first window the producer asks for longer polls.
+      if (seq == 1) {
+        EXPECT_EQ(b_->ring(0)->wants_round_trips.load(), adaptive ? 1u : 0u);
+      }
+      piece = Piece(first).first;
+      while (sent < src.size())
+        ASSERT_TRUE(ab_->ProgressSend(src.data(), src.size(), nullptr, &sent).ok());
+      first += (src.size() + piece - 1) / piece;
+      if (piece != hot) break;
+    }
+    last_call.store(std::min(seq, max_calls));
+    sink.join();
+    if (adaptive) {
+      EXPECT_EQ(piece, kSlotBytes) << "no far verdict in " << max_calls << " calls";
+      EXPECT_EQ(b_->ring(0)->wants_round_trips.load(), 0u) << "still asking after a window";
+    } else {
+      EXPECT_EQ(piece, hot) << "turned after " << seq << " calls";
+    }
   }
 }
 
