@@ -48,6 +48,26 @@ class ShmHotPieces : public ShmPair {
       ASSERT_TRUE(st.ok()) << st.message();
     }
   }
+  // On b: receives call `seq` of `got->size()` bytes into *got; false once
+  // the sending side stopped before it (`last_call`, 0 while it runs) or
+  // on an error.
+  bool ReceiveCall(uint32_t seq, std::vector<uint8_t>* got,
+                   const std::atomic<uint32_t>& last_call) {
+    const CallDescriptor d = Call(seq, got->size() / 4);
+    RecvTarget t;
+    t.dst = got->data();
+    t.opens = &d;
+    size_t received = 0;
+    while (received < got->size()) {
+      if (last_call.load() != 0 && seq > last_call.load()) return false;
+      Status st = ba_->ProgressRecv(t, got->size(), &received);
+      if (!st.ok()) {
+        ADD_FAILURE() << st.message();
+        return false;
+      }
+    }
+    return true;
+  }
   // The (size, offset into the ring's data) of message `n`'s cell, published.
   std::pair<uint32_t, uint64_t> Piece(uint64_t n) const {
     const ShmSlotCell& cell = b_->ring(0)->cells[SlotIndex(n, kSlots)];
@@ -226,15 +246,8 @@ TEST_F(ShmHotPieces, FarLinesGetWholeSlotsFromAnAdaptiveProducer) {
     std::thread echo([&] {
       std::vector<uint8_t> got(src.size());
       for (uint32_t seq = 1;; ++seq) {
+        if (!ReceiveCall(seq, &got, last_call)) return;
         const CallDescriptor d = Call(seq, src.size() / 4);
-        RecvTarget t;
-        t.dst = got.data();
-        t.opens = &d;
-        size_t received = 0;
-        while (received < src.size()) {
-          if (last_call.load() != 0 && seq > last_call.load()) return;
-          ASSERT_TRUE(ba_->ProgressRecv(t, src.size(), &received).ok());
-        }
         size_t sent = 0;
         while (sent < src.size())
           ASSERT_TRUE(ba_->ProgressSend(got.data(), got.size(), &d, &sent).ok());
@@ -304,16 +317,7 @@ TEST_F(ShmHotPieces, AOneWayRingTimesItsOwnRoundTrips) {
     std::thread sink([&] {
       std::vector<uint8_t> got(src.size());
       for (uint32_t seq = 1;; ++seq) {
-        const CallDescriptor d = Call(seq, src.size() / 4);
-        RecvTarget t;
-        t.dst = got.data();
-        t.opens = &d;
-        size_t received = 0;
-        while (received < src.size()) {
-          if (last_call.load() != 0 && seq > last_call.load()) return;
-          Status st = ba_->ProgressRecv(t, src.size(), &received);
-          ASSERT_TRUE(st.ok()) << st.message();
-        }
+        if (!ReceiveCall(seq, &got, last_call)) return;
         ASSERT_EQ(got, src) << "call " << seq;
       }
     });
