@@ -337,8 +337,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       if (send_head_ == send_tail_seen_) piece_bytes_ = call_piece_bytes_;
     }
   }
-  bool published = false, echo = false;
-  uint64_t stamp = 0;
+  bool published = false;
   while (*done < bytes) {
     if (send_head_ - send_tail_seen_ >= nslots) {
       send_tail_seen_ = send_ring_->tail.load(std::memory_order_acquire);
@@ -350,6 +349,8 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
     // (A message that fits a cell fits any piece: pieces are whole pages.)
     size_t piece = std::min<size_t>(bytes - *done, piece_bytes_);
     ShmSlotCell& cell = send_ring_->cells[SlotIndex(send_head_, nslots)];
+    bool sampled = false;
+    uint64_t stamp = 0;
     if (piece <= kShmInlineBytes) {
       memcpy(cell.inline_data, src + *done, piece);
     } else {
@@ -365,7 +366,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
         memcpy(data, src + *done, piece);
       }
       if (piece >= kShmSampleMinBytes && Sampled(send_head_)) {
-        echo = adaptive_ && gauge_.windows() == 0;
+        sampled = true;
         stamp = NowNs() - stamp_skew_;
         memcpy(cell.inline_data + kShmStampOffset, &stamp, sizeof(stamp));
       }
@@ -377,10 +378,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       size |= kCallTagBit;
     }
     cell.word.store(SlotWord(send_head_, size), std::memory_order_release);
-    if (echo) {
-      AwaitEcho(send_head_, stamp);
-      echo = false;
-    }
+    if (sampled && adaptive_ && gauge_.windows() == 0) AwaitEcho(send_head_, stamp);
     ++send_head_;
     *done += piece;
     published = true;
