@@ -1,6 +1,7 @@
 // Cross-memory attach copies; see cma.h.
 #include "transport/cma.h"
 
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -9,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <vector>
 
 namespace baton {
 namespace {
@@ -63,31 +63,67 @@ int CmaTryRead(int pid, void* local, uint64_t remote, size_t bytes) {
 
 namespace {
 
+// Anonymous memory faulted in by one call (MADV_POPULATE_WRITE, Linux
+// 5.14): a page fault per page of a fresh vector took two thirds of the
+// check's time here.
+class PopulatedBytes {
+ public:
+  explicit PopulatedBytes(size_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    data_ = static_cast<uint8_t*>(p);
+    // Base pages, as the users' buffers mostly are: the kernel pins each
+    // page it copies, so huge pages would flatter its copy.
+    madvise(data_, bytes, MADV_NOHUGEPAGE);
+    constexpr int kMadvPopulateWrite = 23;  // older C libraries do not name it
+    if (madvise(data_, bytes, kMadvPopulateWrite) != 0) std::memset(data_, 0, bytes);
+  }
+  ~PopulatedBytes() {
+    if (data_ != nullptr) munmap(data_, bytes_);
+  }
+  PopulatedBytes(const PopulatedBytes&) = delete;
+  PopulatedBytes& operator=(const PopulatedBytes&) = delete;
+  uint8_t* data() const { return data_; }
+
+ private:
+  size_t bytes_;
+  uint8_t* data_ = nullptr;
+};
+
 double MeasureCmaCopySpeed() {
-  constexpr size_t kBytes = 4 << 20;
+  // 2 MiB read the same ratio as 4 and 8 MiB here (docs/performance.md,
+  // "The single-copy check's cost"); 1 MiB and less swung more.
+  constexpr size_t kBytes = 2 << 20;
   constexpr int kCopies = 3;
-  std::vector<uint8_t> src(kBytes, 1), dst(kBytes, 0);
+  PopulatedBytes memory(2 * kBytes);
+  if (memory.data() == nullptr) return 0;
+  uint8_t* src = memory.data();
+  uint8_t* dst = src + kBytes;
+  std::memset(src, 1, kBytes);
   const int self = static_cast<int>(getpid());
-  auto best_of = [&](auto copy) {
-    double best = 1e30;
-    for (int i = 0; i <= kCopies; ++i) {  // the first warms the pages and the cache
-      const auto start = std::chrono::steady_clock::now();
-      if (!copy()) return -1.0;
-      const double s =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (i > 0) best = std::min(best, s);
-    }
-    return best;
+  auto seconds = [](auto copy) {
+    const auto start = std::chrono::steady_clock::now();
+    if (!copy()) return -1.0;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  const double user = best_of([&] {
-    std::memcpy(dst.data(), src.data(), kBytes);
-    asm volatile("" : : "r"(dst.data()) : "memory");
+  auto user_copy = [&] {
+    std::memcpy(dst, src, kBytes);
+    asm volatile("" : : "r"(dst) : "memory");
     return true;
-  });
-  const double kernel = best_of([&] {
-    return CmaRead(self, dst.data(), reinterpret_cast<uint64_t>(src.data()), kBytes).ok();
-  });
-  if (kernel <= 0 || user <= 0) return 0;
+  };
+  auto kernel_copy = [&] {
+    return CmaRead(self, dst, reinterpret_cast<uint64_t>(src), kBytes).ok();
+  };
+  // In turns, so that a machine that changes pace mid-check slows both;
+  // the first round warms the pages and the caches.
+  double user = 1e30, kernel = 1e30;
+  for (int i = 0; i <= kCopies; ++i) {
+    const double u = seconds(user_copy), k = seconds(kernel_copy);
+    if (u <= 0 || k <= 0) return 0;
+    if (i == 0) continue;
+    user = std::min(user, u);
+    kernel = std::min(kernel, k);
+  }
   return user / kernel;
 }
 

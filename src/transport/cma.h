@@ -26,11 +26,11 @@ int CmaTryRead(int pid, void* local, uint64_t remote, size_t bytes);
 
 // The kernel's copy against user space's on this machine: the rate of
 // process_vm_readv from this process into itself over the rate of memcpy,
-// both best of a few copies of the same 4 MiB (0 when the kernel refuses).
+// both best of a few copies of the same 2 MiB (0 when the kernel refuses).
 // On a virtual machine the kernel's copy can run at a third of memcpy's
 // rate (docs/performance.md), which makes a single copy slower than two
-// copies through shared memory. Measured once per process (a few ms) and
-// remembered; thread-safe.
+// copies through shared memory. Measured once per process (about 2 ms
+// here) and remembered; thread-safe.
 double CmaCopySpeed();
 
 }  // namespace baton
