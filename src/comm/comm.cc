@@ -208,6 +208,18 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
     BATON_INFO(kLogInit, "tracing calls to %s", comm->trace_->config().path.c_str());
   }
 
+  // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
+  // "Waiting"): yield on every poll when this machine has more ranks than
+  // cores (counting simulated hosts on it), since the peer we wait for may
+  // then be waiting for our core.
+  const int cores = std::max(1u, std::thread::hardware_concurrency());
+  int same_machine = 0;
+  for (const auto& p : comm->peers_) same_machine += p.machine_hash == mine.machine_hash;
+  const bool oversubscribed = same_machine > cores;
+  const CommConfig& config = comm->config_;
+  comm->config_.transport.spin =
+      SpinPolicy::Of(config.spin_us, config.spin_yield, config.spin_yield_ns, oversubscribed);
+
   FlightRecorder* recorder = comm->recorder_.get();
   ChannelSetup setup{&id,      rank,
                      nranks,   &comm->peers_,
@@ -219,21 +231,9 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   BATON_RETURN_IF_ERROR(ChannelSet::Create(setup, &comm->channels_));
   const double channels_ms = ms_since(channels_started);
 
-  // Waiting polls, yielding the core regularly, then sleeps (docs/design.md,
-  // "Waiting"): yield on every poll when this machine has more ranks than
-  // cores (counting simulated hosts on it), since the peer we wait for may
-  // then be waiting for our core.
   ExecutorConfig exec;
   exec.timeout_s = comm->config_.timeout_s;
-  const int cores = std::max(1u, std::thread::hardware_concurrency());
-  int same_machine = 0;
-  for (const auto& p : comm->peers_) same_machine += p.machine_hash == mine.machine_hash;
-  const bool oversubscribed = same_machine > cores;
-  const CommConfig& config = comm->config_;
-  exec.spin = std::chrono::microseconds(config.spin_us);
-  exec.yield_interval = std::chrono::nanoseconds(
-      config.spin_yield_ns >= 0 ? config.spin_yield_ns : (oversubscribed ? 0 : 1000));
-  exec.yield = config.spin_yield;
+  exec.spin = comm->config_.transport.spin;
   // Ask stalled peers where they are after a second, or sooner when the
   // timeout is short, so that a verdict is in before it.
   exec.probe = std::chrono::milliseconds(

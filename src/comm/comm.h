@@ -50,6 +50,8 @@ class Communicator {
   int rank() const { return rank_; }
   int nranks() const { return nranks_; }
   const CommConfig& config() const { return config_; }
+  // How this communicator's waits poll before they sleep (base/spin.h).
+  const SpinPolicy& spin_policy() const { return config_.transport.spin; }
   // Ranks in ring order (CommTopology::RingOrder): ranks of one host, and
   // of one package and NUMA node, are neighbours.
   const std::vector<int>& ring() const { return ring_; }

@@ -57,7 +57,6 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.calibration_cache = s.calibration_cache;
   c.topo_dump_file = s.topo_dump_file;
   c.spin_us = s.spin_us;
-  c.transport.spin_us = static_cast<int>(std::clamp<int64_t>(s.spin_us, 0, 1000000));
   c.spin_yield = s.spin_yield;
   c.spin_yield_ns = s.spin_yield_ns;
   *out = std::move(c);

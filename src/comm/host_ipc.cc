@@ -1,7 +1,6 @@
 // Collectives on registered host buffers; see host_ipc.h.
 #include "comm/host_ipc.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,7 +9,6 @@
 #include <cstring>
 #include <string>
 
-#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/deadline.h"
 #include "base/log.h"
@@ -88,16 +86,21 @@ namespace {
 
 // Waits until `ready()` holds, `peer` being the rank it waits for: a
 // deadline, and an error as soon as that peer's sockets close or the
-// communicator is aborted. Spins briefly, then yields (on a loaded host the
-// peer may be waiting for this core) for BATON_SPIN_US, then sleeps on the
-// doorbell, which a peer rings when it publishes progress or a record, as
-// the executor's waits do (docs/design.md, "Waiting").
+// communicator is aborted. Polls as the set's spin policy says, then
+// sleeps on the doorbell, which a peer rings when it publishes progress or
+// a record, as the executor's waits do (docs/design.md, "Waiting").
 template <typename Ready>
 Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
                    Ready ready) {
-  Deadline deadline{}, probe_at{}, sleep_at{};
+  if (ready()) return Status::Ok();
+  const Clock::time_point start = Clock::now();
+  const Deadline deadline = DeadlineIn(timeout_s);
+  // As the executor does: ask the peers where they are a while before the
+  // deadline, so that its verdict can say who does not answer.
+  const Deadline probe_at = DeadlineIn(std::clamp(timeout_s / 4, 0.05, 1.0));
   Clock::time_point asked_at{};
-  for (int spins = 0;; ++spins) {
+  Spinner spinner(ch.spin_policy(), start);
+  for (;;) {
     if (ready()) return Status::Ok();
     if (ch.aborted()) return RemoteError("communicator was aborted");
     if (ch.peer_closed(peer)) {
@@ -106,47 +109,31 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       return RemoteError("rank " + std::to_string(peer) + " left during " + what +
                          " on registered buffers");
     }
-    if (spins == 64) {  // the clock only for real waits
-      deadline = DeadlineIn(timeout_s);
-      // As the executor does: ask the peers where they are a while before
-      // the deadline, so that its verdict can say who does not answer.
-      probe_at = DeadlineIn(std::clamp(timeout_s / 4, 0.05, 1.0));
-      sleep_at = DeadlineIn(ch.spin_us() * 1e-6);
+    const Clock::time_point now = Clock::now();
+    if (asked_at == Clock::time_point{} && now >= probe_at) {
+      ch.QueryPeers();
+      asked_at = now;
     }
-    Clock::time_point now{};
-    if (spins > 64) {
-      now = Clock::now();
-      if (asked_at == Clock::time_point{} && now >= probe_at) {
-        ch.QueryPeers();
-        asked_at = now;
-      }
-      if (now >= deadline) {
-        std::string verdict;
-        CallState state;
-        if (asked_at != Clock::time_point{} && !ch.PeerState(peer, asked_at, &state))
-          verdict = "; rank " + std::to_string(peer) + " (pid " +
-                    std::to_string(ch.peer_pid(peer)) +
-                    ") does not answer (stopped, or its process hangs)";
-        return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what + " within " +
-                            std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
-      }
+    if (now >= deadline) {
+      std::string verdict;
+      CallState state;
+      if (asked_at != Clock::time_point{} && !ch.PeerState(peer, asked_at, &state))
+        verdict = "; rank " + std::to_string(peer) + " (pid " + std::to_string(ch.peer_pid(peer)) +
+                  ") does not answer (stopped, or its process hangs)";
+      return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what + " within " +
+                          std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
     }
-    if (spins < 256) {
-      CpuRelax();  // the peer is usually a cache-line transfer away
-    } else if (now < sleep_at) {
-      sched_yield();
-    } else {
-      // Announce the sleep, then look once more: a peer that published
-      // before seeing the announcement did not ring. Short sleeps: what
-      // does not ring (a peer's record-less state) is seen by the next
-      // look, and the deadline and the probe above are checked between.
-      const uint32_t seq = ch.PrepareSleep();
-      if (ready()) {
-        ch.CancelSleep();
-        return Status::Ok();
-      }
-      ch.SleepOnDoorbell(seq, 2);
+    if (spinner.Pause(now)) continue;
+    // Announce the sleep, then look once more: a peer that published
+    // before seeing the announcement did not ring. Short sleeps: what does
+    // not ring (a peer's record-less state) is seen by the next look, and
+    // the deadline and the probe above are checked between.
+    const uint32_t seq = ch.PrepareSleep();
+    if (ready()) {
+      ch.CancelSleep();
+      return Status::Ok();
     }
+    ch.SleepOnDoorbell(seq, 2);
   }
 }
 

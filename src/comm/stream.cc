@@ -1,35 +1,27 @@
 #include "comm/stream.h"
 
-#include <sched.h>
-
-#include <chrono>
-
-#include "base/cpu.h"
 #include "base/settings.h"
+#include "base/spin.h"
 
 namespace baton {
 namespace {
 
-// Polls `ready` for up to BATON_SPIN_US before the caller sleeps, yielding
-// the core between polls under BATON_SPIN_YIELD (a stream's worker often
-// shares its caller's one core), as the executor polls its channels: a
-// wake-up from a condition variable costs several microseconds here.
+// Polls `ready` before the caller sleeps, as the process's BATON_SPIN_*
+// say (base/spin.h), counted as crowded: a stream's worker often shares its
+// caller's one core, so it yields on every poll unless BATON_SPIN_YIELD_NS
+// says otherwise. A wake-up from a condition variable costs several
+// microseconds here.
 template <typename Ready>
 bool PollBriefly(Ready ready) {
-  const Settings& settings = ProcessSettings();
+  static const SpinPolicy policy = [] {
+    const Settings& s = ProcessSettings();
+    return SpinPolicy::Of(s.spin_us, s.spin_yield, s.spin_yield_ns, /*crowded=*/true);
+  }();
   if (ready()) return true;
-  if (settings.spin_us <= 0) return false;
-  using Clock = std::chrono::steady_clock;
-  const auto until = Clock::now() + std::chrono::microseconds(settings.spin_us);
-  for (;;) {
-    if (settings.spin_yield) {
-      sched_yield();
-    } else {
-      CpuRelax();
-    }
+  for (Spinner spinner(policy, Clock::now()); spinner.Pause();) {
     if (ready()) return true;
-    if (Clock::now() >= until) return false;
   }
+  return false;
 }
 
 }  // namespace

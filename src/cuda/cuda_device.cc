@@ -112,7 +112,7 @@ Status RunOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t strea
     Status result;
     CallSplits splits;
     if (device >= 0) cudaSetDevice(device);  // this thread's current device
-    result = WaitCudaEvent(input_ready, timeout_s, "device input copy", comm->config().spin_us);
+    result = WaitCudaEvent(input_ready, timeout_s, "device input copy", comm->spin_policy());
     cudaEventDestroy(input_ready);
     splits.Mark("input wait");
     if (result.ok()) {
@@ -174,7 +174,7 @@ Status RunStagedHere(const std::shared_ptr<Communicator>& comm, DeviceChannel* c
     } else if (cudaError_t err = cudaEventRecord(copied, s); err != cudaSuccess) {
       return CudaErrorStatus(err, what);
     }
-    return WaitCudaEvent(copied, timeout_s, what, comm->config().spin_us);
+    return WaitCudaEvent(copied, timeout_s, what, comm->spin_policy());
   };
   Status st = staged.CopyInputs(copy_and_wait);
   if (!st.ok()) {
@@ -228,7 +228,7 @@ Status RunIpcOnStream(const std::shared_ptr<Communicator>& comm, cudaStream_t st
                              part = std::move(part)]() {
     if (device >= 0) cudaSetDevice(device);
     CallSplits splits;
-    Status result = WaitCudaEvent(input_ready, timeout_s, "device input", comm->config().spin_us);
+    Status result = WaitCudaEvent(input_ready, timeout_s, "device input", comm->spin_policy());
     cudaEventDestroy(input_ready);
     splits.Mark("input wait");
     splits.Report("CUDA IPC call on a stream");
@@ -262,7 +262,7 @@ Status RunIpcSynchronous(const std::shared_ptr<Communicator>& comm, StagedPart p
   const double timeout_s = comm->config().timeout_s;
   cudaEvent_t input_ready = nullptr;
   BATON_RETURN_IF_ERROR(RecordEvent(cudaStreamLegacy, &input_ready, "input ready"));
-  Status st = WaitCudaEvent(input_ready, timeout_s, "device input", comm->config().spin_us);
+  Status st = WaitCudaEvent(input_ready, timeout_s, "device input", comm->spin_policy());
   cudaEventDestroy(input_ready);
   if (!st.ok()) {
     comm->Abort(st.message());

@@ -352,7 +352,7 @@ Status CudaIpcContext::Run(const std::shared_ptr<Communicator>& comm, const Cuda
     }
     if (cudaError_t err = cudaEventRecord(done, s); err != cudaSuccess)
       return fail(CudaErrorStatus(err, "cudaEventRecord(IPC phase)"));
-    if (Status st = WaitCudaEvent(done, timeout_s, "CUDA IPC kernels", comm->config().spin_us);
+    if (Status st = WaitCudaEvent(done, timeout_s, "CUDA IPC kernels", comm->spin_policy());
         !st.ok())
       return fail(st);
     splits.Mark("map and kernels");

@@ -97,19 +97,17 @@ Status LaunchCopyKernel(void* dst, const void* src, size_t bytes, cudaStream_t s
                                 stream);
 }
 
-Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us) {
+Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what,
+                     const SpinPolicy& spin) {
   const Deadline deadline = DeadlineIn(timeout_s);
-  const Deadline sleep_at = DeadlineIn(static_cast<double>(spin_us) * 1e-6);
+  Spinner spinner(spin, Clock::now());
   auto pause = std::chrono::microseconds(5);
   for (;;) {
     const cudaError_t err = cudaEventQuery(event);
     if (err == cudaSuccess) return Status::Ok();
     if (err != cudaErrorNotReady) return CudaErrorStatus(err, what);
     const auto now = Clock::now();
-    if (now < sleep_at) {
-      CpuRelax();
-      continue;
-    }
+    if (spinner.Pause(now)) continue;
     if (now > deadline)
       return TimeoutError(std::string(what) + ": not complete after BATON_TIMEOUT=" +
                           std::to_string(static_cast<int>(timeout_s)) +

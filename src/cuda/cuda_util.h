@@ -11,6 +11,7 @@
 
 #include "base/deadline.h"
 #include "base/log.h"
+#include "base/spin.h"
 #include "base/status.h"
 #include "kernels/cuda/cuda_kernels.h"
 
@@ -98,11 +99,12 @@ void* DriverFunction(const char* name);
 // included).
 Status LaunchCopyKernel(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
-// Waits for `event` by polling so the wait has a deadline: without a pause
-// for spin_us microseconds (BATON_SPIN_US: kernels of a small call end
-// within tens of microseconds, which a sleep would overshoot by the timer's
-// slack), then with a growing sleep up to 1 ms. `what` names it in the error.
-Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, int64_t spin_us);
+// Waits for `event` by polling so the wait has a deadline: as `spin` says
+// first (the communicator's BATON_SPIN_*, base/spin.h: kernels of a small
+// call end within tens of microseconds, which a sleep would overshoot by the
+// timer's slack), then with a growing sleep up to 1 ms. `what` names it in
+// the error.
+Status WaitCudaEvent(cudaEvent_t event, double timeout_s, const char* what, const SpinPolicy& spin);
 
 // Where one device call's time goes, for BATON_DEBUG=TRACE (subsystem COLL):
 // Mark("what") after each part, then Report prints one line of the parts'

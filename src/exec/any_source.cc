@@ -16,7 +16,7 @@ Status Executor::WaitAnySource(int rank, int after, int* peer, CallDescriptor* t
   const int n = channels_->nranks();
   WaitSet& ws = wait_set_;
   const Clock::time_point start = Clock::now();
-  Clock::time_point spin_start = start, last_yield = start;
+  Spinner spinner(config_.spin, start);
   // Peers whose next message opens something else (a collective): they
   // are in a call this rank has not reached, reported at the timeout.
   std::string elsewhere;
@@ -68,10 +68,7 @@ Status Executor::WaitAnySource(int rank, int after, int* peer, CallDescriptor* t
     BATON_RETURN_IF_ERROR(look(&found));
     if (found) return Status::Ok();
     const auto now = Clock::now();
-    if (now - spin_start < config_.spin) {
-      SpinOnce(now, &last_yield);
-      continue;
-    }
+    if (spinner.Pause(now)) continue;
     if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();
     const std::chrono::duration<double> waited = now - start;
     if (waited.count() > config_.timeout_s)
@@ -103,7 +100,7 @@ Status Executor::WaitAnySource(int rank, int after, int* peer, CallDescriptor* t
       }
     }
     channels_->Wait(ws, seq, timeout_ms);
-    spin_start = Clock::now();
+    spinner.Restart(Clock::now());
   }
 }
 

@@ -1,11 +1,8 @@
 #include "exec/executor.h"
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cstring>
 
-#include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/deadline.h"
 #include "base/log.h"
@@ -119,15 +116,6 @@ int Executor::UnconnectedPeers(int rank) const {
   for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p)
     unconnected += p != rank && !channels_->connected(p);
   return unconnected;
-}
-
-void Executor::SpinOnce(Clock::time_point now, Clock::time_point* last_yield) const {
-  if (config_.yield && now - *last_yield >= config_.yield_interval) {
-    sched_yield();
-    *last_yield = now;
-  } else {
-    CpuRelax();
-  }
 }
 
 Status Executor::ExplainFailure(Status st, const Queue& q, const Op& op, const CallDescriptor& call,
@@ -244,7 +232,8 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
   size_t copy_cursor = 0;  // copies run in order (they rarely depend on anything)
   WaitSet& ws = wait_set_;
   // Set when the first wait starts: a call that never waits reads no clock.
-  Clock::time_point last_progress{}, spin_start{}, last_yield{};
+  Clock::time_point last_progress{};
+  Spinner spinner(config_.spin, last_progress);
   bool spinning = false;
   Clock::time_point asked_at{};  // when the peers were last asked where they are
   uint32_t seen_answers = channels_->answers();
@@ -303,14 +292,10 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     auto now = Clock::now();
     if (!spinning) {
       spinning = true;
-      spin_start = now;
+      spinner.Restart(now);
       last_progress = now;
-      last_yield = now;
     }
-    if (now - spin_start < config_.spin) {
-      SpinOnce(now, &last_yield);
-      continue;
-    }
+    if (spinner.Pause(now)) continue;
     // A peer gave up (and said why): fail once nothing more arrives, so a
     // call whose data came before the failure still completes.
     if (channels_->note_arrived()) return channels_->FirstNote().AsStatus();
@@ -368,7 +353,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     }
     channels_->Wait(ws, seq, timeout_ms);
     // After a real sleep, spin again briefly: more data tends to follow.
-    spin_start = Clock::now();
+    spinner.Restart(Clock::now());
   }
   return Status::Ok();
 }

@@ -7,22 +7,17 @@
 
 #include "algorithms/schedule.h"
 #include "base/deadline.h"
+#include "base/spin.h"
 #include "base/status.h"
 #include "transport/channel_set.h"
 
 namespace baton {
 
-// How long to poll, how, and when to give up. A wait polls (with `pause`)
-// until `spin` has passed, calling sched_yield at most every
-// `yield_interval`, then sleeps on the doorbell or the sockets. Yielding is
-// what keeps latency low when the peer we wait for is descheduled (other
-// processes, or more ranks than cores, share the machine): a core that only
-// spins with pause delays the very peer it waits for.
+// How long to poll, how, and when to give up. A wait polls as `spin` says
+// (base/spin.h), then sleeps on the doorbell or the sockets.
 struct ExecutorConfig {
-  double timeout_s = 300;                 // BATON_TIMEOUT: fail after this long without progress
-  std::chrono::nanoseconds spin{200000};  // poll this long before sleeping (BATON_SPIN_US)
-  std::chrono::nanoseconds yield_interval{1000};  // sched_yield this often while polling
-  bool yield = true;                              // BATON_SPIN_YIELD
+  double timeout_s = 300;  // BATON_TIMEOUT: fail after this long without progress
+  SpinPolicy spin;         // BATON_SPIN_US, BATON_SPIN_YIELD, BATON_SPIN_YIELD_NS
   // After this long without progress, ask every peer where it is (and again
   // as often): a peer in another call is then an error at once, and the
   // timeout's message names the ranks that never came.
@@ -79,12 +74,6 @@ class Executor {
   std::vector<int> SilentPeers(int rank, Clock::time_point asked_at) const;
   // Peers this rank holds no connection to (connections made on first use).
   int UnconnectedPeers(int rank) const;
-  // One poll of a spinning wait: a pause, but every yield_interval (since
-  // *last_yield) a sched_yield instead, so that a descheduled peer (or
-  // anything else waiting for this core) runs then rather than at the next
-  // tick; on an idle core sched_yield returns at once, one syscall per
-  // interval.
-  void SpinOnce(Clock::time_point now, Clock::time_point* last_yield) const;
   // Connects the peers of `schedule` that have no channel yet (connections
   // made on first use); out of line, as below.
   [[gnu::cold, gnu::noinline]] Status ConnectPeers(const Schedule& schedule);

@@ -16,6 +16,7 @@
 
 #include "base/deadline.h"
 #include "base/fd.h"
+#include "base/spin.h"
 #include "base/status.h"
 #include "bootstrap/peer_info.h"
 #include "bootstrap/unique_id.h"
@@ -62,7 +63,7 @@ struct TransportConfig {
   bool cma_coll = true;   // BATON_CMA_COLL: peers may read this rank's memory (comm/host_cma.cc)
   rdma::RdmaConfig rdma;  // BATON_TRANSPORT=ib, BATON_IB_* (docs/rdma.md)
   bool runtime_connect = true;  // BATON_RUNTIME_CONNECT: pairs connected on first use
-  int spin_us = 200;  // BATON_SPIN_US: how long a waiter polls before it sleeps on the doorbell
+  SpinPolicy spin;              // BATON_SPIN_*: how waiters poll before they sleep (base/spin.h)
 };
 
 // Everything needed to set up the channels of one communicator.
@@ -191,12 +192,12 @@ class ChannelSet {
   // Rings every mapped local peer's doorbell, so one that sleeps waiting for
   // this word (or a record, PublishCall) wakes at once.
   void PublishProgress(uint64_t steps);
-  // How long a waiter polls before sleeping (TransportConfig::spin_us).
-  int spin_us() const { return config_.spin_us; }
   // Sleeps on this rank's doorbell until a peer rings it (or the watchdog,
   // on a peer's death or an abort), at most timeout_ms; `seq` is what
   // PrepareSleep returned, after which the caller checked its condition.
   void SleepOnDoorbell(uint32_t seq, int timeout_ms);
+  // How this set's waiters poll before they sleep (TransportConfig::spin).
+  const SpinPolicy& spin_policy() const { return config_.spin; }
   uint64_t PeerProgress(int peer) const;
   // Single-copy collectives on ordinary buffers (comm/host_cma.cc): whether
   // this rank can read `peer`'s memory with process_vm_readv (0, or the
