@@ -74,9 +74,7 @@ class DataPattern {
 size_t TypeSize(batonDataType_t type);
 
 // Address of element `index` of a buffer of `type`: blocks of gathered or scattered data.
-inline void* ElementAt(void* base, size_t index, batonDataType_t type) {
-  return static_cast<char*>(base) + index * TypeSize(type);
-}
+void* ElementAt(void* base, size_t index, batonDataType_t type);
 
 // Each rank's share of `count` elements for the gathering and scattering collectives, as
 // nccl-tests computes it: count / nranks rounded down to a multiple of 16 bytes, which nccl-tests

@@ -321,6 +321,10 @@ size_t TypeSize(batonDataType_t type) {
   return type >= 0 && type < batonNumTypes ? Props(type).size : 0;
 }
 
+void* ElementAt(void* base, size_t index, batonDataType_t type) {
+  return static_cast<char*>(base) + index * TypeSize(type);
+}
+
 const char* TypeName(batonDataType_t type) {
   return type >= 0 && type < batonNumTypes ? Props(type).name : "invalid";
 }
