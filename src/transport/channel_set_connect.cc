@@ -195,8 +195,10 @@ Status ChannelSet::FinishPair(int peer, int fd, Deadline deadline, std::vector<F
     BATON_RETURN_IF_ERROR(SendAll(fd, &we_read, 1, deadline));
     BATON_RETURN_IF_ERROR(RecvAll(fd, &they_read, 1, deadline));
     BATON_RETURN_IF_ERROR(AddShmPeer(peer, std::move(segment)));
-    static_cast<ShmChannel*>(channels_[peer].get())
-        ->EnableCma(they_read != 0 && config_.cma, peers_[peer].pid, config_.cma_threshold);
+    auto* channel = static_cast<ShmChannel*>(channels_[peer].get());
+    channel->EnableCma(they_read != 0 && config_.cma, peers_[peer].pid, config_.cma_threshold);
+    // Both sides are here now, within a socket's round trip of each other.
+    channel->MeasureAtConnect(rank_ < peer);
   }
   Fd control = std::move(sockets.back());
   sockets.pop_back();

@@ -29,15 +29,6 @@ constexpr uint32_t kSegmentMagic = 0x4d485342;  // "BSHM"
 uint64_t SlotWord(uint64_t slot, uint32_t size) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(slot) + 1) << 32) | size;
 }
-bool SlotPublished(uint64_t word, uint64_t slot) {
-  return static_cast<uint32_t>(word >> 32) == static_cast<uint32_t>(slot) + 1;
-}
-// The clock that stamps sampled pieces: the same on every core.
-uint64_t NowNs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
 bool Sampled(uint64_t slot) {
   return (slot & (kShmSampleEvery - 1)) == 0;
 }
@@ -367,7 +358,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       }
       if (piece >= kShmSampleMinBytes && Sampled(send_head_)) {
         sampled = true;
-        stamp = NowNs() - stamp_skew_;
+        stamp = ShmNowNs() - stamp_skew_;
         memcpy(cell.inline_data + kShmStampOffset, &stamp, sizeof(stamp));
       }
     }
@@ -450,89 +441,6 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
   // The producer may be waiting for a free slot.
   if (consumed) RingDoorbell(peer_bell_);
   return Status::Ok();
-}
-
-uint64_t ShmChannel::AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at) {
-  recv_ring_->probe.store(ProbeWord(recv_tail_, false), std::memory_order_relaxed);
-  const uint64_t spin = recv_ring_->wants_round_trips.load(std::memory_order_relaxed) != 0
-                            ? kShmAskedSpinNs
-                            : kShmSampleSpinNs;
-  const uint64_t start = NowNs();
-  for (;;) {
-    const uint64_t word = cell.word.load(std::memory_order_acquire);
-    if (SlotPublished(word, recv_tail_)) {
-      recv_ring_->probe.store(ProbeWord(recv_tail_, true), std::memory_order_relaxed);
-      *seen_at = NowNs();
-      return word;
-    }
-    if (NowNs() - start > spin) {
-      recv_ring_->probe.store(0, std::memory_order_relaxed);
-      return word;
-    }
-    CpuRelax();
-  }
-}
-
-void ShmChannel::AskForRoundTrips() {
-  if (asking_ || gauge_.windows() > 0) return;
-  if (round_trips_.windows() > 0 && NowNs() - round_trips_at_ < kShmRemeasureNs) return;
-  asking_ = true;
-  send_ring_->wants_round_trips.store(1, std::memory_order_relaxed);
-}
-
-void ShmChannel::AwaitEcho(uint64_t piece, uint64_t stamp) {
-  // The first read fetches the probe's line from the consumer: if the
-  // consumer saw the piece meanwhile, that read is the way back.
-  const uint64_t waiting = ProbeWord(piece, false), seen = ProbeWord(piece, true);
-  for (;;) {
-    const uint64_t probe = send_ring_->probe.load(std::memory_order_relaxed);
-    const uint64_t now = NowNs();
-    if (probe == seen) {
-      if (!round_trips_.Add(static_cast<int64_t>(now - stamp))) return;
-      BATON_TRACE(kLogShm, "this rank -> rank %d: window %u's fastest round trip took %lld ns",
-                  peer_rank_, round_trips_.windows(),
-                  static_cast<long long>(round_trips_.last_min_ns()));
-      round_trips_at_ = now;
-      if (asking_) {
-        asking_ = false;
-        send_ring_->wants_round_trips.store(0, std::memory_order_relaxed);
-      }
-      return;
-    }
-    // (The consumer gave up, or this one waited as long as a sample counts.)
-    if (probe != waiting || now - stamp > static_cast<uint64_t>(kShmSampleMaxNs) + stamp_skew_)
-      return;
-    CpuRelax();
-  }
-}
-
-void ShmChannel::MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at) {
-  uint64_t stamp;
-  memcpy(&stamp, cell.inline_data + kShmStampOffset, sizeof(stamp));
-  if (!gauge_.Add(static_cast<int64_t>(seen_at - stamp))) return;
-  recv_ring_->oneway_ns.store(gauge_.last_min_ns(), std::memory_order_relaxed);
-  recv_ring_->oneway_count.store(gauge_.windows(), std::memory_order_release);
-}
-
-void ShmChannel::UpdateVerdict() {
-  // Both directions' measures, or else the producer's own round trips; a
-  // ring with neither stays as it was.
-  int64_t round_trip;
-  if (gauge_.windows() > 0 && send_ring_->oneway_count.load(std::memory_order_acquire) > 0) {
-    round_trip = send_ring_->oneway_ns.load(std::memory_order_relaxed) + gauge_.last_min_ns();
-  } else if (round_trips_.windows() > 0) {
-    round_trip = round_trips_.last_min_ns();
-  } else {
-    return;
-  }
-  const bool far = RoundTripIsFar(far_, round_trip);
-  if (far == far_) return;
-  far_ = far;
-  BATON_INFO(kLogShm,
-             "rank %d <-> this rank: a line takes %lld ns to cross (round trip %lld ns), so %s",
-             peer_rank_, static_cast<long long>(round_trip / 2), static_cast<long long>(round_trip),
-             far ? "large messages to it now go by streaming stores"
-                 : "messages to it go through the cache again");
 }
 
 Status ShmChannel::PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -28,6 +29,19 @@ constexpr uint32_t kShmMaxSlotBytes = 1u << 30;
 // counts are powers of two (a division here is on every message's path).
 inline uint64_t SlotIndex(uint64_t seq, uint32_t nslots) {
   return seq & (nslots - 1);
+}
+
+// Whether a slot cell's word (ShmSlotCell::word) says that message `slot`
+// is published there.
+inline bool SlotPublished(uint64_t word, uint64_t slot) {
+  return static_cast<uint32_t>(word >> 32) == static_cast<uint32_t>(slot) + 1;
+}
+// The clock that stamps sampled pieces and times round trips: the same on
+// every core.
+inline uint64_t ShmNowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 // Pieces of at most this many bytes travel inside their slot's cell.
@@ -97,6 +111,9 @@ struct ShmRing {
   // Set by such a producer while it wants round trips (AskForRoundTrips):
   // its consumer then polls a sampled piece for kShmAskedSpinNs.
   std::atomic<uint32_t> wants_round_trips;
+  // The producer's round number in the ping-pong of a pair that connects
+  // (ShmChannel::MeasureAtConnect), which its consumer answers.
+  std::atomic<uint64_t> ping;
   ShmSlotCell cells[kShmMaxSlots];
 };
 
@@ -141,6 +158,15 @@ constexpr int64_t kShmSampleMaxNs = 1500;
 // kShmNearLineNs.
 constexpr int64_t kShmFarLineNs = 150;
 constexpr int64_t kShmNearLineNs = 120;
+// The ping-pong of a pair that connects (ShmChannel::MeasureAtConnect):
+// round trips, how long a rank waits for its peer to start (both map the
+// other's ring first, which takes up to a few ms for large rings) and for
+// each answer after, and how many samples under kShmSampleMaxNs it needs
+// for a verdict.
+constexpr uint64_t kShmConnectPings = 16;
+constexpr uint64_t kShmConnectStartNs = 20000000;
+constexpr uint64_t kShmConnectAnswerNs = 100000;
+constexpr int kShmConnectMinSamples = 4;
 // Where the stamp lies in a sampled cell (after the page number).
 constexpr size_t kShmStampOffset = 8;
 
@@ -305,6 +331,18 @@ class ShmChannel : public Channel {
   // descriptors are read from process `peer_pid`.
   void EnableCma(bool peer_reads_us, int peer_pid, uint64_t threshold);
   const ShmSegment* peer_segment() const { return peer_; }
+  // As the pair connects, on both ranks at once (`first` on exactly one):
+  // a ping-pong of one line each way (ShmRing::ping), whose fastest round
+  // trip gives an adaptive ring its first verdict (RoundTripIsFar) before
+  // any piece is sampled: small pieces never are, and in a virtual
+  // machine whose host puts the two vCPUs far apart the sampled ones came
+  // too seldom for the first thousand calls (docs/performance.md, "A verdict
+  // as the pair connects"). Bounded: a peer that does not answer in time
+  // leaves the ring as it was. Returns the round trip (0: none).
+  int64_t MeasureAtConnect(bool first);
+  // Whether the producer writes its next call's large pieces with
+  // streaming stores.
+  bool streaming() const { return Streaming(); }
   // Tests: stamps read `ns` early, as if every line took that much longer
   // to reach the consumer.
   void SkewStampsForTesting(uint64_t ns) { stamp_skew_ = ns; }

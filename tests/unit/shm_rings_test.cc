@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -365,6 +366,60 @@ TEST_F(ShmHotPieces, DataOutsideTheRingIsAnError) {
   Status st = ba_->ProgressRecv(t, src.size(), &received);
   EXPECT_EQ(st.code(), batonRemoteError) << st.message();
   EXPECT_NE(st.message().find("outside"), std::string::npos) << st.message();
+}
+
+// As a pair connects, both ranks ping-pong one line each way; the fastest
+// round trip gives an adaptive ring its first verdict before any piece is
+// sampled, so the first call that fits the cache already goes in whole
+// slots when the lines are far. A ring that does not adapt measures too and
+// keeps its pieces.
+TEST_F(ShmHotPieces, APairMeasuresItsLinesAsItConnects) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  const int64_t skew = kShmFarLineNs * 3;
+  for (const bool adaptive : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "adaptive " << adaptive);
+    // Two threads on a loaded machine may miss each other: a sample longer
+    // than kShmSampleMaxNs is dropped, so try fresh pairs a few times.
+    int64_t first_rt = 0, second_rt = 0;
+    for (int attempt = 0; attempt < 20 && (first_rt == 0 || second_rt == 0); ++attempt) {
+      Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
+      ab_->SkewStampsForTesting(skew);
+      ba_->SkewStampsForTesting(skew);
+      std::thread second([&] { second_rt = ba_->MeasureAtConnect(false); });
+      first_rt = ab_->MeasureAtConnect(true);
+      second.join();
+    }
+    ASSERT_GT(first_rt, 0) << "no round trips measured in 20 attempts";
+    ASSERT_GT(second_rt, 0);
+    EXPECT_GE(first_rt, skew);
+    EXPECT_GE(second_rt, skew);
+    EXPECT_EQ(ab_->streaming(), adaptive);
+    EXPECT_EQ(ba_->streaming(), adaptive);
+    // The first call, which fits the cache: whole slots only if adaptive.
+    const auto src = Bytes((1 << 20) + 3, 7);
+    const CallDescriptor d = Call(1, 1 << 18);
+    const size_t sent = Send(src, d);
+    EXPECT_EQ(Piece(0).first, adaptive ? kSlotBytes : hot);
+    std::vector<uint8_t> out;
+    Finish(src, sent, d, &out);
+    EXPECT_EQ(out, src);
+  }
+}
+
+// A peer that never answers: the measure gives up (no verdict, the ring as
+// it was) within its bound.
+TEST_F(ShmHotPieces, APairWhosePeerDoesNotAnswerKeepsItsRing) {
+  Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, /*adaptive=*/true);
+  ab_->SkewStampsForTesting(kShmFarLineNs * 3);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ab_->MeasureAtConnect(true), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_FALSE(ab_->streaming());
+  // A peer gone meanwhile ends the wait at once.
+  Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, /*adaptive=*/true);
+  closed_.store(true);
+  EXPECT_EQ(ba_->MeasureAtConnect(false), 0);
+  closed_.store(false);
 }
 
 }  // namespace
