@@ -346,8 +346,16 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       memcpy(cell.inline_data, src + *done, piece);
     } else {
       // Message n's piece at n mod nslots pieces into the ring's data: the
-      // nslots pieces that may be in flight never share bytes.
-      const uint64_t offset = SlotIndex(send_head_, nslots) * uint64_t{piece_bytes_};
+      // nslots pieces that may be in flight never share bytes. A piece
+      // smaller than that space starts up to kShmSkewPages pages into it,
+      // by n: pieces at one stride of 64 KiB or more all fell on the same
+      // cache sets, and 16 KiB pieces ran 1.5x (fast mode) to 4x (slow)
+      // slower than 32 KiB ones (docs/performance.md, "Small pieces off
+      // one cache set").
+      const uint64_t slot_index = SlotIndex(send_head_, nslots);
+      const uint64_t room_pages = (piece_bytes_ - RoundUp(piece, kShmDataPage)) / kShmDataPage;
+      const uint64_t skew_pages = std::min(slot_index & (kShmSkewPages - 1), room_pages);
+      const uint64_t offset = slot_index * uint64_t{piece_bytes_} + skew_pages * kShmDataPage;
       const uint32_t page = static_cast<uint32_t>(offset / kShmDataPage);
       memcpy(cell.inline_data, &page, sizeof(page));
       uint8_t* data = peer_->slot(send_index_, 0) + offset;

@@ -58,6 +58,10 @@ constexpr size_t kShmHotWindowBytes = size_t(2) << 20;
 constexpr size_t kShmHotCallBytes = size_t(8) << 20;
 // Where a piece's data lies in its ring, in units of this many bytes.
 constexpr size_t kShmDataPage = 4096;
+// A piece smaller than its ring's piece size is placed up to this many
+// pages (a power of two) into its space, so that small pieces spread over
+// the cache's sets (ShmChannel::ProgressSend).
+constexpr uint64_t kShmSkewPages = 16;
 // The size of a hot call's pieces in a ring of `nslots` slots of
 // `slot_bytes`.
 uint32_t HotPieceBytes(uint32_t nslots, uint32_t slot_bytes);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -423,6 +424,41 @@ TEST_F(ShmHotPieces, APairWhosePeerDoesNotAnswerKeepsItsRing) {
   closed_.store(true);
   EXPECT_EQ(ba_->MeasureAtConnect(false), 0);
   closed_.store(false);
+}
+
+// A piece smaller than its ring's piece size starts a few pages into its
+// space, by message number: consecutive small pieces spread over the
+// cache's sets instead of one stride apart, and each stays in its own space
+// (the pieces in flight never share bytes).
+TEST_F(ShmHotPieces, SmallPiecesSpreadOverTheirSpaces) {
+  const uint32_t hot = HotPieceBytes(kSlots, kSlotBytes);
+  const auto src = Bytes(16 << 10, 4);
+  std::set<uint64_t> starts;  // offsets within a piece's space
+  for (uint32_t n = 0; n < kSlots; ++n) {
+    const CallDescriptor d = Call(n + 1, src.size() / 4);
+    const size_t sent = Send(src, d);
+    const auto [size, offset] = Piece(n);
+    ASSERT_EQ(size, src.size());
+    EXPECT_GE(offset, uint64_t{n} * hot) << "message " << n;
+    EXPECT_LE(offset + size, uint64_t{n + 1} * hot) << "message " << n;
+    EXPECT_EQ(offset % kShmDataPage, 0u);
+    starts.insert(offset - uint64_t{n} * hot);
+    std::vector<uint8_t> out;
+    Finish(src, sent, d, &out);
+    ASSERT_EQ(out, src) << "message " << n;
+  }
+  // (Up to the room a 16 KiB piece leaves in its space.)
+  EXPECT_EQ(starts.size(),
+            std::min<uint64_t>(kShmSkewPages, (hot - src.size()) / kShmDataPage + 1));
+  // A piece that fills its space starts at its beginning.
+  const auto whole = Bytes(size_t{hot} * 2, 8);
+  const CallDescriptor d = Call(kSlots + 1, whole.size() / 4);
+  const size_t sent = Send(whole, d);
+  EXPECT_EQ(Piece(kSlots).second, 0u);
+  EXPECT_EQ(Piece(kSlots + 1).second, uint64_t{hot});
+  std::vector<uint8_t> out;
+  Finish(whole, sent, d, &out);
+  EXPECT_EQ(out, whole);
 }
 
 }  // namespace
