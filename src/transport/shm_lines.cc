@@ -120,10 +120,10 @@ int64_t ShmChannel::MeasureAtConnect(bool first) {
         seen = kShmConnectPings;  // (no more pings: the peer may have given up)
         break;
       }
-      // No pause while the answer may come any moment: one would add its
-      // own length to the round trip (here 200 ns against 120). Past a few
-      // line transfers the peer is elsewhere (descheduled, with more ranks
-      // than cores): give it the core. Such a sample is dropped anyway.
+      // No pause while the answer may come any moment: it would add its
+      // own length to the round trip. Past a few line transfers the peer
+      // is elsewhere (descheduled, with more ranks than cores): give it the
+      // core. Such a sample is dropped anyway.
       if (ShmNowNs() - start > kShmSampleMaxNs) sched_yield();
     }
     if (seen == kShmConnectPings) break;
