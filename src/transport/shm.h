@@ -344,9 +344,9 @@ class ShmChannel : public Channel {
   // as the pair connects"). Bounded: a peer that does not answer in time
   // leaves the ring as it was. Returns the round trip (0: none).
   int64_t MeasureAtConnect(bool first);
-  // Whether the producer writes its next call's large pieces with
-  // streaming stores.
-  bool streaming() const { return Streaming(); }
+  // Whether the producer writes pieces with streaming stores (the verdict
+  // changes only as a call opens, so a call's pieces all go alike).
+  bool Streaming() const { return copying_ == Copying::kStreaming || far_; }
   // Tests: stamps read `ns` early, as if every line took that much longer
   // to reach the consumer.
   void SkewStampsForTesting(uint64_t ns) { stamp_skew_ = ns; }
@@ -363,9 +363,6 @@ class ShmChannel : public Channel {
   void MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at);
   // The producer's verdict from both directions' latest measures.
   void UpdateVerdict();
-  // Whether the producer writes pieces with streaming stores (the verdict
-  // changes only as a call opens, so a call's pieces all go alike).
-  bool Streaming() const { return copying_ == Copying::kStreaming || far_; }
   // Polls the cell of a sampled piece, which is missing, for at most
   // kShmSampleSpinNs; returns its word and, if it came, when (seen_at).
   uint64_t AwaitSampledPiece(const ShmSlotCell& cell, uint64_t* seen_at);

@@ -98,10 +98,26 @@ void ShmChannel::UpdateVerdict() {
 }
 
 int64_t ShmChannel::MeasureAtConnect(bool first) {
-  uint64_t sent = 0, seen = 0, stamp = 0;
+  uint64_t sent = 0, stamp = 0;
   auto ping = [&] {
     stamp = ShmNowNs() - stamp_skew_;
     send_ring_->ping.store(++sent, std::memory_order_release);
+  };
+  // The peer's next ping after `seen`, or 0 when it did not come within
+  // `limit_ns` (or the peer left).
+  auto await_ping = [&](uint64_t seen, uint64_t limit_ns) -> uint64_t {
+    const uint64_t start = ShmNowNs();
+    for (;;) {
+      const uint64_t value = recv_ring_->ping.load(std::memory_order_acquire);
+      if (value > seen) return value;
+      const uint64_t waited = ShmNowNs() - start;
+      if (waited > limit_ns || peer_closed_->load(std::memory_order_relaxed)) return 0;
+      // No pause while the answer may come any moment: it would add its
+      // own length to the round trip. Past a few line transfers the peer
+      // is elsewhere (descheduled, with more ranks than cores): give it the
+      // core. Such a sample is dropped anyway.
+      if (waited > static_cast<uint64_t>(kShmSampleMaxNs)) sched_yield();
+    }
   };
   // The first rank pings; each answers the other's ping with its own, the
   // first rank stopping after its last answer. Every ping after a rank's
@@ -109,24 +125,13 @@ int64_t ShmChannel::MeasureAtConnect(bool first) {
   if (first) ping();
   int64_t best = INT64_MAX;
   int samples = 0;
-  while (seen < kShmConnectPings) {
-    const uint64_t limit = seen == 0 ? kShmConnectStartNs : kShmConnectAnswerNs;
-    const uint64_t start = ShmNowNs();
-    uint64_t value;
-    while ((value = recv_ring_->ping.load(std::memory_order_acquire)) <= seen) {
-      if (ShmNowNs() - start > limit || peer_closed_->load(std::memory_order_relaxed)) {
-        BATON_TRACE(kLogShm, "rank %d did not answer ping %llu in time", peer_rank_,
-                    static_cast<unsigned long long>(seen + 1));
-        seen = kShmConnectPings;  // (no more pings: the peer may have given up)
-        break;
-      }
-      // No pause while the answer may come any moment: it would add its
-      // own length to the round trip. Past a few line transfers the peer
-      // is elsewhere (descheduled, with more ranks than cores): give it the
-      // core. Such a sample is dropped anyway.
-      if (ShmNowNs() - start > kShmSampleMaxNs) sched_yield();
+  for (uint64_t seen = 0; seen < kShmConnectPings;) {
+    const uint64_t value = await_ping(seen, seen == 0 ? kShmConnectStartNs : kShmConnectAnswerNs);
+    if (value == 0) {
+      BATON_TRACE(kLogShm, "rank %d did not answer ping %llu in time", peer_rank_,
+                  static_cast<unsigned long long>(seen + 1));
+      break;
     }
-    if (seen == kShmConnectPings) break;
     const int64_t round_trip = static_cast<int64_t>(ShmNowNs() - stamp);
     seen = value;
     if (sent > 0 && round_trip <= kShmSampleMaxNs) {

@@ -397,8 +397,8 @@ TEST_F(ShmHotPieces, APairMeasuresItsLinesAsItConnects) {
     ASSERT_GT(second_rt, 0);
     EXPECT_GE(first_rt, skew);
     EXPECT_GE(second_rt, skew);
-    EXPECT_EQ(ab_->streaming(), adaptive);
-    EXPECT_EQ(ba_->streaming(), adaptive);
+    EXPECT_EQ(ab_->Streaming(), adaptive);
+    EXPECT_EQ(ba_->Streaming(), adaptive);
     // The first call, which fits the cache: whole slots only if adaptive.
     const auto src = Bytes((1 << 20) + 3, 7);
     const CallDescriptor d = Call(1, 1 << 18);
@@ -418,7 +418,7 @@ TEST_F(ShmHotPieces, APairWhosePeerDoesNotAnswerKeepsItsRing) {
   const auto start = std::chrono::steady_clock::now();
   EXPECT_EQ(ab_->MeasureAtConnect(true), 0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
-  EXPECT_FALSE(ab_->streaming());
+  EXPECT_FALSE(ab_->Streaming());
   // A peer gone meanwhile ends the wait at once.
   Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, /*adaptive=*/true);
   closed_.store(true);
