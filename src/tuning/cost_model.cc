@@ -369,16 +369,25 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
     best.inter = inter;
     return best;
   }
-  best.us = -1;
-  // Largest first: ties (a message smaller than several candidates) keep
-  // the largest, which pipelines least.
-  for (int i = static_cast<int>(std::size(kChunkCandidates)) - 1; i >= 0; --i) {
-    const size_t chunk = kChunkCandidates[i];
-    const double t = evaluate(chunk);
-    if (best.us < 0 || t < best.us * (1 - 1e-9)) {
-      best.us = t;
-      best.chunk_bytes = chunk;
-      best.inter = inter;
+  // The largest chunk as fast as the fastest one runs (it pipelines least);
+  // the algorithm competes with the fastest one's time, so that the margin
+  // moves chunk sizes, never the algorithm.
+  const double margin = p_ == 2 && ring_.cpu_bound ? kSmallerChunkGain : 1e-9;
+  constexpr size_t kCandidates = std::size(kChunkCandidates);
+  double us[kCandidates];
+  Algorithm inters[kCandidates];
+  double fastest = -1;
+  for (size_t i = 0; i < kCandidates; ++i) {
+    us[i] = evaluate(kChunkCandidates[i]);
+    inters[i] = inter;
+    if (fastest < 0 || us[i] < fastest) fastest = us[i];
+  }
+  for (size_t i = kCandidates; i-- > 0;) {
+    if (us[i] <= fastest * (1 + margin)) {
+      best.us = fastest;
+      best.chunk_bytes = kChunkCandidates[i];
+      best.inter = inters[i];
+      break;
     }
   }
   return best;

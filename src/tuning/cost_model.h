@@ -59,6 +59,9 @@ CostParams DefaultCostParams(int nic_mbps);
 // A prediction: the time and the chunk size (0 when the algorithm does not
 // pipeline) that gives it.
 struct Prediction {
+  // The time of the fastest chunk size; chunk_bytes is the largest as fast
+  // (within kSmallerChunkGain for two ranks sharing memory), or the
+  // caller's fixed one, with its time.
   double us = 0;
   size_t chunk_bytes = 0;
   // Hierarchical: the algorithm of the inter-host stage (allreduce: ring or
@@ -107,6 +110,13 @@ class CostModel {
   // The chunk sizes the model chooses among.
   static constexpr size_t kChunkCandidates[] = {16 << 10,  64 << 10, 256 << 10,
                                                 512 << 10, 1 << 20,  4 << 20};
+  // How much faster the model must find a smaller chunk to take it when
+  // two ranks share memory: there each further chunk costs far more than
+  // the model's per-message overhead (a ring in 16 KiB chunks ran up to 1.5x
+  // slower than in one piece where the model had them level), while four
+  // ranks gain from the pipeline (docs/tuning.md, "Chunks that must earn
+  // their keep"). Elsewhere only ties keep the larger chunk.
+  static constexpr double kSmallerChunkGain = 0.02;
 
   // Whether some host runs more ranks than it has cores.
   bool Oversubscribed() const {

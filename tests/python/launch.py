@@ -37,6 +37,9 @@ def main():
     for rank in range(a.n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(a.n), LOCAL_RANK=str(rank),
                    LOCAL_WORLD_SIZE=str(a.n), MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        # A rank that aborts or crashes prints every thread's Python stack: a
+        # rare failure in CI then says where it happened.
+        env.setdefault("PYTHONFAULTHANDLER", "1")
         procs.append(subprocess.Popen([sys.executable, a.script] + a.args, env=env))
     deadline = time.monotonic() + a.timeout
     ok = True

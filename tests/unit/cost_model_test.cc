@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "algorithms/collective.h"
@@ -271,6 +272,48 @@ TEST(CostModelTest, OversubscriptionRaisesLatency) {
   const double a = roomy.Predict(Collective::kAllReduce, Algorithm::kRing, 8, batonFloat32).us;
   const double b = crowded.Predict(Collective::kAllReduce, Algorithm::kRing, 8, batonFloat32).us;
   EXPECT_GT(b, a * 4);
+}
+
+// The chunk a prediction runs: the largest candidate as fast as the fastest,
+// within kSmallerChunkGain for two ranks on shared memory (smaller chunks
+// cost them more than the model sees), and the fastest's time either way,
+// so that the margin never changes which algorithm wins.
+TEST(CostModelTest, TwoRanksOnOneHostTakeASmallerChunkOnlyForAClearGain) {
+  for (int ranks : {2, 4}) {
+    const CommTopology topo = Layout(1, ranks);
+    const CostModel model(topo, topo.RingOrder(), {64}, DefaultCostParams(10000));
+    const double margin = ranks == 2 ? CostModel::kSmallerChunkGain : 1e-9;
+    for (size_t bytes = 4 << 10; bytes <= (size_t{64} << 20); bytes *= 2) {
+      for (Collective c : {Collective::kAllReduce, Collective::kBroadcast}) {
+        const Prediction pred = model.Predict(c, Algorithm::kRing, bytes, batonFloat32);
+        ASSERT_TRUE(pred.valid);
+        double fastest = -1;
+        for (size_t chunk : CostModel::kChunkCandidates) {
+          const double t = model.Predict(c, Algorithm::kRing, bytes, batonFloat32, chunk).us;
+          if (fastest < 0 || t < fastest) fastest = t;
+        }
+        const std::string where = std::to_string(ranks) + " ranks, " + CollectiveName(c) + " " +
+                                  std::to_string(bytes) + " B";
+        EXPECT_DOUBLE_EQ(pred.us, fastest) << where;
+        const double chosen =
+            model.Predict(c, Algorithm::kRing, bytes, batonFloat32, pred.chunk_bytes).us;
+        EXPECT_LE(chosen, fastest * (1 + margin)) << where;
+        for (size_t chunk : CostModel::kChunkCandidates) {
+          if (chunk <= pred.chunk_bytes) continue;
+          EXPECT_GT(model.Predict(c, Algorithm::kRing, bytes, batonFloat32, chunk).us,
+                    fastest * (1 + margin))
+              << where << ": chunk " << chunk << " is as fast as " << pred.chunk_bytes;
+        }
+      }
+    }
+  }
+  // The case that showed it: two ranks, 64 KiB, where 16 KiB chunks were
+  // 0.1% ahead of the ring in one piece.
+  const CommTopology two = Layout(1, 2);
+  const CostModel model(two, two.RingOrder(), {64}, DefaultCostParams(10000));
+  EXPECT_GE(model.Predict(Collective::kAllReduce, Algorithm::kRing, 64 << 10, batonFloat32)
+                .chunk_bytes,
+            size_t{32} << 10);
 }
 
 }  // namespace
