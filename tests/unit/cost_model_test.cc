@@ -311,9 +311,9 @@ TEST(CostModelTest, TwoRanksOnOneHostTakeASmallerChunkOnlyForAClearGain) {
   // 0.1% ahead of the ring in one piece.
   const CommTopology two = Layout(1, 2);
   const CostModel model(two, two.RingOrder(), {64}, DefaultCostParams(10000));
-  EXPECT_GE(model.Predict(Collective::kAllReduce, Algorithm::kRing, 64 << 10, batonFloat32)
-                .chunk_bytes,
-            size_t{32} << 10);
+  EXPECT_GE(
+      model.Predict(Collective::kAllReduce, Algorithm::kRing, 64 << 10, batonFloat32).chunk_bytes,
+      size_t{32} << 10);
 }
 
 }  // namespace
