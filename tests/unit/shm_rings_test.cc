@@ -190,11 +190,17 @@ TEST(LineTransferGauge, AWindowsMinimumIsTheMeasure) {
   EXPECT_TRUE(g.Add(-40));
   EXPECT_EQ(g.windows(), 1u);
   EXPECT_EQ(g.last_min_ns(), -40);
-  // The next window starts afresh.
+  // The next window starts afresh; the measure is the lower of the last
+  // two windows' minima, so that one slow window does not count alone.
   for (uint32_t i = 0; i + 1 < kShmSampleWindow; ++i) EXPECT_FALSE(g.Add(250 + i));
   EXPECT_TRUE(g.Add(900));
   EXPECT_EQ(g.windows(), 2u);
+  EXPECT_EQ(g.last_min_ns(), -40);
+  for (uint32_t i = 0; i < kShmSampleWindow; ++i) g.Add(700 + i);
+  EXPECT_EQ(g.windows(), 3u);
   EXPECT_EQ(g.last_min_ns(), 250);
+  for (uint32_t i = 0; i < kShmSampleWindow; ++i) g.Add(600 + i);
+  EXPECT_EQ(g.last_min_ns(), 600);  // two slow windows in a row: slow
 }
 
 TEST(LineTransferGauge, HalfARoundTripDecidesAndTheClocksOffsetCancels) {
