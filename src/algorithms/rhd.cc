@@ -124,8 +124,13 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
   uint8_t* ping = steps > 1 ? out->AllocScratch(bytes) : nullptr;
   for (int k = 0; k < steps; ++k) dst[k] = (steps - 1 - k) % 2 == 0 ? recv : ping;
   // In place (or after the fold) the input is recv itself, and step 0 must
-  // not write the buffer it sends from. With one step that costs a copy.
-  const bool detour = dst[0] == input;
+  // not write the buffer it sends from. Where the transport holds the send
+  // (CollArgs::sends_buffered_bytes) the receive waits for it and reduces
+  // in place; otherwise both ranks would wait for each other, so step 0
+  // writes scratch, which with one step costs a copy back.
+  const bool overwrites_input = dst[0] == input;
+  const bool wait_for_send = overwrites_input && bytes <= a.sends_buffered_bytes;
+  const bool detour = overwrites_input && !wait_for_send;
   if (detour) dst[0] = out->AllocScratch(bytes);
   int prev_send = -1;
   for (int k = 0; k < steps; ++k) {
@@ -135,7 +140,8 @@ void BuildRecursiveDoublingAllReduce(const CollArgs& a, Schedule* out) {
     const uint8_t* src = k == 0 ? input : dst[k - 1];
     const int s = out->Add(SendOp(peer, src, bytes, last));
     last = out->Add(OrderedRecvOp(a, peer, dst[k], bytes, src, peer_lower,
-                                  k == steps - 1 ? AvgDivisor(a) : 0, last, prev_send));
+                                  k == steps - 1 ? AvgDivisor(a) : 0, last,
+                                  k == 0 && wait_for_send ? s : prev_send));
     prev_send = s;
   }
   if (detour && steps == 1) {

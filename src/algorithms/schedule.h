@@ -208,6 +208,11 @@ struct CollArgs {
   // which skip the read for ownership and leave the cache to the data
   // still in flight.
   bool stream_outputs = false;
+  // A send of at most this many bytes to any rank of the call completes
+  // without that rank's receive (the transport holds it: a shared-memory
+  // ring), so a receive may wait for a send to the same peer (in place);
+  // 0 promises nothing (TCP: both sides' socket buffers may fill).
+  size_t sends_buffered_bytes = 0;
   // Hierarchical algorithms: the hosts (null when they hold different
   // numbers of ranks) and the allreduce run among them.
   const HostLayout* hosts = nullptr;

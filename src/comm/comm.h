@@ -154,6 +154,8 @@ class Communicator {
   // The connections, for Baton's own coordination beside the calls (a
   // shrink's offers go over the control sockets). Null with one rank.
   ChannelSet* channels() { return channels_.get(); }
+  // CollArgs::sends_buffered_bytes for this communicator's calls.
+  uint64_t sends_buffered_bytes() const { return channels_ ? channels_->SendsBufferedBytes() : 0; }
 
   // batonCommGetUniqueId (comm/grow.cc): a fresh unique id whose rendezvous
   // this process serves for the communicator's timeout, kept as its pending

@@ -319,6 +319,7 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   const CommTopology& topo = comm.topology();
   call.args.stream_outputs =
       StreamsOutputs(topo.host_ranks()[topo.host_of(comm.rank())].size(), bytes);
+  call.args.sends_buffered_bytes = comm.sends_buffered_bytes();
   // CUDA IPC plans exist for the collectives of the uniform kind that
   // predate gather and scatter; the others stage device buffers.
   const IpcCall ipc{c.collective, c.count, c.datatype, c.op, c.root, comm.rank(), comm.nranks()};

@@ -178,6 +178,14 @@ class ChannelSet {
   // collective, in its shm segment's mailbox (shm.h), whether it offers a
   // record of registered buffers. Only when every peer shares memory.
   bool has_mailboxes() const { return all_shm_; }
+  // CollArgs::sends_buffered_bytes for calls among all ranks: with every
+  // peer on a shared-memory ring, a quarter of a ring (the previous call's
+  // pieces may still sit in the rest), below the size sent by address.
+  uint64_t SendsBufferedBytes() const {
+    if (!all_shm_) return 0;
+    const uint64_t quarter = config_.buffsize / 4;
+    return config_.cma ? std::min(quarter, config_.cma_threshold - 1) : quarter;
+  }
   // Publishes call number `call` (counted from 1): with record bytes
   // (at most kShmMailboxWords * 8), or none (nullptr: not registered, one
   // store, which is all an ordinary call pays).

@@ -59,10 +59,14 @@ CostParams DefaultCostParams(int nic_mbps) {
   return p;
 }
 
-double CostModel::Gamma(batonDataType_t datatype) const {
+double CostModel::Gamma(batonDataType_t datatype, size_t bytes) const {
   const int t = static_cast<int>(datatype);
   const double g = t >= 0 && t < batonNumTypes ? params_.reduce_us_per_byte[t] : 0;
-  return g * *std::max_element(oversubscription_.begin(), oversubscription_.end());
+  // (Ranks that take turns on a core evict each other's lines: no host of
+  // more ranks than cores keeps a vector hot.)
+  const bool hot = bytes <= kHotReduceBytes && !Oversubscribed();
+  return g * *std::max_element(oversubscription_.begin(), oversubscription_.end()) *
+         (hot ? kHotReduceShare : 1);
 }
 
 double CostModel::Slowest(const Paths& paths, double cb, double gamma) {
@@ -124,22 +128,26 @@ double CostModel::RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
   return t;
 }
 
-size_t CostModel::RhdCrossover(double gamma, int p, const std::vector<StepCost>& steps,
-                               const StepCost& fold) {
+size_t CostModel::RhdCrossover(double hot_gamma, double gamma, int p,
+                               const std::vector<StepCost>& steps, const StepCost& fold) {
   auto rabenseifner_wins = [&](size_t n) {
     const double nb = static_cast<double>(n);
-    return RhdAllReduce(true, nb, gamma, p, steps, fold) <
-           RhdAllReduce(false, nb, gamma, p, steps, fold);
+    const double g = n <= kHotReduceBytes ? hot_gamma : gamma;
+    return RhdAllReduce(true, nb, g, p, steps, fold) < RhdAllReduce(false, nb, g, p, steps, fold);
   };
-  // Both are linear in n and Rabenseifner moves and reduces fewer bytes,
-  // so it wins from one size on, found by bisection (2^40: never).
-  size_t lo = 0, hi = size_t{1} << 40;
-  if (!rabenseifner_wins(hi)) return SIZE_MAX;
-  while (hi - lo > 1) {
-    const size_t mid = lo + (hi - lo) / 2;
-    (rabenseifner_wins(mid) ? hi : lo) = mid;
-  }
-  return rabenseifner_wins(lo) ? lo : hi;
+  // With one gamma both are linear in n and Rabenseifner moves and reduces
+  // fewer bytes, so it wins from one size on, found by bisection (2^40:
+  // never); the larger gamma beyond kHotReduceBytes only favours it more.
+  auto first_win = [&](size_t lo, size_t hi) {
+    if (!rabenseifner_wins(hi)) return SIZE_MAX;
+    while (hi - lo > 1) {
+      const size_t mid = lo + (hi - lo) / 2;
+      (rabenseifner_wins(mid) ? hi : lo) = mid;
+    }
+    return rabenseifner_wins(lo) ? lo : hi;
+  };
+  const size_t hot = first_win(0, kHotReduceBytes);
+  return hot != SIZE_MAX ? hot : first_win(kHotReduceBytes + 1, size_t{1} << 40);
 }
 
 void CostModel::ComputeRhdSwitches() {
@@ -149,15 +157,17 @@ void CostModel::ComputeRhdSwitches() {
   // and put the crossover at 2-14 KiB where recursive doubling measured as
   // fast as Rabenseifner up to 64 KiB (docs/tuning.md). Over TCP the
   // crossover lies above it.
-  auto model = [&](double gamma, int p, const std::vector<StepCost>& steps, const StepCost& fold) {
+  auto model = [&](double hot_gamma, double gamma, int p, const std::vector<StepCost>& steps,
+                   const StepCost& fold) {
     return params_.rhd_switch_bytes != 0
                ? params_.rhd_switch_bytes
-               : std::max(kRhdSmallMessageBytes, RhdCrossover(gamma, p, steps, fold));
+               : std::max(kRhdSmallMessageBytes, RhdCrossover(hot_gamma, gamma, p, steps, fold));
   };
   for (int t = 0; t < batonNumTypes; ++t) {
-    const double gamma = Gamma(static_cast<batonDataType_t>(t));
-    rhd_switch_[t] = model(gamma, p_, rhd_, fold_);
-    inter_rhd_switch_[t] = model(gamma, hosts, inter_rhd_, inter_fold_);
+    const auto type = static_cast<batonDataType_t>(t);
+    const double hot_gamma = Gamma(type, 0), gamma = Gamma(type, SIZE_MAX);
+    rhd_switch_[t] = model(hot_gamma, gamma, p_, rhd_, fold_);
+    inter_rhd_switch_[t] = model(hot_gamma, gamma, hosts, inter_rhd_, inter_fold_);
   }
 }
 
@@ -312,7 +322,7 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   if (c == Collective::kAlltoAllV) c = Collective::kAlltoAll;
   if (a == Algorithm::kHierarchical && !uniform_hosts_) return best;
   const size_t es = std::max<size_t>(1, DatatypeSize(datatype));
-  const double gamma = Gamma(datatype);
+  const double gamma = Gamma(datatype, bytes);
   const size_t count = bytes / es;
   const size_t block = (bytes + p_ - 1) / p_;  // a ring segment or one rank's block
   Algorithm inter = Algorithm::kRing;

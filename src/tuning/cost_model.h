@@ -107,6 +107,13 @@ class CostModel {
     return inter_host ? inter_rhd_switch_[i] : rhd_switch_[i];
   }
 
+  // A vector of at most kHotReduceBytes stays in a core's cache, where the
+  // reduction, fused into the copy out of the peer's piece, adds little
+  // to that copy (beta): kHotReduceShare of gamma, which the figures
+  // measure from memory (docs/tuning.md, "Reductions in cache").
+  static constexpr size_t kHotReduceBytes = 256 << 10;
+  static constexpr double kHotReduceShare = 0.05;
+
   // The chunk sizes the model chooses among.
   static constexpr size_t kChunkCandidates[] = {16 << 10,  64 << 10, 256 << 10,
                                                 512 << 10, 1 << 20,  4 << 20};
@@ -168,7 +175,9 @@ class CostModel {
   void SummarizeHierarchical(const std::vector<int>& ring);
 
   // The formulas (cost_model.cc).
-  double Gamma(batonDataType_t datatype) const;
+  // gamma for `datatype`, scaled for oversubscription; for a vector of at
+  // most kHotReduceBytes, kHotReduceShare of it.
+  double Gamma(batonDataType_t datatype, size_t bytes) const;
   // The slowest of `paths` for one chunk of `cb` bytes, `gamma` per hop.
   static double Slowest(const Paths& paths, double cb, double gamma);
   double Serial(int steps, int reducing, size_t block, double gamma, size_t chunk,
@@ -187,8 +196,8 @@ class CostModel {
   static double RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
                              const std::vector<StepCost>& steps, const StepCost& fold);
   // Where Rabenseifner becomes the cheaper of the two.
-  static size_t RhdCrossover(double gamma, int p, const std::vector<StepCost>& steps,
-                             const StepCost& fold);
+  static size_t RhdCrossover(double hot_gamma, double gamma, int p,
+                             const std::vector<StepCost>& steps, const StepCost& fold);
   void ComputeRhdSwitches();
   double Tree(Collective c, size_t n, double gamma, size_t chunk) const;
   double Hierarchical(Collective c, size_t n, double gamma, size_t chunk, size_t rhd_switch,

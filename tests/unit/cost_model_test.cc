@@ -85,8 +85,11 @@ double Replay(const CommTopology& topo, const CostParams& params, Collective c, 
     const LinkCost& l = params.link[static_cast<int>(cls)];
     return LinkTiming{l.alpha_us, l.overhead_us, l.us_per_byte, cls == LinkClass::kNetwork};
   };
-  return ReplaySchedules(schedules, link, [&](int r) { return topo.host_of(r); },
-                         params.reduce_us_per_byte[batonFloat32]);
+  // The model's gamma for this vector (hosts with cores to spare): a
+  // vector that stays in cache reduces for kHotReduceShare of it.
+  const double gamma = params.reduce_us_per_byte[batonFloat32] *
+                       (bytes <= CostModel::kHotReduceBytes ? CostModel::kHotReduceShare : 1);
+  return ReplaySchedules(schedules, link, [&](int r) { return topo.host_of(r); }, gamma);
 }
 
 struct Case {

@@ -70,7 +70,22 @@ struct Setting {
   uint64_t machine;
   CostParams params;
   double alpha, beta, gamma;  // what one rhd step costs in this setting
+  // gamma for a vector of n bytes: kHotReduceShare of it up to
+  // kHotReduceBytes, unless ranks share cores (the simulated hosts).
+  double GammaAt(size_t n) const {
+    return machine == 0 && n <= CostModel::kHotReduceBytes ? gamma * CostModel::kHotReduceShare
+                                                           : gamma;
+  }
 };
+
+// The crossover with a gamma that grows past kHotReduceBytes: the hot
+// one's if it lies below that, else the larger gamma's, but not below it.
+double Crossover(const Setting& s, int p) {
+  const double hot = ClosedFormCrossover(p, s.alpha, s.beta, s.GammaAt(0));
+  if (hot <= static_cast<double>(CostModel::kHotReduceBytes)) return hot;
+  return std::max(ClosedFormCrossover(p, s.alpha, s.beta, s.gamma),
+                  static_cast<double>(CostModel::kHotReduceBytes + 1));
+}
 
 // Shared memory (one host, plenty of cores) with the default figures and
 // with steps of 5 us, TCP between real hosts, and TCP between simulated
@@ -106,7 +121,7 @@ TEST(RhdSwitchTest, ModelPutsTheSwitchAtTheCrossover) {
     const int p = topo.nranks();
     const std::vector<int> cores(topo.hosts(), s.machine != 0 ? 2 : 64);
     const CostModel model(topo, topo.RingOrder(), cores, s.params);
-    const double cross = ClosedFormCrossover(p, s.alpha, s.beta, s.gamma);
+    const double cross = Crossover(s, p);
     const double want = std::max(cross, static_cast<double>(kRhdSmallMessageBytes));
     const size_t got = model.RhdSwitchBytes(batonFloat32);
     EXPECT_NEAR(static_cast<double>(got), want, want * 1e-6 + 1) << s.name << " p=" << p;
@@ -118,8 +133,9 @@ TEST(RhdSwitchTest, ModelPutsTheSwitchAtTheCrossover) {
                                             Algorithm::kRecursiveHalvingDoubling, n, batonFloat32);
       EXPECT_EQ(pred.rhd_switch_bytes, got);
       const int l = Log2Floor(p);
-      const double rd = l * (s.alpha + n * (s.beta + s.gamma));
-      const double rab = 2 * l * s.alpha + n * (1.0 - 1.0 / p) * (2 * s.beta + s.gamma);
+      const double g = s.GammaAt(n);
+      const double rd = l * (s.alpha + n * (s.beta + g));
+      const double rab = 2 * l * s.alpha + n * (1.0 - 1.0 / p) * (2 * s.beta + g);
       EXPECT_NEAR(pred.us, n < got ? rd : rab, 1e-6 * rd) << s.name << " p=" << p << " n=" << n;
       if (cross > kRhdSmallMessageBytes) {
         EXPECT_NEAR(pred.us, std::min(rd, rab), 1e-6 * rd) << s.name << " p=" << p;
@@ -139,11 +155,20 @@ TEST(RhdSwitchTest, CrossoverFollowsAlphaOverBeta) {
                           DefaultCostParams(10000));
     return model.RhdSwitchBytes(batonFloat32);
   };
-  for (int p : {2, 4, 8, 16}) {
+  for (int p : {4, 8, 16}) {
     EXPECT_EQ(at(1, p, 0, 64), kRhdSmallMessageBytes) << p;  // the floor
     EXPECT_EQ(at(1, p, 0, 2), kRhdSmallMessageBytes) << p;
-    EXPECT_GT(at(p, 1, 0, 64), 32u << 10) << p;
   }
+  for (int p : {2, 4, 8, 16}) EXPECT_GT(at(p, 1, 0, 64), 32u << 10) << p;
+  // Two ranks: recursive doubling moves no more bytes than Rabenseifner, only
+  // reduces twice as many, which in cache costs little: it wins up to 2
+  // alpha / (kHotReduceShare gamma), about 117 KiB (docs/tuning.md,
+  // "Reductions in cache").
+  const CostParams defaults = DefaultCostParams(10000);
+  const double two = 2 * defaults.link[static_cast<int>(LinkClass::kSameNuma)].alpha_us /
+                     (defaults.reduce_us_per_byte[batonFloat32] * CostModel::kHotReduceShare);
+  EXPECT_NEAR(static_cast<double>(at(1, 2, 0, 64)), two, 2);
+  EXPECT_NEAR(static_cast<double>(at(1, 2, 0, 2)), two, 2);
   EXPECT_GT(at(4, 1, 7, 2), 64u << 10);
   EXPECT_LT(at(4, 1, 7, 2), 128u << 10);
   EXPECT_GT(at(8, 1, 7, 2), 32u << 10);
@@ -199,9 +224,10 @@ TEST(RhdSwitchTest, HierarchicalStageHasItsOwnSwitch) {
   const CostParams d = DefaultCostParams(10000);
   const CostModel model(topo, topo.RingOrder(), std::vector<int>(4, 64), d);
   const LinkCost net = d.link[static_cast<int>(LinkClass::kNetwork)];
-  const double want = std::max(static_cast<double>(kRhdSmallMessageBytes),
-                               ClosedFormCrossover(4, net.alpha_us, 2 * net.us_per_byte,
-                                                   d.reduce_us_per_byte[batonFloat32]));
+  const Setting among_hosts{
+      "hier", 4, 2, 0, d, net.alpha_us, 2 * net.us_per_byte, d.reduce_us_per_byte[batonFloat32]};
+  const double want =
+      std::max(static_cast<double>(kRhdSmallMessageBytes), Crossover(among_hosts, 4));
   const size_t inter = model.RhdSwitchBytes(batonFloat32, true);
   EXPECT_NEAR(static_cast<double>(inter), want, want * 1e-6 + 1);
   const Prediction hier =

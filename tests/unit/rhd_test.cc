@@ -94,9 +94,10 @@ TEST(RhdAllReduceTest, Int32SumMatchesReference) {
         for (int r = 0; r < p; ++r)
           for (size_t i = 0; i < n; ++i) want[i] += Input(r, i);
         // In place or not; with Rabenseifner's pivot in one piece, or in
-        // chunks of 16 elements with the final copies streamed.
-        for (int variant = 0; variant < 4; ++variant) {
-          const bool in_place = variant & 1, chunked = variant & 2;
+        // chunks of 16 elements with the final copies streamed; with sends
+        // the transport holds (a receive may then wait for its own send).
+        for (int variant = 0; variant < 8; ++variant) {
+          const bool in_place = variant & 1, chunked = variant & 2, buffered = variant & 4;
           std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(n)), out(p);
           for (int r = 0; r < p; ++r) {
             for (size_t i = 0; i < n; ++i) in[r][i] = Input(r, i);
@@ -113,11 +114,12 @@ TEST(RhdAllReduceTest, Int32SumMatchesReference) {
                   a.chunk_bytes = 64;
                   a.stream_outputs = true;
                 }
+                if (buffered) a.sends_buffered_bytes = SIZE_MAX;
                 algo.build(a, s);
               },
               &stats))
               << algo.name << " p=" << p << " n=" << n << " in_place=" << in_place
-              << " chunked=" << chunked;
+              << " chunked=" << chunked << " buffered=" << buffered;
           for (int r = 0; r < p; ++r) {
             ASSERT_EQ(in_place ? in[r] : out[r], want) << algo.name << " p=" << p << " n=" << n
                                                        << " in_place=" << in_place << " rank " << r;
@@ -128,6 +130,22 @@ TEST(RhdAllReduceTest, Int32SumMatchesReference) {
         }
       }
     }
+  }
+}
+
+// Two ranks in place: one exchange, reduced straight into the buffer once
+// the transport holds the send, else through scratch and a copy back.
+TEST(RhdAllReduceTest, InPlaceExchangeSkipsTheCopyWhereSendsAreHeld) {
+  for (const size_t held : {size_t{0}, size_t{4000}, size_t{4096}}) {
+    std::vector<int32_t> buf(1024);
+    CollArgs a = Args(0, 2, buf.size(), batonInt32, batonSum);
+    a.send = a.recv = buf.data();
+    a.sends_buffered_bytes = held;
+    Schedule s;
+    BuildRecursiveDoublingAllReduce(a, &s);
+    size_t copies = 0;
+    for (const Op& op : s.ops) copies += op.kind == Op::Kind::kCopy;
+    EXPECT_EQ(copies, held >= 4096 ? 0u : 1u) << "held " << held;
   }
 }
 
