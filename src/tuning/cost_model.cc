@@ -62,11 +62,11 @@ CostParams DefaultCostParams(int nic_mbps) {
 double CostModel::Gamma(batonDataType_t datatype, size_t bytes) const {
   const int t = static_cast<int>(datatype);
   const double g = t >= 0 && t < batonNumTypes ? params_.reduce_us_per_byte[t] : 0;
+  const double crowding = *std::max_element(oversubscription_.begin(), oversubscription_.end());
   // (Ranks that take turns on a core evict each other's lines: no host of
   // more ranks than cores keeps a vector hot.)
-  const bool hot = bytes <= kHotReduceBytes && !Oversubscribed();
-  return g * *std::max_element(oversubscription_.begin(), oversubscription_.end()) *
-         (hot ? kHotReduceShare : 1);
+  const bool hot = bytes <= kHotReduceBytes && crowding <= 1;
+  return g * crowding * (hot ? kHotReduceShare : 1);
 }
 
 double CostModel::Slowest(const Paths& paths, double cb, double gamma) {
