@@ -239,6 +239,10 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
   uint32_t seen_answers = channels_->answers();
   std::string behind;  // peers that have not reached this call, by their answers
 
+  // Whether the previous pass moved anything (the first pass counts as
+  // one that did): a receive may poll for its piece only in a pass that
+  // follows an idle one and has moved nothing so far (RecvTarget::idle).
+  bool moved_before = true;
   // One pass over everything; returns whether anything moved.
   auto pass = [&](bool* moved) __attribute__((always_inline))->Status {
     *moved = false;
@@ -265,6 +269,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
         } else {
           RecvTarget target = RecvTargetOf(op);
           if (opens) target.opens = &call_of(op);
+          target.idle = !*moved && !moved_before;
           Status st = q.channel->ProgressRecv(target, op.bytes, &q.done);
           if (!st.ok()) return ExplainFailure(std::move(st), q, op, call_of(op), rank);
         }
@@ -284,6 +289,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     if (channels_->aborted()) return RemoteError("communicator aborted");
     bool moved;
     BATON_RETURN_IF_ERROR(pass(&moved));
+    moved_before = moved;
     if (moved || remaining == 0) {
       spinning = false;
       if (!behind.empty()) behind.clear();

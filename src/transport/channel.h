@@ -36,6 +36,14 @@ struct RecvTarget {
   // start with the peer's descriptor of the same call. Null: the message
   // continues the call, and must not start another.
   const CallDescriptor* opens = nullptr;
+  // The receiver has nothing else to do: the channel may poll a little
+  // longer for a piece about to come (ShmChannel samples its line
+  // transfers so). An executor clears it while its pass over the queues
+  // moves anything: a send that became ready in that pass (the step after
+  // this receive's reduction) must not wait behind that poll, or both ranks
+  // of a pair poll for each other's pieces (docs/performance.md, "A sample
+  // must not hold up a send").
+  bool idle = true;
 };
 
 // What a receiver found at the start of a message that does not belong to

@@ -240,6 +240,32 @@ Status ChannelSet::Publish(int peer, Fd control) {
   return Status::Ok();
 }
 
+std::unique_ptr<ChannelSet> ChannelSet::OverChannels(
+    int rank, std::vector<std::unique_ptr<Channel>> channels) {
+  auto set = std::make_unique<ChannelSet>();
+  const int n = static_cast<int>(channels.size());
+  set->rank_ = rank;
+  set->nranks_ = n;
+  set->channel_of_ = std::make_unique<std::atomic<Channel*>[]>(n);
+  set->connected_ = std::make_unique<std::atomic<bool>[]>(n);
+  set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
+  set->control_.resize(n);
+  set->peer_fds_.resize(n);
+  set->control_in_.resize(n);
+  set->control_done_.assign(n, 0);
+  set->peer_state_.resize(n);
+  set->failed_ = FailedSet(n);
+  set->shrink_offers_.resize(n);
+  set->peer_state_at_.resize(n);
+  for (int p = 0; p < n; ++p) {
+    set->peer_closed_[p].store(false);
+    set->channel_of_[p].store(channels[p].get());
+    set->connected_[p].store(channels[p] != nullptr);
+  }
+  set->channels_ = std::move(channels);
+  return set;
+}
+
 Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) {
   // A power of two, so that a slot's index is a mask, not a division, on
   // every message's path.

@@ -94,6 +94,11 @@ struct ChannelSetup {
 class ChannelSet {
  public:
   static Status Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>* out);
+  // For tests of what runs over channels (the executor): a set of rank
+  // `rank` over `channels` (one per rank; null for this rank), with no
+  // sockets, segments or watchdog. Its waits sleep on a private doorbell.
+  static std::unique_ptr<ChannelSet> OverChannels(int rank,
+                                                  std::vector<std::unique_ptr<Channel>> channels);
   ChannelSet();  // use Create
   ~ChannelSet();
   ChannelSet(const ChannelSet&) = delete;

@@ -393,8 +393,8 @@ Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* 
     const ShmSlotCell& cell = recv_ring_->cells[SlotIndex(recv_tail_, nslots)];
     uint64_t word = cell.word.load(std::memory_order_acquire);
     uint64_t seen_at = 0;
-    if (!SlotPublished(word, recv_tail_) && !consumed && adaptive_ && last_piece_large_ &&
-        Sampled(recv_tail_))
+    if (!SlotPublished(word, recv_tail_) && !consumed && target.idle && adaptive_ &&
+        last_piece_large_ && Sampled(recv_tail_))
       word = AwaitSampledPiece(cell, &seen_at);
     if (!SlotPublished(word, recv_tail_)) {
       if (consumed || !peer_closed_->load(std::memory_order_acquire)) break;

@@ -128,7 +128,8 @@ struct ShmRing {
 // kShmSampleEvery-th piece of at least kShmSampleMinBytes with the clock,
 // just before publishing it; a consumer that polls for that piece and finds
 // it missing (its previous piece being that large too, so that small calls
-// never wait here) polls that one cell for at most kShmSampleSpinNs and, if the
+// never wait here, and its executor having nothing else to do,
+// RecvTarget::idle) polls that one cell for at most kShmSampleSpinNs and, if the
 // piece comes, takes the time it saw it minus the stamp as a sample (an
 // executor's loop between two polls would add its own length). A window's
 // minimum is one transfer plus the offset between the two cores' clocks,

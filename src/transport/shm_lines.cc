@@ -72,6 +72,8 @@ void ShmChannel::MeasureLineTransfer(const ShmSlotCell& cell, uint64_t seen_at) 
   uint64_t stamp;
   memcpy(&stamp, cell.inline_data + kShmStampOffset, sizeof(stamp));
   if (!gauge_.Add(static_cast<int64_t>(seen_at - stamp))) return;
+  BATON_TRACE(kLogShm, "rank %d -> this rank: window %u's fastest transfer took %lld ns",
+              peer_rank_, gauge_.windows(), static_cast<long long>(gauge_.last_min_ns()));
   recv_ring_->oneway_ns.store(gauge_.last_min_ns(), std::memory_order_relaxed);
   recv_ring_->oneway_count.store(gauge_.windows(), std::memory_order_release);
 }
