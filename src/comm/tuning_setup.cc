@@ -36,6 +36,11 @@ Status Communicator::SetUpTuning() {
   CostParams params = DefaultCostParams(nic_mbps);
   if (config_.calibrate) BATON_RETURN_IF_ERROR(Calibrate(this, &params));
   params.rhd_switch_bytes = config_.rhd_switch_bytes;
+  // The smallest level-2 cache any rank reported bounds what stays hot.
+  uint64_t l2_kib = 0;
+  for (const PeerInfo& p : peers_)
+    if (p.l2_kib > 0) l2_kib = l2_kib == 0 ? p.l2_kib : std::min<uint64_t>(l2_kib, p.l2_kib);
+  params.hot_reduce_bytes = HotReduceBytes(l2_kib << 10);
 
   std::vector<int> cores(hosts.size(), 0);
   for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;

@@ -330,6 +330,13 @@ Status LoadMachine(const std::string& xml_path, Machine* out, bool with_devices)
     if (!core.pus.empty()) m.cores.push_back(std::move(core));
   }
   if (m.cores.empty()) return InternalError("hwloc found no cores in " + m.source);
+  for (hwloc_obj_t c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L2CACHE, nullptr); c != nullptr;
+       c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L2CACHE, c)) {
+    if (c->attr == nullptr || c->attr->cache.type == HWLOC_OBJ_CACHE_INSTRUCTION ||
+        c->attr->cache.size == 0)
+      continue;
+    if (m.l2_bytes == 0 || c->attr->cache.size < m.l2_bytes) m.l2_bytes = c->attr->cache.size;
+  }
   if (with_devices) ReadDevices(t, &m);
   *out = std::move(m);
   return Status::Ok();

@@ -78,6 +78,9 @@ struct Machine {
   int packages = 1;
   int numa_nodes = 1;
   int pus = 1;
+  // The smallest level-2 data (or unified) cache hwloc lists, in bytes: a
+  // core's own cache on most CPUs; 0 when it lists none (some exports).
+  uint64_t l2_bytes = 0;
   std::vector<Core> cores;  // in hwloc's logical order
   std::vector<Device> gpus;
   std::vector<Device> nics;

@@ -37,6 +37,10 @@ size_t ChunkCount(size_t block, size_t chunk) {
 
 }  // namespace
 
+size_t HotReduceBytes(uint64_t l2_bytes) {
+  return l2_bytes == 0 ? kDefaultHotReduceBytes : static_cast<size_t>(l2_bytes / 4);
+}
+
 CostParams DefaultCostParams(int nic_mbps) {
   CostParams p;
   // Shared memory: one small message through a control cell, and a copy in
@@ -65,7 +69,7 @@ double CostModel::Gamma(batonDataType_t datatype, size_t bytes) const {
   const double crowding = *std::max_element(oversubscription_.begin(), oversubscription_.end());
   // (Ranks that take turns on a core evict each other's lines: no host of
   // more ranks than cores keeps a vector hot.)
-  const bool hot = bytes <= kHotReduceBytes && crowding <= 1;
+  const bool hot = bytes <= params_.hot_reduce_bytes && crowding <= 1;
   return g * crowding * (hot ? kHotReduceShare : 1);
 }
 
@@ -128,16 +132,16 @@ double CostModel::RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
   return t;
 }
 
-size_t CostModel::RhdCrossover(double hot_gamma, double gamma, int p,
+size_t CostModel::RhdCrossover(double hot_gamma, double gamma, size_t hot_bytes, int p,
                                const std::vector<StepCost>& steps, const StepCost& fold) {
   auto rabenseifner_wins = [&](size_t n) {
     const double nb = static_cast<double>(n);
-    const double g = n <= kHotReduceBytes ? hot_gamma : gamma;
+    const double g = n <= hot_bytes ? hot_gamma : gamma;
     return RhdAllReduce(true, nb, g, p, steps, fold) < RhdAllReduce(false, nb, g, p, steps, fold);
   };
   // With one gamma both are linear in n and Rabenseifner moves and reduces
   // fewer bytes, so it wins from one size on, found by bisection (2^40:
-  // never); the larger gamma beyond kHotReduceBytes only favours it more.
+  // never); the larger gamma beyond hot_bytes only favours it more.
   auto first_win = [&](size_t lo, size_t hi) {
     if (!rabenseifner_wins(hi)) return SIZE_MAX;
     while (hi - lo > 1) {
@@ -146,8 +150,8 @@ size_t CostModel::RhdCrossover(double hot_gamma, double gamma, int p,
     }
     return rabenseifner_wins(lo) ? lo : hi;
   };
-  const size_t hot = first_win(0, kHotReduceBytes);
-  return hot != SIZE_MAX ? hot : first_win(kHotReduceBytes + 1, size_t{1} << 40);
+  const size_t hot = first_win(0, hot_bytes);
+  return hot != SIZE_MAX ? hot : first_win(hot_bytes + 1, size_t{1} << 40);
 }
 
 void CostModel::ComputeRhdSwitches() {
@@ -161,7 +165,8 @@ void CostModel::ComputeRhdSwitches() {
                    const StepCost& fold) {
     return params_.rhd_switch_bytes != 0
                ? params_.rhd_switch_bytes
-               : std::max(kRhdSmallMessageBytes, RhdCrossover(hot_gamma, gamma, p, steps, fold));
+               : std::max(kRhdSmallMessageBytes,
+                          RhdCrossover(hot_gamma, gamma, params_.hot_reduce_bytes, p, steps, fold));
   };
   for (int t = 0; t < batonNumTypes; ++t) {
     const auto type = static_cast<batonDataType_t>(t);

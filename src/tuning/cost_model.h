@@ -37,6 +37,15 @@ struct LinkCost {
   double us_per_byte = 0;  // beta
 };
 
+// CostParams::hot_reduce_bytes where no rank knows its caches: a quarter of
+// a 1 MiB level-2 cache, as on the VM the figures came from.
+constexpr size_t kDefaultHotReduceBytes = 256 << 10;
+
+// The largest vector that stays in a level-2 cache of `l2_bytes` (0:
+// unknown, kDefaultHotReduceBytes) while a reduction reads it, the peer's
+// piece and writes the result: a quarter of it, leaving room for the rest.
+size_t HotReduceBytes(uint64_t l2_bytes);
+
 struct CostParams {
   LinkCost link[kNumLinkClasses];
   double reduce_us_per_byte[batonNumTypes] = {};  // gamma, per datatype
@@ -47,6 +56,12 @@ struct CostParams {
   // doubling to Rabenseifner, in bytes (BATON_RHD_SWITCH); 0: the cost
   // model's crossover of the two.
   size_t rhd_switch_bytes = 0;
+  // A vector of at most this many bytes stays in a core's cache, where the
+  // reduction, fused into the copy out of the peer's piece, adds little to
+  // that copy (beta): kHotReduceShare of gamma, which the figures measure
+  // from memory (docs/tuning.md, "Reductions in cache"). HotReduceBytes of
+  // the ranks' smallest level-2 cache.
+  size_t hot_reduce_bytes = kDefaultHotReduceBytes;
   // "defaults" or what calibrated them; for logs and baton-topo.
   std::string source = "defaults";
 };
@@ -107,11 +122,8 @@ class CostModel {
     return inter_host ? inter_rhd_switch_[i] : rhd_switch_[i];
   }
 
-  // A vector of at most kHotReduceBytes stays in a core's cache, where the
-  // reduction, fused into the copy out of the peer's piece, adds little
-  // to that copy (beta): kHotReduceShare of gamma, which the figures
-  // measure from memory (docs/tuning.md, "Reductions in cache").
-  static constexpr size_t kHotReduceBytes = 256 << 10;
+  // What a reduction of a vector of at most CostParams::hot_reduce_bytes
+  // costs, as a share of gamma (docs/tuning.md, "Reductions in cache").
   static constexpr double kHotReduceShare = 0.05;
 
   // The chunk sizes the model chooses among.
@@ -176,7 +188,7 @@ class CostModel {
 
   // The formulas (cost_model.cc).
   // gamma for `datatype`, scaled for oversubscription; for a vector of at
-  // most kHotReduceBytes, kHotReduceShare of it.
+  // most params_.hot_reduce_bytes, kHotReduceShare of it.
   double Gamma(batonDataType_t datatype, size_t bytes) const;
   // The slowest of `paths` for one chunk of `cb` bytes, `gamma` per hop.
   static double Slowest(const Paths& paths, double cb, double gamma);
@@ -196,7 +208,7 @@ class CostModel {
   static double RhdAllReduce(bool rabenseifner, double n, double gamma, int p,
                              const std::vector<StepCost>& steps, const StepCost& fold);
   // Where Rabenseifner becomes the cheaper of the two.
-  static size_t RhdCrossover(double hot_gamma, double gamma, int p,
+  static size_t RhdCrossover(double hot_gamma, double gamma, size_t hot_bytes, int p,
                              const std::vector<StepCost>& steps, const StepCost& fold);
   void ComputeRhdSwitches();
   double Tree(Collective c, size_t n, double gamma, size_t chunk) const;

@@ -24,7 +24,8 @@ std::string DescribeCostParams(const CostParams& params) {
              GBps(l.us_per_byte));
     out += buf;
   }
-  snprintf(buf, sizeof(buf), " context switch %.3g us;", params.switch_us);
+  snprintf(buf, sizeof(buf), " context switch %.3g us; reductions in cache up to %zu KiB;",
+           params.switch_us, params.hot_reduce_bytes >> 10);
   out += buf;
   out += " reduce";
   for (int t = 0; t < batonNumTypes; ++t) {
@@ -46,7 +47,8 @@ std::string CostParamsJson(const CostParams& params) {
              l.overhead_us, l.us_per_byte);
     out += buf;
   }
-  snprintf(buf, sizeof(buf), "}, \"switch_us\": %.6g", params.switch_us);
+  snprintf(buf, sizeof(buf), "}, \"switch_us\": %.6g, \"hot_reduce_bytes\": %zu", params.switch_us,
+           params.hot_reduce_bytes);
   out += buf;
   out += ", \"reduce_us_per_byte\": {";
   for (int t = 0; t < batonNumTypes; ++t) {
@@ -67,8 +69,8 @@ std::string TuningReportJson(const CommTopology& topology, const CostModel& mode
     for (int r : topology.host_ranks()[h]) {
       const RankPlace& p = topology.place(r);
       out += first ? "" : ", ";
-      out += "{\"rank\": " + std::to_string(r) + ", \"package\": " +
-             (p.package < 0 ? std::string("null") : std::to_string(p.package)) +
+      out += "{\"rank\": " + std::to_string(r) +
+             ", \"package\": " + (p.package < 0 ? std::string("null") : std::to_string(p.package)) +
              ", \"numa\": " + (p.numa < 0 ? std::string("null") : std::to_string(p.numa)) + "}";
       first = false;
     }

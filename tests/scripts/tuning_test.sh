@@ -28,6 +28,8 @@ t = json.load(open(sys.argv[1]))
 for key in ("packages", "numa_nodes", "cores", "pus", "gpus", "nics", "algorithms", "cost"):
     assert key in t, key
 assert t["packages"] == 2 and t["numa_nodes"] == 2 and t["cores"] == 16, t
+# Its level-2 caches of 256 KiB keep a quarter of that hot.
+assert t["cost"]["hot_reduce_bytes"] == 64 << 10, t["cost"]
 for dev in t["nics"] + t["gpus"]:
     assert set(("name", "pci", "numa", "pci_switch", "host_bridge")) <= set(dev), dev
 # One GPU, its paths to itself and to each NIC (the mlx5 shares its root port).
@@ -66,6 +68,15 @@ BATON_DEBUG_SUBSYS=TUNING BATON_TOPO_DUMP_FILE="$tmp/dump.json" \
 grep -q "TUNING allreduce 8 B: ring .* us, rhd .* us, tree .* us, hier .* us -> " "$tmp/tuning.log" ||
   fail "no TUNING allreduce line: $(head -5 "$tmp/tuning.log")"
 grep -q "TUNING cost figures (defaults" "$tmp/tuning.log" || fail "no cost figures line"
+grep -Eq "TUNING cost figures .*; reductions in cache up to [0-9]+ KiB;" "$tmp/tuning.log" ||
+  fail "no in-cache bound in the cost figures"
+# The ranks' level-2 caches set it: those of the machine BATON_TOPO_FILE
+# describes (256 KiB, so 64 KiB) when set.
+BATON_TOPO_FILE="$xml" BATON_DEBUG_SUBSYS=TUNING \
+  "$batonrun" -n 2 "$perf" -y 1 -b 8 -e 8 -n 2 -w 1 > "$tmp/l2.log" 2>&1 ||
+  fail "run with BATON_TOPO_FILE"
+grep -q "TUNING cost figures .*; reductions in cache up to 64 KiB;" "$tmp/l2.log" ||
+  fail "BATON_TOPO_FILE's level-2 caches not in the cost figures: $(grep 'cost figures' "$tmp/l2.log")"
 # (Its value, for 2 ranks with a core each the in-cache crossover, is
 # tests/unit/rhd_switch_test.cc's.)
 grep -Eq "TUNING rhd allreduce \(float32\) switches to Rabenseifner at [0-9]+ B, .* \(the cost model\)" \

@@ -88,7 +88,7 @@ double Replay(const CommTopology& topo, const CostParams& params, Collective c, 
   // The model's gamma for this vector (hosts with cores to spare): a
   // vector that stays in cache reduces for kHotReduceShare of it.
   const double gamma = params.reduce_us_per_byte[batonFloat32] *
-                       (bytes <= CostModel::kHotReduceBytes ? CostModel::kHotReduceShare : 1);
+                       (bytes <= params.hot_reduce_bytes ? CostModel::kHotReduceShare : 1);
   return ReplaySchedules(schedules, link, [&](int r) { return topo.host_of(r); }, gamma);
 }
 

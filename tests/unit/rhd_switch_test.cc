@@ -71,20 +71,21 @@ struct Setting {
   CostParams params;
   double alpha, beta, gamma;  // what one rhd step costs in this setting
   // gamma for a vector of n bytes: kHotReduceShare of it up to
-  // kHotReduceBytes, unless ranks share cores (the simulated hosts).
+  // params.hot_reduce_bytes, unless ranks share cores (the simulated hosts).
   double GammaAt(size_t n) const {
-    return machine == 0 && n <= CostModel::kHotReduceBytes ? gamma * CostModel::kHotReduceShare
-                                                           : gamma;
+    return machine == 0 && n <= params.hot_reduce_bytes ? gamma * CostModel::kHotReduceShare
+                                                        : gamma;
   }
 };
 
-// The crossover with a gamma that grows past kHotReduceBytes: the hot
+// The crossover with a gamma that grows past hot_reduce_bytes: the hot
 // one's if it lies below that, else the larger gamma's, but not below it.
 double Crossover(const Setting& s, int p) {
   const double hot = ClosedFormCrossover(p, s.alpha, s.beta, s.GammaAt(0));
-  if (hot <= static_cast<double>(CostModel::kHotReduceBytes)) return hot;
+  const size_t hot_bytes = s.params.hot_reduce_bytes;
+  if (hot <= static_cast<double>(hot_bytes)) return hot;
   return std::max(ClosedFormCrossover(p, s.alpha, s.beta, s.gamma),
-                  static_cast<double>(CostModel::kHotReduceBytes + 1));
+                  static_cast<double>(hot_bytes + 1));
 }
 
 // Shared memory (one host, plenty of cores) with the default figures and
@@ -97,10 +98,15 @@ std::vector<Setting> Settings() {
   slow.link[static_cast<int>(LinkClass::kSameNuma)].alpha_us = 5;
   const LinkCost shm = d.link[static_cast<int>(LinkClass::kSameNuma)];
   const LinkCost net = d.link[static_cast<int>(LinkClass::kNetwork)];
+  // Level-2 caches of 256 KiB (the 2-socket machine of tests/data): what
+  // stays hot ends at 64 KiB, below the 2-rank hot crossover.
+  CostParams small_l2 = d;
+  small_l2.hot_reduce_bytes = HotReduceBytes(256 << 10);
   const double g = d.reduce_us_per_byte[batonFloat32];
   std::vector<Setting> out;
   for (int p : {2, 4, 8, 16}) {
     out.push_back({"shm", 1, p, 0, d, shm.alpha_us, shm.us_per_byte, g});
+    out.push_back({"shm, 256 KiB L2", 1, p, 0, small_l2, shm.alpha_us, shm.us_per_byte, g});
     out.push_back({"shm, 5 us steps", 1, p, 0, slow, 5, shm.us_per_byte, g});
     out.push_back({"tcp", p, 1, 0, d, net.alpha_us, net.us_per_byte, g});
     if (p >= 4) {

@@ -10,6 +10,7 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -72,6 +73,7 @@ TEST(MachineTest, TwentyFourNumaServer) {
   EXPECT_EQ(m.numa_nodes, 24);
   EXPECT_EQ(m.core_count(), 192);
   EXPECT_EQ(m.pus, 384);
+  EXPECT_EQ(m.l2_bytes, 256u << 10);
   EXPECT_TRUE(m.gpus.empty());
   ASSERT_EQ(m.nics.size(), 7u);
   int ethernet_numa0 = 0, ethernet_numa4 = 0;
@@ -101,6 +103,7 @@ TEST(MachineTest, TwoSocketBoxWithGpuAndMlx5) {
   EXPECT_EQ(m.numa_nodes, 2);
   EXPECT_EQ(m.core_count(), 16);
   EXPECT_EQ(m.pus, 32);
+  EXPECT_EQ(m.l2_bytes, 256u << 10);
   ASSERT_EQ(m.gpus.size(), 1u);  // the AMD OpenCL device beside it computes nothing CUDA can use
   EXPECT_EQ(m.gpus[0].name, "cuda0");
   EXPECT_EQ(m.gpus[0].pci, "0000:84:00.0");
@@ -130,6 +133,7 @@ TEST(MachineTest, Dgx2) {
   EXPECT_EQ(m.packages, 2);
   EXPECT_EQ(m.numa_nodes, 2);
   EXPECT_EQ(m.core_count(), 4);  // trimmed to 2 cores a socket
+  EXPECT_EQ(m.l2_bytes, 1u << 20);
   ASSERT_EQ(m.gpus.size(), 16u);
   for (size_t g = 0; g < m.gpus.size(); ++g) {
     EXPECT_EQ(m.gpus[g].name, "nvml" + std::to_string(g));
@@ -252,6 +256,7 @@ TEST(MachineTest, Power8WithFourGpus) {
   EXPECT_EQ(m.numa_nodes, 2);
   EXPECT_EQ(m.core_count(), 8);
   EXPECT_EQ(m.pus, 16);
+  EXPECT_EQ(m.l2_bytes, 0u);     // the export lists no caches
   ASSERT_EQ(m.gpus.size(), 4u);  // CUDA, OpenCL and NVML devices of one GPU count once
   for (size_t g = 0; g < 4; ++g) {
     EXPECT_EQ(m.gpus[g].name, "cuda" + std::to_string(g));
@@ -280,6 +285,17 @@ TEST(MachineTest, ThisMachine) {
   ASSERT_TRUE(CurrentAffinity(&pus).ok());
   ASSERT_FALSE(pus.empty());
   for (int pu : pus) EXPECT_GE(m.CoreOfPu(pu), 0) << pu;
+  // The level-2 cache as Linux lists CPU 0's (on machines whose cores'
+  // caches are alike, as every one this runs on).
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level >> std::ws) || !(type_file >> type) || !(size_file >> size)) break;
+    if (level != 2 || type == "Instruction") continue;
+    EXPECT_EQ(m.l2_bytes, std::stoull(size) << (size.back() == 'M' ? 20 : 10)) << size;
+  }
   const Machine* cached = nullptr;
   ASSERT_TRUE(CachedMachine("", &cached).ok());
   EXPECT_EQ(cached->core_count(), m.core_count());

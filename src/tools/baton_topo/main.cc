@@ -247,8 +247,8 @@ int main(int argc, char** argv) {
   const std::vector<int> ring = topology.RingOrder();
   baton::CostParams params = baton::DefaultCostParams(nic_mbps);
   params.rhd_switch_bytes = settings.rhd_switch;
-  const baton::CostModel model(topology, ring, std::vector<int>(opt.hosts, m.core_count()),
-                               params);
+  params.hot_reduce_bytes = baton::HotReduceBytes(m.l2_bytes);
+  const baton::CostModel model(topology, ring, std::vector<int>(opt.hosts, m.core_count()), params);
   baton::AlgorithmFilter filter;
   if (baton::Status st = baton::AlgorithmFilter::Parse(settings.algo, &filter); !st.ok()) {
     fprintf(stderr, "baton-topo: %s\n", st.message().c_str());
@@ -272,8 +272,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   printf("machine: %s\n", m.source.c_str());
-  printf("  %d packages, %d NUMA nodes, %d cores, %d hardware threads\n", m.packages, m.numa_nodes,
+  printf("  %d packages, %d NUMA nodes, %d cores, %d hardware threads", m.packages, m.numa_nodes,
          m.core_count(), m.pus);
+  if (m.l2_bytes > 0)
+    printf(", level-2 caches of %llu KiB", (unsigned long long)(m.l2_bytes >> 10));
+  printf("\n");
   for (const Device& g : m.gpus)
     printf("  GPU %-8s %s  NUMA node %s\n", g.name.c_str(), g.pci.c_str(),
            JsonNuma(g.numa).c_str());
