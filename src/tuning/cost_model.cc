@@ -393,12 +393,16 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   Algorithm inters[kCandidates];
   double fastest = -1;
   for (size_t i = 0; i < kCandidates; ++i) {
+    if (ring_.cpu_bound && kChunkCandidates[i] < kShmMinChunkBytes) {
+      us[i] = -1;
+      continue;
+    }
     us[i] = evaluate(kChunkCandidates[i]);
     inters[i] = inter;
     if (fastest < 0 || us[i] < fastest) fastest = us[i];
   }
   for (size_t i = kCandidates; i-- > 0;) {
-    if (us[i] <= fastest * (1 + margin)) {
+    if (us[i] >= 0 && us[i] <= fastest * (1 + margin)) {
       best.us = fastest;
       best.chunk_bytes = kChunkCandidates[i];
       best.inter = inters[i];

@@ -136,6 +136,13 @@ class CostModel {
   // ranks gain from the pipeline (docs/tuning.md, "Chunks that must earn
   // their keep"). Elsewhere only ties keep the larger chunk.
   static constexpr double kSmallerChunkGain = 0.02;
+  // The smallest chunk a communicator whose ranks all share memory takes.
+  // There each piece also costs a few line transfers, which the model's
+  // overhead leaves out: where lines take long to cross (a ring turned
+  // far, on streaming stores) 16 KiB pieces ran up to twice as slow as 64
+  // KiB ones, and where they cross fast they gained little (docs/tuning.md,
+  // "Chunks that must earn their keep").
+  static constexpr size_t kShmMinChunkBytes = 32 << 10;
 
   // Whether some host runs more ranks than it has cores.
   bool Oversubscribed() const {

@@ -277,12 +277,13 @@ TEST(CostModelTest, OversubscriptionRaisesLatency) {
   EXPECT_GT(b, a * 4);
 }
 
-// The chunk a prediction runs: the largest candidate as fast as the fastest,
-// within kSmallerChunkGain for two ranks on shared memory (smaller chunks
-// cost them more than the model sees), and the fastest's time either way,
-// so that the margin never changes which algorithm wins.
-TEST(CostModelTest, TwoRanksOnOneHostTakeASmallerChunkOnlyForAClearGain) {
-  for (int ranks : {2, 4}) {
+// The chunk a prediction runs: on one host at least kShmMinChunkBytes; the
+// largest allowed candidate as fast as the fastest, within kSmallerChunkGain
+// for two ranks on shared memory (smaller chunks cost them more than the
+// model sees), and the fastest's time either way, so that the margin never
+// changes which algorithm wins.
+TEST(CostModelTest, ChunksOnOneHostAreLargeAndSmallerOnesMustEarnTheirKeep) {
+  for (int ranks : {2, 4, 8}) {
     const CommTopology topo = Layout(1, ranks);
     const CostModel model(topo, topo.RingOrder(), {64}, DefaultCostParams(10000));
     const double margin = ranks == 2 ? CostModel::kSmallerChunkGain : 1e-9;
@@ -290,13 +291,15 @@ TEST(CostModelTest, TwoRanksOnOneHostTakeASmallerChunkOnlyForAClearGain) {
       for (Collective c : {Collective::kAllReduce, Collective::kBroadcast}) {
         const Prediction pred = model.Predict(c, Algorithm::kRing, bytes, batonFloat32);
         ASSERT_TRUE(pred.valid);
+        const std::string where = std::to_string(ranks) + " ranks, " + CollectiveName(c) + " " +
+                                  std::to_string(bytes) + " B";
+        EXPECT_GE(pred.chunk_bytes, CostModel::kShmMinChunkBytes) << where;
         double fastest = -1;
         for (size_t chunk : CostModel::kChunkCandidates) {
+          if (chunk < CostModel::kShmMinChunkBytes) continue;
           const double t = model.Predict(c, Algorithm::kRing, bytes, batonFloat32, chunk).us;
           if (fastest < 0 || t < fastest) fastest = t;
         }
-        const std::string where = std::to_string(ranks) + " ranks, " + CollectiveName(c) + " " +
-                                  std::to_string(bytes) + " B";
         EXPECT_DOUBLE_EQ(pred.us, fastest) << where;
         const double chosen =
             model.Predict(c, Algorithm::kRing, bytes, batonFloat32, pred.chunk_bytes).us;
@@ -310,13 +313,27 @@ TEST(CostModelTest, TwoRanksOnOneHostTakeASmallerChunkOnlyForAClearGain) {
       }
     }
   }
-  // The case that showed it: two ranks, 64 KiB, where 16 KiB chunks were
-  // 0.1% ahead of the ring in one piece.
+  // The case that showed the margin: two ranks, 64 KiB, where 16 KiB
+  // chunks were 0.1% ahead of the ring in one piece.
   const CommTopology two = Layout(1, 2);
   const CostModel model(two, two.RingOrder(), {64}, DefaultCostParams(10000));
   EXPECT_GE(
       model.Predict(Collective::kAllReduce, Algorithm::kRing, 64 << 10, batonFloat32).chunk_bytes,
       size_t{32} << 10);
+  // Between hosts every candidate stays: the fastest of them all is taken.
+  const CommTopology hosts = Layout(4, 1);
+  const CostModel net(hosts, hosts.RingOrder(), {64, 64, 64, 64}, DefaultCostParams(10000));
+  for (size_t bytes = 64 << 10; bytes <= (size_t{64} << 20); bytes *= 4) {
+    double fastest = -1;
+    for (size_t chunk : CostModel::kChunkCandidates) {
+      const double t =
+          net.Predict(Collective::kBroadcast, Algorithm::kRing, bytes, batonFloat32, chunk).us;
+      if (fastest < 0 || t < fastest) fastest = t;
+    }
+    EXPECT_DOUBLE_EQ(
+        net.Predict(Collective::kBroadcast, Algorithm::kRing, bytes, batonFloat32).us, fastest)
+        << bytes;
+  }
 }
 
 }  // namespace
