@@ -43,26 +43,11 @@ Status ChannelSet::Create(const ChannelSetup& setup, std::unique_ptr<ChannelSet>
   set->id_ = *setup.id;
   set->peers_ = peers;
   set->config_ = setup.config;
+  set->SizePerPeer(n);
   set->channels_.resize(n);
   set->peer_segments_.resize(n);
-  set->channel_of_ = std::make_unique<std::atomic<Channel*>[]>(n);
-  set->connected_ = std::make_unique<std::atomic<bool>[]>(n);
-  set->control_.resize(n);
-  set->peer_fds_.resize(n);
-  set->control_in_.resize(n);
-  set->control_done_.assign(n, 0);
-  set->peer_state_.resize(n);
-  set->failed_ = FailedSet(n);
-  set->shrink_offers_.resize(n);
-  set->peer_state_at_.resize(n);
   set->pair_.assign(n, Pair::kNone);
   set->incoming_.resize(n);
-  set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
-  for (int p = 0; p < n; ++p) {
-    set->peer_closed_[p].store(false);
-    set->channel_of_[p].store(nullptr);
-    set->connected_[p].store(false);
-  }
 
   set->watch_epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   set->wake_fd_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
@@ -246,24 +231,32 @@ std::unique_ptr<ChannelSet> ChannelSet::OverChannels(
   const int n = static_cast<int>(channels.size());
   set->rank_ = rank;
   set->nranks_ = n;
-  set->channel_of_ = std::make_unique<std::atomic<Channel*>[]>(n);
-  set->connected_ = std::make_unique<std::atomic<bool>[]>(n);
-  set->peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
-  set->control_.resize(n);
-  set->peer_fds_.resize(n);
-  set->control_in_.resize(n);
-  set->control_done_.assign(n, 0);
-  set->peer_state_.resize(n);
-  set->failed_ = FailedSet(n);
-  set->shrink_offers_.resize(n);
-  set->peer_state_at_.resize(n);
+  set->SizePerPeer(n);
   for (int p = 0; p < n; ++p) {
-    set->peer_closed_[p].store(false);
     set->channel_of_[p].store(channels[p].get());
     set->connected_[p].store(channels[p] != nullptr);
   }
   set->channels_ = std::move(channels);
   return set;
+}
+
+void ChannelSet::SizePerPeer(int n) {
+  channel_of_ = std::make_unique<std::atomic<Channel*>[]>(n);
+  connected_ = std::make_unique<std::atomic<bool>[]>(n);
+  peer_closed_ = std::make_unique<std::atomic<bool>[]>(n);
+  for (int p = 0; p < n; ++p) {
+    channel_of_[p].store(nullptr);
+    connected_[p].store(false);
+    peer_closed_[p].store(false);
+  }
+  control_.resize(n);
+  peer_fds_.resize(n);
+  control_in_.resize(n);
+  control_done_.assign(n, 0);
+  peer_state_.resize(n);
+  failed_ = FailedSet(n);
+  shrink_offers_.resize(n);
+  peer_state_at_.resize(n);
 }
 
 Status ChannelSet::CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings) {

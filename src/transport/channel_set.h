@@ -244,6 +244,9 @@ class ChannelSet {
   // set to every connected peer not in it.
   void MarkFailedLocked(const std::vector<int>& ranks);
   void ShareFailedLocked();
+  // Sizes the per-peer state for `n` ranks: no channels, nobody connected
+  // or closed, no control traffic.
+  void SizePerPeer(int n);
   void Notify();
   Status SetupShm(const ChannelSetup& setup, const std::vector<int>& local_peers);
   Status CreateOwnSegment(const ChannelSetup& setup, uint32_t nrings);
