@@ -351,6 +351,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       // Re-check after announcing the sleep: a peer that published before
       // seeing our flag will not ring.
       BATON_RETURN_IF_ERROR(pass(&moved));
+      moved_before = moved;
       if (moved) {
         channels_->CancelSleep();
         spinning = false;

@@ -389,20 +389,20 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   // moves chunk sizes, never the algorithm.
   const double margin = p_ == 2 && ring_.cpu_bound ? kSmallerChunkGain : 1e-9;
   constexpr size_t kCandidates = std::size(kChunkCandidates);
+  // (Candidates ascend; on shared memory the smallest are not taken.)
+  size_t first = 0;
+  while (ring_.cpu_bound && first + 1 < kCandidates && kChunkCandidates[first] < kShmMinChunkBytes)
+    ++first;
   double us[kCandidates];
   Algorithm inters[kCandidates];
   double fastest = -1;
-  for (size_t i = 0; i < kCandidates; ++i) {
-    if (ring_.cpu_bound && kChunkCandidates[i] < kShmMinChunkBytes) {
-      us[i] = -1;
-      continue;
-    }
+  for (size_t i = first; i < kCandidates; ++i) {
     us[i] = evaluate(kChunkCandidates[i]);
     inters[i] = inter;
     if (fastest < 0 || us[i] < fastest) fastest = us[i];
   }
-  for (size_t i = kCandidates; i-- > 0;) {
-    if (us[i] >= 0 && us[i] <= fastest * (1 + margin)) {
+  for (size_t i = kCandidates; i-- > first;) {
+    if (us[i] <= fastest * (1 + margin)) {
       best.us = fastest;
       best.chunk_bytes = kChunkCandidates[i];
       best.inter = inters[i];
