@@ -4,13 +4,26 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/datatype.h"
+
 namespace baton {
 namespace {
 
+// As the ordinary path words a call (algorithms/call_description.h):
+// "allreduce (4096 x float, sum)". The v-collectives' count is their total
+// and their root field the counts' hash (launch/call.cc).
 std::string Describe(const IpcRecord& r) {
-  return std::string(CollectiveName(static_cast<Collective>(r.collective))) +
-         "(count=" + std::to_string(r.count) + ", datatype=" + std::to_string(r.datatype) +
-         ", op=" + std::to_string(r.op) + ", root=" + std::to_string(r.root) + ")";
+  const auto c = static_cast<Collective>(r.collective);
+  std::string out = std::string(CollectiveName(c)) + " (" + std::to_string(r.count) + " x " +
+                    DatatypeName(static_cast<batonDataType_t>(r.datatype));
+  if (HasVariableCounts(c)) {
+    char hash[16];
+    std::snprintf(hash, sizeof(hash), "%x", static_cast<unsigned>(r.root));
+    out += std::string(" in all, counts #") + hash;
+  }
+  if (Reduces(c)) out += std::string(", ") + RedOpName(static_cast<batonRedOp_t>(r.op));
+  if (HasRoot(c)) out += ", root " + std::to_string(r.root);
+  return out + ")";
 }
 
 }  // namespace

@@ -59,9 +59,13 @@ struct Op {
 // A call on ordinary buffers large enough for the single-copy path
 // (comm/host_cma.cc) travels the same way with `ordinary` set and no
 // allocations: the peers reach its buffers through cross-memory attach.
+// An allreduce on ordinary buffers of the copy-in path (comm/copy_in.cc)
+// has `copy_in` set: its input is copied into the communicator's stage,
+// which the peers map, and the call runs there.
 struct RegisteredCall {
   bool valid = false;
   bool ordinary = false;
+  bool copy_in = false;
   IpcCall call;
   const void* send = nullptr;
   void* recv = nullptr;

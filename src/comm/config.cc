@@ -45,6 +45,9 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
   c.cma_coll_min_bytes = s.cma_coll_min_bytes;
   c.cma_coll_min_speed = static_cast<int>(std::clamp<int64_t>(s.cma_coll_min_speed, 0, 100000));
   c.registered_min_bytes = s.registered_min_bytes;
+  c.copy_in = static_cast<int>(std::clamp<int64_t>(s.copy_in, -1, 1));
+  c.copy_in_min_bytes = s.copy_in_min_bytes;
+  c.copy_in_max_bytes = s.copy_in_max_bytes;
   c.chunk_bytes = s.chunksize == 0 ? 0 : std::max<uint64_t>(s.chunksize, 4096);
   c.rhd_switch_bytes = s.rhd_switch;
   c.net_mbps = s.net_mbps;

@@ -32,6 +32,12 @@ struct CommConfig {
   // needs the kernel's copy at this percentage of memcpy's rate or more
   // (transport/cma.h, CmaCopySpeed); 0 skips the measurement.
   int cma_coll_min_speed = 60;
+  // BATON_COPY_IN (-1 where ranks outnumber cores, 1 always, 0 never),
+  // _MIN_BYTES, _MAX_BYTES: which allreduces on ordinary buffers of one host
+  // take the copy-in path (comm/copy_in.cc, launch/call.cc).
+  int copy_in = -1;
+  uint64_t copy_in_min_bytes = 16 << 10;
+  uint64_t copy_in_max_bytes = 2 << 20;
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
   std::string trace_file;         // BATON_TRACE_FILE (empty: no timeline)
   int64_t trace_events = 100000;  // BATON_TRACE_EVENTS

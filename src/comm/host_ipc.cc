@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "base/datatype.h"
@@ -14,6 +16,8 @@
 #include "base/log.h"
 #include "base/partition.h"
 #include "comm/comm.h"
+#include "exec/call_check.h"
+#include "exec/executor.h"
 #include "kernels/cpu_reduce.h"
 #include "transport/cma.h"
 
@@ -84,14 +88,20 @@ Status HostIpcState::Map(const SharedAllocInfo& info, const uint8_t** base) {
 
 namespace {
 
+// Weighs where a peer that was asked says it is (exec/call_check.h's
+// CheckPeerState): an error for a peer in another call, else a line for
+// *behind when it has not entered this one.
+using PeerJudge = std::function<Status(int peer, const CallState& state, std::string* behind)>;
+
 // Waits until `ready()` holds, `peer` being the rank it waits for: a
 // deadline, and an error as soon as that peer's sockets close or the
 // communicator is aborted. Polls as the set's spin policy says, then
 // sleeps on the doorbell, which a peer rings when it publishes progress or
-// a record, as the executor's waits do (docs/design.md, "Waiting").
+// a record, as the executor's waits do (docs/design.md, "Waiting"). With a
+// `judge`, the timeout says where the peer is, as the executor's does.
 template <typename Ready>
-Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what,
-                   Ready ready) {
+Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what, Ready ready,
+                   const PeerJudge* judge = nullptr) {
   if (ready()) return Status::Ok();
   const Clock::time_point start = Clock::now();
   const Deadline deadline = DeadlineIn(timeout_s);
@@ -120,8 +130,12 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       if (asked_at != Clock::time_point{} && !ch.PeerState(peer, asked_at, &state))
         verdict = "; rank " + std::to_string(peer) + " (pid " + std::to_string(ch.peer_pid(peer)) +
                   ") does not answer (stopped, or its process hangs)";
+      else if (asked_at != Clock::time_point{} && judge != nullptr)
+        BATON_RETURN_IF_ERROR((*judge)(peer, state, &verdict));
+      char secs[32];
+      std::snprintf(secs, sizeof(secs), "%g", timeout_s);
       return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what + " within " +
-                          std::to_string(timeout_s) + " s (BATON_TIMEOUT)" + verdict);
+                          secs + " s (BATON_TIMEOUT)" + verdict);
     }
     if (spinner.Pause(now)) continue;
     // Announce the sleep, then look once more: a peer that published
@@ -320,10 +334,14 @@ Status SettleReach(ChannelSet& ch, int me, int n, double timeout_s, const Status
   }
   st->reach = HostIpcState::Reach::kNo;
   if (unable == me)
-    BATON_WARN(kLogColl, "registered buffers: %s; they are not mapped", mapped.message().c_str());
+    BATON_WARN(kLogColl,
+               "registered buffers and copy-in stages: %s; they are not mapped (the slots carry "
+               "their calls)",
+               mapped.message().c_str());
   else
     BATON_INFO(kLogColl,
-               "registered buffers: rank %d cannot map its peers' memory; they are not mapped",
+               "registered buffers and copy-in stages: rank %d cannot map its peers' memory; "
+               "they are not mapped (the slots carry their calls)",
                unable);
   return Status::Ok();
 }
@@ -372,7 +390,7 @@ Status SettleCmaReach(ChannelSet& ch, int me, int n, double timeout_s, int min_s
 Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   if (!host_ipc_) host_ipc_ = std::make_unique<HostIpcState>();
   HostIpcState& st = *host_ipc_;
-  const RegisteredCall& rc = schedule.registered;
+  const RegisteredCall& given = schedule.registered;
   const int n = nranks_, me = rank_;
   ChannelSet& ch = *channels_;
   const double timeout_s = schedule.timeout_s >= 0 ? schedule.timeout_s : config_.timeout_s;
@@ -389,11 +407,19 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   };
 
   // Settled by an earlier call: no single-pass path can take this one.
-  const bool offer_cma = single_copy_open() && st.cma_reach != Reach::kNo;
-  if (!offer_cma && (rc.ordinary || st.reach == Reach::kNo)) {
+  const bool offer_cma = !given.copy_in && single_copy_open() && st.cma_reach != Reach::kNo;
+  if (!offer_cma && (given.ordinary || st.reach == Reach::kNo)) {
     BATON_TRACE(kLogColl, "single-pass call not offered by this rank: the slots carry it");
     return ordinary_path();
   }
+  // The copy-in path: this rank's input goes into its stage before the
+  // record says the call is ready, and the call runs on the stage.
+  RegisteredCall staged;
+  if (given.copy_in && !CopyIn(given, &st.stage, &staged)) {
+    BATON_TRACE(kLogColl, "copy-in stage not available: the slots carry the call");
+    return ordinary_path();
+  }
+  const RegisteredCall& rc = given.copy_in ? staged : given;
 
   // 1. Publish, then number the call (NumberCalls leaves the record alone).
   const uint64_t call = collective_seq_ + 1;
@@ -404,15 +430,22 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   NumberCalls(schedule);
   record_published_ = false;
 
-  // 2. Every peer's word on this call.
+  // 2. Every peer's word on this call; a peer that never comes is named
+  // with its last call, as the executor names it.
+  const PeerJudge judge = [&](int peer, const CallState& state, std::string* behind) {
+    return CheckPeerState(me, peer, executor_->Label(peer), numbered_, state, behind);
+  };
   bool everyone = true;
   for (int q = 0; q < n && everyone; ++q) {
     if (q == me) continue;
-    Status s = WaitForPeer(ch, q, timeout_s, "collective " + std::to_string(call), [&] {
-      const auto got = ch.ReadPeerCall(q, call, &st.records[q], sizeof(IpcRecord));
-      if (got == ChannelSet::PeerCall::kNoRecord) everyone = false;
-      return got != ChannelSet::PeerCall::kNotYet;
-    });
+    Status s = WaitForPeer(
+        ch, q, timeout_s, "collective " + std::to_string(call),
+        [&] {
+          const auto got = ch.ReadPeerCall(q, call, &st.records[q], sizeof(IpcRecord));
+          if (got == ChannelSet::PeerCall::kNoRecord) everyone = false;
+          return got != ChannelSet::PeerCall::kNotYet;
+        },
+        &judge);
     if (!s.ok()) return fail(std::move(s));
   }
   if (!everyone) {
@@ -496,7 +529,13 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
     return Status::Ok();
   }
 
-  if (!st.noted) {
+  if (rc.copy_in && !st.copy_in_noted) {
+    st.copy_in_noted = true;
+    BATON_INFO(kLogColl,
+               "copy-in collectives: %d ranks copy ordinary buffers into shared stages and "
+               "read each other's there",
+               n);
+  } else if (!rc.copy_in && !st.noted) {
     st.noted = true;
     BATON_INFO(kLogColl, "registered buffers: %d ranks read each other's buffers in place", n);
   }
@@ -506,6 +545,7 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
                  ? RunWriteAllAllReduce(ch, rc.call, send_base, recv_base, timeout_s, &st)
                  : RunPlan(ch, rc.call, send_base, recv_base, timeout_s, &st);
   if (!s.ok()) return fail(std::move(s));
+  if (rc.copy_in) CopyOut(given, st.stage);
   EndCalls(batonSuccess);
   return Status::Ok();
 }

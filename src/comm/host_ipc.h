@@ -47,6 +47,25 @@ static_assert(sizeof(SharedAllocInfo) <= sizeof(IpcRecord::send_handle),
               "an IpcRecord holds a SharedAllocInfo");
 static_assert(sizeof(IpcRecord) <= 8 * 56, "an IpcRecord fits an shm mailbox");
 
+// The communicator's stage for the copy-in path (comm/copy_in.cc): shared
+// memory of this rank's that its peers map like a registered buffer.
+// Grows by reallocation; peers map the new allocation by its serial.
+class CopyInStage {
+ public:
+  CopyInStage() = default;
+  CopyInStage(const CopyInStage&) = delete;
+  CopyInStage& operator=(const CopyInStage&) = delete;
+  ~CopyInStage();
+  // At least `bytes` (> 0) of stage.
+  Status Reserve(size_t bytes);
+  uint8_t* data() const { return static_cast<uint8_t*>(ptr_); }
+  const SharedAllocInfo& info() const { return info_; }
+
+ private:
+  void* ptr_ = nullptr;
+  SharedAllocInfo info_;
+};
+
 struct HostIpcState {
   // Mapped peer allocations by (pid, allocation serial), most recent first.
   std::list<std::pair<std::pair<int32_t, uint64_t>, PeerMapping>> mappings;
@@ -55,6 +74,8 @@ struct HostIpcState {
   std::vector<uint8_t> scratch;  // the allreduce's cache-sized piece (host_ipc.cc)
   uint64_t progress = 0;         // this rank's progress word (the same on every rank between calls)
   bool noted = false;            // the first registered call was logged
+  bool copy_in_noted = false;    // the first copy-in call was logged
+  CopyInStage stage;             // ordinary buffers' inputs, copied in (copy_in.cc)
   uint32_t cma_noted = 0;        // per Collective (bit): its first single-copy call was logged
   // Whether every rank can map every peer's allocations, settled by the
   // first call that has records from everybody (RunRegisteredLocked): a
@@ -98,6 +119,14 @@ Status AgreeOnProgressWords(ChannelSet& ch, int me, int n, double timeout_s, boo
 // plan. Ends with a barrier.
 Status RunCmaCall(ChannelSet& ch, const IpcCall& c, const void* send, void* recv,
                   const std::vector<IpcRecord>& records, double timeout_s, HostIpcState* st);
+// The copy-in path (copy_in.cc), for allreduce: copies this rank's input of
+// `rc` into the stage and describes in *staged the same call in place on
+// the stage, which the registered path then runs; false when the stage
+// cannot grow (this rank then takes the ordinary path, and so do its peers).
+bool CopyIn(const RegisteredCall& rc, CopyInStage* stage, RegisteredCall* staged);
+// After the registered path ran *staged: the result into the caller's output.
+void CopyOut(const RegisteredCall& rc, const CopyInStage& stage);
+
 // The memfd identity a record carries for a buffer.
 SharedAllocInfo RecordAlloc(const IpcRecord& r, bool send);
 

@@ -54,6 +54,9 @@ class Executor {
   // cannot look ahead (RDMA).
   Status WaitAnySource(int rank, int after, int* peer, CallDescriptor* theirs);
 
+  // "rank 3 (pid 4242 on h3)": how messages name a peer.
+  std::string Label(int rank) const;
+
  private:
   // Ops to or from one peer in one direction, in schedule order.
   struct Queue {
@@ -69,7 +72,6 @@ class Executor {
   Status DescribeStall(const Schedule& schedule, const std::vector<Queue>& queues,
                        const std::vector<CallDescriptor>& calls, int rank,
                        Clock::time_point asked_at, const std::string& behind) const;
-  std::string Label(int rank) const;
   // Connected peers that did not answer the questions asked at asked_at.
   std::vector<int> SilentPeers(int rank, Clock::time_point asked_at) const;
   // Peers this rank holds no connection to (connections made on first use).

@@ -61,7 +61,7 @@ struct Builder {
       s->registered = *registered;
       // Ordinary buffers are read where the schedule's arguments point,
       // which is the staging copy when device buffers are staged.
-      if (registered->ordinary) {
+      if (registered->ordinary || registered->copy_in) {
         s->registered.send = a.send;
         s->registered.recv = a.recv;
         const Collective coll = registered->call.collective;
@@ -209,6 +209,24 @@ void MarkSingleCopy(const Communicator& comm, const IpcCall& ipc, size_t bytes, 
   call->builder.registered = std::make_shared<const RegisteredCall>(rc);
 }
 
+// Marks an allreduce on ordinary buffers for the copy-in path
+// (comm/copy_in.cc) when the communicator offers it and the call's size is
+// in BATON_COPY_IN_MIN_BYTES..BATON_COPY_IN_MAX_BYTES (the same on every
+// rank; where a rank decides otherwise anyway, the call's mailbox exchange
+// sends every rank the ordinary way). The other collectives stay on the
+// slots: copied in, they measured no faster (docs/performance.md).
+void MarkCopyIn(const Communicator& comm, const IpcCall& ipc, size_t bytes, Call* call) {
+  const CommConfig& config = comm.config();
+  if (ipc.collective != Collective::kAllReduce || bytes < config.copy_in_min_bytes ||
+      bytes > config.copy_in_max_bytes || bytes == 0 || !comm.copy_in_open())
+    return;
+  RegisteredCall rc;
+  rc.call = ipc;
+  rc.copy_in = true;
+  rc.valid = true;
+  call->builder.registered = std::make_shared<const RegisteredCall>(rc);
+}
+
 }  // namespace
 
 namespace {
@@ -332,6 +350,7 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
     MarkRegistered(comm, c, ipc, bytes, &call);
   if (call.ipc != nullptr && !call.builder.registered) {
     MarkSingleCopy(comm, ipc, bytes, &call);
+    if (!call.builder.registered) MarkCopyIn(comm, ipc, bytes, &call);
   } else if (HasVariableCounts(c.collective)) {
     // The v-collectives' plans take the counts; the records carry the
     // counts' hash where a rooted call has its root, so ranks that pass

@@ -78,6 +78,12 @@ bool AlgorithmFilter::Allows(Collective c, Algorithm a) const {
   return rule->exclude ? !listed : listed;
 }
 
+bool AlgorithmFilter::Restricts(Collective c) const {
+  for (const Rule& r : rules_)
+    if (!r.scoped || r.collective == c) return true;
+  return false;
+}
+
 Status AlgorithmFilter::Choose(Collective c, const std::vector<Algorithm>& available,
                                Algorithm* out) const {
   for (Algorithm a : available) {

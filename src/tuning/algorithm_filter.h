@@ -21,6 +21,9 @@ class AlgorithmFilter {
   static Status Parse(const std::string& spec, AlgorithmFilter* out);
 
   bool Allows(Collective c, Algorithm a) const;
+  // Whether any rule applies to `c` (it names `c`, or names no collective):
+  // the user chose among its algorithms.
+  bool Restricts(Collective c) const;
   // The BATON_ALGO text it was parsed from.
   const std::string& spec() const { return spec_; }
 

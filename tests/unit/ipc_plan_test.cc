@@ -438,8 +438,8 @@ TEST(IpcRecordTest, DisagreeingRanksAllGetTheSameError) {
   ASSERT_EQ(v.kind, IpcVerdict::Kind::kError);
   EXPECT_EQ(v.error.code(), batonInvalidUsage);
   EXPECT_EQ(v.error.message(),
-            "ranks disagree on the call: rank 0 called allreduce(count=1000, datatype=7, op=0, "
-            "root=0), rank 2 called allreduce(count=999, datatype=7, op=0, root=0)");
+            "ranks disagree on the call: rank 0 called allreduce (1000 x float, sum), rank 2 "
+            "called allreduce (999 x float, sum)");
   for (auto change : {+[](IpcRecord* r) { r->collective = 3; }, +[](IpcRecord* r) { r->op = 2; },
                       +[](IpcRecord* r) { r->root = 1; }, +[](IpcRecord* r) { r->datatype = 2; }}) {
     auto other = Records(3, call);
