@@ -60,6 +60,19 @@ else
 fi
 BATON_ALGO=bogus "$topo" --ranks 2 > /dev/null 2>&1 && fail "baton-topo accepted BATON_ALGO=bogus"
 
+# The copy-in allreduce bypasses the table where ranks outnumber cores
+# (BATON_COPY_IN=-1), unless BATON_ALGO chooses allreduce's algorithm;
+# BATON_COPY_IN=1 takes it anywhere.
+cores=$(nproc)
+copy_in="ordinary buffers: allreduce from 16 KiB to 2048 KiB takes the copy-in path"
+"$topo" --ranks $((cores + 1)) | grep -q "$copy_in (BATON_COPY_IN: ranks outnumber cores)" ||
+  fail "baton-topo --ranks $((cores + 1)): no copy-in line"
+"$topo" --ranks "$cores" | grep -q "copy-in" && fail "baton-topo --ranks $cores: a copy-in line"
+BATON_ALGO=allreduce:ring "$topo" --ranks $((cores + 1)) | grep -q "copy-in" &&
+  fail "baton-topo with BATON_ALGO=allreduce:ring: a copy-in line"
+BATON_COPY_IN=1 "$topo" --ranks "$cores" | grep -q "$copy_in (BATON_COPY_IN=1)" ||
+  fail "baton-topo with BATON_COPY_IN=1: no copy-in line"
+
 # The TUNING table on rank 0 (BATON_DEBUG_SUBSYS alone implies INFO), and the
 # dump file.
 BATON_DEBUG_SUBSYS=TUNING BATON_TOPO_DUMP_FILE="$tmp/dump.json" \

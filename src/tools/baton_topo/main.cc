@@ -300,5 +300,16 @@ int main(int argc, char** argv) {
     printf(" %s", baton::LinkClassName(topology.Link(ring[i], ring[(i + 1) % ranks])));
   printf("\n");
   PrintAlgorithms(model, table, opt.hosts, ranks);
+  // The copy-in path (comm/copy_in.cc) runs instead of the table's choice:
+  // decided as Communicator::copy_in_open decides it.
+  if (opt.hosts == 1 && ranks > 1 && settings.copy_in != 0 &&
+      (settings.copy_in == 1 ||
+       (model.Oversubscribed() && !filter.Restricts(baton::Collective::kAllReduce))))
+    printf(
+        "ordinary buffers: allreduce from %zu KiB to %zu KiB takes the copy-in path "
+        "(BATON_COPY_IN%s), not the table\n",
+        static_cast<size_t>(settings.copy_in_min_bytes >> 10),
+        static_cast<size_t>(settings.copy_in_max_bytes >> 10),
+        settings.copy_in == 1 ? "=1" : ": ranks outnumber cores");
   return 0;
 }
