@@ -7,23 +7,14 @@
 // the end) instead of at every piece of a ring: what counts where ranks
 // outnumber cores and every meeting costs a context switch
 // (docs/performance.md, "Copy-in allreduce").
+#include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "base/datatype.h"
 #include "comm/host_ipc.h"
 
 namespace baton {
-namespace {
-
-// Stages grow to a power of two, so a program whose sizes creep up does not
-// reallocate (and make every peer map anew) at every call.
-size_t RoundUpPow2(size_t bytes) {
-  size_t r = 4096;
-  while (r < bytes) r <<= 1;
-  return r;
-}
-
-}  // namespace
 
 CopyInStage::~CopyInStage() {
   if (ptr_ != nullptr) (void)SharedFree(ptr_);
@@ -32,7 +23,9 @@ CopyInStage::~CopyInStage() {
 Status CopyInStage::Reserve(size_t bytes) {
   if (ptr_ != nullptr && info_.size >= bytes) return Status::Ok();
   void* fresh = nullptr;
-  BATON_RETURN_IF_ERROR(SharedAlloc(RoundUpPow2(bytes), &fresh));
+  // A power of two, so a program whose sizes creep up does not reallocate
+  // (and make every peer map anew) at every call.
+  BATON_RETURN_IF_ERROR(SharedAlloc(std::bit_ceil(std::max<size_t>(bytes, 4096)), &fresh));
   if (ptr_ != nullptr) (void)SharedFree(ptr_);
   ptr_ = fresh;
   // Found: the registry holds every SharedAlloc until SharedFree.

@@ -9,10 +9,8 @@
 // every call); the defaults and the switch off; a peer killed mid-call.
 // Each rank's log (BATON_DEBUG=INFO, set for this test) tells its path.
 #include <baton.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,11 +23,14 @@
 #include <gtest/gtest.h>
 
 #include "common/mp_harness.h"
+#include "common/rank_log.h"
 #include "common/reference.h"
 #include "multiprocess/failure_common.h"
 
 namespace {
 
+using baton_test::CaptureLog;
+using baton_test::DropPtraceCapability;
 using baton_test::Options;
 using baton_test::RankContext;
 using baton_test::RunRanks;
@@ -95,27 +96,6 @@ void Sweep(RankContext& ctx, const std::vector<batonDataType_t>& types,
       }
     }
   }
-}
-
-// Runs `body` with this rank's stderr (where the log goes) in a file, and
-// returns what was written there.
-template <typename Body>
-std::string CaptureLog(Body body) {
-  std::fflush(stderr);
-  FILE* file = std::tmpfile();
-  const int saved = dup(2);
-  dup2(fileno(file), 2);
-  body();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string text;
-  std::rewind(file);
-  char buf[4096];
-  for (size_t got; (got = std::fread(buf, 1, sizeof(buf), file)) > 0;) text.append(buf, got);
-  std::fclose(file);
-  std::fputs(text.c_str(), stderr);  // shown after the test, so a failure can be read
-  return text;
 }
 
 // The communicator made inside the capture, so its creation's lines count;
@@ -231,19 +211,6 @@ TEST(CopyInMixed, OneRankRegistered) {
         });
       },
       options);
-}
-
-// Drops CAP_SYS_PTRACE from this process (root opens a non-dumpable
-// process's descriptors through /proc with it).
-bool DropPtraceCapability() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  if (syscall(SYS_capget, &header, data) != 0) return false;
-  for (auto& d : data) {
-    d.effective &= ~(1u << CAP_SYS_PTRACE);
-    d.permitted &= ~(1u << CAP_SYS_PTRACE);
-  }
-  return syscall(SYS_capset, &header, data) == 0;
 }
 
 // Rank 1 is not dumpable and nobody holds CAP_SYS_PTRACE, so its peers

@@ -8,9 +8,7 @@
 // process_vm_readv fails with EPERM) and with the switch off. Each rank's
 // log (BATON_DEBUG=INFO, set for this test) tells which path it took.
 #include <baton.h>
-#include <linux/capability.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -24,10 +22,13 @@
 #include <gtest/gtest.h>
 
 #include "common/mp_harness.h"
+#include "common/rank_log.h"
 #include "common/reference.h"
 
 namespace {
 
+using baton_test::CaptureLog;
+using baton_test::DropPtraceCapability;
 using baton_test::Options;
 using baton_test::RankContext;
 using baton_test::RunRanks;
@@ -277,28 +278,6 @@ void Sweep(RankContext& ctx, const std::vector<size_t>& counts) {
   }
 }
 
-// Runs `body` with this rank's stderr (where the log goes) in a file, and
-// returns what was written there.
-template <typename Body>
-std::string CaptureLog(Body body) {
-  std::fflush(stderr);
-  FILE* file = std::tmpfile();
-  const int saved = dup(2);
-  dup2(fileno(file), 2);
-  body();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::string text;
-  std::rewind(file);
-  char buf[4096];
-  for (size_t got; (got = std::fread(buf, 1, sizeof(buf), file)) > 0;) text.append(buf, got);
-  std::fclose(file);
-  // Shown after the test, so a failure can be read.
-  std::fputs(text.c_str(), stderr);
-  return text;
-}
-
 constexpr char kTookCma[] = "buffers through process_vm_readv/writev";
 // Whether every collective of the sweep took the single-copy path.
 void ExpectEverySingleCopy(RankContext& ctx, const std::string& log) {
@@ -420,19 +399,6 @@ TEST(SingleCopyLarge, AllReduceAboveTheCache) {
         MP_EXPECT_OK(ctx, batonCommDestroy(ctx.TakeComm()));
       },
       Forced());
-}
-
-// Drops CAP_SYS_PTRACE from this process (root keeps reading a
-// non-dumpable process with it, as ptrace does).
-bool DropPtraceCapability() {
-  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  if (syscall(SYS_capget, &header, data) != 0) return false;
-  for (auto& d : data) {
-    d.effective &= ~(1u << CAP_SYS_PTRACE);
-    d.permitted &= ~(1u << CAP_SYS_PTRACE);
-  }
-  return syscall(SYS_capset, &header, data) == 0;
 }
 
 // Rank 1 is not dumpable and nobody holds CAP_SYS_PTRACE, so its peers'
