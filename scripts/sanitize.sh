@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds Baton with AddressSanitizer + UndefinedBehaviorSanitizer (meson's
 # b_sanitize) and runs a representative subset of the tests under them: the
-# multi-process suites of failures, mismatches, shrink, soak, the API and
-# registered buffers, and the unit tests of the transports and control
-# frames. The harness starts ranks by exec in sanitizer builds
+# multi-process suites of failures, mismatches, shrink, soak, the API,
+# registered buffers and the copy-in allreduce, and the unit tests of the
+# transports and control frames. The harness starts ranks by exec in sanitizer builds
 # (tests/common/mp_harness.cc).
 #
 #   scripts/sanitize.sh [BUILD_DIR] [address,undefined|thread]
@@ -21,7 +21,7 @@ if [ ! -f "$out/build.ninja" ]; then
     -Dbuildtype=debugoptimized > "$out.setup.log" 2>&1 || { cat "$out.setup.log"; exit 1; }
 fi
 suites=(api mismatch shrink failure soak registered)
-targets=(tests/unit_test)
+targets=(tests/unit_test tests/copy_in_test)
 for s in "${suites[@]}"; do targets+=("tests/${s}_test"); done
 ninja -C "$out" "${targets[@]}" > "$out.build.log" 2>&1 || { tail -30 "$out.build.log"; exit 1; }
 
@@ -47,4 +47,7 @@ run() {
 run unit "$out/tests/unit_test" \
   --gtest_filter='Descriptor*:ControlFrame*:CallCheck*:Tcp*:ShmPair*:ShmHotPieces*:LineTransferGauge*:ShmNames*:Machine*:Binding*:Settings*'
 for s in "${suites[@]}"; do run "$s" "$out/tests/${s}_test"; done
+# The copy-in allreduce up to 4 ranks; its log tells each rank's path.
+run copy_in env BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$out/tests/copy_in_test" \
+  --gtest_filter='-Ranks/CopyIn.EveryTypeAndOp/[4-9]'
 exit $((failures > 0))
