@@ -93,8 +93,8 @@ namespace baton {
     "where ranks outnumber cores, 1 always, 0 never")                                              \
   X(copy_in_min_bytes, "BATON_COPY_IN_MIN_BYTES", Size, 16 << 10,                                   \
     "smallest allreduce on ordinary buffers that takes the copy-in path")                          \
-  X(copy_in_max_bytes, "BATON_COPY_IN_MAX_BYTES", Size, 2 << 20,                                    \
-    "largest allreduce on ordinary buffers that takes the copy-in path")                           \
+  X(copy_in_max_bytes, "BATON_COPY_IN_MAX_BYTES", Size, 0,                                          \
+    "largest allreduce on ordinary buffers that takes the copy-in path (0: no limit)")             \
   X(spin_us, "BATON_SPIN_US", Int, 200,                                                            \
     "microseconds to poll before sleeping on a futex, a socket, a CUDA event or a host stream")    \
   X(spin_yield, "BATON_SPIN_YIELD", Bool, true, "sched_yield while polling")                       \

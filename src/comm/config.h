@@ -37,7 +37,7 @@ struct CommConfig {
   // take the copy-in path (comm/copy_in.cc, launch/call.cc).
   int copy_in = -1;
   uint64_t copy_in_min_bytes = 16 << 10;
-  uint64_t copy_in_max_bytes = 2 << 20;
+  uint64_t copy_in_max_bytes = 0;  // 0: no limit
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
   std::string trace_file;         // BATON_TRACE_FILE (empty: no timeline)
   int64_t trace_events = 100000;  // BATON_TRACE_EVENTS

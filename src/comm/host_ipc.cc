@@ -48,6 +48,7 @@ IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma) {
     std::memcpy(r.send_handle, arrays, sizeof(arrays));
   }
   if (offer_cma) r.flags |= kIpcCma;
+  if (rc.copy_in) r.flags |= kIpcCopyIn;
   if (rc.send_alloc.size != 0) {
     r.flags |= kIpcHasSend;
     std::memcpy(r.send_handle, &rc.send_alloc, sizeof(rc.send_alloc));
@@ -188,7 +189,7 @@ void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_
   }
 }
 
-namespace {
+namespace {}  // namespace
 
 // Allreduce that writes everywhere: rank r reduces part r of every input
 // and stores the result into every rank's output, so each input byte is
@@ -256,6 +257,8 @@ Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
   ch.PublishProgress(st->progress);
   return WaitAllProgress(ch, me, n, st->progress, timeout_s, "the end of an allreduce");
 }
+
+namespace {
 
 // The other collectives: the IPC plan's phases, each followed by a barrier
 // on the progress words.
@@ -465,10 +468,22 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   }
   // What every rank reads alike from the records: mapped when all buffers
   // are registered, else cross-memory attach when every rank offers it.
-  bool all_registered = true, all_cma = true;
+  bool all_registered = true, all_cma = true, any_copy_in = false, all_copy_in = true;
   for (const IpcRecord& r : st.records) {
     all_registered &= !(r.flags & kIpcOrdinary);
     all_cma &= (r.flags & kIpcCma) != 0;
+    any_copy_in |= (r.flags & kIpcCopyIn) != 0;
+    all_copy_in &= (r.flags & kIpcCopyIn) != 0;
+  }
+  // A copy-in stage holds one segment: a call larger than that runs segment
+  // by segment, which a registered rank (one pass over the whole call) does
+  // not, so such a mix takes the slots on every rank.
+  if (any_copy_in && !all_copy_in && !FitsOneCopyInSegment(rc.call)) {
+    BATON_TRACE(kLogColl,
+                "call %llu: copy-in and registered ranks, larger than a segment: the "
+                "slots carry it",
+                static_cast<unsigned long long>(call));
+    return RunNumberedLocked(schedule);
   }
 
   // 3. Map the peers' buffers.
@@ -541,11 +556,11 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   }
 
   // 4. Run.
-  Status s = rc.call.collective == Collective::kAllReduce
+  Status s = rc.copy_in ? RunCopyInAllReduce(ch, given, send_base, recv_base, timeout_s, &st)
+             : rc.call.collective == Collective::kAllReduce
                  ? RunWriteAllAllReduce(ch, rc.call, send_base, recv_base, timeout_s, &st)
                  : RunPlan(ch, rc.call, send_base, recv_base, timeout_s, &st);
   if (!s.ok()) return fail(std::move(s));
-  if (rc.copy_in) CopyOut(given, st.stage);
   EndCalls(batonSuccess);
   return Status::Ok();
 }

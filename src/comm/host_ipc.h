@@ -95,6 +95,9 @@ struct HostIpcState {
 // path (BATON_CMA_COLL), which runs only when every rank does.
 inline constexpr uint32_t kIpcOrdinary = 1u << 3;
 inline constexpr uint32_t kIpcCma = 1u << 4;
+// The rank's buffers are its copy-in stage (copy_in.cc), which holds one
+// segment of the call.
+inline constexpr uint32_t kIpcCopyIn = 1u << 5;
 
 // This rank's record for `rc` (its buffers' addresses always included).
 IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma);
@@ -119,13 +122,32 @@ Status AgreeOnProgressWords(ChannelSet& ch, int me, int n, double timeout_s, boo
 // plan. Ends with a barrier.
 Status RunCmaCall(ChannelSet& ch, const IpcCall& c, const void* send, void* recv,
                   const std::vector<IpcRecord>& records, double timeout_s, HostIpcState* st);
-// The copy-in path (copy_in.cc), for allreduce: copies this rank's input of
-// `rc` into the stage and describes in *staged the same call in place on
-// the stage, which the registered path then runs; false when the stage
-// cannot grow (this rank then takes the ordinary path, and so do its peers).
+// Allreduce that writes everywhere (host_ipc.cc): rank r reduces part r of
+// every rank's input at `send_base` and writes it into every rank's output
+// at `recv_base` (in place allowed); ends with a barrier.
+Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
+                            const std::vector<const uint8_t*>& send_base,
+                            const std::vector<const uint8_t*>& recv_base, double timeout_s,
+                            HostIpcState* st);
+
+// The copy-in path (copy_in.cc), for allreduce. CopyIn copies the first
+// segment of this rank's input of `rc` into the stage (kCopyInSegmentBytes
+// at most; the stage holds one segment) and describes in *staged the same
+// call in place on the stage, whose record the ranks then exchange; false
+// when the stage cannot grow (this rank then takes the ordinary path, and
+// so do its peers). RunCopyInAllReduce then runs the call segment by
+// segment on the peers' buffers (`send_base`, `recv_base`: stages, or a
+// registered rank's buffers when the call fits one segment), copying each
+// segment's result into the caller's output and the next segment in, with
+// a barrier before each later segment.
+inline constexpr size_t kCopyInSegmentBytes = 1 << 20;
 bool CopyIn(const RegisteredCall& rc, CopyInStage* stage, RegisteredCall* staged);
-// After the registered path ran *staged: the result into the caller's output.
-void CopyOut(const RegisteredCall& rc, const CopyInStage& stage);
+Status RunCopyInAllReduce(ChannelSet& ch, const RegisteredCall& rc,
+                          const std::vector<const uint8_t*>& send_base,
+                          const std::vector<const uint8_t*>& recv_base, double timeout_s,
+                          HostIpcState* st);
+// Whether the call `c` fits one copy-in segment.
+bool FitsOneCopyInSegment(const IpcCall& c);
 
 // The memfd identity a record carries for a buffer.
 SharedAllocInfo RecordAlloc(const IpcRecord& r, bool send);

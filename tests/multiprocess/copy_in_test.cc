@@ -116,7 +116,7 @@ Options Forced() {
   Options options;
   options.init_comm = false;
   // Every size, whatever the ranks per core (the default: where they
-  // outnumber the cores, 16 KiB to 2 MiB).
+  // outnumber the cores, from 16 KiB).
   options.env = {
       {"BATON_COPY_IN", "1"}, {"BATON_COPY_IN_MIN_BYTES", "1"}, {"BATON_COPY_IN_MAX_BYTES", "1G"}};
   return options;
@@ -134,7 +134,7 @@ TEST_P(CopyIn, EveryTypeAndOp) {
         std::vector<batonDataType_t> types(std::begin(kAllTypes), std::end(kAllTypes));
         if (n > 4) types = {batonFloat32, batonInt32, batonBfloat16};
         if (n > 9) types = {batonFloat32};
-        // 2 MiB + 12 B of float (past the default range) up to 4 ranks.
+        // 2 MiB + 12 B of float (three segments of the stage) up to 4 ranks.
         const std::vector<size_t> counts =
             n <= 4 ? std::vector<size_t>{0, 1, 1001, 70001, (size_t{1} << 19) + 3}
                    : std::vector<size_t>{0, 1, 1001, 70001};
@@ -170,7 +170,8 @@ TEST(CopyInStage, GrowsAndIsReused) {
 }
 
 // Rank 0 passes registered memory (read in place), the others ordinary
-// buffers (copied into their stages): one call over both kinds.
+// buffers (copied into their stages): one call over both kinds where it
+// fits one segment of the stages, the slots for a larger one.
 TEST(CopyInMixed, OneRankRegistered) {
   Options options = Forced();
   options.env.push_back({"BATON_REGISTERED_MIN_BYTES", "1"});
@@ -178,7 +179,7 @@ TEST(CopyInMixed, OneRankRegistered) {
       3,
       [](RankContext& ctx) {
         WithComm(ctx, [&] {
-          const size_t count = 70001, bytes = count * sizeof(float);
+          const size_t count = (size_t{1} << 20) + 7, bytes = count * sizeof(float);
           void* send = nullptr;
           void* recv = nullptr;
           void* hs = nullptr;
@@ -194,13 +195,15 @@ TEST(CopyInMixed, OneRankRegistered) {
             send = send_mem.data();
             recv = recv_mem.data();
           }
-          for (bool in_place : {false, true, false}) {
-            size_t wrong = 0;
-            MP_ASSERT_OK(ctx,
-                         RunAllReduce(ctx, batonFloat32, batonSum, count, in_place, &wrong,
-                                      static_cast<uint8_t*>(send), static_cast<uint8_t*>(recv)))
-                << ctx.LastError();
-            MP_ASSERT_TRUE(ctx, wrong == 0) << wrong << " wrong";
+          for (size_t part : {size_t{70001}, count}) {
+            for (bool in_place : {false, true, false}) {
+              size_t wrong = 0;
+              MP_ASSERT_OK(ctx,
+                           RunAllReduce(ctx, batonFloat32, batonSum, part, in_place, &wrong,
+                                        static_cast<uint8_t*>(send), static_cast<uint8_t*>(recv)))
+                  << ctx.LastError();
+              MP_ASSERT_TRUE(ctx, wrong == 0) << wrong << " wrong at count " << part;
+            }
           }
           if (registered) {
             MP_EXPECT_OK(ctx, batonCommDeregister(ctx.comm(), hs));
@@ -235,7 +238,7 @@ TEST(CopyInRefused, NonDumpableRank) {
 }
 
 // The defaults: copy-in only where the ranks outnumber the cores, and only
-// from 16 KiB to 2 MiB (below and above: the slots).
+// from 16 KiB (below: the slots).
 TEST(CopyInDefault, WhereRanksOutnumberCores) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   for (int n : {2, static_cast<int>(cores) + 1}) {
@@ -245,14 +248,16 @@ TEST(CopyInDefault, WhereRanksOutnumberCores) {
     RunRanks(
         n,
         [cores](RankContext& ctx) {
-          // 4 KiB and 4 MiB of float: outside the range.
-          std::string log = WithComm(ctx, [&] {
-            Sweep(ctx, {batonFloat32}, {1, 1001, (size_t{1} << 20) + 3});
-          });
-          MP_EXPECT_EQ(ctx, log.find(kTookCopyIn), std::string::npos) << "outside the range";
-          // 280 KiB: inside.
+          // Up to 4 KiB of float: below the range.
+          std::string log = WithComm(ctx, [&] { Sweep(ctx, {batonFloat32}, {1, 1001}); });
+          MP_EXPECT_EQ(ctx, log.find(kTookCopyIn), std::string::npos) << "below the range";
+          // 280 KiB and 4 MiB (several segments): inside, which has no end.
           log = WithComm(
-              ctx, [&] { Sweep(ctx, {batonFloat32}, {70001}); }, 0);
+              ctx,
+              [&] {
+                Sweep(ctx, {batonFloat32}, {70001, (size_t{1} << 20) + 3});
+              },
+              0);
           if (ctx.nranks() > cores)
             MP_EXPECT_NE(ctx, log.find(kTookCopyIn), std::string::npos) << "no copy-in call";
           else

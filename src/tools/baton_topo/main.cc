@@ -304,12 +304,16 @@ int main(int argc, char** argv) {
   // decided as Communicator::copy_in_open decides it.
   if (opt.hosts == 1 && ranks > 1 && settings.copy_in != 0 &&
       (settings.copy_in == 1 ||
-       (model.Oversubscribed() && !filter.Restricts(baton::Collective::kAllReduce))))
+       (model.Oversubscribed() && !filter.Restricts(baton::Collective::kAllReduce)))) {
+    const std::string upto =
+        settings.copy_in_max_bytes == 0
+            ? " up"
+            : " to " + std::to_string(settings.copy_in_max_bytes >> 10) + " KiB";
     printf(
-        "ordinary buffers: allreduce from %zu KiB to %zu KiB takes the copy-in path "
-        "(BATON_COPY_IN%s), not the table\n",
-        static_cast<size_t>(settings.copy_in_min_bytes >> 10),
-        static_cast<size_t>(settings.copy_in_max_bytes >> 10),
+        "ordinary buffers: allreduce from %zu KiB%s takes the copy-in path (BATON_COPY_IN%s), "
+        "not the table\n",
+        static_cast<size_t>(settings.copy_in_min_bytes >> 10), upto.c_str(),
         settings.copy_in == 1 ? "=1" : ": ranks outnumber cores");
+  }
   return 0;
 }
