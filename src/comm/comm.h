@@ -198,15 +198,10 @@ class Communicator {
   // destruction waits for it.
   void AddPending();
   // Whether allreduces on ordinary buffers may take the copy-in path
-  // (comm/copy_in.cc): every rank on this host, and BATON_COPY_IN=1 or, by
-  // default, more ranks than cores there (measured faster only then,
-  // docs/performance.md) and no BATON_ALGO choice for allreduce (a forced
-  // algorithm runs as asked).
+  // (comm/copy_in.cc): every rank on this host, and CopyInChosen.
   bool copy_in_open() const {
-    return config_.copy_in != 0 && nranks_ > 1 && channels_ && channels_->has_mailboxes() &&
-           (config_.copy_in == 1 ||
-            (cost_model_ && cost_model_->Oversubscribed() &&
-             !config_.algorithms.Restricts(Collective::kAllReduce)));
+    return nranks_ > 1 && channels_ && channels_->has_mailboxes() && cost_model_ &&
+           CopyInChosen(config_.copy_in, cost_model_->Oversubscribed(), config_.algorithms);
   }
 
   void RemovePending();

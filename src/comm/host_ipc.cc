@@ -189,8 +189,6 @@ void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_
   }
 }
 
-namespace {}  // namespace
-
 // Allreduce that writes everywhere: rank r reduces part r of every input
 // and stores the result into every rank's output, so each input byte is
 // read from memory once and each output byte written once; with streaming
@@ -547,7 +545,7 @@ Status Communicator::RunRegisteredLocked(const Schedule& schedule) {
   if (rc.copy_in && !st.copy_in_noted) {
     st.copy_in_noted = true;
     BATON_INFO(kLogColl,
-               "copy-in collectives: %d ranks copy ordinary buffers into shared stages and "
+               "copy-in allreduce: %d ranks copy ordinary buffers into shared stages and "
                "read each other's there",
                n);
   } else if (!rc.copy_in && !st.noted) {

@@ -218,7 +218,8 @@ void MarkSingleCopy(const Communicator& comm, const IpcCall& ipc, size_t bytes, 
 void MarkCopyIn(const Communicator& comm, const IpcCall& ipc, size_t bytes, Call* call) {
   const CommConfig& config = comm.config();
   if (ipc.collective != Collective::kAllReduce || bytes < config.copy_in_min_bytes ||
-      (config.copy_in_max_bytes != 0 && bytes > config.copy_in_max_bytes) || bytes == 0 || !comm.copy_in_open())
+      (config.copy_in_max_bytes != 0 && bytes > config.copy_in_max_bytes) || bytes == 0 ||
+      !comm.copy_in_open())
     return;
   RegisteredCall rc;
   rc.call = ipc;

@@ -25,6 +25,18 @@ namespace baton {
 using BuildFn = void (*)(const CollArgs&, Schedule*);
 
 // An algorithm that implements a collective, with its builder.
+// Whether allreduces on ordinary buffers of ranks that all share one host
+// take the copy-in path (comm/copy_in.cc) instead of the table's choice:
+// BATON_COPY_IN=1, or by default (-1) where that host runs more ranks than
+// cores (the cost model's figure; measured faster only then,
+// docs/performance.md) and BATON_ALGO leaves allreduce's algorithm open (a
+// forced algorithm runs as asked). The communicator and baton-topo both ask.
+inline bool CopyInChosen(int copy_in, bool oversubscribed, const AlgorithmFilter& algorithms) {
+  // As CommConfig clamps BATON_COPY_IN: above 0 on, below 0 the default.
+  return copy_in > 0 ||
+         (copy_in < 0 && oversubscribed && !algorithms.Restricts(Collective::kAllReduce));
+}
+
 struct AlgorithmImpl {
   Algorithm algorithm;
   BuildFn build;

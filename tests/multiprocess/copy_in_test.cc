@@ -35,7 +35,7 @@ using baton_test::Options;
 using baton_test::RankContext;
 using baton_test::RunRanks;
 
-constexpr char kTookCopyIn[] = "copy-in collectives:";
+constexpr char kTookCopyIn[] = "copy-in allreduce:";
 constexpr char kNotMapped[] = "they are not mapped";
 
 const batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,    batonInt32,      batonUint32,

@@ -300,11 +300,9 @@ int main(int argc, char** argv) {
     printf(" %s", baton::LinkClassName(topology.Link(ring[i], ring[(i + 1) % ranks])));
   printf("\n");
   PrintAlgorithms(model, table, opt.hosts, ranks);
-  // The copy-in path (comm/copy_in.cc) runs instead of the table's choice:
-  // decided as Communicator::copy_in_open decides it.
-  if (opt.hosts == 1 && ranks > 1 && settings.copy_in != 0 &&
-      (settings.copy_in == 1 ||
-       (model.Oversubscribed() && !filter.Restricts(baton::Collective::kAllReduce)))) {
+  // The copy-in path (comm/copy_in.cc) runs instead of the table's choice.
+  if (opt.hosts == 1 && ranks > 1 &&
+      baton::CopyInChosen(settings.copy_in, model.Oversubscribed(), filter)) {
     const std::string upto =
         settings.copy_in_max_bytes == 0
             ? " up"
