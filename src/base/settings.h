@@ -86,8 +86,9 @@ namespace baton {
     "BATON_CMA_COLL=-1: single copy only where the kernel's copy runs at >= this % of memcpy")     \
   X(cma_coll_min_bytes, "BATON_CMA_COLL_MIN_BYTES", Size, 1 << 20,                                 \
     "smallest collective on ordinary buffers that takes the single-copy path")                     \
-  X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, 256 << 10,                           \
-    "smallest collective on registered buffers that reads the peers' buffers in place")            \
+  X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, kSizeFromMachine,                    \
+    "smallest collective on registered buffers that reads the peers' buffers in place "            \
+    "(default 256K, 64K where ranks outnumber cores)")                                             \
   X(copy_in, "BATON_COPY_IN", Int, -1,                                                             \
     "allreduce on ordinary buffers of one host copied into shared stages the peers read: -1 "       \
     "where ranks outnumber cores, 1 always, 0 never")                                              \
@@ -132,6 +133,10 @@ namespace baton {
     "rank on this host (set by batonrun; read when BATON_BIND asks the library to bind)")          \
   X(local_size, "BATON_LOCAL_SIZE", String, "",                                                    \
     "ranks on this host (set by batonrun; read when BATON_BIND asks the library to bind)")
+
+// The default of a Size setting that the communicator decides from the
+// machine (its doc line says how); a value the user sets replaces it.
+inline constexpr uint64_t kSizeFromMachine = UINT64_MAX;
 
 // One value of every setting.
 struct Settings {

@@ -197,6 +197,10 @@ class Communicator {
   // Work queued on host streams that still refers to this communicator;
   // destruction waits for it.
   void AddPending();
+  // The smallest call on registered buffers that takes the registered path
+  // (BATON_REGISTERED_MIN_BYTES, or RegisteredMinBytes's default for this
+  // communicator's hosts; set with the cost model).
+  uint64_t registered_min_bytes() const { return registered_min_bytes_; }
   // Whether allreduces on ordinary buffers may take the copy-in path
   // (comm/copy_in.cc): every rank on this host, and CopyInChosen.
   bool copy_in_open() const {
@@ -217,6 +221,7 @@ class Communicator {
   HostLayout host_layout_{0, 0, {}, {}};
   std::unique_ptr<CostModel> cost_model_;
   SelectionTable selection_;
+  uint64_t registered_min_bytes_ = kRegisteredMinBytes;
   RedOpTable red_ops_;
   Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.

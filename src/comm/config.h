@@ -19,9 +19,10 @@ struct CommConfig {
   double timeout_s = 300;  // BATON_TIMEOUT (0 there: kForeverSeconds here)
   bool check = false;      // BATON_CHECK
   // BATON_REGISTERED_MIN_BYTES: smaller calls on registered buffers take
-  // the ordinary path (launch/call.cc). Ranks that differ still agree per
-  // call (then on the ordinary path).
-  uint64_t registered_min_bytes = 256 << 10;
+  // the ordinary path (launch/call.cc); kSizeFromMachine: decided by the
+  // communicator (Communicator::registered_min_bytes). Ranks that differ
+  // still agree per call (then on the ordinary path).
+  uint64_t registered_min_bytes = kSizeFromMachine;
   // BATON_CMA_COLL_MIN_BYTES: smaller calls on ordinary buffers take the
   // slot path even where the single-copy one is open (launch/call.cc).
   uint64_t cma_coll_min_bytes = 1 << 20;

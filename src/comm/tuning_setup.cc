@@ -47,6 +47,8 @@ Status Communicator::SetUpTuning() {
   const auto start = std::chrono::steady_clock::now();
   cost_model_ = std::make_unique<CostModel>(topology_, ring_, cores, params);
   selection_.Build(*cost_model_, config_.algorithms, config_.chunk_bytes);
+  registered_min_bytes_ =
+      RegisteredMinBytes(config_.registered_min_bytes, cost_model_->Oversubscribed());
   const double build_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 

@@ -170,12 +170,12 @@ Status Route(const CallSite& site, const Call& call) {
 // place. Calls smaller than BATON_REGISTERED_MIN_BYTES take the ordinary
 // path: the registered path synchronizes the ranks three times per call
 // (the records, the chunks, the end), about 2 us on 2 ranks against 0.45 us
-// for a small ordinary allreduce; it breaks even near 256 KiB and wins above
-// (docs/performance.md). A call's size is the same on every rank, so all
-// decide alike.
+// for a small ordinary allreduce; it breaks even near 256 KiB there, near
+// 64 KiB where ranks outnumber cores (tuning/select.h, RegisteredMinBytes).
+// A call's size is the same on every rank, so all decide alike.
 void MarkRegistered(const Communicator& comm, const CollectiveCall& c, const IpcCall& ipc,
                     size_t bytes, Call* call) {
-  if (bytes < comm.config().registered_min_bytes || bytes == 0 ||
+  if (bytes < comm.registered_min_bytes() || bytes == 0 ||
       c.collective == Collective::kAlltoAll)
     return;
   RegisteredCall rc;

@@ -15,6 +15,7 @@
 
 #include "algorithms/collective.h"
 #include "algorithms/schedule.h"
+#include "base/settings.h"
 #include "base/status.h"
 #include "tuning/algorithm_filter.h"
 #include "tuning/cost_model.h"
@@ -24,7 +25,6 @@ namespace baton {
 // Builds one rank's schedule with one algorithm.
 using BuildFn = void (*)(const CollArgs&, Schedule*);
 
-// An algorithm that implements a collective, with its builder.
 // Whether allreduces on ordinary buffers of ranks that all share one host
 // take the copy-in path (comm/copy_in.cc) instead of the table's choice:
 // BATON_COPY_IN=1, or by default (-1) where that host runs more ranks than
@@ -37,6 +37,21 @@ inline bool CopyInChosen(int copy_in, bool oversubscribed, const AlgorithmFilter
          (copy_in < 0 && oversubscribed && !algorithms.Restricts(Collective::kAllReduce));
 }
 
+// The smallest call on registered buffers that reads the peers' buffers in
+// place (comm/host_ipc.h) when BATON_REGISTERED_MIN_BYTES is left to the
+// machine: the registered path meets the ranks three times per call, which
+// costs about 2 us where each rank has a core (break-even near 256 KiB), but
+// saves a context switch at every slot hand-off where ranks outnumber cores
+// (faster from 64 KiB there; docs/performance.md, "Registered buffers where
+// ranks outnumber cores"). The communicator and baton-topo both ask.
+inline constexpr uint64_t kRegisteredMinBytes = 256 << 10;
+inline constexpr uint64_t kRegisteredMinBytesOversubscribed = 64 << 10;
+inline uint64_t RegisteredMinBytes(uint64_t setting, bool oversubscribed) {
+  if (setting != kSizeFromMachine) return setting;
+  return oversubscribed ? kRegisteredMinBytesOversubscribed : kRegisteredMinBytes;
+}
+
+// An algorithm that implements a collective, with its builder.
 struct AlgorithmImpl {
   Algorithm algorithm;
   BuildFn build;

@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "common/mp_harness.h"
+#include "common/rank_log.h"
 #include "common/reference.h"
 #include "multiprocess/failure_common.h"
 
@@ -199,6 +200,33 @@ TEST_P(Registered, EveryCollective) {
 
 TEST(RegisteredDefault, SmallCallsOrdinaryLargeRegistered) {
   RunRanks(3, [](RankContext& ctx) { Sweep(ctx, true, kCounts); });
+}
+
+// The default threshold follows the ranks per core: 64 KiB where ranks
+// outnumber cores (the hand-offs of the slots are context switches there),
+// 256 KiB with a core per rank. Calls of 80-240 KiB (20000 floats a rank) are
+// registered in the first case only; 8 KiB calls take the ordinary path in
+// both. The log (BATON_DEBUG=INFO, BATON_DEBUG_SUBSYS=COLL: tests/meson.build)
+// tells the path.
+constexpr char kTookRegistered[] = "registered buffers:";
+
+TEST(RegisteredDefault, ThresholdFollowsRanksPerCore) {
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int n : {2, static_cast<int>(cores) + 1}) {
+    RunRanks(
+        n,
+        [cores](RankContext& ctx) {
+          std::string log = baton_test::CaptureLog([&] { Sweep(ctx, true, {1, 1001}); });
+          MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos) << "below 64 KiB";
+          log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}); });
+          if (ctx.nranks() > cores)
+            MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
+                << "80 KiB not registered where ranks outnumber cores";
+          else
+            MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos)
+                << "80-240 KiB registered with a core per rank";
+        });
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, Registered, ::testing::Values(1, 2, 3, 4, 7, 9));

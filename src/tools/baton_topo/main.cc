@@ -300,6 +300,21 @@ int main(int argc, char** argv) {
     printf(" %s", baton::LinkClassName(topology.Link(ring[i], ring[(i + 1) % ranks])));
   printf("\n");
   PrintAlgorithms(model, table, opt.hosts, ranks);
+  // Registered buffers (comm/host_ipc.h) skip the table from a size that
+  // depends on the ranks per core.
+  if (opt.hosts == 1 && ranks > 1) {
+    const bool machine = settings.registered_min_bytes == baton::kSizeFromMachine;
+    printf(
+        "registered buffers: collectives but alltoall from %zu KiB read the peers' buffers in place "
+        "(%s), "
+        "not the table\n",
+        static_cast<size_t>(
+            baton::RegisteredMinBytes(settings.registered_min_bytes, model.Oversubscribed()) >>
+            10),
+        !machine                 ? "BATON_REGISTERED_MIN_BYTES"
+        : model.Oversubscribed() ? "ranks outnumber cores"
+                                 : "a core per rank");
+  }
   // The copy-in path (comm/copy_in.cc) runs instead of the table's choice.
   if (opt.hosts == 1 && ranks > 1 &&
       baton::CopyInChosen(settings.copy_in, model.Oversubscribed(), filter)) {
