@@ -292,7 +292,12 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
                 e = dict(env, BATON_SOCKET_IFNAME="eth0",
                          BATON_NET_MBPS=str(round(config["rate_GBps"] * 8000)))
                 # The simulated hosts share this machine's cores: each batonrun would bind
-                # its one rank to the same first core.
+                # its one rank to the same first core, so batonrun binds none and the library
+                # binds each rank by its index among the machine's ranks (README's recipe
+                # for namespaces, BATON_BIND). Unbound, the scheduler's placement of the 4-8
+                # ranks on 2 cores changed an 8 B call 1.5x between launches
+                # (docs/performance.md). With --pin, taskset binds it first.
+                e.setdefault("BATON_BIND", "auto")
                 procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + pin(i) +
                               [self.batonrun_of(lib), "-n", "1", "--bind-to", "none", "--world-size",
                                str(n), "--rank-offset", str(i), "--root",
