@@ -318,14 +318,15 @@ batonResult_t batonMemFree(void* ptr);
  * PreMulSum or calls in a group) whose send and receive buffers are
  * registered on every rank, all ranks on one host sharing memory, buffers
  * inside batonMemAlloc memory, at least BATON_REGISTERED_MIN_BYTES (256 KiB;
- * 64 KiB where a host runs more ranks than cores) in all, runs without the transports: each rank reduces or copies straight from its peers'
- * buffers into its own output, one pass through memory. Ranks agree per
- * call; when any rank's buffers are not registered, the call takes the
- * ordinary path with the same result. Memory not from batonMemAlloc is
- * accepted and gets a handle, but peers cannot map it, so calls on it take
- * the ordinary path (logged once at INFO). A registered buffer must stay
- * allocated until it is deregistered or comm is destroyed.
- * batonInvalidArgument for a NULL buff or handle, or a zero size. */
+ * 64 KiB where a host runs more ranks than cores) in all, runs without the
+ * transports: each rank reduces or copies straight from its peers' buffers
+ * into its own output, one pass through memory. Ranks agree per call;
+ * when any rank's buffers are not registered, the call takes the ordinary
+ * path with the same result. Memory not from batonMemAlloc is accepted and
+ * gets a handle, but peers cannot map it, so calls on it take the ordinary
+ * path (logged once at INFO). A registered buffer must stay allocated until
+ * it is deregistered or comm is destroyed. batonInvalidArgument for a NULL
+ * buff or handle, or a zero size. */
 batonResult_t batonCommRegister(batonComm_t comm, void* buff, size_t size, void** handle);
 /* Gives a handle from batonCommRegister on comm back. batonInvalidArgument
  * for a handle that is not registered on comm (deregistered already, or

@@ -63,11 +63,12 @@ namespace baton {
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
   X(shm_stream, "BATON_SHM_STREAM", Int, -1,                                                       \
     "1: copy into shared-memory slots with streaming stores; 0: cached stores; -1: stream to "     \
-    "ranks in another package and while a ring measures its lines as slow to cross")              \
+    "ranks in another package and while a ring measures its lines as slow to cross")               \
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \
     "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
   X(rhd_switch, "BATON_RHD_SWITCH", Size, 0,                                                       \
-    "rhd allreduce: recursive doubling below this many bytes, Rabenseifner from it (0: the model)") \
+    "rhd allreduce: recursive doubling below this many bytes, Rabenseifner from it (0: the "       \
+    "model)")                                                                                      \
   X(net_mbps, "BATON_NET_MBPS", Int, 0,                                                            \
     "link rate between hosts the cost model assumes, Mbit/s (0: what the interface reports)")      \
   X(calibrate, "BATON_CALIBRATE", Bool, false,                                                     \
@@ -90,11 +91,11 @@ namespace baton {
     "smallest collective on registered buffers that reads the peers' buffers in place "            \
     "(default 256K, 64K where ranks outnumber cores)")                                             \
   X(copy_in, "BATON_COPY_IN", Int, -1,                                                             \
-    "allreduce on ordinary buffers of one host copied into shared stages the peers read: -1 "       \
+    "allreduce on ordinary buffers of one host copied into shared stages the peers read: -1 "      \
     "where ranks outnumber cores, 1 always, 0 never")                                              \
-  X(copy_in_min_bytes, "BATON_COPY_IN_MIN_BYTES", Size, 16 << 10,                                   \
+  X(copy_in_min_bytes, "BATON_COPY_IN_MIN_BYTES", Size, 16 << 10,                                  \
     "smallest allreduce on ordinary buffers that takes the copy-in path")                          \
-  X(copy_in_max_bytes, "BATON_COPY_IN_MAX_BYTES", Size, 0,                                          \
+  X(copy_in_max_bytes, "BATON_COPY_IN_MAX_BYTES", Size, 0,                                         \
     "largest allreduce on ordinary buffers that takes the copy-in path (0: no limit)")             \
   X(spin_us, "BATON_SPIN_US", Int, 200,                                                            \
     "microseconds to poll before sleeping on a futex, a socket, a CUDA event or a host stream")    \

@@ -175,8 +175,7 @@ Status Route(const CallSite& site, const Call& call) {
 // A call's size is the same on every rank, so all decide alike.
 void MarkRegistered(const Communicator& comm, const CollectiveCall& c, const IpcCall& ipc,
                     size_t bytes, Call* call) {
-  if (bytes < comm.registered_min_bytes() || bytes == 0 ||
-      c.collective == Collective::kAlltoAll)
+  if (bytes < comm.registered_min_bytes() || bytes == 0 || c.collective == Collective::kAlltoAll)
     return;
   RegisteredCall rc;
   rc.call = ipc;

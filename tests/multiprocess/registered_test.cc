@@ -213,19 +213,17 @@ constexpr char kTookRegistered[] = "registered buffers:";
 TEST(RegisteredDefault, ThresholdFollowsRanksPerCore) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   for (int n : {2, static_cast<int>(cores) + 1}) {
-    RunRanks(
-        n,
-        [cores](RankContext& ctx) {
-          std::string log = baton_test::CaptureLog([&] { Sweep(ctx, true, {1, 1001}); });
-          MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos) << "below 64 KiB";
-          log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}); });
-          if (ctx.nranks() > cores)
-            MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
-                << "80 KiB not registered where ranks outnumber cores";
-          else
-            MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos)
-                << "80-240 KiB registered with a core per rank";
-        });
+    RunRanks(n, [cores](RankContext& ctx) {
+      std::string log = baton_test::CaptureLog([&] { Sweep(ctx, true, {1, 1001}); });
+      MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos) << "below 64 KiB";
+      log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}); });
+      if (ctx.nranks() > cores)
+        MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
+            << "80 KiB not registered where ranks outnumber cores";
+      else
+        MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos)
+            << "80-240 KiB registered with a core per rank";
+    });
   }
 }
 

@@ -305,12 +305,12 @@ int main(int argc, char** argv) {
   if (opt.hosts == 1 && ranks > 1) {
     const bool machine = settings.registered_min_bytes == baton::kSizeFromMachine;
     printf(
-        "registered buffers: collectives but alltoall from %zu KiB read the peers' buffers in place "
+        "registered buffers: collectives but alltoall from %zu KiB read the peers' buffers in "
+        "place "
         "(%s), "
         "not the table\n",
         static_cast<size_t>(
-            baton::RegisteredMinBytes(settings.registered_min_bytes, model.Oversubscribed()) >>
-            10),
+            baton::RegisteredMinBytes(settings.registered_min_bytes, model.Oversubscribed()) >> 10),
         !machine                 ? "BATON_REGISTERED_MIN_BYTES"
         : model.Oversubscribed() ? "ranks outnumber cores"
                                  : "a core per rank");
