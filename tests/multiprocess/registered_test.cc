@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -211,6 +212,10 @@ TEST(RegisteredDefault, SmallCallsOrdinaryLargeRegistered) {
 constexpr char kTookRegistered[] = "registered buffers:";
 
 TEST(RegisteredDefault, ThresholdFollowsRanksPerCore) {
+  const char* level = getenv("BATON_DEBUG");
+  ASSERT_TRUE(level != nullptr && std::string(level) == "INFO")
+      << "run with BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL (as tests/meson.build does): the log "
+         "tells the path";
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   for (int n : {2, static_cast<int>(cores) + 1}) {
     RunRanks(n, [cores](RankContext& ctx) {
