@@ -306,9 +306,7 @@ int main(int argc, char** argv) {
     const bool machine = settings.registered_min_bytes == baton::kSizeFromMachine;
     printf(
         "registered buffers: collectives but alltoall from %zu KiB read the peers' buffers in "
-        "place "
-        "(%s), "
-        "not the table\n",
+        "place (%s), not the table\n",
         static_cast<size_t>(
             baton::RegisteredMinBytes(settings.registered_min_bytes, model.Oversubscribed()) >> 10),
         !machine                 ? "BATON_REGISTERED_MIN_BYTES"
