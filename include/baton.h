@@ -317,7 +317,7 @@ batonResult_t batonMemFree(void* ptr);
  * (allreduce, reduce-scatter, allgather, broadcast, reduce; not alltoall,
  * PreMulSum or calls in a group) whose send and receive buffers are
  * registered on every rank, all ranks on one host sharing memory, buffers
- * inside batonMemAlloc memory, at least BATON_REGISTERED_MIN_BYTES (256 KiB;
+ * inside batonMemAlloc memory, at least BATON_REGISTERED_MIN_BYTES (32 KiB;
  * 64 KiB where a host runs more ranks than cores) in all, runs without the
  * transports: each rank reduces or copies straight from its peers' buffers
  * into its own output, one pass through memory. Ranks agree per call;

@@ -89,7 +89,7 @@ namespace baton {
     "smallest collective on ordinary buffers that takes the single-copy path")                     \
   X(registered_min_bytes, "BATON_REGISTERED_MIN_BYTES", Size, kSizeFromMachine,                    \
     "smallest collective on registered buffers that reads the peers' buffers in place "            \
-    "(default 256K, 64K where ranks outnumber cores)")                                             \
+    "(default 32K, 64K where ranks outnumber cores)")                                              \
   X(copy_in, "BATON_COPY_IN", Int, -1,                                                             \
     "allreduce on ordinary buffers of one host copied into shared stages the peers read: -1 "      \
     "where ranks outnumber cores, 1 always, 0 never")                                              \

@@ -39,12 +39,13 @@ inline bool CopyInChosen(int copy_in, bool oversubscribed, const AlgorithmFilter
 
 // The smallest call on registered buffers that reads the peers' buffers in
 // place (comm/host_ipc.h) when BATON_REGISTERED_MIN_BYTES is left to the
-// machine: the registered path meets the ranks three times per call, which
-// costs about 2 us where each rank has a core (break-even near 256 KiB), but
-// saves a context switch at every slot hand-off where ranks outnumber cores
-// (faster from 64 KiB there; docs/performance.md, "Registered buffers where
-// ranks outnumber cores"). The communicator and baton-topo both ask.
-inline constexpr uint64_t kRegisteredMinBytes = 256 << 10;
+// machine: the registered path meets the ranks three times per call, about
+// 1 us where each rank has a core (faster than the slots from 16-32 KiB);
+// where ranks outnumber cores each meeting can cost a context switch, and it
+// is faster from 64 KiB (docs/performance.md, "Registered buffers where
+// ranks outnumber cores, and where they do not"). The communicator and
+// baton-topo both ask.
+inline constexpr uint64_t kRegisteredMinBytes = 32 << 10;
 inline constexpr uint64_t kRegisteredMinBytesOversubscribed = 64 << 10;
 inline uint64_t RegisteredMinBytes(uint64_t setting, bool oversubscribed) {
   if (setting != kSizeFromMachine) return setting;

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -127,7 +128,8 @@ std::string Describe(const Case& c) {
 
 // Every case on buffers of batonMemAlloc memory registered on the
 // communicator; `registered(rank)` false: that rank passes plain memory.
-void Sweep(RankContext& ctx, bool registered, const std::vector<size_t>& counts) {
+void Sweep(RankContext& ctx, bool registered, const std::vector<size_t>& counts,
+           std::span<const Coll> colls = kColls) {
   const int n = ctx.nranks();
   const size_t max_bytes = (counts.back() + 8) * 8 * n;
   uint8_t* send = nullptr;
@@ -152,7 +154,7 @@ void Sweep(RankContext& ctx, bool registered, const std::vector<size_t>& counts)
   }
   const batonDataType_t types[] = {batonFloat32,  batonFloat64, batonInt32,
                                    batonBfloat16, batonFloat16, batonUint8};
-  for (Coll coll : kColls) {
+  for (Coll coll : colls) {
     for (batonDataType_t t : types) {
       for (batonRedOp_t op : {batonSum, batonMax, batonProd, batonAvg}) {
         const bool reduces = coll != Coll::kAllGather && coll != Coll::kBroadcast;
@@ -203,13 +205,15 @@ TEST(RegisteredDefault, SmallCallsOrdinaryLargeRegistered) {
   RunRanks(3, [](RankContext& ctx) { Sweep(ctx, true, kCounts); });
 }
 
-// The default threshold follows the ranks per core: 64 KiB where ranks
-// outnumber cores (the hand-offs of the slots are context switches there),
-// 256 KiB with a core per rank. Calls of 80-240 KiB (20000 floats a rank) are
-// registered in the first case only; 8 KiB calls take the ordinary path in
-// both. The log (BATON_DEBUG=INFO, BATON_DEBUG_SUBSYS=COLL: tests/meson.build)
-// tells the path.
+// The default threshold follows the ranks per core: 32 KiB with a core per
+// rank, 64 KiB where ranks outnumber cores (each meeting of the registered
+// path can cost a context switch there). Calls of at most 404 B a rank take
+// the ordinary path in both; an allreduce, broadcast or reduce of 36 KiB is
+// registered in the first case only, one of 80 KiB in both. The log
+// (BATON_DEBUG=INFO, BATON_DEBUG_SUBSYS=COLL: tests/meson.build) tells the
+// path: its line comes with a communicator's first registered call.
 constexpr char kTookRegistered[] = "registered buffers:";
+constexpr Coll kRooted[] = {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce};
 
 TEST(RegisteredDefault, ThresholdFollowsRanksPerCore) {
   const char* level = getenv("BATON_DEBUG");
@@ -219,15 +223,20 @@ TEST(RegisteredDefault, ThresholdFollowsRanksPerCore) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
   for (int n : {2, static_cast<int>(cores) + 1}) {
     RunRanks(n, [cores](RankContext& ctx) {
-      std::string log = baton_test::CaptureLog([&] { Sweep(ctx, true, {1, 1001}); });
-      MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos) << "below 64 KiB";
-      log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}); });
-      if (ctx.nranks() > cores)
-        MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
-            << "80 KiB not registered where ranks outnumber cores";
-      else
+      const bool crowded = ctx.nranks() > cores;
+      std::string log = baton_test::CaptureLog([&] { Sweep(ctx, true, {1, 101}); });
+      MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos) << "below 32 KiB";
+      log = baton_test::CaptureLog([&] { Sweep(ctx, true, {9000}, kRooted); });
+      if (crowded)
         MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos)
-            << "80-240 KiB registered with a core per rank";
+            << "36 KiB registered where ranks outnumber cores";
+      else
+        MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
+            << "36 KiB not registered with a core per rank";
+      if (!crowded) return;
+      log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}, kRooted); });
+      MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
+          << "80 KiB not registered where ranks outnumber cores";
     });
   }
 }

@@ -74,12 +74,12 @@ BATON_COPY_IN=1 "$topo" --ranks "$cores" | grep -q "$copy_in (BATON_COPY_IN=1)" 
   fail "baton-topo with BATON_COPY_IN=1: no copy-in line"
 
 # Registered buffers take their path from 64 KiB where ranks outnumber cores,
-# from 256 KiB with a core per rank, or from BATON_REGISTERED_MIN_BYTES.
+# from 32 KiB with a core per rank, or from BATON_REGISTERED_MIN_BYTES.
 registered="registered buffers: collectives but alltoall from"
 "$topo" --ranks $((cores + 1)) | grep -q "$registered 64 KiB .*(ranks outnumber cores)" ||
   fail "baton-topo --ranks $((cores + 1)): no 64 KiB registered line"
-"$topo" --ranks "$cores" | grep -q "$registered 256 KiB .*(a core per rank)" ||
-  fail "baton-topo --ranks $cores: no 256 KiB registered line"
+"$topo" --ranks "$cores" | grep -q "$registered 32 KiB .*(a core per rank)" ||
+  fail "baton-topo --ranks $cores: no 32 KiB registered line"
 BATON_REGISTERED_MIN_BYTES=1M "$topo" --ranks $((cores + 1)) |
   grep -q "$registered 1024 KiB .*(BATON_REGISTERED_MIN_BYTES)" ||
   fail "baton-topo with BATON_REGISTERED_MIN_BYTES=1M: no 1024 KiB registered line"
