@@ -19,8 +19,8 @@ Configurations (--configs, comma separated):
   netN-RATE   N simulated hosts (scripts/netns.sh: namespaces on a bridge, eth0 shaped by tbf at
               RATE, e.g. 1g = 1gbit, 10g, 500m), one rank per host. Baton: one batonrun per
               namespace, the library binding each rank by its index on the machine
-              (BATON_BIND=auto, README's recipe for namespaces); Open MPI: mpirun in host 0 reaching the others through an rsh agent that
-              enters their namespace with its own hostname (unshare --uts); Gloo: one process per
+              (BATON_BIND=auto, README's recipe for namespaces); Open MPI: mpirun in host 0
+              reaching the others through an rsh agent that enters their namespace with its own hostname (unshare --uts); Gloo: one process per
               namespace with a FileStore rendezvous. Needs root.
 
 --baseline DIR adds the Baton of another build directory (e.g. a copy of the build before a

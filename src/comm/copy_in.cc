@@ -87,10 +87,7 @@ Status RunCopyInAllReduce(ChannelSet& ch, const RegisteredCall& rc,
     IpcCall part = c;
     part.count = count;
     BATON_RETURN_IF_ERROR(RunWriteAllAllReduce(ch, part, send_base, recv_base, timeout_s, st));
-    if (streaming)
-      StreamCopy(recv + b * es, stage, bytes);
-    else
-      std::memcpy(recv + b * es, stage, bytes);
+    CopyOut(recv + b * es, stage, bytes, streaming);
   }
   return Status::Ok();
 }

@@ -441,6 +441,13 @@ void StreamCopy(void* dst, const void* src, size_t bytes) {
               .non_temporal = true});
 }
 
+void CopyOut(void* dst, const void* src, size_t bytes, bool streaming) {
+  if (streaming)
+    StreamCopy(dst, src, bytes);
+  else
+    memcpy(dst, src, bytes);
+}
+
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
                 batonRedOp_t op, uint32_t post_divisor, bool non_temporal) {
   ReduceCopy({.srcs = {a, b},

@@ -55,6 +55,8 @@ void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonData
 // memcpy with streaming stores where the vector back end runs (dst and src
 // must not overlap): for outputs nobody reads again within the call.
 void StreamCopy(void* dst, const void* src, size_t bytes);
+// StreamCopy where `streaming`, else memcpy.
+void CopyOut(void* dst, const void* src, size_t bytes, bool streaming);
 
 // dst[i] = src[i] * *scalar (one element of dt) for i < count: the
 // pre-multiplication of a PreMulSum op (ScaleCopyRange in reduce_copy.h).

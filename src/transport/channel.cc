@@ -1,18 +1,12 @@
 #include "transport/channel.h"
 
-#include <cstring>
-
 #include "kernels/cpu_reduce.h"
 
 namespace baton {
 
 void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len) {
   if (t.reduce_with == nullptr) {
-    if (t.non_temporal) {
-      StreamCopy(t.dst + offset, data, len);
-    } else {
-      memcpy(t.dst + offset, data, len);
-    }
+    CopyOut(t.dst + offset, data, len, t.non_temporal);
     return;
   }
   const uint8_t* local = t.reduce_with + offset;

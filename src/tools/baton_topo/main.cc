@@ -302,20 +302,20 @@ int main(int argc, char** argv) {
   PrintAlgorithms(model, table, opt.hosts, ranks);
   // Registered buffers (comm/host_ipc.h) skip the table from a size that
   // depends on the ranks per core.
+  const bool crowded = model.Oversubscribed();
   if (opt.hosts == 1 && ranks > 1) {
     const bool machine = settings.registered_min_bytes == baton::kSizeFromMachine;
+    const uint64_t from = baton::RegisteredMinBytes(settings.registered_min_bytes, crowded);
     printf(
         "registered buffers: collectives but alltoall from %zu KiB read the peers' buffers in "
         "place (%s), not the table\n",
-        static_cast<size_t>(
-            baton::RegisteredMinBytes(settings.registered_min_bytes, model.Oversubscribed()) >> 10),
-        !machine                 ? "BATON_REGISTERED_MIN_BYTES"
-        : model.Oversubscribed() ? "ranks outnumber cores"
-                                 : "a core per rank");
+        static_cast<size_t>(from >> 10),
+        !machine  ? "BATON_REGISTERED_MIN_BYTES"
+        : crowded ? "ranks outnumber cores"
+                  : "a core per rank");
   }
   // The copy-in path (comm/copy_in.cc) runs instead of the table's choice.
-  if (opt.hosts == 1 && ranks > 1 &&
-      baton::CopyInChosen(settings.copy_in, model.Oversubscribed(), filter)) {
+  if (opt.hosts == 1 && ranks > 1 && baton::CopyInChosen(settings.copy_in, crowded, filter)) {
     const std::string upto =
         settings.copy_in_max_bytes == 0
             ? " up"
