@@ -11,16 +11,18 @@ subclasses carrying Baton's message.
 """
 
 import ctypes
+import weakref
 
 import numpy as np
 
-from . import _core, _lib
+from . import _core, _lib, _memory
+from ._memory import Registration, empty, zeros
 from ._lib import (BatonError, BatonTimeoutError, InvalidArgumentError, InvalidUsageError,
                    RemoteError)
 
 __all__ = ["init", "init_rank", "get_unique_id", "Comm", "Request", "BatonError",
            "InvalidArgumentError", "InvalidUsageError", "RemoteError", "BatonTimeoutError",
-           "version", "wait_all"]
+           "version", "wait_all", "empty", "zeros", "Registration"]
 
 
 def version():
@@ -158,6 +160,7 @@ class Comm:
         self._h = handle.value  # the handle as _core takes it; 0 once destroyed
         self._stream = None
         self._orphans = []  # (event, arrays) of Requests dropped while their call was queued
+        self._registrations = weakref.WeakSet()  # open Registrations (register())
         n = ctypes.c_int()
         r = ctypes.c_int()
         _lib.check(_lib.lib.batonCommCount(handle, ctypes.byref(n)), handle)
@@ -209,6 +212,7 @@ class Comm:
             _lib.lib.batonStreamDestroy(self._stream)  # waits for the queued calls
             self._stream = None
         self._free_orphans(all_done=True)
+        self._forget_registrations()
         _lib.check(_lib.lib.batonCommDestroy(handle), None, "destroy")
 
     def abort(self):
@@ -216,11 +220,49 @@ class Comm:
         if self._handle is None:
             return
         handle, self._handle, self._h = self._handle, None, 0
+        self._forget_registrations()
         _lib.lib.batonCommAbort(handle)
         if self._stream is not None:
             _lib.lib.batonStreamDestroy(self._stream)
             self._stream = None
         self._free_orphans(all_done=True)
+
+    # ---- registered arrays (_memory.py) ----
+    def register(self, buf):
+        """Registers buf (a C-contiguous buffer; one from baton.empty or baton.zeros to be of
+        use) on this communicator: collectives whose send and receive buffers are registered
+        on every rank of one host read the peers' buffers in place (batonCommRegister).
+        Returns a Registration (close() or a with block gives it back); it keeps buf alive."""
+        self._check_open()
+        array, handle = _memory.register(self, buf)
+        reg = Registration(self, array, handle)
+        self._registrations.add(reg)
+        return reg
+
+    def empty(self, shape, dtype=np.float32):
+        """baton.empty's array, registered on this communicator for as long as both live."""
+        self._check_open()
+        array = _memory.empty(shape, dtype)
+        if array.nbytes == 0:
+            return array  # nothing to register
+        _, handle = _memory.register(self, array)
+        _memory._tie(array, self, handle)
+        return array
+
+    def zeros(self, shape, dtype=np.float32):
+        """As empty, filled with zeros."""
+        return self.empty(shape, dtype)  # batonMemAlloc zeroes what it returns
+
+    def _deregister(self, handle):
+        _lib.check(self._lib_deregister(handle), self._handle, "deregister")
+
+    def _lib_deregister(self, handle):
+        return _lib.lib.batonCommDeregister(self._handle, ctypes.c_void_p(handle))
+
+    def _forget_registrations(self):
+        """Destroying the communicator gives back every registration on it."""
+        for reg in list(self._registrations):
+            reg._forget()
 
     def failed_ranks(self):
         """The ranks of this communicator known to have failed (batonCommGetFailedRanks), a list

@@ -139,6 +139,10 @@ _PROTOTYPES = {
     "batonEventQuery": [c_event],
     "batonEventSynchronize": [c_event],
     "batonEventDestroy": [c_event],
+    "batonMemAlloc": [ctypes.POINTER(_vp), ctypes.c_size_t],
+    "batonMemFree": [_vp],
+    "batonCommRegister": [c_comm, _vp, ctypes.c_size_t, ctypes.POINTER(_vp)],
+    "batonCommDeregister": [c_comm, _vp],
     "batonGroupStart": [],
     "batonGroupEnd": [],
 }

@@ -235,6 +235,7 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
   Clock::time_point last_progress{};
   Spinner spinner(config_.spin, last_progress);
   bool spinning = false;
+  uint32_t idle_polls = 0;
   Clock::time_point asked_at{};  // when the peers were last asked where they are
   uint32_t seen_answers = channels_->answers();
   std::string behind;  // peers that have not reached this call, by their answers
@@ -293,6 +294,12 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     if (moved || remaining == 0) {
       spinning = false;
       if (!behind.empty()) behind.clear();
+      continue;
+    }
+    // Between clock reads, a few polls with only the pause: the clock costs
+    // more than a poll, and a piece seen sooner is a shorter call.
+    if (spinning && (++idle_polls & 7) != 0) {
+      CpuRelax();
       continue;
     }
     auto now = Clock::now();

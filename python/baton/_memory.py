@@ -1,0 +1,128 @@
+"""Arrays in memory the other processes of a host can map, and their registration.
+
+Collectives whose buffers are registered on every rank (batonMemAlloc memory,
+batonCommRegister) read the peers' buffers in place: one pass through memory
+instead of the shared-memory rings' copies (docs/python.md, "Registered
+arrays"). baton.empty / baton.zeros allocate such memory as NumPy arrays;
+Comm.register registers one (a Registration, given back by close() or at the
+end of a with block); Comm.empty / Comm.zeros do both, the registration
+lasting as long as the memory or the communicator.
+"""
+
+import ctypes
+import math
+import threading
+import weakref
+
+import numpy as np
+
+from . import _lib
+
+# Registrations that Comm.empty tied to an allocation, by its address:
+# (weak reference to the Comm, handle) pairs, given back when the memory is.
+_tied = {}
+_tied_lock = threading.Lock()
+
+
+def _release(address):
+    """Frees one allocation once no array uses it, after its tied registrations."""
+    with _tied_lock:
+        ties = _tied.pop(address, [])
+    for comm_ref, handle in ties:
+        comm = comm_ref()
+        if comm is not None and comm._handle is not None:
+            # (at collection time there is nobody to raise to; batonMemFree below then
+            # refuses memory still registered, and it stays allocated)
+            comm._lib_deregister(handle)
+    _lib.lib.batonMemFree(ctypes.c_void_p(address))
+
+
+def _shape(shape):
+    shape = (int(shape),) if np.isscalar(shape) else tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"negative dimensions are not allowed: {shape}")
+    return shape
+
+
+def empty(shape, dtype=np.float32):
+    """An uninitialized C-contiguous array in memory the peers of this host can map
+    (batonMemAlloc, zeroed as allocated). Freed when the last array over it is gone."""
+    shape, dtype = _shape(shape), np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    address = ctypes.c_void_p()
+    # (a zero-size array still gets a page, so every array has an allocation)
+    _lib.check(_lib.lib.batonMemAlloc(ctypes.byref(address), max(nbytes, 1)), what="empty")
+    raw = (ctypes.c_char * max(nbytes, 1)).from_address(address.value)
+    with _tied_lock:
+        _tied[address.value] = []
+    # Every array made from this one (views, slices, reshapes) keeps `raw` as its base.
+    weakref.finalize(raw, _release, address.value)
+    return np.frombuffer(raw, dtype=dtype, count=math.prod(shape)).reshape(shape)
+
+
+def zeros(shape, dtype=np.float32):
+    """As empty, filled with zeros."""
+    return empty(shape, dtype)  # batonMemAlloc zeroes what it returns
+
+
+def _tie(array, comm, handle):
+    """Has the registration `handle` of comm given back with array's memory."""
+    with _tied_lock:
+        _tied[array.__array_interface__["data"][0]].append((weakref.ref(comm), handle))
+
+
+class Registration:
+    """A buffer registered on a communicator (Comm.register). Keeps the buffer alive
+    until close(), which gives the registration back (at the end of a with block too);
+    the communicator's destroy gives back every registration still open."""
+
+    def __init__(self, comm, array, handle):
+        self._comm = weakref.ref(comm)
+        self._array = array
+        self._handle = handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to at collection time
+            pass
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def close(self):
+        """Gives the registration back (batonCommDeregister); a second close does nothing."""
+        handle, self._handle, array = self._handle, None, self._array
+        self._array = None
+        comm = self._comm()
+        if handle is not None and comm is not None and comm._handle is not None:
+            comm._deregister(handle)
+        del array
+
+    def _forget(self):
+        """The communicator was destroyed, and the registration with it."""
+        self._handle = None
+        self._array = None
+
+
+def register(comm, buf):
+    """batonCommRegister of buf's bytes (a C-contiguous buffer) on comm: the handle and the
+    array it covers."""
+    array = np.asarray(buf)
+    if not array.flags.c_contiguous:
+        raise ValueError("register: the buffer must be C-contiguous (the peers read its bytes "
+                         "in one piece)")
+    if array.nbytes == 0:
+        raise ValueError("register: the buffer is empty")
+    handle = ctypes.c_void_p()
+    _lib.check(_lib.lib.batonCommRegister(comm._handle, ctypes.c_void_p(array.ctypes.data),
+                                          array.nbytes, ctypes.byref(handle)),
+               comm._handle, "register")
+    return array, handle.value
