@@ -246,7 +246,14 @@ class Comm:
         if array.nbytes == 0:
             return array  # nothing to register
         _, handle = _memory.register(self, array)
-        _memory._tie(array, self, handle)
+        comm_ref = weakref.ref(self)
+
+        def give_back():
+            comm = comm_ref()
+            if comm is not None and comm._handle is not None:
+                comm._deregister(handle)
+
+        _memory.tie(array, give_back)
         return array
 
     def zeros(self, shape, dtype=np.float32):
@@ -254,10 +261,8 @@ class Comm:
         return self.empty(shape, dtype)  # batonMemAlloc zeroes what it returns
 
     def _deregister(self, handle):
-        _lib.check(self._lib_deregister(handle), self._handle, "deregister")
-
-    def _lib_deregister(self, handle):
-        return _lib.lib.batonCommDeregister(self._handle, ctypes.c_void_p(handle))
+        _lib.check(_lib.lib.batonCommDeregister(self._handle, ctypes.c_void_p(handle)),
+                   self._handle, "deregister")
 
     def _forget_registrations(self):
         """Destroying the communicator gives back every registration on it."""

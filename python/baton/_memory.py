@@ -18,8 +18,8 @@ import numpy as np
 
 from . import _lib
 
-# Registrations that Comm.empty tied to an allocation, by its address:
-# (weak reference to the Comm, handle) pairs, given back when the memory is.
+# What gives back the registrations tied to an allocation (Comm.empty,
+# baton.torch.empty), by its address: callables run before it is freed.
 _tied = {}
 _tied_lock = threading.Lock()
 
@@ -28,12 +28,11 @@ def _release(address):
     """Frees one allocation once no array uses it, after its tied registrations."""
     with _tied_lock:
         ties = _tied.pop(address, [])
-    for comm_ref, handle in ties:
-        comm = comm_ref()
-        if comm is not None and comm._handle is not None:
-            # (at collection time there is nobody to raise to; batonMemFree below then
-            # refuses memory still registered, and it stays allocated)
-            comm._lib_deregister(handle)
+    for give_back in ties:
+        try:
+            give_back()
+        except Exception:  # noqa: BLE001 - at collection time there is nobody to raise to
+            pass  # (batonMemFree then refuses memory still registered: it stays allocated)
     _lib.lib.batonMemFree(ctypes.c_void_p(address))
 
 
@@ -65,10 +64,11 @@ def zeros(shape, dtype=np.float32):
     return empty(shape, dtype)  # batonMemAlloc zeroes what it returns
 
 
-def _tie(array, comm, handle):
-    """Has the registration `handle` of comm given back with array's memory."""
+def tie(array, give_back):
+    """Runs give_back() (a registration's release) before array's memory (from empty) is
+    freed."""
     with _tied_lock:
-        _tied[array.__array_interface__["data"][0]].append((weakref.ref(comm), handle))
+        _tied[array.__array_interface__["data"][0]].append(give_back)
 
 
 class Registration:

@@ -9,8 +9,10 @@ process group's Store.
 """
 
 import atexit as _atexit
+import math as _math
+import weakref as _weakref
 
-from . import _build_info
+from . import _build_info, _memory
 
 _REBUILD = ("with that torch installed, `pip install --no-build-isolation --force-reinstall .` "
             "in Baton's source (meson builds: a -Dpython= that has it; docs/python.md)")
@@ -53,21 +55,54 @@ BatonBackend = _baton_torch.BatonBackend
 _backends = {}  # (process group, device type) -> its BatonBackend, for all_reduce
 
 
+def _backend_of(group, device, what):
+    pg = _dist.group.WORLD if group is None else group
+    key = (pg, device.type)
+    backend = _backends.get(key)
+    if backend is None:
+        backend = pg._get_backend(device)
+        if not isinstance(backend, BatonBackend):
+            raise ValueError(f"{what}: the group's backend for {device} is "
+                             f"{type(backend).__name__}, not baton's")
+        _backends[key] = backend
+    return backend
+
+
 def all_reduce(tensor, op=_dist.ReduceOp.SUM, group=None):
     """dist.all_reduce(tensor, op, group) on a "baton" group, blocking, in place, without
     torch.distributed's Python layer, dispatcher and hooks (its flight recorder does not see
     the call): what DeepSpeed's inference_all_reduce is to its SHM op. CPU tensors and
     CUDA tensors as the backend takes them."""
-    pg = _dist.group.WORLD if group is None else group
-    key = (pg, tensor.device.type)
-    backend = _backends.get(key)
-    if backend is None:
-        backend = pg._get_backend(tensor.device)
-        if not isinstance(backend, BatonBackend):
-            raise ValueError(f"baton.torch.all_reduce: the group's backend for {tensor.device} "
-                             f"is {type(backend).__name__}, not baton's")
-        _backends[key] = backend
+    backend = _backend_of(group, tensor.device, "baton.torch.all_reduce")
     _baton_torch._all_reduce(backend, tensor, op)
+
+
+def empty(*size, dtype=_torch.float32, group=None):
+    """A CPU tensor in memory the other processes of this host can map (baton.empty),
+    registered on the "baton" group's communicator (the default group when None) for as
+    long as both live: collectives of that group whose tensors are all such, on every rank
+    of one host, read the peers' tensors in place (docs/python.md, "Registered arrays")."""
+    shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
+    backend = _backend_of(group, _torch.device("cpu"), "baton.torch.empty")
+    nbytes = _math.prod(shape) * _torch.empty((), dtype=dtype).element_size()
+    raw = _memory.empty(nbytes, "uint8")
+    tensor = _torch.from_numpy(raw).view(dtype).reshape(shape)  # keeps raw, and so the memory
+    if nbytes:
+        handle = _baton_torch._register(backend, raw.ctypes.data, nbytes)
+        backend_ref = _weakref.ref(backend)
+
+        def give_back():
+            live = backend_ref()
+            if live is not None:
+                _baton_torch._deregister(live, handle)
+
+        _memory.tie(raw, give_back)
+    return tensor
+
+
+def zeros(*size, dtype=_torch.float32, group=None):
+    """As empty, filled with zeros."""
+    return empty(*size, dtype=dtype, group=group)  # batonMemAlloc zeroes what it returns
 
 
 def _create_backend(store, rank, size, timeout):

@@ -104,6 +104,19 @@ c10::intrusive_ptr<c10d::Work> BatonBackend::endCoalescing() {
   return runner_->EndCoalescing(getRank());
 }
 
+uintptr_t BatonBackend::RegisterBuffer(void* ptr, size_t bytes) {
+  batonComm_t comm = comm_;
+  if (comm == nullptr) ThrowBackendError("registering a buffer: the process group was shut down");
+  void* handle = nullptr;
+  Check(batonCommRegister(comm, ptr, bytes, &handle), "registering a buffer");
+  return reinterpret_cast<uintptr_t>(handle);
+}
+
+void BatonBackend::DeregisterBuffer(uintptr_t handle) {
+  if (batonComm_t comm = comm_)
+    Check(batonCommDeregister(comm, reinterpret_cast<void*>(handle)), "deregistering a buffer");
+}
+
 void BatonBackend::Check(batonResult_t result, const char* what) const {
   if (result != batonSuccess) ThrowBackendError(ErrorText(what, result, comm_));
 }

@@ -96,6 +96,11 @@ class BatonBackend : public c10d::Backend {
   // every rank of a group that calls them in one order. TORCH_DISTRIBUTED_DEBUG
   // =DETAIL's wrapper checks it.
   uint64_t getSequenceNumberForGroup() override { return collectives_; }
+  // batonCommRegister / batonCommDeregister of host memory on this group's
+  // communicator (baton.torch.empty). Deregistering after shutdown does
+  // nothing: the communicator gave its registrations back when it was freed.
+  uintptr_t RegisterBuffer(void* ptr, size_t bytes);
+  void DeregisterBuffer(uintptr_t handle);
   // destroy_process_group: runs what is queued, then frees the communicator.
   void shutdown() override;
   // Stops what is in flight at once (peers see an error), then frees.

@@ -31,6 +31,19 @@ PYBIND11_MODULE(_baton_torch, m) {
       },
       py::arg("backend"), py::arg("tensor"), py::arg("op"),
       py::call_guard<py::gil_scoped_release>());
+  // baton.torch.empty: its memory registered on the group's communicator.
+  m.def(
+      "_register",
+      [](baton_torch::BatonBackend& backend, uintptr_t address, size_t bytes) {
+        return backend.RegisterBuffer(reinterpret_cast<void*>(address), bytes);
+      },
+      py::arg("backend"), py::arg("address"), py::arg("bytes"));
+  m.def(
+      "_deregister",
+      [](baton_torch::BatonBackend& backend, uintptr_t handle) {
+        backend.DeregisterBuffer(handle);
+      },
+      py::arg("backend"), py::arg("handle"));
   m.attr("cuda_tensors") = baton_torch::kCudaTensors;
   m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
         py::call_guard<py::gil_scoped_release>(),
