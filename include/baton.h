@@ -318,9 +318,11 @@ batonResult_t batonMemFree(void* ptr);
  * PreMulSum or calls in a group) whose send and receive buffers are
  * registered on every rank, all ranks on one host sharing memory, buffers
  * inside batonMemAlloc memory, at least BATON_REGISTERED_MIN_BYTES (32 KiB;
- * 64 KiB where a host runs more ranks than cores) in all, runs without the
- * transports: each rank reduces or copies straight from its peers' buffers
- * into its own output, one pass through memory. Ranks agree per call;
+ * 64 KiB where a host runs more ranks than cores) in all, and whose
+ * algorithm BATON_ALGO leaves to Baton, runs without the transports: each
+ * rank reduces or copies straight from its peers' buffers into its own
+ * output, one pass through memory (allreduce sums in rank order, the same
+ * bits however a vector is cut into calls). Ranks agree per call;
  * when any rank's buffers are not registered, the call takes the ordinary
  * path with the same result. Memory not from batonMemAlloc is accepted and
  * gets a handle, but peers cannot map it, so calls on it take the ordinary

@@ -53,6 +53,10 @@ class Backend {
 
   // n zeroed floats of backend memory.
   virtual Buffer Allocate(size_t n) = 0;
+  // As Allocate, for buffers that collectives read and write (the gradients): host memory that
+  // the other ranks of this host can map (batonMemAlloc), so that calls on it registered with
+  // batonCommRegister read the peers' buffers in place. Device memory as Allocate's.
+  virtual Buffer AllocateShared(size_t n) { return Allocate(n); }
   // Host <-> backend copies; each returns once the host memory may be reused (upload) or holds
   // the values of the work queued before it (download).
   virtual void Upload(float* dst, const float* host, size_t n) = 0;

@@ -55,10 +55,24 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend,
     all.last_layer = static_cast<int>(layers.size()) - 1;
     buckets_.push_back(all);
   }
-  if (fp16_) half_ = backend_.Allocate((count + 1) / 2);
+  if (fp16_) half_ = backend_.AllocateShared((count + 1) / 2);
+  if (!device_) {
+    // Gradients the backend keeps in shareable memory (AllocateShared) then take Baton's
+    // registered path between the ranks of a host: each rank reads its peers' buckets in place.
+    Register(grads_, count * sizeof(float));
+    if (fp16_) Register(half(), half_.size() * sizeof(float));
+  }
+}
+
+void GradientAverager::Register(void* buffer, size_t bytes) {
+  void* handle = nullptr;
+  CheckBaton(batonCommRegister(comm_, buffer, bytes, &handle), comm_, "batonCommRegister");
+  registrations_.push_back(handle);
 }
 
 GradientAverager::~GradientAverager() {
+  // (An error only where the communicator is gone, its registrations with it.)
+  for (void* handle : registrations_) batonCommDeregister(comm_, handle);
   if (overlap_ && !device_) batonStreamDestroy(stream_);
 }
 

@@ -63,6 +63,7 @@ class GradientAverager {
 
  private:
   void Launch(size_t bucket);
+  void Register(void* buffer, size_t bytes);
   uint16_t* half() { return reinterpret_cast<uint16_t*>(half_.data()); }
 
   batonComm_t comm_;
@@ -79,6 +80,7 @@ class GradientAverager {
   batonStream_t stream_ = nullptr;
   Timeline* timeline_;  // --trace: each bucket's launch (null: none)
   Buffer half_;  // fp16 staging in backend memory, same layout as the gradients (2 per float)
+  std::vector<void*> registrations_;  // batonCommRegister handles of the host buffers
 };
 
 }  // namespace trainer

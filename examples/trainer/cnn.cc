@@ -89,7 +89,7 @@ Cnn::Cnn(Backend& backend, std::vector<int> sizes, int max_batch)
   }
   dflat_.resize(static_cast<size_t>(max_batch_) * flat_);
   params_ = backend_.Allocate(layers_.back().end());
-  grads_ = backend_.Allocate(layers_.back().end());
+  grads_ = backend_.AllocateShared(layers_.back().end());
 }
 
 std::string Cnn::Describe() const {

@@ -1,9 +1,13 @@
 // The host backend: CBLAS for the matrix products, straightforward loops for the rest.
+#include <baton.h>
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_set>
 
 #include "backend.h"
 #include "elementwise.h"
@@ -51,6 +55,17 @@ class CpuBackend final : public Backend {
       throw TrainError("out of memory allocating " + std::to_string(bytes) + " bytes");
     std::memset(p, 0, bytes);
     return Buffer(this, p, n);
+  }
+  Buffer AllocateShared(size_t n) override {
+    void* p = nullptr;
+    // Page-aligned and zeroed.
+    if (batonResult_t r = batonMemAlloc(&p, std::max<size_t>(n, 1) * sizeof(float));
+        r != batonSuccess)
+      throw TrainError(std::string("batonMemAlloc of ") + std::to_string(n) +
+                       " floats: " + batonGetErrorString(r));
+    std::lock_guard<std::mutex> lock(shared_mutex_);
+    shared_.insert(static_cast<float*>(p));
+    return Buffer(this, static_cast<float*>(p), n);
   }
   void Upload(float* dst, const float* host, size_t n) override { Copy(dst, host, n); }
   void Download(float* host, const float* src, size_t n) override { Copy(host, src, n); }
@@ -125,7 +140,21 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  void Release(float* data) override { std::free(data); }
+  void Release(float* data) override {
+    {
+      std::lock_guard<std::mutex> lock(shared_mutex_);
+      if (shared_.erase(data) == 0) {
+        std::free(data);
+        return;
+      }
+    }
+    // (Refused only while a live communicator still has it registered, a bug of the caller's:
+    // the memory then stays.)
+    batonMemFree(data);
+  }
+
+  std::mutex shared_mutex_;
+  std::unordered_set<float*> shared_;  // from AllocateShared (batonMemFree)
 };
 
 }  // namespace

@@ -21,7 +21,7 @@ Mlp::Mlp(Backend& backend, std::vector<int> sizes, int max_batch)
     layers_.push_back(s);
   }
   params_ = backend_.Allocate(offset);
-  grads_ = backend_.Allocate(offset);
+  grads_ = backend_.AllocateShared(offset);
   activations_.resize(sizes_.size());
   deltas_.resize(sizes_.size());
   for (size_t l = 1; l < sizes_.size(); ++l) {

@@ -81,7 +81,7 @@ Stage::Stage(Backend& backend, const Layout& layout, const std::vector<int>& siz
     slices_.push_back(s);
   }
   params_ = backend_.Allocate(offset);
-  grads_ = backend_.Allocate(offset);
+  grads_ = backend_.AllocateShared(offset);
   const int classes = sizes.back();
   slots_.resize(static_cast<size_t>(slots));
   for (Slot& slot : slots_) {

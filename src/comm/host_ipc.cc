@@ -167,7 +167,7 @@ Status WaitAllProgress(ChannelSet& ch, int me, int n, uint64_t target, double ti
   return Status::Ok();
 }
 
-// dst = the inputs reduced (own first), in passes of at most kMaxReduceSrcs
+// dst = the inputs reduced in the order given, in passes of at most kMaxReduceSrcs
 // sources, each later pass folding more into dst; only the last divides.
 void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_t count,
                   batonDataType_t datatype, batonRedOp_t op, uint32_t divisor) {
@@ -221,12 +221,14 @@ Status RunWriteAllAllReduce(ChannelSet& ch, const IpcCall& c,
   for (size_t b = pb; b < pe; b += piece) {
     if (ch.aborted()) return RemoteError("communicator was aborted");
     const size_t off = b * es, count = std::min(piece, pe - b);
-    // Own first; the others staggered, so the ranks do not all write one
-    // peer's buffer at once.
+    // Inputs in rank order, so that every element is reduced in the same
+    // order whatever part holds it: the result does not depend on how the
+    // vector is cut (a bucketed vector equals the whole one, bit for bit).
+    // Outputs own first, the others staggered, so the ranks do not all
+    // write one peer's buffer at once.
     for (int k = 0; k < n; ++k) {
-      const int q = (me + k) % n;
-      inputs[k] = send_base[q] + off;
-      outputs[k] = const_cast<uint8_t*>(recv_base[q]) + off;
+      inputs[k] = send_base[k] + off;
+      outputs[k] = const_cast<uint8_t*>(recv_base[(me + k) % n]) + off;
     }
     ReduceCopyArgs args;
     args.datatype = c.datatype;

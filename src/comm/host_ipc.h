@@ -107,7 +107,7 @@ IpcRecord MakeHostIpcRecord(const RegisteredCall& rc, bool offer_cma);
 // shared memory (deadline, abort, a peer's death).
 Status WaitAllProgress(ChannelSet& ch, int me, int n, uint64_t target, double timeout_s,
                        const char* what);
-// dst = the inputs reduced (own first), in passes of at most kMaxReduceSrcs.
+// dst = the inputs reduced in the order given, in passes of at most kMaxReduceSrcs.
 void ReduceInputs(const std::vector<const uint8_t*>& inputs, uint8_t* dst, size_t count,
                   batonDataType_t datatype, batonRedOp_t op, uint32_t divisor);
 // Every rank says whether it can (`able`) and learns whether all can, in

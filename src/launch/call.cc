@@ -346,12 +346,16 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   call.ipc = static_cast<int>(c.collective) <= static_cast<int>(Collective::kAlltoAll) && !c.premul
                  ? &ipc
                  : nullptr;
-  if (call.ipc != nullptr && !comm.registrations().empty()) [[unlikely]]
+  // The single-pass paths replace the table's algorithm; where BATON_ALGO
+  // chooses this collective's, the call runs as asked (as for copy-in,
+  // CopyInChosen), as NCCL_ALGO holds for registered buffers too.
+  const bool algorithm_open = !comm.config().algorithms.Restricts(c.collective);
+  if (call.ipc != nullptr && algorithm_open && !comm.registrations().empty()) [[unlikely]]
     MarkRegistered(comm, c, ipc, bytes, &call);
   if (call.ipc != nullptr && !call.builder.registered) {
-    MarkSingleCopy(comm, ipc, bytes, &call);
+    if (algorithm_open) MarkSingleCopy(comm, ipc, bytes, &call);
     if (!call.builder.registered) MarkCopyIn(comm, ipc, bytes, &call);
-  } else if (HasVariableCounts(c.collective)) {
+  } else if (HasVariableCounts(c.collective) && algorithm_open) {
     // The v-collectives' plans take the counts; the records carry the
     // counts' hash where a rooted call has its root, so ranks that pass
     // different counts fail as on the ordinary path instead of reading

@@ -6,7 +6,8 @@
 // ordinary path); ranks that disagree on the call (the registered agreement's own error, which also
 // shows that path ran); a peer killed during registered allreduces (an error on the survivors,
 // never a hang); a rank in another pid namespace, whose memory its peers cannot map (every rank
-// takes the ordinary path).
+// takes the ordinary path); BATON_ALGO choosing allreduce's algorithm (no registered path for
+// it); the allreduce's rank-order sum, whatever piece of a vector a call reduces.
 #include <baton.h>
 #include <sched.h>
 #include <signal.h>
@@ -237,6 +238,83 @@ TEST(RegisteredDefault, ThresholdFollowsRanksPerCore) {
       log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}, kRooted); });
       MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
           << "80 KiB not registered where ranks outnumber cores";
+    });
+  }
+}
+
+// BATON_ALGO choosing allreduce's algorithm: allreduces run it as asked (no
+// registered path), broadcasts, which it leaves open, still read in place.
+TEST(RegisteredDefault, ForcedAlgorithmRunsAsAsked) {
+  const char* level = getenv("BATON_DEBUG");
+  ASSERT_TRUE(level != nullptr && std::string(level) == "INFO")
+      << "run with BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL (as tests/meson.build does)";
+  Options options;
+  options.env = {{"BATON_ALGO", "allreduce:ring"}};
+  RunRanks(
+      3,
+      [](RankContext& ctx) {
+        constexpr Coll kAllReduceOnly[] = {Coll::kAllReduce};
+        constexpr Coll kBroadcastOnly[] = {Coll::kBroadcast};
+        std::string log = baton_test::CaptureLog([&] {
+          Sweep(ctx, true, {20000, 70001}, kAllReduceOnly);
+        });
+        MP_EXPECT_EQ(ctx, log.find(kTookRegistered), std::string::npos)
+            << "a forced allreduce algorithm took the registered path";
+        log = baton_test::CaptureLog([&] { Sweep(ctx, true, {20000}, kBroadcastOnly); });
+        MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
+            << "a broadcast, which BATON_ALGO leaves open, was not registered";
+      },
+      options);
+}
+
+// The registered allreduce reduces every element in rank order, whichever rank's
+// part holds it: the result is the float sum x0 + x1 + ... left to right, bit for
+// bit, and a vector reduced in two pieces equals the whole one (a trainer's buckets
+// give the same model as one allreduce). Values of mixed magnitudes, so that
+// another order rounds differently.
+TEST(RegisteredAllReduce, RankOrderWhateverTheCut) {
+  for (int n : {3, 4}) {
+    RunRanks(n, [](RankContext& ctx) {
+      const int ranks = ctx.nranks();
+      constexpr size_t kCount = 70001, kCut = 20001;  // both pieces above 64 KiB
+      auto value = [](int r, size_t i) {
+        return 1.0f / static_cast<float>(3 + r + i % 11) + ((r + i) % 2 == 1 ? 1024.0f : 0.0f);
+      };
+      std::vector<float> want(kCount);
+      for (size_t i = 0; i < kCount; ++i) {
+        float sum = value(0, i);
+        for (int r = 1; r < ranks; ++r) sum += value(r, i);
+        want[i] = sum;
+      }
+      void *send = nullptr, *whole = nullptr, *pieces = nullptr;
+      void *send_handle = nullptr, *whole_handle = nullptr, *pieces_handle = nullptr;
+      const size_t bytes = kCount * sizeof(float);
+      MP_ASSERT_OK(ctx, batonMemAlloc(&send, bytes));
+      MP_ASSERT_OK(ctx, batonMemAlloc(&whole, bytes));
+      MP_ASSERT_OK(ctx, batonMemAlloc(&pieces, bytes));
+      MP_ASSERT_OK(ctx, batonCommRegister(ctx.comm(), send, bytes, &send_handle));
+      MP_ASSERT_OK(ctx, batonCommRegister(ctx.comm(), whole, bytes, &whole_handle));
+      MP_ASSERT_OK(ctx, batonCommRegister(ctx.comm(), pieces, bytes, &pieces_handle));
+      auto* in = static_cast<float*>(send);
+      for (size_t i = 0; i < kCount; ++i) in[i] = value(ctx.rank(), i);
+      const std::string log = baton_test::CaptureLog([&] {
+        MP_ASSERT_OK(
+            ctx, batonAllReduce(in, whole, kCount, batonFloat32, batonSum, ctx.comm(), nullptr));
+        auto* out = static_cast<float*>(pieces);
+        MP_ASSERT_OK(ctx,
+                     batonAllReduce(in, out, kCut, batonFloat32, batonSum, ctx.comm(), nullptr));
+        MP_ASSERT_OK(ctx, batonAllReduce(in + kCut, out + kCut, kCount - kCut, batonFloat32,
+                                         batonSum, ctx.comm(), nullptr));
+      });
+      MP_EXPECT_NE(ctx, log.find(kTookRegistered), std::string::npos)
+          << "the allreduces were not registered";
+      MP_EXPECT_EQ(ctx, std::memcmp(whole, want.data(), bytes), 0)
+          << "the whole vector is not the rank-order float sum";
+      MP_EXPECT_EQ(ctx, std::memcmp(pieces, whole, bytes), 0)
+          << "two pieces differ from the whole vector";
+      for (void* h : {send_handle, whole_handle, pieces_handle})
+        MP_EXPECT_OK(ctx, batonCommDeregister(ctx.comm(), h));
+      for (void* p : {send, whole, pieces}) MP_EXPECT_OK(ctx, batonMemFree(p));
     });
   }
 }
