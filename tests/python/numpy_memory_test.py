@@ -7,6 +7,7 @@ arrays do not. Results are checked against NumPy references built from the
 rank numbers; values are small integers, so sums are exact in any order.
 """
 
+import functools
 import gc
 import os
 import sys
@@ -15,6 +16,7 @@ import tempfile
 import numpy as np
 
 import baton
+import expect
 
 failures = []
 
@@ -25,17 +27,7 @@ def check(name, got, want):
         failures.append(f"{name}: got {np.asarray(got).ravel()[:6]}, want {want.ravel()[:6]}")
 
 
-def expect_error(name, cls, words, fn):
-    try:
-        fn()
-    except cls as e:
-        if words not in str(e):
-            failures.append(f"{name}: message {str(e)!r} lacks {words!r}")
-        return
-    except Exception as e:  # noqa: BLE001
-        failures.append(f"{name}: raised {type(e).__name__}: {e}, want {cls.__name__}")
-        return
-    failures.append(f"{name}: no exception, want {cls.__name__}")
+expect_error = functools.partial(expect.expect_error, failures)
 
 
 # The library's log (fd 2) into a file for the whole run; restored at the end.

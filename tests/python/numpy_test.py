@@ -5,12 +5,14 @@ from the rank number, so each can compute the expected result itself. Values
 are small integers, so float sums are exact in any order.
 """
 
+import functools
 import sys
 import time
 
 import numpy as np
 
 import baton
+import expect
 
 comm = baton.init()
 rank, size = comm.rank, comm.size
@@ -33,17 +35,7 @@ def data(r, n, dtype):
     return ((np.arange(n) * 7 + r * 3) % 11 - 3).astype(dtype)
 
 
-def expect_error(name, cls, words, fn):
-    try:
-        fn()
-    except cls as e:
-        if words not in str(e):
-            failures.append(f"{name}: message {str(e)!r} lacks {words!r}")
-        return
-    except Exception as e:  # noqa: BLE001
-        failures.append(f"{name}: raised {type(e).__name__}: {e}, want {cls.__name__}")
-        return
-    failures.append(f"{name}: no exception, want {cls.__name__}")
+expect_error = functools.partial(expect.expect_error, failures)
 
 
 ops = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
