@@ -65,6 +65,7 @@ GradientAverager::GradientAverager(batonComm_t comm, Backend& backend,
 }
 
 void GradientAverager::Register(void* buffer, size_t bytes) {
+  if (bytes == 0) return;  // (nothing to read in place; Baton refuses an empty registration)
   void* handle = nullptr;
   CheckBaton(batonCommRegister(comm_, buffer, bytes, &handle), comm_, "batonCommRegister");
   registrations_.push_back(handle);
