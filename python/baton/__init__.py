@@ -242,27 +242,19 @@ class Comm:
     def empty(self, shape, dtype=np.float32):
         """baton.empty's array, registered on this communicator for as long as both live."""
         self._check_open()
-        array = _memory.empty(shape, dtype)
-        if array.nbytes == 0:
-            return array  # nothing to register
-        _, handle = _memory.register(self, array)
-        comm_ref = weakref.ref(self)
-
-        def give_back():
-            comm = comm_ref()
-            if comm is not None and comm._handle is not None:
-                comm._deregister(handle)
-
-        _memory.tie(array, give_back)
-        return array
+        return _memory.registered_empty(shape, dtype, self,
+                                        lambda array: _memory.register(self, array)[1],
+                                        Comm._deregister)
 
     def zeros(self, shape, dtype=np.float32):
         """As empty, filled with zeros."""
         return self.empty(shape, dtype)  # batonMemAlloc zeroes what it returns
 
     def _deregister(self, handle):
-        _lib.check(_lib.lib.batonCommDeregister(self._handle, ctypes.c_void_p(handle)),
-                   self._handle, "deregister")
+        """batonCommDeregister; nothing once destroyed (destroy gave every registration back)."""
+        if self._handle is not None:
+            _lib.check(_lib.lib.batonCommDeregister(self._handle, ctypes.c_void_p(handle)),
+                       self._handle, "deregister")
 
     def _forget_registrations(self):
         """Destroying the communicator gives back every registration on it."""

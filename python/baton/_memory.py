@@ -64,11 +64,24 @@ def zeros(shape, dtype=np.float32):
     return empty(shape, dtype)  # batonMemAlloc zeroes what it returns
 
 
-def tie(array, give_back):
-    """Runs give_back() (a registration's release) before array's memory (from empty) is
-    freed."""
+def registered_empty(shape, dtype, owner, register, deregister):
+    """empty's array, registered by register(array) -> handle (unless it is empty) for as
+    long as both the memory and `owner` live: deregister(owner, handle) runs before the
+    memory is freed if owner is still there (Comm.empty, baton.torch.empty)."""
+    array = empty(shape, dtype)
+    if array.nbytes == 0:
+        return array  # nothing to register
+    handle = register(array)
+    owner_ref = weakref.ref(owner)
+
+    def give_back():
+        live = owner_ref()
+        if live is not None:
+            deregister(live, handle)
+
     with _tied_lock:
-        _tied[array.__array_interface__["data"][0]].append(give_back)
+        _tied[array.ctypes.data].append(give_back)
+    return array
 
 
 class Registration:
@@ -99,12 +112,11 @@ class Registration:
 
     def close(self):
         """Gives the registration back (batonCommDeregister); a second close does nothing."""
-        handle, self._handle, array = self._handle, None, self._array
-        self._array = None
+        handle, self._handle = self._handle, None
         comm = self._comm()
-        if handle is not None and comm is not None and comm._handle is not None:
+        if handle is not None and comm is not None:
             comm._deregister(handle)
-        del array
+        self._array = None  # only now: the memory outlives its registration
 
     def _forget(self):
         """The communicator was destroyed, and the registration with it."""

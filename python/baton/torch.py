@@ -10,7 +10,6 @@ process group's Store.
 
 import atexit as _atexit
 import math as _math
-import weakref as _weakref
 
 from . import _build_info, _memory
 
@@ -85,19 +84,11 @@ def empty(*size, dtype=_torch.float32, group=None):
     shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
     backend = _backend_of(group, _torch.device("cpu"), "baton.torch.empty")
     nbytes = _math.prod(shape) * _torch.empty((), dtype=dtype).element_size()
-    raw = _memory.empty(nbytes, "uint8")
-    tensor = _torch.from_numpy(raw).view(dtype).reshape(shape)  # keeps raw, and so the memory
-    if nbytes:
-        handle = _baton_torch._register(backend, raw.ctypes.data, nbytes)
-        backend_ref = _weakref.ref(backend)
-
-        def give_back():
-            live = backend_ref()
-            if live is not None:
-                _baton_torch._deregister(live, handle)
-
-        _memory.tie(raw, give_back)
-    return tensor
+    raw = _memory.registered_empty(
+        nbytes, "uint8", backend,
+        lambda array: _baton_torch._register(backend, array.ctypes.data, array.nbytes),
+        _baton_torch._deregister)
+    return _torch.from_numpy(raw).view(dtype).reshape(shape)  # keeps raw, and so the memory
 
 
 def zeros(*size, dtype=_torch.float32, group=None):

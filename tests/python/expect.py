@@ -1,4 +1,9 @@
-"""What the NumPy package's tests share: a call that must raise."""
+"""What the Python tests share: a call that must raise, the library's log read back, the
+closing report."""
+
+import os
+import sys
+import tempfile
 
 
 def expect_error(failures, name, cls, words, fn):
@@ -13,3 +18,44 @@ def expect_error(failures, name, cls, words, fn):
         failures.append(f"{name}: raised {type(e).__name__}: {e}, want {cls.__name__}")
         return
     failures.append(f"{name}: no exception, want {cls.__name__}")
+
+
+class LibraryLog:
+    """The library's log (fd 2, BATON_DEBUG) into a file from here on, so a test can read
+    which path a call took; close() gives fd 2 back."""
+
+    # A communicator's first call on registered buffers says so (comm/host_ipc.cc).
+    REGISTERED = "read each other's buffers in place"
+
+    def __init__(self):
+        self._file = tempfile.TemporaryFile(mode="w+")
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+
+    def text(self):
+        self._file.flush()
+        self._file.seek(0)
+        return self._file.read()
+
+    def close(self):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+
+    def warnings(self):
+        """The log's WARN and ERROR lines."""
+        return [line for line in self.text().splitlines() if "WARN" in line or "ERROR" in line]
+
+
+def finish(failures, rank, ok, log=None):
+    """Gives fd 2 back from `log` (a LibraryLog), whose WARN and ERROR lines fail the test;
+    then prints the failures and exits 1, or prints `ok`."""
+    if log is not None:
+        log.close()
+        if log.warnings():
+            failures.append("the library warned: " + "; ".join(log.warnings())[:500])
+    if failures:
+        print(f"rank {rank}: {len(failures)} failures", file=sys.stderr)
+        for f in failures[:20]:
+            print(f"rank {rank}: {f}", file=sys.stderr)
+        sys.exit(1)
+    print(f"rank {rank}: {ok}")

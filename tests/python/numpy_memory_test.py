@@ -9,9 +9,6 @@ rank numbers; values are small integers, so sums are exact in any order.
 
 import functools
 import gc
-import os
-import sys
-import tempfile
 
 import numpy as np
 
@@ -29,19 +26,9 @@ def check(name, got, want):
 
 expect_error = functools.partial(expect.expect_error, failures)
 
-
-# The library's log (fd 2) into a file for the whole run; restored at the end.
-log = tempfile.TemporaryFile(mode="w+")
-saved_stderr = os.dup(2)
-os.dup2(log.fileno(), 2)
-REGISTERED_LINE = "read each other's buffers in place"
-
-
-def log_text():
-    log.flush()
-    log.seek(0)
-    return log.read()
-
+log = expect.LibraryLog()  # for the whole run; fd 2 given back at the end
+REGISTERED_LINE = expect.LibraryLog.REGISTERED
+log_text = log.text
 
 comm = baton.init()
 rank, size = comm.rank, comm.size
@@ -147,14 +134,4 @@ expect_error("register after destroy", baton.InvalidUsageError, "destroyed",
 del kept
 gc.collect()
 
-os.dup2(saved_stderr, 2)
-text = log_text()
-if "WARN" in text or "ERROR" in text:
-    failures.append("the library warned: " + "; ".join(
-        line for line in text.splitlines() if "WARN" in line or "ERROR" in line)[:500])
-if failures:
-    print(f"rank {rank}: {len(failures)} failures", file=sys.stderr)
-    for f in failures[:20]:
-        print(f"rank {rank}: {f}", file=sys.stderr)
-    sys.exit(1)
-print(f"rank {rank}: registered arrays ok")
+expect.finish(failures, rank, "registered arrays ok", log)

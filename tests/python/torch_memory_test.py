@@ -10,26 +10,17 @@ values are small integers, so sums are exact in any order.
 
 import datetime
 import gc
-import os
-import sys
-import tempfile
 
 import torch
 import torch.distributed as dist
 
 import baton.torch
+import expect
 
 failures = []
-REGISTERED_LINE = "read each other's buffers in place"
-log = tempfile.TemporaryFile(mode="w+")
-saved_stderr = os.dup(2)
-os.dup2(log.fileno(), 2)
-
-
-def log_text():
-    log.flush()
-    log.seek(0)
-    return log.read()
+log = expect.LibraryLog()  # for the whole run; fd 2 given back at the end
+REGISTERED_LINE = expect.LibraryLog.REGISTERED
+log_text = log.text
 
 
 def same(name, got, want):
@@ -117,14 +108,4 @@ same("tensor after destroy", kept[:4], torch.full((4,), 7.0))
 del kept
 gc.collect()
 
-os.dup2(saved_stderr, 2)
-text = log_text()
-warned = [line for line in text.splitlines() if " WARN " in line or " ERROR " in line]
-if warned:
-    failures.append("the library warned: " + "; ".join(warned)[:500])
-if failures:
-    print(f"rank {rank}: {len(failures)} failures", file=sys.stderr)
-    for f in failures[:20]:
-        print(f"rank {rank}: {f}", file=sys.stderr)
-    sys.exit(1)
-print(f"rank {rank}: registered tensors ok")
+expect.finish(failures, rank, "registered tensors ok", log)
