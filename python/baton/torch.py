@@ -96,6 +96,46 @@ def zeros(*size, dtype=_torch.float32, group=None):
     return empty(*size, dtype=dtype, group=group)  # batonMemAlloc zeroes what it returns
 
 
+def use_registered_memory(enabled=True, min_bytes=256 << 10, cache_bytes=1 << 30):
+    """From now on, CPU tensors of at least min_bytes that torch allocates (torch.empty,
+    torch.randn, a layer's gradients, DDP's buckets, FSDP's gathered parameters) live in
+    memory the other processes of this host can map, registered on every "baton" group's
+    communicator: collectives on them read the peers' tensors in place, as on
+    baton.torch.empty's, with no change to the program (docs/python.md, "Registered
+    memory for every tensor"). Call it before the model and its optimizer are made; tensors
+    made earlier stay where they are. Smaller tensors keep torch's allocator. Freed blocks
+    are kept for reuse up to cache_bytes (release_cached_memory() gives them back).
+    enabled=False: later tensors take torch's allocator again.
+
+    A child forked afterwards (DataLoader workers) allocates from torch's allocator, but it
+    shares, rather than copies, the parent's tensors of at least min_bytes: what it writes
+    into one, the parent sees."""
+    if min_bytes <= 0 or cache_bytes < 0:
+        raise ValueError(f"baton.torch.use_registered_memory: min_bytes {min_bytes} must be "
+                         f"positive and cache_bytes {cache_bytes} not negative")
+    _baton_torch._use_registered_memory(bool(enabled), int(min_bytes), int(cache_bytes))
+
+
+def registered_memory_stats():
+    """What use_registered_memory's allocator holds: enabled, min_bytes, cache_bytes,
+    blocks_in_use / bytes_in_use, blocks_cached / bytes_cached, allocations (served from
+    registered memory), reused (of those, from the cache), fallbacks (served by torch's
+    allocator because Baton could not allocate), communicators, registrations (block,
+    communicator pairs)."""
+    return _baton_torch._registered_memory_stats()
+
+
+def release_cached_memory():
+    """Gives the cached free blocks of use_registered_memory's allocator back to the
+    system; returns their bytes."""
+    return _baton_torch._release_cached_memory()
+
+
+def in_registered_memory(tensor):
+    """Whether the tensor lies in memory of use_registered_memory's allocator."""
+    return tensor.device.type == "cpu" and _baton_torch._in_registered_memory(tensor.data_ptr())
+
+
 def _create_backend(store, rank, size, timeout):
     return BatonBackend(store, rank, size, timeout)
 

@@ -1,5 +1,6 @@
 #include "backend.h"
 
+#include "shared_allocator.h"
 #include "tensors.h"
 
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -53,6 +54,9 @@ BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
     batonCommDestroy(comm_.exchange(nullptr));
     throw;
   }
+  // Tensors in registered memory (baton.torch.use_registered_memory) are
+  // registered on every group's communicator, this one's from now on.
+  SharedCpuAllocator::Get().Attach(comm);
   std::lock_guard<std::mutex> lock(live_mutex);
   LiveBackends().push_back(this);
 }
@@ -73,12 +77,18 @@ void BatonBackend::ShutdownAll() {
 
 void BatonBackend::shutdown() {
   runner_->Stop();
-  if (batonComm_t comm = comm_.exchange(nullptr)) batonCommDestroy(comm);
+  if (batonComm_t comm = comm_.exchange(nullptr)) {
+    SharedCpuAllocator::Get().Detach(comm);
+    batonCommDestroy(comm);
+  }
 }
 
 void BatonBackend::abort() {
   // The calls in flight fail at once; those queued later find no communicator.
-  if (batonComm_t comm = comm_.exchange(nullptr)) batonCommAbort(comm);
+  if (batonComm_t comm = comm_.exchange(nullptr)) {
+    SharedCpuAllocator::Get().Detach(comm);
+    batonCommAbort(comm);
+  }
   runner_->Stop();
 }
 

@@ -4,6 +4,7 @@
 #include <torch/python.h>
 
 #include "backend.h"
+#include "shared_allocator.h"
 #include "tensors.h"
 
 namespace py = pybind11;
@@ -44,6 +45,46 @@ PYBIND11_MODULE(_baton_torch, m) {
         backend.DeregisterBuffer(handle);
       },
       py::arg("backend"), py::arg("handle"));
+  // baton.torch.use_registered_memory and its companions (shared_allocator.h).
+  m.def(
+      "_use_registered_memory",
+      [](bool enabled, size_t min_bytes, size_t cache_bytes) {
+        auto& allocator = baton_torch::SharedCpuAllocator::Get();
+        if (enabled) {
+          allocator.Enable(min_bytes, cache_bytes);
+        } else {
+          allocator.Disable();
+        }
+      },
+      py::arg("enabled"), py::arg("min_bytes"), py::arg("cache_bytes"));
+  m.def(
+      "_release_cached_memory",
+      [] { return baton_torch::SharedCpuAllocator::Get().ReleaseCached(); },
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "_in_registered_memory",
+      [](uintptr_t address) {
+        return baton_torch::SharedCpuAllocator::Get().Contains(reinterpret_cast<void*>(address));
+      },
+      py::arg("address"));
+  m.def("_registered_memory_stats", [] {
+    const auto s = baton_torch::SharedCpuAllocator::Get().GetStats();
+    py::dict d;
+    d["enabled"] = s.enabled;
+    d["min_bytes"] = s.min_bytes;
+    d["cache_bytes"] = s.cache_limit;
+    d["blocks_in_use"] = s.blocks_in_use;
+    d["bytes_in_use"] = s.bytes_in_use;
+    d["blocks_cached"] = s.blocks_cached;
+    d["bytes_cached"] = s.bytes_cached;
+    d["allocations"] = s.allocations;
+    d["reused"] = s.reused;
+    d["fallbacks"] = s.fallbacks;
+    d["max_blocks"] = s.max_blocks;
+    d["communicators"] = s.communicators;
+    d["registrations"] = s.registrations;
+    return d;
+  });
   m.attr("cuda_tensors") = baton_torch::kCudaTensors;
   m.def("_shutdown_all", &baton_torch::BatonBackend::ShutdownAll,
         py::call_guard<py::gil_scoped_release>(),
