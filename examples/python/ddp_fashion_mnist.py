@@ -67,13 +67,19 @@ def main():
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--ordinary-memory", action="store_true",
+                   help="baton: leave tensors in torch's allocator (default: registered memory)")
     p.add_argument("--synthetic", type=int, default=0, metavar="N",
                    help="N random training examples (and N/4 test ones) instead of the dataset")
     args = p.parse_args()
 
     rank, size = launcher_env()
     if args.backend == "baton":
-        import baton.torch  # noqa: F401 - registers the backend
+        import baton.torch  # registers the backend
+        if not args.ordinary_memory:
+            # Before the model: DDP's gradient buckets land in memory the ranks of a
+            # host read in place (docs/python.md, "Registered memory for every tensor").
+            baton.torch.use_registered_memory()
     torch.set_num_threads(1)  # the ranks share the cores
     store = dist.TCPStore(os.environ.get("MASTER_ADDR", "127.0.0.1"),
                           int(os.environ.get("MASTER_PORT", "29512")), size, rank == 0,
