@@ -16,13 +16,15 @@ import weakref
 import numpy as np
 
 from . import _core, _lib, _memory
-from ._memory import Registration, empty, zeros
+from ._memory import (Registration, empty, in_registered_memory, registered_memory_stats,
+                      release_cached_memory, use_registered_memory, zeros)
 from ._lib import (BatonError, BatonTimeoutError, InvalidArgumentError, InvalidUsageError,
                    RemoteError)
 
 __all__ = ["init", "init_rank", "get_unique_id", "Comm", "Request", "BatonError",
            "InvalidArgumentError", "InvalidUsageError", "RemoteError", "BatonTimeoutError",
-           "version", "wait_all", "empty", "zeros", "Registration"]
+           "version", "wait_all", "empty", "zeros", "Registration", "use_registered_memory",
+           "registered_memory_stats", "release_cached_memory", "in_registered_memory"]
 
 
 def version():
@@ -167,6 +169,8 @@ class Comm:
         _lib.check(_lib.lib.batonCommUserRank(handle, ctypes.byref(r)), handle)
         self.size = n.value
         self.rank = r.value
+        _memory._live_comms.add(self)
+        _memory.comm_opened(self._h)  # use_registered_memory's blocks registered on it
 
     # ---- life cycle ----
     def __enter__(self):
@@ -213,6 +217,7 @@ class Comm:
             self._stream = None
         self._free_orphans(all_done=True)
         self._forget_registrations()
+        _memory.comm_closing(handle.value)
         _lib.check(_lib.lib.batonCommDestroy(handle), None, "destroy")
 
     def abort(self):
@@ -221,6 +226,7 @@ class Comm:
             return
         handle, self._handle, self._h = self._handle, None, 0
         self._forget_registrations()
+        _memory.comm_closing(handle.value)
         _lib.lib.batonCommAbort(handle)
         if self._stream is not None:
             _lib.lib.batonStreamDestroy(self._stream)

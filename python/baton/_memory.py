@@ -138,3 +138,74 @@ def register(comm, buf):
                                           array.nbytes, ctypes.byref(handle)),
                comm._handle, "register")
     return array, handle.value
+
+
+# ---- use_registered_memory: NumPy's own allocations in registered memory ----
+# The _numpy_memory extension (NumPy's memory handler over a pool of
+# batonMemAlloc blocks) once use_registered_memory ran; the communicators it
+# registers its blocks on (by handle), and every live Comm, to attach those
+# made before the first call.
+_pool = None
+_attached = set()
+_live_comms = weakref.WeakSet()
+
+
+def use_registered_memory(enabled=True, min_bytes=256 << 10, cache_bytes=1 << 30):
+    """From now on, arrays of at least min_bytes that NumPy allocates in this thread (np.empty,
+    np.zeros, the results of NumPy's operations, Comm calls' outputs) live in memory the other
+    processes of this host can map, registered on every communicator of this process, those
+    made later included: collectives on them read the peers' arrays in place, as on
+    Comm.empty's, with no change to the program (docs/python.md, "Registered memory for every
+    array"). Arrays made earlier stay where they are; smaller ones take malloc. Freed blocks
+    are kept for reuse up to cache_bytes (release_cached_memory() gives them back).
+    enabled=False: later arrays take NumPy's allocator again.
+
+    NumPy keeps its allocator per thread (per context): threads started later use NumPy's
+    own unless they call this too. A child forked afterwards allocates with malloc but
+    shares, rather than copies, the parent's arrays of at least min_bytes."""
+    global _pool
+    if min_bytes <= 0 or cache_bytes < 0:
+        raise ValueError(f"baton.use_registered_memory: min_bytes {min_bytes} must be positive "
+                         f"and cache_bytes {cache_bytes} not negative")
+    if _pool is None:
+        from . import _numpy_memory
+        _pool = _numpy_memory
+        for comm in list(_live_comms):
+            comm_opened(comm._h)
+    _pool.use(bool(enabled), int(min_bytes), int(cache_bytes))
+
+
+def registered_memory_stats():
+    """What use_registered_memory's pool holds: enabled, min_bytes, cache_bytes,
+    blocks_in_use / bytes_in_use, blocks_cached / bytes_cached, allocations (served from
+    registered memory), reused (of those, from the cache), fallbacks (declined: no block to be
+    had), max_blocks (a quarter of the open-file limit), communicators, registrations (block,
+    communicator pairs). Before the first use_registered_memory, all zero."""
+    if _pool is None:
+        from . import _numpy_memory
+        return _numpy_memory.stats()
+    return _pool.stats()
+
+
+def release_cached_memory():
+    """Gives the cached free blocks of use_registered_memory's pool back; returns their bytes."""
+    return 0 if _pool is None else _pool.release_cached()
+
+
+def in_registered_memory(array):
+    """Whether the array's data lies in use_registered_memory's pool."""
+    return _pool is not None and _pool.contains(np.asarray(array).ctypes.data)
+
+
+def comm_opened(handle):
+    """A communicator was made (Comm.__init__): its handle, as an integer."""
+    if _pool is not None and handle and handle not in _attached:
+        _pool.attach(handle)
+        _attached.add(handle)
+
+
+def comm_closing(handle):
+    """A communicator is about to be destroyed or aborted."""
+    if handle in _attached:
+        _attached.discard(handle)
+        _pool.detach(handle)

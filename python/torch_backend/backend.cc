@@ -56,7 +56,7 @@ BatonBackend::BatonBackend(const c10::intrusive_ptr<c10d::Store>& store, int ran
   }
   // Tensors in registered memory (baton.torch.use_registered_memory) are
   // registered on every group's communicator, this one's from now on.
-  SharedCpuAllocator::Get().Attach(comm);
+  SharedCpuAllocator::Pool().Attach(comm);
   std::lock_guard<std::mutex> lock(live_mutex);
   LiveBackends().push_back(this);
 }
@@ -78,7 +78,7 @@ void BatonBackend::ShutdownAll() {
 void BatonBackend::shutdown() {
   runner_->Stop();
   if (batonComm_t comm = comm_.exchange(nullptr)) {
-    SharedCpuAllocator::Get().Detach(comm);
+    SharedCpuAllocator::Pool().Detach(comm);
     batonCommDestroy(comm);
   }
 }
@@ -86,7 +86,7 @@ void BatonBackend::shutdown() {
 void BatonBackend::abort() {
   // The calls in flight fail at once; those queued later find no communicator.
   if (batonComm_t comm = comm_.exchange(nullptr)) {
-    SharedCpuAllocator::Get().Detach(comm);
+    SharedCpuAllocator::Pool().Detach(comm);
     batonCommAbort(comm);
   }
   runner_->Stop();

@@ -49,26 +49,25 @@ PYBIND11_MODULE(_baton_torch, m) {
   m.def(
       "_use_registered_memory",
       [](bool enabled, size_t min_bytes, size_t cache_bytes) {
-        auto& allocator = baton_torch::SharedCpuAllocator::Get();
         if (enabled) {
-          allocator.Enable(min_bytes, cache_bytes);
+          baton_torch::SharedCpuAllocator::Get().Enable(min_bytes, cache_bytes);
         } else {
-          allocator.Disable();
+          baton_torch::SharedCpuAllocator::Pool().Disable();
         }
       },
       py::arg("enabled"), py::arg("min_bytes"), py::arg("cache_bytes"));
   m.def(
       "_release_cached_memory",
-      [] { return baton_torch::SharedCpuAllocator::Get().ReleaseCached(); },
+      [] { return baton_torch::SharedCpuAllocator::Pool().ReleaseCached(); },
       py::call_guard<py::gil_scoped_release>());
   m.def(
       "_in_registered_memory",
       [](uintptr_t address) {
-        return baton_torch::SharedCpuAllocator::Get().Contains(reinterpret_cast<void*>(address));
+        return baton_torch::SharedCpuAllocator::Pool().Contains(reinterpret_cast<void*>(address));
       },
       py::arg("address"));
   m.def("_registered_memory_stats", [] {
-    const auto s = baton_torch::SharedCpuAllocator::Get().GetStats();
+    const auto s = baton_torch::SharedCpuAllocator::Pool().GetStats();
     py::dict d;
     d["enabled"] = s.enabled;
     d["min_bytes"] = s.min_bytes;

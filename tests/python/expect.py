@@ -2,6 +2,7 @@
 closing report."""
 
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -44,6 +45,32 @@ class LibraryLog:
     def warnings(self):
         """The log's WARN and ERROR lines."""
         return [line for line in self.text().splitlines() if "WARN" in line or "ERROR" in line]
+
+
+def open_file_limit_failures(imports, body):
+    """Failures of a registered-memory pool at its open-file limit, checked in a child
+    Python: `imports`, then RLIMIT_NOFILE 64 (a pool takes a quarter: 16 blocks, each a
+    memfd), then `body`, which turns the pool on with min_bytes 4096, allocates and frees
+    one block of one size, then holds 20 of others, and leaves the pool's stats in `s` and
+    how many of the 20 the pool holds in `in_pool`. The cached block must make room, the
+    last 4 take ordinary memory, and the pool must say why, once."""
+    script = imports + """
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+""" + body + """
+assert s["max_blocks"] == 16, s
+assert s["blocks_in_use"] == 16 and s["blocks_cached"] == 0 and s["fallbacks"] == 4, s
+assert in_pool == 16, in_pool
+"""
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    failures = []
+    if run.returncode != 0:
+        failures.append(f"the open-file limit: {run.stderr[-600:]}")
+    elif run.stderr.count("open-file limit") != 1:
+        failures.append(f"the open-file limit said {run.stderr.count('open-file limit')} "
+                        f"times, want once: {run.stderr[-600:]}")
+    return failures
 
 
 def finish(failures, rank, ok, log=None):
