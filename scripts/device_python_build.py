@@ -23,10 +23,11 @@ import sysconfig
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Every source of the torch extension: the folder holds nothing else (python/baton/meson.build
-# lists the same files).
-TORCH_SOURCES = sorted(os.path.basename(f)
-                       for f in glob.glob(os.path.join(ROOT, "python", "torch_backend", "*.cc")))
+# Every source of the torch extension: the two folders hold nothing else (python/baton/meson.build
+# lists the same files); python/common's the NumPy memory handler compiles in too.
+COMMON_SOURCES = sorted(glob.glob(os.path.join(ROOT, "python", "common", "*.cc")))
+TORCH_SOURCES = sorted(glob.glob(os.path.join(ROOT, "python", "torch_backend", "*.cc"))) + \
+    COMMON_SOURCES
 
 
 def cuda_include(torch):
@@ -115,16 +116,18 @@ def main():
 
     start = time.monotonic()
     jobs = [([cxx] + common + ["-shared", os.path.join(ROOT, "python", "baton", "_core.cc"),
-              "-o", os.path.join(pkg, "_core" + suffix)] + link_baton)]
+              "-o", os.path.join(pkg, "_core" + suffix)] + link_baton),
+            ([cxx] + common + ["-shared", os.path.join(ROOT, "python", "baton", "_numpy_memory.cc")]
+             + COMMON_SOURCES + ["-o", os.path.join(pkg, "_numpy_memory" + suffix)] + link_baton)]
     for s in TORCH_SOURCES:
         jobs.append([cxx] + common + torch_args +
-                    ["-c", os.path.join(ROOT, "python", "torch_backend", s),
-                     "-o", os.path.join(objs, s + ".o")])
+                    ["-c", s, "-o", os.path.join(objs, os.path.basename(s) + ".o")])
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
         for f in [pool.submit(run, j) for j in jobs]:
             f.result()
     run([cxx, "-shared", "-o", os.path.join(pkg, "_baton_torch" + suffix)] +
-        [os.path.join(objs, s + ".o") for s in TORCH_SOURCES] + link_baton + torch_link +
+        [os.path.join(objs, os.path.basename(s) + ".o") for s in TORCH_SOURCES] + link_baton +
+        torch_link +
         ["-lpthread"])
     print(f"device_python_build: built {pkg} in {time.monotonic() - start:.0f} s", flush=True)
 
