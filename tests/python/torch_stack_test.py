@@ -5,6 +5,10 @@
                                                   # (TORCH_STACK_DTENSOR_BACKEND=gloo: on gloo)
     launch.py -n 3 torch_stack_test.py lowp       # bf16/fp16, timeouts, abort, shutdown
 
+TORCH_STACK_REGISTERED=BYTES runs it with baton.torch.use_registered_memory(min_bytes=BYTES)
+on (with BATON_REGISTERED_MIN_BYTES as small, the baton group's calls on those tensors take
+the registered path): the same comparisons over the registered path.
+
 Every rank joins a gloo process group and a baton one and trains the same
 model from the same seed on the same data on both; parameters are compared
 after every step. Where gloo cannot run a feature on CPU the comparison is
@@ -25,9 +29,11 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-import baton.torch  # noqa: F401 - registers "baton"
+import baton.torch  # registers "baton"
 
 mode = sys.argv[1]
+if os.environ.get("TORCH_STACK_REGISTERED"):
+    baton.torch.use_registered_memory(min_bytes=int(os.environ["TORCH_STACK_REGISTERED"]))
 warnings.filterwarnings("ignore")  # FSDP1's deprecation, DDP's static-graph notes
 timeout = datetime.timedelta(seconds=float(os.environ.get("TORCH_TEST_PG_TIMEOUT", "30")))
 dist.init_process_group("gloo", timeout=timeout)
