@@ -2,9 +2,9 @@
 # Builds Baton with AddressSanitizer + UndefinedBehaviorSanitizer (meson's
 # b_sanitize) and runs a representative subset of the tests under them: the
 # multi-process suites of failures, mismatches, shrink, soak, the API,
-# registered buffers and the copy-in allreduce, and the unit tests of the
-# transports and control frames. The harness starts ranks by exec in sanitizer builds
-# (tests/common/mp_harness.cc).
+# registered buffers, the copy-in allreduce, the Python packages' registered
+# pool, and the unit tests of the transports and control frames. The harness
+# starts ranks by exec in sanitizer builds (tests/common/mp_harness.cc).
 #
 #   scripts/sanitize.sh [BUILD_DIR] [address,undefined|thread]
 #
@@ -21,7 +21,7 @@ if [ ! -f "$out/build.ninja" ]; then
     -Dbuildtype=debugoptimized > "$out.setup.log" 2>&1 || { cat "$out.setup.log"; exit 1; }
 fi
 suites=(api mismatch shrink failure soak)
-targets=(tests/unit_test tests/copy_in_test tests/registered_test)
+targets=(tests/unit_test tests/copy_in_test tests/registered_test tests/registered_pool_test)
 for s in "${suites[@]}"; do targets+=("tests/${s}_test"); done
 ninja -C "$out" "${targets[@]}" > "$out.build.log" 2>&1 || { tail -30 "$out.build.log"; exit 1; }
 
@@ -47,6 +47,8 @@ run() {
 run unit "$out/tests/unit_test" \
   --gtest_filter='Descriptor*:ControlFrame*:CallCheck*:Tcp*:ShmPair*:ShmHotPieces*:LineTransferGauge*:ShmNames*:Machine*:Binding*:Settings*'
 for s in "${suites[@]}"; do run "$s" "$out/tests/${s}_test"; done
+# The Python packages' registered pool: many threads, a forked child.
+run registered_pool "$out/tests/registered_pool_test"
 # Registered buffers, and the copy-in allreduce up to 4 ranks; their logs
 # tell each rank's path.
 run registered env BATON_DEBUG=INFO BATON_DEBUG_SUBSYS=COLL "$out/tests/registered_test"
