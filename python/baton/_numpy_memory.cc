@@ -146,20 +146,22 @@ PyObject* Use(PyObject* /*self*/, PyObject* args) {
 
 PyObject* Stats(PyObject* /*self*/, PyObject* /*args*/) {
   const RegisteredPool::Stats s = Pool().GetStats();
-  return Py_BuildValue("{s:O,s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:n,s:n,s:n}", "enabled",
-                       s.enabled ? Py_True : Py_False, "min_bytes",
-                       static_cast<Py_ssize_t>(s.min_bytes), "cache_bytes",
-                       static_cast<Py_ssize_t>(s.cache_limit), "blocks_in_use",
-                       static_cast<Py_ssize_t>(s.blocks_in_use), "bytes_in_use",
-                       static_cast<Py_ssize_t>(s.bytes_in_use), "blocks_cached",
-                       static_cast<Py_ssize_t>(s.blocks_cached), "bytes_cached",
-                       static_cast<Py_ssize_t>(s.bytes_cached), "allocations",
-                       static_cast<unsigned long long>(s.allocations), "reused",
-                       static_cast<unsigned long long>(s.reused), "fallbacks",
-                       static_cast<unsigned long long>(s.fallbacks), "max_blocks",
-                       static_cast<Py_ssize_t>(s.max_blocks), "communicators",
-                       static_cast<Py_ssize_t>(s.communicators), "registrations",
-                       static_cast<Py_ssize_t>(s.registrations));
+  PyObject* d = PyDict_New();
+  if (d == nullptr) return nullptr;
+  if (PyDict_SetItemString(d, "enabled", s.enabled ? Py_True : Py_False) != 0) {
+    Py_DECREF(d);
+    return nullptr;
+  }
+  for (const auto& [name, value] : s.Figures()) {
+    PyObject* v = PyLong_FromUnsignedLongLong(value);
+    if (v == nullptr || PyDict_SetItemString(d, name, v) != 0) {
+      Py_XDECREF(v);
+      Py_DECREF(d);
+      return nullptr;
+    }
+    Py_DECREF(v);
+  }
+  return d;
 }
 
 PyObject* ReleaseCached(PyObject* /*self*/, PyObject* /*args*/) {

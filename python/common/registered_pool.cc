@@ -191,6 +191,15 @@ RegisteredPool::Stats RegisteredPool::GetStats() const {
   return s;
 }
 
+std::vector<std::pair<const char*, uint64_t>> RegisteredPool::Stats::Figures() const {
+  return {{"min_bytes", min_bytes},         {"cache_bytes", cache_limit},
+          {"blocks_in_use", blocks_in_use}, {"bytes_in_use", bytes_in_use},
+          {"blocks_cached", blocks_cached}, {"bytes_cached", bytes_cached},
+          {"allocations", allocations},     {"reused", reused},
+          {"fallbacks", fallbacks},         {"max_blocks", max_blocks},
+          {"communicators", communicators}, {"registrations", registrations}};
+}
+
 void RegisteredPool::Attach(batonComm_t comm) {
   std::lock_guard<std::mutex> lock(mu_);
   comms_.push_back(comm);

@@ -80,6 +80,8 @@ class RegisteredPool {
     size_t max_blocks = 0;     // a quarter of the open-file limit
     size_t communicators = 0;
     size_t registrations = 0;  // (block, communicator) pairs
+    // Every figure but `enabled`, by the names registered_memory_stats() gives them.
+    std::vector<std::pair<const char*, uint64_t>> Figures() const;
   };
   Stats GetStats() const;
 

@@ -42,9 +42,19 @@ class LibraryLog:
         os.dup2(self._saved, 2)
         os.close(self._saved)
 
+    def registered_lines(self):
+        """How many communicators have said their calls read the peers' buffers in place."""
+        return self.text().count(self.REGISTERED)
+
     def warnings(self):
         """The log's WARN and ERROR lines."""
         return [line for line in self.text().splitlines() if "WARN" in line or "ERROR" in line]
+
+
+def check(failures, name, ok, detail=""):
+    """Appends `name detail` to failures unless ok."""
+    if not ok:
+        failures.append(f"{name} {detail}".rstrip())
 
 
 def open_file_limit_failures(imports, body):

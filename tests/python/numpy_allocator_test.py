@@ -10,6 +10,7 @@ and the registrations given back with the communicators. Values are small
 integers, so sums are exact in any order.
 """
 
+import functools
 import gc
 import os
 import threading
@@ -21,17 +22,9 @@ import expect
 
 failures = []
 log = expect.LibraryLog()
-REGISTERED_LINE = expect.LibraryLog.REGISTERED
+lines = log.registered_lines
+check = functools.partial(expect.check, failures)
 MIN_BYTES = 64 << 10
-
-
-def lines():
-    return log.text().count(REGISTERED_LINE)
-
-
-def check(name, ok, detail=""):
-    if not ok:
-        failures.append(f"{name} {detail}".rstrip())
 
 
 def same(name, got, want):

@@ -12,6 +12,7 @@ result is compared exactly.
 """
 
 import datetime
+import functools
 import gc
 import os
 
@@ -21,30 +22,15 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import baton.torch
 import expect
+import torch_values
 
 failures = []
 log = expect.LibraryLog()
-REGISTERED_LINE = expect.LibraryLog.REGISTERED
+lines = log.registered_lines
+check = functools.partial(expect.check, failures)
 MIN_BYTES = 64 << 10
-
-
-def lines():
-    return log.text().count(REGISTERED_LINE)
-
-
-def check(name, ok, detail=""):
-    if not ok:
-        failures.append(f"{name} {detail}".rstrip())
-
-
-def same(name, got, want):
-    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
-        failures.append(f"{name}: got {got.flatten()[:6].tolist()} ({got.dtype}, "
-                        f"{tuple(got.shape)}), want {want.flatten()[:6].tolist()}")
-
-
-def data(r, n, dtype):
-    return ((torch.arange(n) * 7 + r * 3) % 11 - 3).to(dtype)
+same = functools.partial(torch_values.same, failures)
+data = torch_values.data
 
 
 check("off before the first call", not baton.torch.registered_memory_stats()["enabled"])

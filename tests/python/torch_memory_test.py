@@ -9,6 +9,7 @@ values are small integers, so sums are exact in any order.
 """
 
 import datetime
+import functools
 import gc
 
 import torch
@@ -16,22 +17,15 @@ import torch.distributed as dist
 
 import baton.torch
 import expect
+import torch_values
 
 failures = []
 log = expect.LibraryLog()  # for the whole run; fd 2 given back at the end
 REGISTERED_LINE = expect.LibraryLog.REGISTERED
 log_text = log.text
 
-
-def same(name, got, want):
-    if got.dtype != want.dtype or got.shape != want.shape or not torch.equal(got, want):
-        failures.append(f"{name}: got {got.flatten()[:6].tolist()} ({got.dtype}, "
-                        f"{tuple(got.shape)}), want {want.flatten()[:6].tolist()}")
-
-
-def data(r, n, dtype):
-    return ((torch.arange(n) * 7 + r * 3) % 11 - 3).to(dtype)
-
+same = functools.partial(torch_values.same, failures)
+data = torch_values.data
 
 dist.init_process_group("baton", timeout=datetime.timedelta(seconds=60))
 rank, size = dist.get_rank(), dist.get_world_size()
