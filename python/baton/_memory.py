@@ -161,8 +161,9 @@ def use_registered_memory(enabled=True, min_bytes=256 << 10, cache_bytes=1 << 30
     enabled=False: later arrays take NumPy's allocator again.
 
     NumPy keeps its allocator per thread (per context): threads started later use NumPy's
-    own unless they call this too. A child forked afterwards allocates with malloc but
-    shares, rather than copies, the parent's arrays of at least min_bytes."""
+    own unless they call this too. A child forked afterwards allocates with malloc until it
+    calls this itself (then from a pool of its own), and it shares, rather than copies, the
+    parent's arrays of at least min_bytes."""
     global _pool
     if min_bytes <= 0 or cache_bytes < 0:
         raise ValueError(f"baton.use_registered_memory: min_bytes {min_bytes} must be positive "

@@ -130,11 +130,7 @@ PyObject* Use(PyObject* /*self*/, PyObject* args) {
   if (!PyArg_ParseTuple(args, "pKK", &enabled, &min_bytes, &cache_bytes)) return nullptr;
   if (enabled) {
     Pool().SetWarn(&WarnToStderr);
-    std::string error;
-    if (!Pool().Enable(min_bytes, cache_bytes, &error)) {
-      PyErr_SetString(PyExc_RuntimeError, ("baton.use_registered_memory: " + error).c_str());
-      return nullptr;
-    }
+    Pool().Enable(min_bytes, cache_bytes);
   } else {
     Pool().Disable();
   }

@@ -107,9 +107,9 @@ def use_registered_memory(enabled=True, min_bytes=256 << 10, cache_bytes=1 << 30
     are kept for reuse up to cache_bytes (release_cached_memory() gives them back).
     enabled=False: later tensors take torch's allocator again.
 
-    A child forked afterwards (DataLoader workers) allocates from torch's allocator, but it
-    shares, rather than copies, the parent's tensors of at least min_bytes: what it writes
-    into one, the parent sees."""
+    A child forked afterwards (DataLoader workers) allocates from torch's allocator until it
+    calls this itself (then from a pool of its own), and it shares, rather than copies, the
+    parent's tensors of at least min_bytes: what it writes into one, the parent sees."""
     if min_bytes <= 0 or cache_bytes < 0:
         raise ValueError(f"baton.torch.use_registered_memory: min_bytes {min_bytes} must be "
                          f"positive and cache_bytes {cache_bytes} not negative")

@@ -48,23 +48,28 @@ void RegisteredPool::WarnOnce(bool* warned, const std::string& message) {
   warn_(message);
 }
 
-bool RegisteredPool::Enable(size_t min_bytes, size_t cache_bytes, std::string* error) {
+void RegisteredPool::Enable(size_t min_bytes, size_t cache_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (owner_ == 0) {
+  if (!InOwner()) {
+    // The first call, or a child forked after the parent's: a pool of this
+    // process's own. The parent's blocks stay mapped under the arrays the
+    // child inherited; their frees are ignored (Free), never passed to the
+    // caller's allocator. The parent's communicators are not the child's.
+    for (const auto& [base, b] : blocks_) inherited_.insert(base);
+    blocks_.clear();
+    cached_.clear();
+    comms_.clear();
+    bytes_cached_ = 0;
+    allocations_ = reused_ = fallbacks_ = 0;
     owner_ = getpid();
     rlimit limit{};
     max_blocks_ = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
                       ? static_cast<size_t>(limit.rlim_cur / 4)
                       : 4096;
   }
-  if (!InOwner()) {
-    *error = "not in a process forked after the first call (the blocks are the parent's)";
-    return false;
-  }
   enabled_ = true;
   min_bytes_ = min_bytes;
   cache_limit_ = cache_bytes;
-  return true;
 }
 
 void RegisteredPool::Disable() {
@@ -130,7 +135,7 @@ RegisteredPool::Block* RegisteredPool::NewBlockLocked(size_t bytes) {
 bool RegisteredPool::Free(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == blocks_.end()) return false;
+  if (it == blocks_.end()) return inherited_.contains(reinterpret_cast<uintptr_t>(ptr));
   if (!InOwner()) return true;  // the parent's block: the child leaves it alone
   Block* b = it->second.get();
   b->in_use = false;

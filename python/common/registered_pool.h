@@ -15,10 +15,11 @@
 // descriptor, so the pool takes at most a quarter of RLIMIT_NOFILE, making
 // room by freeing cached blocks of other sizes first.
 //
-// Contract: thread-safe. A forked child allocates nothing from the pool and
-// never frees or reuses a block: a block is MAP_SHARED, so what the child
-// writes into an inherited array the parent sees (ordinary memory would be
-// copied on write). Each extension that links this file has its own pool.
+// Contract: thread-safe. A forked child allocates nothing from the pool
+// until it calls Enable itself, and never frees or reuses the parent's
+// blocks: a block is MAP_SHARED, so what the child writes into an inherited
+// array the parent sees (ordinary memory would be copied on write). Each
+// extension that links this file has its own pool.
 #pragma once
 
 #include <baton.h>
@@ -30,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,10 +47,11 @@ class RegisteredPool {
   // a line on stderr. Set before Enable.
   void SetWarn(void (*warn)(const std::string& message)) { warn_ = warn; }
 
-  // Takes allocations of at least min_bytes from now on. The first call
-  // makes this process the owner; false (and *error) in a child forked
-  // afterwards.
-  bool Enable(size_t min_bytes, size_t cache_bytes, std::string* error);
+  // Takes allocations of at least min_bytes from now on, in this process:
+  // in a child forked after an earlier call, a pool of its own from here
+  // (the parent's blocks, which the child's inherited arrays lie in, are
+  // left alone, never reused or freed).
+  void Enable(size_t min_bytes, size_t cache_bytes);
   // Later allocations are declined; blocks in use stay.
   void Disable();
 
@@ -120,6 +123,7 @@ class RegisteredPool {
   BlockMap blocks_;                       // by base
   std::multimap<size_t, Block*> cached_;  // by bytes; equal keys in the order freed
   std::vector<batonComm_t> comms_;
+  std::set<uintptr_t> inherited_;  // a forked child's: its parent's blocks, left alone
   uint64_t allocations_ = 0;
   uint64_t reused_ = 0;
   uint64_t fallbacks_ = 0;

@@ -35,9 +35,7 @@ void SharedCpuAllocator::Enable(size_t min_bytes, size_t cache_bytes) {
     previous_ = current;
     Pool().SetWarn(&Warn);
   });
-  std::string error;
-  TORCH_CHECK(Pool().Enable(min_bytes, cache_bytes, &error),
-              "baton.torch.use_registered_memory: ", error);
+  Pool().Enable(min_bytes, cache_bytes);
 }
 
 c10::DataPtr SharedCpuAllocator::allocate(size_t n) {

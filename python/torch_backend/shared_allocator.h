@@ -21,8 +21,7 @@ class SharedCpuAllocator final : public c10::Allocator {
 
   // Makes this torch's CPU allocator (the first time) and the pool take
   // allocations of at least min_bytes; throws when another allocator of
-  // higher priority holds torch's place, or in a child forked after the
-  // first call.
+  // higher priority holds torch's place.
   void Enable(size_t min_bytes, size_t cache_bytes);
 
   c10::DataPtr allocate(size_t n) override;

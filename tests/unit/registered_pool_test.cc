@@ -26,8 +26,7 @@ RegisteredPool& Pool() {
 class RegisteredPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string error;
-    ASSERT_TRUE(Pool().Enable(4096, 64 << 20, &error)) << error;
+    Pool().Enable(4096, 64 << 20);
   }
   void TearDown() override {
     Pool().ReleaseCached();
@@ -75,8 +74,7 @@ TEST_F(RegisteredPoolTest, SizeClassesAndReuse) {
 }
 
 TEST_F(RegisteredPoolTest, CacheLimit) {
-  std::string error;
-  ASSERT_TRUE(Pool().Enable(4096, 8192, &error));
+  Pool().Enable(4096, 8192);
   Pool().ReleaseCached();
   void* a = Pool().Allocate(8192);
   void* b = Pool().Allocate(8192);
@@ -130,11 +128,15 @@ TEST_F(RegisteredPoolTest, ForkedChildLeavesBlocksAlone) {
   memset(shared, 0, 1 << 16);
   const pid_t pid = fork();
   if (pid == 0) {
-    std::string error;
     bool ok = Pool().Allocate(1 << 16) == nullptr;  // not from the parent's cache
-    ok &= Pool().Free(shared);                      // the pool's, left alone
-    ok &= !Pool().Enable(4096, 1 << 20, &error) && !error.empty();
-    static_cast<char*>(shared)[0] = 42;  // MAP_SHARED: the parent sees it
+    ok &= Pool().Free(shared);                      // the parent's, left alone
+    static_cast<char*>(shared)[0] = 42;             // MAP_SHARED: the parent sees it
+    // Its own pool once it asks: new blocks, the parent's still left alone.
+    Pool().Enable(4096, 1 << 20);
+    void* mine = Pool().Allocate(1 << 16);
+    ok &= mine != nullptr && mine != cached && mine != shared && Pool().Contains(mine);
+    ok &= !Pool().Contains(shared) && Pool().Free(shared) && Pool().Free(cached);
+    ok &= Pool().GetStats().blocks_in_use == 1 && Pool().Free(mine);
     _exit(ok ? 0 : 1);
   }
   int status = 0;
