@@ -4,6 +4,10 @@ distributed_test.py, shipped in the torch wheel) on "baton" or "gloo".
     torch_suite.py [--backend baton|gloo] [--world-size N] [--quick] [-k PATTERN ...]
                    [--list-passed FILE] [--fork] [--no-claims]
 
+TORCH_SUITE_REGISTERED=BYTES runs baton's ranks with baton.torch.use_registered_memory(
+min_bytes=BYTES) on (with BATON_REGISTERED_MIN_BYTES as small, their calls on such tensors take
+the registered path).
+
 Third-party backends run it this way (torch_ucc's pattern): the backend is
 registered as a plugin in DistTestCases.backend_feature, with the features it
 has claimed, before the suite is imported (its skip decorators read those sets
@@ -160,6 +164,14 @@ def expected_to_fail(name):
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    @classmethod
+    def _run(cls, rank, *args, **kwargs):
+        # TORCH_SUITE_REGISTERED=BYTES: each rank's tensors of at least BYTES in registered
+        # memory (baton.torch.use_registered_memory), forked ranks included.
+        if BACKEND == "baton" and os.environ.get("TORCH_SUITE_REGISTERED"):
+            baton.torch.use_registered_memory(min_bytes=int(os.environ["TORCH_SUITE_REGISTERED"]))
+        super()._run(rank, *args, **kwargs)
+
     def setUp(self):
         super().setUp()
         if os.environ.get("TORCH_SUITE_FORK"):
