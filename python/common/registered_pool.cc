@@ -51,16 +51,18 @@ void RegisteredPool::WarnOnce(bool* warned, const std::string& message) {
 void RegisteredPool::Enable(size_t min_bytes, size_t cache_bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!InOwner()) {
-    // The first call, or a child forked after the parent's: a pool of this
-    // process's own. The parent's blocks stay mapped under the arrays the
-    // child inherited; their frees are ignored (Free), never passed to the
-    // caller's allocator. The parent's communicators are not the child's.
-    for (const auto& [base, b] : blocks_) inherited_.insert(base);
-    blocks_.clear();
-    cached_.clear();
-    comms_.clear();
-    bytes_cached_ = 0;
-    allocations_ = reused_ = fallbacks_ = 0;
+    if (owner_ != 0) {
+      // A child forked after the parent's first call: a pool of its own.
+      // The parent's blocks stay mapped under the arrays the child
+      // inherited; their frees are ignored (Free), never passed to the
+      // caller's allocator. The parent's communicators are not the child's.
+      for (const auto& [base, b] : blocks_) inherited_.insert(base);
+      blocks_.clear();
+      cached_.clear();
+      std::erase_if(comms_, [](const Attached& a) { return a.pid != getpid(); });
+      bytes_cached_ = 0;
+      allocations_ = reused_ = fallbacks_ = 0;
+    }
     owner_ = getpid();
     rlimit limit{};
     max_blocks_ = getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
@@ -128,7 +130,7 @@ RegisteredPool::Block* RegisteredPool::NewBlockLocked(size_t bytes) {
   b->base = base;
   b->bytes = bytes;
   blocks_.emplace(reinterpret_cast<uintptr_t>(base), std::move(owned));
-  for (batonComm_t comm : comms_) RegisterLocked(b, comm);
+  for (const Attached& a : comms_) RegisterLocked(b, a.comm);
   return b;
 }
 
@@ -207,14 +209,14 @@ std::vector<std::pair<const char*, uint64_t>> RegisteredPool::Stats::Figures() c
 
 void RegisteredPool::Attach(batonComm_t comm) {
   std::lock_guard<std::mutex> lock(mu_);
-  comms_.push_back(comm);
+  comms_.push_back({comm, getpid()});
   if (!InOwner()) return;
   for (auto& [base, b] : blocks_) RegisterLocked(b.get(), comm);
 }
 
 void RegisteredPool::Detach(batonComm_t comm) {
   std::lock_guard<std::mutex> lock(mu_);
-  std::erase(comms_, comm);
+  std::erase_if(comms_, [comm](const Attached& a) { return a.comm == comm; });
   for (auto& [base, b] : blocks_) {
     std::erase_if(b->handles, [comm](const std::pair<batonComm_t, void*>& h) {
       if (h.first != comm) return false;

@@ -122,7 +122,11 @@ class RegisteredPool {
   size_t bytes_cached_ = 0;
   BlockMap blocks_;                       // by base
   std::multimap<size_t, Block*> cached_;  // by bytes; equal keys in the order freed
-  std::vector<batonComm_t> comms_;
+  struct Attached {
+    batonComm_t comm;
+    pid_t pid;  // the process that attached it: a forked child keeps only its own
+  };
+  std::vector<Attached> comms_;
   std::set<uintptr_t> inherited_;  // a forked child's: its parent's blocks, left alone
   uint64_t allocations_ = 0;
   uint64_t reused_ = 0;

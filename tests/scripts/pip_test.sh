@@ -58,6 +58,7 @@ import re, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 want = [r"^\.baton\.mesonpy\.libs/libbaton\.so\.0$", r"^baton-[^/]+\.data/scripts/batonrun$",
         r"^baton-[^/]+\.data/scripts/baton-topo$", r"^baton/_core\..*so$", r"^baton/__init__\.py$",
+        r"^baton/_numpy_memory\..*so$", r"^baton/_memory\.py$",
         r"^baton/torch\.py$", r"^baton/_build_info\.py$"]
 missing = [w for w in want if not any(re.match(w, n) for n in names)]
 extra = [n for n in names if "_baton_torch" in n or n.endswith((".h", ".pc")) or "_perf" in n]
@@ -112,6 +113,7 @@ for path in (baton.__file__, baton.torch._baton_torch.__file__, lib.lib._name):
 assert lib.lib._name.endswith(".baton.mesonpy.libs/libbaton.so.0"), lib.lib._name
 assert info.TORCH_VERSION == torch.__version__ == sys.argv[2], (info.TORCH_VERSION, torch.__version__)
 assert not any(k in os.environ for k in ("LD_LIBRARY_PATH", "PYTHONPATH"))
+baton.torch.use_registered_memory(min_bytes=65536)  # the larger tensors in registered memory
 dist.init_process_group("baton")
 rank, size = dist.get_rank(), dist.get_world_size()
 assert size == 2 and dist.get_backend() == "baton"
@@ -119,6 +121,7 @@ for dtype in (torch.float32, torch.float64, torch.int32, torch.bfloat16):
     for n in (0, 1, 7, 1000, 300001):
         base = torch.arange(n, dtype=torch.float64) % 97
         t = (base * (rank + 1)).to(dtype)
+        assert baton.torch.in_registered_memory(t) == (n == 300001), (n, dtype)
         dist.all_reduce(t)
         want = (base * 3).to(dtype)  # ranks 1 and 2 times base: small integers, exact
         assert torch.equal(t, want), (dtype, n, t[:8], want[:8])
@@ -142,6 +145,11 @@ out=$(clean timeout 60 batonrun -n 2 python -c 'import baton, numpy as np
 c = baton.init()
 got = c.allreduce(np.arange(6, dtype=np.float32) * (c.rank + 1))
 assert np.array_equal(got, np.arange(6, dtype=np.float32) * 3), got
+baton.use_registered_memory(min_bytes=65536)
+x = np.arange(100003, dtype=np.float32) * (c.rank + 1)
+got = c.allreduce(x)
+assert baton.in_registered_memory(x) and baton.in_registered_memory(got)
+assert np.array_equal(got, np.arange(100003, dtype=np.float32) * 3), got
 print("numpy ok")' 2>&1)
 [[ $(grep -c "numpy ok" <<< "$out") -eq 2 ]] || fail "batonrun -n 2 (the wheel's) on the NumPy package: $out"
 [[ $(clean which batonrun) == "$tmp/venv/bin/batonrun" ]] || fail "batonrun is not the venv's: $(clean which batonrun)"

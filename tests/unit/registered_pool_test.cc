@@ -4,7 +4,7 @@
 // registrations on attached communicators (one-rank communicators here,
 // where registering is local), a forked child, and many threads at once.
 // The pool is one per process: each test starts from what the previous left
-// and resets what it changes.
+// and resets what it changes (run in file order: gtest keeps it).
 #include "../../python/common/registered_pool.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +21,28 @@ using baton_python::RegisteredPool;
 
 RegisteredPool& Pool() {
   return RegisteredPool::Get();
+}
+
+// First in the file, before any Enable: a communicator attached before the
+// pool's first Enable (a process group made before use_registered_memory)
+// keeps its place.
+TEST(RegisteredPoolFirst, AttachedBeforeTheFirstEnable) {
+  batonComm_t comm = nullptr;
+  int devices[1] = {0};
+  ASSERT_EQ(batonCommInitAll(&comm, 1, devices), batonSuccess);
+  Pool().Attach(comm);
+  EXPECT_EQ(Pool().Allocate(1 << 20), nullptr);  // off until enabled
+  Pool().Enable(4096, 1 << 20);
+  void* p = Pool().Allocate(1 << 20);
+  ASSERT_NE(p, nullptr);
+  const RegisteredPool::Stats s = Pool().GetStats();
+  EXPECT_EQ(s.communicators, 1u);
+  EXPECT_EQ(s.registrations, 1u);
+  Pool().Free(p);
+  Pool().Detach(comm);
+  EXPECT_EQ(batonCommDestroy(comm), batonSuccess);
+  Pool().ReleaseCached();
+  Pool().Disable();
 }
 
 class RegisteredPoolTest : public ::testing::Test {
