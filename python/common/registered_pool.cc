@@ -56,7 +56,7 @@ void RegisteredPool::Enable(size_t min_bytes, size_t cache_bytes) {
       // The parent's blocks stay mapped under the arrays the child
       // inherited; their frees are ignored (Free), never passed to the
       // caller's allocator. The parent's communicators are not the child's.
-      for (const auto& [base, b] : blocks_) inherited_.insert(base);
+      for (const auto& [base, b] : blocks_) inherited_.emplace(base, b->bytes);
       blocks_.clear();
       cached_.clear();
       std::erase_if(comms_, [](const Attached& a) { return a.pid != getpid(); });
@@ -152,8 +152,10 @@ bool RegisteredPool::Free(void* ptr) {
 
 size_t RegisteredPool::BlockBytes(const void* ptr) const {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
-  return it == blocks_.end() ? 0 : it->second->bytes;
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  if (auto it = blocks_.find(p); it != blocks_.end()) return it->second->bytes;
+  auto parent = inherited_.find(p);
+  return parent == inherited_.end() ? 0 : parent->second;
 }
 
 size_t RegisteredPool::ReleaseCached() {

@@ -31,7 +31,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -62,7 +61,8 @@ class RegisteredPool {
   // Whether ptr starts a block; then it is cached or freed (in a forked
   // child, left alone). False: not the pool's, the caller frees it.
   bool Free(void* ptr);
-  // The bytes of the block starting at ptr; 0 when ptr starts none.
+  // The bytes of the block starting at ptr (a forked child's parent's
+  // blocks too); 0 when ptr starts none.
   size_t BlockBytes(const void* ptr) const;
   // Frees the cached blocks (deregistering them); returns their bytes.
   size_t ReleaseCached();
@@ -127,7 +127,7 @@ class RegisteredPool {
     pid_t pid;  // the process that attached it: a forked child keeps only its own
   };
   std::vector<Attached> comms_;
-  std::set<uintptr_t> inherited_;  // a forked child's: its parent's blocks, left alone
+  std::map<uintptr_t, size_t> inherited_;  // a forked child's: its parent's blocks (bytes)
   uint64_t allocations_ = 0;
   uint64_t reused_ = 0;
   uint64_t fallbacks_ = 0;

@@ -121,18 +121,29 @@ check("another thread's arrays", in_thread == [False])
 # touching the parent's cache, and shares what it writes.
 shared = np.zeros(count, np.float32)
 inherited = np.ones(count, np.float32)
+moved = np.arange(count, dtype=np.float32)
 pid = os.fork()
 if pid == 0:
     ok = not baton.in_registered_memory(np.empty(count, np.float32))
     del inherited
     ok &= not baton.in_registered_memory(np.zeros(count, np.float32))
     shared[0] = 42.0
+    # Its own pool once it asks; an inherited array resized there moves out of the
+    # parent's block, which stays as it was.
+    baton.use_registered_memory(min_bytes=MIN_BYTES)
+    ok &= baton.in_registered_memory(np.empty(count, np.float32))
+    ok &= not baton.in_registered_memory(shared)
+    moved.resize(2 * count, refcheck=False)
+    ok &= bool(np.array_equal(moved[:count], np.arange(count, dtype=np.float32)))
+    ok &= baton.in_registered_memory(moved)
+    moved[:] = -1
     os._exit(0 if ok else 1)
 _, status = os.waitpid(pid, 0)
 check("the forked child", os.waitstatus_to_exitcode(status) == 0,
       f"exited {os.waitstatus_to_exitcode(status)}")
 check("the child's write seen by the parent", shared[0] == 42.0)
 same("the array the child freed", inherited[:4], np.ones(4))
+same("the array the child resized", moved, np.arange(count, dtype=np.float32))
 
 if rank == 0:
     failures += expect.open_file_limit_failures("import numpy as np, baton", """
@@ -152,7 +163,7 @@ stats = baton.registered_memory_stats()
 check("no communicators after destroy", stats["communicators"] == 0 and
       stats["registrations"] == 0, str(stats))
 same("an array after destroy", kept[:4], np.full(4, 7.0))
-del kept, b, gathered, scattered, shared, inherited, x, y, out
+del kept, b, gathered, scattered, shared, inherited, moved, x, y, out
 gc.collect()
 released = baton.release_cached_memory()
 stats = baton.registered_memory_stats()

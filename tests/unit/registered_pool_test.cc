@@ -158,6 +158,7 @@ TEST_F(RegisteredPoolTest, ForkedChildLeavesBlocksAlone) {
     void* mine = Pool().Allocate(1 << 16);
     ok &= mine != nullptr && mine != cached && mine != shared && Pool().Contains(mine);
     ok &= !Pool().Contains(shared) && Pool().Free(shared) && Pool().Free(cached);
+    ok &= Pool().BlockBytes(shared) == (1 << 16);  // a realloc copies from it
     ok &= Pool().GetStats().blocks_in_use == 1 && Pool().Free(mine);
     _exit(ok ? 0 : 1);
   }
