@@ -7,6 +7,8 @@
 // tensors in place; the rest go to the allocator it replaced.
 #pragma once
 
+#include <atomic>
+
 #include <c10/core/Allocator.h>
 
 #include "../common/registered_pool.h"
@@ -34,7 +36,8 @@ class SharedCpuAllocator final : public c10::Allocator {
   // pool, or to the replaced allocator's deleter when ptr is not a block.
   static void Free(void* ptr);
 
-  c10::Allocator* previous_ = nullptr;  // set once, by the first Enable
+  // Set once, by the first Enable, before torch can call allocate.
+  std::atomic<c10::Allocator*> previous_{nullptr};
 };
 
 }  // namespace baton_torch
