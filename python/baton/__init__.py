@@ -169,8 +169,7 @@ class Comm:
         _lib.check(_lib.lib.batonCommUserRank(handle, ctypes.byref(r)), handle)
         self.size = n.value
         self.rank = r.value
-        _memory._live_comms.add(self)
-        _memory.comm_opened(self._h)  # use_registered_memory's blocks registered on it
+        _memory.comm_opened(self)  # use_registered_memory's blocks registered on it
 
     # ---- life cycle ----
     def __enter__(self):

@@ -142,11 +142,10 @@ def register(comm, buf):
 
 # ---- use_registered_memory: NumPy's own allocations in registered memory ----
 # The _numpy_memory extension (NumPy's memory handler over a pool of
-# batonMemAlloc blocks) once use_registered_memory ran; the communicators it
-# registers its blocks on (by handle), and every live Comm, to attach those
-# made before the first call.
+# batonMemAlloc blocks, which keeps the communicators it registers on) once
+# use_registered_memory ran; and every live Comm, to attach those made before
+# the first call.
 _pool = None
-_attached = set()
 _live_comms = weakref.WeakSet()
 
 
@@ -172,7 +171,8 @@ def use_registered_memory(enabled=True, min_bytes=256 << 10, cache_bytes=1 << 30
         from . import _numpy_memory
         _pool = _numpy_memory
         for comm in list(_live_comms):
-            comm_opened(comm._h)
+            if comm._h:  # not destroyed
+                _pool.attach(comm._h)
     _pool.use(bool(enabled), int(min_bytes), int(cache_bytes))
 
 
@@ -198,15 +198,16 @@ def in_registered_memory(array):
     return _pool is not None and _pool.contains(np.asarray(array).ctypes.data)
 
 
-def comm_opened(handle):
-    """A communicator was made (Comm.__init__): its handle, as an integer."""
-    if _pool is not None and handle and handle not in _attached:
-        _pool.attach(handle)
-        _attached.add(handle)
+def comm_opened(comm):
+    """A Comm was made: the pool's blocks are registered on it, now or at the first
+    use_registered_memory."""
+    _live_comms.add(comm)
+    if _pool is not None:
+        _pool.attach(comm._h)
 
 
 def comm_closing(handle):
-    """A communicator is about to be destroyed or aborted."""
-    if handle in _attached:
-        _attached.discard(handle)
+    """A communicator is about to be destroyed or aborted (detaching one the pool never
+    attached does nothing)."""
+    if _pool is not None:
         _pool.detach(handle)

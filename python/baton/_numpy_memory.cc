@@ -13,6 +13,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,16 +67,20 @@ void* Realloc(void* /*ctx*/, void* ptr, size_t new_size) {
   if (ptr == nullptr) return Malloc(nullptr, new_size);
   const size_t block = Pool().BlockBytes(ptr);
   if (block == 0) return realloc(ptr, new_size);  // ordinary memory stays ordinary
-  if (new_size <= block) return ptr;
-  void* grown = Malloc(nullptr, new_size);
-  if (grown == nullptr) return nullptr;
-  memcpy(grown, ptr, block);
+  // A block keeps an array that still fits and is not smaller than the pool
+  // takes (Free knows a pool's array by its size).
+  if (new_size <= block && new_size >= Pool().SmallestTaken()) return ptr;
+  void* moved = Malloc(nullptr, new_size);
+  if (moved == nullptr) return nullptr;
+  memcpy(moved, ptr, std::min(block, new_size));
   Pool().Free(ptr);
-  return grown;
+  return moved;
 }
 
-void Free(void* /*ctx*/, void* ptr, size_t /*size*/) {
-  if (!Pool().Free(ptr)) free(ptr);
+void Free(void* /*ctx*/, void* ptr, size_t size) {
+  // NumPy passes the size it asked for: arrays smaller than any the pool took
+  // skip its lock.
+  if (!Pool().Free(ptr, size)) free(ptr);
 }
 
 DataMemHandler handler = {"baton_registered", 1, {nullptr, Malloc, Calloc, Realloc, Free}};
@@ -129,7 +134,6 @@ PyObject* Use(PyObject* /*self*/, PyObject* args) {
   unsigned long long cache_bytes = 0;
   if (!PyArg_ParseTuple(args, "pKK", &enabled, &min_bytes, &cache_bytes)) return nullptr;
   if (enabled) {
-    Pool().SetWarn(&WarnToStderr);
     Pool().Enable(min_bytes, cache_bytes);
   } else {
     Pool().Disable();
@@ -217,5 +221,6 @@ PyModuleDef kModule = {PyModuleDef_HEAD_INIT,
 }  // namespace
 
 PyMODINIT_FUNC PyInit__numpy_memory() {
+  Pool().SetWarn(&WarnToStderr);
   return PyModule_Create(&kModule);
 }

@@ -70,18 +70,23 @@ void RegisteredPool::Enable(size_t min_bytes, size_t cache_bytes) {
                       : 4096;
   }
   enabled_ = true;
-  min_bytes_ = min_bytes;
+  min_bytes_ = std::max<size_t>(min_bytes, 1);
   cache_limit_ = cache_bytes;
+  take_from_.store(min_bytes_, std::memory_order_relaxed);
+  smallest_taken_.store(std::min(smallest_taken_.load(std::memory_order_relaxed), min_bytes_),
+                        std::memory_order_relaxed);
 }
 
 void RegisteredPool::Disable() {
   std::lock_guard<std::mutex> lock(mu_);
   enabled_ = false;
+  take_from_.store(SIZE_MAX, std::memory_order_relaxed);
 }
 
 void* RegisteredPool::Allocate(size_t n) {
+  if (n < take_from_.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!enabled_ || n < min_bytes_ || n == 0 || !InOwner()) return nullptr;
+  if (!enabled_ || n < min_bytes_ || !InOwner()) return nullptr;
   const size_t bytes = SizeClass(n);
   Block* b = nullptr;
   // The block of this class freed last: its pages are the likeliest still
@@ -98,19 +103,13 @@ void* RegisteredPool::Allocate(size_t n) {
       return nullptr;
     }
   }
-  b->in_use = true;
   ++allocations_;
   return b->base;
 }
 
 RegisteredPool::Block* RegisteredPool::NewBlockLocked(size_t bytes) {
-  if (blocks_.size() >= max_blocks_ && !cached_.empty()) {
-    // At the limit: a cached block of another size makes room.
-    auto evict = cached_.begin();
-    bytes_cached_ -= evict->first;
-    ReleaseLocked(blocks_.find(reinterpret_cast<uintptr_t>(evict->second->base)));
-    cached_.erase(evict);
-  }
+  // At the limit: a cached block of another size makes room.
+  if (blocks_.size() >= max_blocks_ && !cached_.empty()) ReleaseCachedLocked(cached_.begin());
   if (blocks_.size() >= max_blocks_) {
     WarnOnce(&warned_limit_, std::to_string(blocks_.size()) +
                                  " blocks of registered memory hold a quarter of the open-file "
@@ -134,13 +133,13 @@ RegisteredPool::Block* RegisteredPool::NewBlockLocked(size_t bytes) {
   return b;
 }
 
-bool RegisteredPool::Free(void* ptr) {
+bool RegisteredPool::Free(void* ptr, size_t bytes) {
+  if (bytes < smallest_taken_.load(std::memory_order_relaxed)) return false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == blocks_.end()) return inherited_.contains(reinterpret_cast<uintptr_t>(ptr));
   if (!InOwner()) return true;  // the parent's block: the child leaves it alone
   Block* b = it->second.get();
-  b->in_use = false;
   if (bytes_cached_ + b->bytes <= cache_limit_) {
     cached_.emplace(b->bytes, b);
     bytes_cached_ += b->bytes;
@@ -161,13 +160,8 @@ size_t RegisteredPool::BlockBytes(const void* ptr) const {
 size_t RegisteredPool::ReleaseCached() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!InOwner()) return 0;
-  size_t released = 0;
-  for (auto& [bytes, b] : cached_) {
-    released += bytes;
-    ReleaseLocked(blocks_.find(reinterpret_cast<uintptr_t>(b->base)));
-  }
-  cached_.clear();
-  bytes_cached_ = 0;
+  const size_t released = bytes_cached_;
+  while (!cached_.empty()) ReleaseCachedLocked(cached_.begin());
   return released;
 }
 
@@ -187,11 +181,13 @@ RegisteredPool::Stats RegisteredPool::GetStats() const {
   s.min_bytes = min_bytes_;
   s.cache_limit = cache_limit_;
   for (const auto& [base, b] : blocks_) {
-    (b->in_use ? s.blocks_in_use : s.blocks_cached) += 1;
-    if (b->in_use) s.bytes_in_use += b->bytes;
+    s.bytes_in_use += b->bytes;
     s.registrations += b->handles.size();
   }
+  s.blocks_cached = cached_.size();
+  s.blocks_in_use = blocks_.size() - s.blocks_cached;
   s.bytes_cached = bytes_cached_;
+  s.bytes_in_use -= bytes_cached_;
   s.allocations = allocations_;
   s.reused = reused_;
   s.fallbacks = fallbacks_;
@@ -236,6 +232,12 @@ void RegisteredPool::RegisterLocked(Block* b, batonComm_t comm) {
   }
   WarnOnce(&warned_register_, "batonCommRegister of a block failed (" + LastError(comm) +
                                   "); calls on it take the ordinary path");
+}
+
+void RegisteredPool::ReleaseCachedLocked(std::multimap<size_t, Block*>::iterator it) {
+  bytes_cached_ -= it->first;
+  ReleaseLocked(blocks_.find(reinterpret_cast<uintptr_t>(it->second->base)));
+  cached_.erase(it);
 }
 
 void RegisteredPool::ReleaseLocked(BlockMap::iterator it) {

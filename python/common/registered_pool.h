@@ -26,6 +26,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -56,11 +57,19 @@ class RegisteredPool {
 
   // A block of at least n bytes, registered on every attached communicator;
   // nullptr when the caller should allocate instead (off, smaller than
-  // min_bytes, in a forked child, no block to be had). Not zeroed.
+  // min_bytes, in a forked child, no block to be had). Not zeroed. Off or
+  // below min_bytes (most of a program's allocations) it returns without
+  // taking the lock.
   void* Allocate(size_t n);
   // Whether ptr starts a block; then it is cached or freed (in a forked
   // child, left alone). False: not the pool's, the caller frees it.
-  bool Free(void* ptr);
+  // `bytes`, where the caller knows what it asked for, lets an allocation
+  // smaller than any the pool ever took return at once.
+  bool Free(void* ptr, size_t bytes = SIZE_MAX);
+  // The smallest allocation the pool has taken or may take (SIZE_MAX before
+  // the first Enable): a caller shrinking a block below it moves the data
+  // out, so that Free's size shortcut holds.
+  size_t SmallestTaken() const { return smallest_taken_.load(std::memory_order_relaxed); }
   // The bytes of the block starting at ptr (a forked child's parent's
   // blocks too); 0 when ptr starts none.
   size_t BlockBytes(const void* ptr) const;
@@ -97,7 +106,6 @@ class RegisteredPool {
   struct Block {
     void* base = nullptr;
     size_t bytes = 0;
-    bool in_use = false;
     std::vector<std::pair<batonComm_t, void*>> handles;  // one per attached communicator
   };
   using BlockMap = std::map<uintptr_t, std::unique_ptr<Block>>;
@@ -111,17 +119,23 @@ class RegisteredPool {
   void RegisterLocked(Block* b, batonComm_t comm);
   // Under mu_: deregisters the block everywhere, gives it back to Baton, forgets it.
   void ReleaseLocked(BlockMap::iterator it);
+  // Under mu_: the same for a cached block.
+  void ReleaseCachedLocked(std::multimap<size_t, Block*>::iterator it);
 
   mutable std::mutex mu_;
   void (*warn_)(const std::string&) = nullptr;
   pid_t owner_ = 0;  // the process whose blocks these are; 0 before the first Enable
   bool enabled_ = false;
   size_t min_bytes_ = 0;
+  // Read without the lock: min_bytes_ while enabled, else SIZE_MAX; and the
+  // smallest min_bytes_ ever enabled.
+  std::atomic<size_t> take_from_{SIZE_MAX};
+  std::atomic<size_t> smallest_taken_{SIZE_MAX};
   size_t cache_limit_ = 0;
   size_t max_blocks_ = 0;
   size_t bytes_cached_ = 0;
   BlockMap blocks_;                       // by base
-  std::multimap<size_t, Block*> cached_;  // by bytes; equal keys in the order freed
+  std::multimap<size_t, Block*> cached_;  // free blocks by bytes; equal keys in the order freed
   struct Attached {
     batonComm_t comm;
     pid_t pid;  // the process that attached it: a forked child keeps only its own

@@ -99,6 +99,9 @@ same("resize within the block", grown[:count], np.arange(count, dtype=np.float32
 grown.resize(4 * count, refcheck=False)  # beyond it: a new block, the contents copied
 same("resize beyond the block", grown[:count], np.arange(count, dtype=np.float32))
 check("resized array in the pool", baton.in_registered_memory(grown))
+grown.resize(16, refcheck=False)  # below min_bytes: out of the pool (its free skips the pool)
+same("resize below min_bytes", grown, np.arange(16, dtype=np.float32))
+check("array shrunk below min_bytes", not baton.in_registered_memory(grown))
 del grown, zeroed
 
 # A communicator split afterwards is attached when made.

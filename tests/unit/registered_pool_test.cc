@@ -64,7 +64,9 @@ TEST_F(RegisteredPoolTest, TakesAtLeastMinBytes) {
   EXPECT_TRUE(Pool().Contains(p));
   EXPECT_TRUE(Pool().Contains(static_cast<char*>(p) + 4095));
   EXPECT_FALSE(Pool().Free(&p));  // not a block
-  EXPECT_TRUE(Pool().Free(p));
+  EXPECT_EQ(Pool().SmallestTaken(), 4096u);
+  EXPECT_FALSE(Pool().Free(&p, 4095));  // smaller than any the pool took: not looked up
+  EXPECT_TRUE(Pool().Free(p, 4096));
   Pool().Disable();
   EXPECT_EQ(Pool().Allocate(1 << 20), nullptr);
 }
