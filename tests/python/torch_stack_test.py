@@ -30,6 +30,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 import baton.torch  # registers "baton"
+import expect
 
 mode = sys.argv[1]
 if os.environ.get("TORCH_STACK_REGISTERED"):
@@ -565,9 +566,4 @@ dist.barrier(group=gloo)
 dist.destroy_process_group()
 if rank == 0 and notes:
     print("against the single-process reference only:\n  " + "\n  ".join(notes))
-if failures:
-    print(f"rank {rank}: {len(failures)} failures", file=sys.stderr)
-    for f in failures[:20]:
-        print(f"rank {rank}: {f}", file=sys.stderr)
-    sys.exit(1)
-print(f"rank {rank}: {mode} ok ({time.monotonic() - start:.1f} s)")
+expect.finish(failures, rank, f"{mode} ok ({time.monotonic() - start:.1f} s)")

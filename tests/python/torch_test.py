@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 import baton.torch  # noqa: F401 - registers "baton"
+import expect
 import torch_order_test
 
 mode = sys.argv[1]
@@ -499,9 +500,4 @@ dist.barrier(group=gloo)
 dist.destroy_process_group()
 if rank == 0 and skipped:
     print("compared with the reference only (gloo lacks them):\n  " + "\n  ".join(sorted(skipped)))
-if failures:
-    print(f"rank {rank}: {len(failures)} failures", file=sys.stderr)
-    for f in failures[:20]:
-        print(f"rank {rank}: {f}", file=sys.stderr)
-    sys.exit(1)
-print(f"rank {rank}: {mode} ok")
+expect.finish(failures, rank, f"{mode} ok")
