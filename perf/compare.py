@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Baton against Open MPI, Gloo, Intel MPI, MPICH and oneCCL: the same all-reduce sweep, side by side.
+"""Baton against Open MPI, Gloo, Intel MPI, MPICH, oneCCL, PyTorch's gloo and DeepSpeed: the same
+all-reduce sweep, side by side.
 
   perf/compare.py [--build DIR] [--configs shm2,shm4,net4-1g,...] [--sizes 8,64K,64M]
                [--reps 3] [--budget 0.3] [--warmup 2] [--quick] [--baseline DIR] [--out DIR]
@@ -8,8 +9,15 @@ Runs build/perf/all_reduce_perf (Baton), build/perf/peers/mpi_all_reduce_perf (O
 build/perf/peers/gloo_all_reduce_perf with -A ring_chunked and -A halving_doubling (Gloo) on each
 configuration, and on one host Intel MPI, MPICH and oneCCL (PyPI packages in venvs under
 .venv-peers/, scripts/setup.sh; each left out with a note when missing: Intel MPI and MPICH
-through their own mpiexec, oneCCL under batonrun with its shared-memory transport). All print the same nccl-tests table and -J JSON lines from the same driver
-(perf/perf_common.cc), with the same sizes, iteration counts and correctness check. The
+through their own mpiexec, oneCCL under batonrun with its shared-memory transport). All print
+the same nccl-tests table and -J JSON lines from the same driver (perf/driver/), with the same
+sizes, iteration counts and correctness check. Through torch.distributed, in the venv with torch
+(--torch-python), perf/python/torch_all_reduce_perf.py does the same in Python, one process per
+rank (perf/compare_torch.py): PyTorch's gloo ("torch_gloo"), DeepSpeed's shared-memory
+allreduce on one host ("deepspeed", where SETUP_DEEPSPEED=1 installed it), and Baton's torch
+backend through dist.all_reduce ("baton_torch") and through baton.torch.all_reduce, without
+torch's dispatch, as DeepSpeed is called ("baton_torch_direct"); these reduce in place only, so
+out of place each call first copies the input into the output, as Gloo's runs do. The
 libraries take turns (round robin, the order rotated on each repetition) so that drift of a
 shared machine spreads over all of them; each figure is the median over --reps repetitions.
 
@@ -62,14 +70,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from sweep_util import (SweepRunner, log, parse_config,  # noqa: E402
                         parse_size, python_with, size_groups)
+import compare_torch  # noqa: E402
 
 
 DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
 DEFAULT_SIZES = "8,256,8K,64K,512K,4M,16M,64M"
 
-from compare_report import (BATONS, FLOOR_MAX_BYTES, LIBRARIES, PEER_VENVS,  # noqa: E402
-                            SHM_ONLY, back_to_back, fmt, markdown_table, median_record,
-                            summarize)
+from compare_report import (BATONS, FLOOR_MAX_BYTES, IN_PLACE_ONLY, LIBRARIES,  # noqa: E402
+                            PEER_VENVS, SHM_ONLY, back_to_back, back_to_back_fastest, fmt,
+                            markdown_table, median_record, summarize)
 
 
 class Runner(SweepRunner):
@@ -87,6 +96,8 @@ class Runner(SweepRunner):
         return self.baseline if key == "baton_base" else self.build
 
     def binary(self, key):
+        if key in compare_torch.BACKENDS:
+            return compare_torch.SCRIPT
         return os.path.join(self.build_of(key), LIBRARIES[key][1])
 
     def batonrun_of(self, key):
@@ -98,16 +109,23 @@ class Runner(SweepRunner):
                   else [k for k in LIBRARIES if k != "baton_base"])
         if self.baseline and "baton_base" not in wanted:
             wanted.append("baton_base")
+        unknown = [k for k in wanted if k not in LIBRARIES]
+        if unknown:
+            raise SystemExit(f"error: unknown library '{unknown[0]}' (known: "
+                             f"{', '.join(LIBRARIES)})")
+        no_torch = compare_torch.missing([k for k in wanted if k in compare_torch.BACKENDS],
+                                         self.args.torch_python, self.build)
         for key in wanted:
-            if key not in LIBRARIES:
-                raise SystemExit(f"error: unknown library '{key}' (known: {', '.join(LIBRARIES)})")
+            if key in no_torch:
+                log(f"note: {LIBRARIES[key][0]} left out: {no_torch[key]}")
+                continue
             if key == "baton_base" and not self.baseline:
                 raise SystemExit("error: baton_base needs --baseline DIR")
             venv = self.peer_venv(key)
             if venv and not os.path.isdir(os.path.join(venv, "lib")):
                 log(f"note: {LIBRARIES[key][0]} not installed ({venv}: scripts/setup.sh "
                     f"installs it): left out")
-            elif os.access(self.binary(key), os.X_OK):
+            elif key in compare_torch.BACKENDS or os.access(self.binary(key), os.X_OK):
                 libs.append(key)
             else:
                 log(f"note: {self.binary(key)} not built: {LIBRARIES[key][0]} left out")
@@ -239,6 +257,14 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
         mpi_common = ["mpirun", "--allow-run-as-root", "--oversubscribe",
                       "--mca", "mpi_yield_when_idle", "1"]
         cores = os.cpu_count() or 1
+        if lib in compare_torch.BACKENDS:
+            # One process per rank; on one host rank i on core i mod cores, as batonrun binds.
+            taskset = lambda i: ["taskset", "-c", str(i % cores)]  # noqa: E731
+            shm = config["kind"] == "shm"
+            return compare_torch.commands(
+                lib, config, flags + ["-J", json_path], self.args.torch_python, self.build, env,
+                self.next_port(), taskset if shm or self.args.pin else lambda i: [],
+                None if shm else lambda i: f"{self.tag}-h{i}")
         if config["kind"] == "shm":
             if lib == "mpi":
                 return [(mpi_common + ["--mca", "btl", "self,vader", "-np", str(n)] + bin_args,
@@ -406,6 +432,10 @@ def main(argv):
     parser.add_argument("--peers-venv", default=os.path.join(os.path.dirname(HERE), ".venv-peers"),
                         help="where scripts/setup.sh put the PyPI peers' venvs (impi, mpich, "
                              "oneccl); default: .venv-peers in the source tree")
+    parser.add_argument("--torch-python", default=os.path.join(os.path.dirname(HERE), ".venv",
+                                                                "bin", "python"),
+                        help="the Python with torch (and DeepSpeed) for the torch.distributed "
+                             "libraries; default: .venv in the source tree")
     parser.add_argument("--pin", action="store_true",
                         help="simulated hosts: run every library's rank i on core i mod cores "
                              "(taskset; Open MPI with --bind-to none), as real hosts would each "
@@ -458,11 +488,14 @@ def main(argv):
                        "metric": "out-of-place busbw and time of all_reduce float sum; "
                                  "median over repetitions"},
               "configs": []}
-    md = [f"# Baton and its peers: all-reduce (float, sum)\n",
+    md = ["# Baton and its peers: all-reduce (float, sum)\n",
           f"`{report['meta']['command']}` on {report['meta']['host']} "
           f"({os.cpu_count()} CPUs), {report['meta']['date']}. Out-of-place busbw (GB/s) and "
           f"time per call (us), median of {args.reps} repetitions; ratios > 1 mean Baton moves "
-          f"more data (busbw) or takes longer (time).\n"]
+          f"more data (busbw) or takes longer (time)." +
+          (" The torch.distributed libraries and Gloo reduce in place only: out of place, each "
+           "call copies the input into the output first." if set(libs) & IN_PLACE_ONLY else "") +
+          "\n"]
     try:
         for config in configs:
             if config["kind"] == "shm":
@@ -534,6 +567,7 @@ def main(argv):
             for other in ("mpi", "baton_base"):
                 if other in summary:
                     md.append(back_to_back(summary, other) + "\n")
+            md.append(back_to_back_fastest(summary) + "\n")
             md.append(f"![{name}]({name}.png)\n")
             # Written after each configuration, so that a long run shows its progress.
             with open(os.path.join(runner.out, "results.md"), "w", encoding="utf-8") as f:

@@ -20,13 +20,24 @@ LIBRARIES = {
     "impi": ("Intel MPI", "perf/peers/impi_all_reduce_perf", []),
     "mpich": ("MPICH", "perf/peers/mpich_all_reduce_perf", []),
     "oneccl": ("oneCCL", "perf/peers/oneccl_all_reduce_perf", []),
+    # Through torch.distributed (perf/compare_torch.py): the script is in the source tree.
+    "baton_torch": ("Baton via torch.distributed", "perf/python/torch_all_reduce_perf.py", []),
+    "baton_torch_direct": ("Baton baton.torch.all_reduce", "perf/python/torch_all_reduce_perf.py",
+                           []),
+    "torch_gloo": ("PyTorch gloo", "perf/python/torch_all_reduce_perf.py", []),
+    "deepspeed": ("DeepSpeed SHM", "perf/python/torch_all_reduce_perf.py", []),
 }
-PEERS = ["baton_base", "mpi", "gloo_rc", "gloo_hd", "impi", "mpich", "oneccl"]
+PEERS = ["baton_base", "mpi", "gloo_rc", "gloo_hd", "impi", "mpich", "oneccl", "torch_gloo",
+         "deepspeed"]
+# Libraries whose allreduce works in place only: out of place their runs copy first.
+IN_PLACE_ONLY = {"gloo_rc", "gloo_hd", "baton_torch", "baton_torch_direct", "torch_gloo",
+                 "deepspeed"}
 # Libraries that run Baton's own binaries under batonrun.
 BATONS = {"baton", "baton_reg", "baton_base"}
 # Registered buffers map the peers' memory: one host only. Intel MPI, MPICH and oneCCL come
-# from PyPI into venvs under .venv-peers/ (scripts/setup.sh) and run on one host only.
-SHM_ONLY = {"baton_reg", "impi", "mpich", "oneccl"}
+# from PyPI into venvs under .venv-peers/ (scripts/setup.sh) and run on one host only, as
+# DeepSpeed's shared-memory op does.
+SHM_ONLY = {"baton_reg", "impi", "mpich", "oneccl", "deepspeed"}
 # The venv under --peers-venv that holds each PyPI peer (its library, and the MPIs' mpiexec).
 PEER_VENVS = {"impi": "impi", "mpich": "mpich", "oneccl": "oneccl"}
 
@@ -74,6 +85,31 @@ def back_to_back(summary, other="mpi"):
         wins = sum(1 for x, y in pairs if x <= y)
         lines.append(f"- {human_size(size)}: " + ", ".join(f"{x:.3g}/{y:.3g}" for x, y in pairs) +
                      f"; Baton no slower in {wins} of {len(pairs)}")
+    return "\n".join(lines)
+
+
+def back_to_back_fastest(summary):
+    """Per size: Baton's time against the fastest peer's in each repetition (the libraries of
+    one repetition ran in one round), and in how many Baton was no slower than all of them."""
+    peers = [p for p in PEERS if p != "baton_base" and p in summary]
+    if len(peers) < 2:
+        return ""
+    lines = ["Repetition by repetition against the fastest peer of each (time per call, us, "
+             "Baton / fastest peer):\n"]
+    for size in sorted(summary["baton"]):
+        b = summary["baton"][size].get("times_us", [])
+        cells, wins = [], 0
+        for i, x in enumerate(b):
+            times = [(summary[p][size]["times_us"][i], LIBRARIES[p][0]) for p in peers
+                     if size in summary[p] and i < len(summary[p][size].get("times_us", []))]
+            if not times:
+                continue
+            y, name = min(times)
+            wins += x <= y
+            cells.append(f"{x:.3g}/{y:.3g} ({name})")
+        if cells:
+            lines.append(f"- {human_size(size)}: " + ", ".join(cells) +
+                         f"; Baton no slower in {wins} of {len(cells)}")
     return "\n".join(lines)
 
 

@@ -71,7 +71,10 @@ def main(argv):
     if len(args.label) > len(args.files):
         parser.error(f"{len(args.label)} labels for {len(args.files)} files")
 
-    fig, (bw_ax, lat_ax) = plt.subplots(1, 2, figsize=(12, 4.8))
+    # One legend under both plots: with ten libraries a legend inside a plot hides its lines.
+    rows = -(-(len(args.files) + bool(args.roofline)) // 3)
+    legend_in = 0.28 * rows + 0.2
+    fig, (bw_ax, lat_ax) = plt.subplots(1, 2, figsize=(12, 4.8 + legend_in))
     for i, path in enumerate(args.files):
         file_label, points = load(path, args.inplace)
         label = (args.label[i] if i < len(args.label) else
@@ -90,11 +93,11 @@ def main(argv):
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.tick_params(axis="x", labelrotation=45)
-    bw_ax.legend(fontsize="small")
-    lat_ax.legend(fontsize="small")
+    fig.legend(*bw_ax.get_legend_handles_labels(), loc="lower center", ncol=3,
+               fontsize="small", frameon=False)
     if args.title:
         fig.suptitle(args.title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, legend_in / (4.8 + legend_in), 1, 1))
     out_dir = os.path.dirname(args.out)
     if out_dir:
         os.makedirs(out_dir, exist_ok=True)

@@ -3,7 +3,8 @@
 # 2 simulated hosts (network namespaces) when run as root. Checks that the table, the JSON and
 # the plots are written, and that every row of every library passed its correctness check.
 # Intel MPI, MPICH and oneCCL (PyPI, .venv-peers/, scripts/setup.sh) join when their driver
-# binaries are built, each checked at every size of --quick like the others.
+# binaries are built, each checked at every size of --quick like the others, and so do the
+# torch.distributed libraries where the venv has torch.
 # Skips (exit 77) when the peers are not built (no Open MPI or Gloo development files).
 # Usage: tests/scripts/perf_compare_test.sh BUILD_DIR
 set -u
@@ -27,6 +28,16 @@ for lib in impi mpich oneccl; do
     echo "note: ${lib}_all_reduce_perf not built (.venv-peers/$lib missing): not checked"
   fi
 done
+# The torch.distributed libraries (perf/compare_torch.py) where the source tree's venv has
+# torch and the build has the baton package: PyTorch's gloo and Baton's backend both ways, and
+# DeepSpeed's shared-memory op where it is installed (SETUP_DEEPSPEED=1).
+torch_python=$root/.venv/bin/python
+if PYTHONPATH=$build/python "$torch_python" -c "import baton.torch" 2>/dev/null; then
+  extra_libs+=",torch_gloo,baton_torch,baton_torch_direct"
+  if "$torch_python" -c "import deepspeed" >/dev/null 2>&1; then extra_libs+=",deepspeed"; fi
+else
+  echo "note: no torch in $root/.venv or no baton package in $build/python: torch libraries not checked"
+fi
 plot_python=""
 for py in python3 /usr/bin/python3; do
   if "$py" -c "import matplotlib" 2>/dev/null; then plot_python=$py; break; fi
@@ -70,7 +81,7 @@ for name in wanted:
         print(f"not ok - {name} missing from results.json"); ok = False; continue
     results = got[name]["results"]
     for lib in sys.argv[3].split(","):
-        if lib in ("impi", "mpich", "oneccl") and not name.startswith("shm"):
+        if lib in ("impi", "mpich", "oneccl", "deepspeed") and not name.startswith("shm"):
             continue  # one host only
         sizes = results.get(lib, {})
         if len(sizes) != len(report["meta"]["sizes"]):
