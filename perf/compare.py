@@ -11,13 +11,13 @@ configuration, and on one host Intel MPI, MPICH and oneCCL (PyPI packages in ven
 .venv-peers/, scripts/setup.sh; each left out with a note when missing: Intel MPI and MPICH
 through their own mpiexec, oneCCL under batonrun with its shared-memory transport). All print
 the same nccl-tests table and -J JSON lines from the same driver (perf/driver/), with the same
-sizes, iteration counts and correctness check. Through torch.distributed, in the venv with torch
-(--torch-python), perf/python/torch_all_reduce_perf.py does the same in Python, one process per
-rank (perf/compare_torch.py): PyTorch's gloo ("torch_gloo"), DeepSpeed's shared-memory
-allreduce on one host ("deepspeed", where SETUP_DEEPSPEED=1 installed it), and Baton's torch
-backend through dist.all_reduce ("baton_torch") and through baton.torch.all_reduce, without
-torch's dispatch, as DeepSpeed is called ("baton_torch_direct"); these reduce in place only, so
-out of place each call first copies the input into the output, as Gloo's runs do. The
+sizes, iteration counts and correctness check. Through torch.distributed (--torch-python, the
+venv with torch), perf/python/torch_all_reduce_perf.py does the same in Python, a process per
+rank (perf/compare_torch.py): PyTorch's gloo ("torch_gloo"), DeepSpeed's shared-memory allreduce
+("deepspeed", one host, where SETUP_DEEPSPEED=1 installed it), Baton's torch backend through
+dist.all_reduce ("baton_torch") and baton.torch.all_reduce, without torch's dispatch as DeepSpeed
+is called ("baton_torch_direct"); in place only, so out of place each call copies the input into
+the output first, as Gloo's runs do; between simulated hosts only when --libs names them. The
 libraries take turns (round robin, the order rotated on each repetition) so that drift of a
 shared machine spreads over all of them; each figure is the median over --reps repetitions.
 
@@ -526,7 +526,10 @@ def main(argv):
                     f"stream: {fmt(tcp)} GB/s")
                 roof = {"kind": "net", "GBps": config["rate_GBps"],
                         "label": f"tbf rate {config['rate']}", "tcp_stream_GBps": tcp}
-            config_libs = [l for l in libs if config["kind"] == "shm" or l not in SHM_ONLY]
+            # Between simulated hosts the torch libraries run when named: each of their launches
+            # starts a Python with torch per host (8-17 s for 8 hosts here).
+            config_libs = [l for l in libs if config["kind"] == "shm" or l not in SHM_ONLY and (
+                args.libs or l not in compare_torch.BACKENDS)]
             try:
                 results, commands = runner.run_config(config, config_libs, sizes)
             finally:

@@ -56,7 +56,10 @@ else
 fi
 
 failed=0
-if ! python3 "$root/perf/compare.py" --build "$build" --quick --configs "$configs" --out "$out"; then
+# The libraries named, so that the torch ones run between the simulated hosts too (by default
+# they run on one host only).
+if ! python3 "$root/perf/compare.py" --build "$build" --quick --configs "$configs" \
+    --libs "baton,baton_reg,mpi,gloo_rc,gloo_hd$extra_libs" --out "$out"; then
   echo "not ok - perf/compare.py exited with an error"
   failed=1
 fi
