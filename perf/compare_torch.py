@@ -13,9 +13,9 @@ SCRIPT = os.path.join(ROOT, "perf", "python", "torch_all_reduce_perf.py")
 BACKENDS = {"baton_torch": "baton", "baton_torch_direct": "baton-direct",
             "torch_gloo": "gloo", "deepspeed": "deepspeed"}
 
-# What each needs to import, beyond torch.
+# The module each needs to import (each imports torch).
 _IMPORTS = {"baton_torch": "baton.torch", "baton_torch_direct": "baton.torch",
-            "torch_gloo": None, "deepspeed": "deepspeed"}
+            "torch_gloo": "torch.distributed", "deepspeed": "deepspeed"}
 
 
 def python_env(build):
@@ -40,7 +40,7 @@ def missing(keys, python, build):
              "        print('missing:', key, type(e).__name__, str(e)[:120].replace(chr(10), ' '))\n")
     argv = [python, "-c", probe]
     for k in keys:
-        argv += [k, _IMPORTS[k] or "torch.distributed"]
+        argv += [k, _IMPORTS[k]]
     env = dict(os.environ, **python_env(build))
     try:
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
@@ -53,7 +53,7 @@ def missing(keys, python, build):
         if not line.startswith("missing: "):
             continue
         key, _, reason = line[len("missing: "):].partition(" ")
-        why[key] = f"cannot import {_IMPORTS[key] or 'torch.distributed'} ({reason})"
+        why[key] = f"cannot import {_IMPORTS[key]} ({reason})"
     return why
 
 
