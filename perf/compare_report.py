@@ -131,10 +131,12 @@ FLOOR_MAX_BYTES = 64
 
 def markdown_table(config, summary, libs, sizes, roofline, floor_us=None):
     peers = [p for p in PEERS if p in libs]
+    rivals = [p for p in peers if p != "baton_base"]  # the other libraries
     names = {lib: LIBRARIES[lib][0] for lib in libs}
     head = (["size"] + [f"busbw {names[l]}" for l in libs] +
             [f"Baton/{names[p]} busbw" for p in peers] + [f"time {names[l]} (us)" for l in libs] +
             [f"Baton/{names[p]} time" for p in peers] +
+            (["Baton/fastest peer time"] if len(rivals) > 1 else []) +
             [f"{names[l]}/roofline" for l in libs if l.startswith("baton")] +
             (["Baton/latency floor time"] if floor_us else []) + ["check"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -149,6 +151,12 @@ def markdown_table(config, summary, libs, sizes, roofline, floor_us=None):
         row += [fmt(get(l, size, "time_us")) for l in libs]
         row += [fmt(ratio(get("baton", size, "time_us"), get(p, size, "time_us")), 2)
                 for p in peers]
+        if len(rivals) > 1:
+            times = [(get(p, size, "time_us"), names[p]) for p in rivals
+                     if get(p, size, "time_us") is not None]
+            best = min(times) if times else (None, "")
+            row.append(f"{fmt(ratio(get('baton', size, 'time_us'), best[0]), 2)} ({best[1]})"
+                       if best[0] else "–")
         row += [fmt(ratio(get(l, size, "busbw"), roofline), 2) if roofline else "–"
                 for l in libs if l.startswith("baton")]
         if floor_us:
