@@ -113,6 +113,8 @@ class Runner(SweepRunner):
         if unknown:
             raise SystemExit(f"error: unknown library '{unknown[0]}' (known: "
                              f"{', '.join(LIBRARIES)})")
+        if not self.args.libs and "shm" not in self.args.configs:  # unnamed: one host only
+            wanted = [k for k in wanted if k not in compare_torch.BACKENDS]
         no_torch = compare_torch.missing([k for k in wanted if k in compare_torch.BACKENDS],
                                          self.args.torch_python, self.build)
         for key in wanted:
@@ -526,8 +528,7 @@ def main(argv):
                     f"stream: {fmt(tcp)} GB/s")
                 roof = {"kind": "net", "GBps": config["rate_GBps"],
                         "label": f"tbf rate {config['rate']}", "tcp_stream_GBps": tcp}
-            # Between simulated hosts the torch libraries run when named: each of their launches
-            # starts a Python with torch per host (8-17 s for 8 hosts here).
+            # Between simulated hosts the torch libraries run when named (a Python per host).
             config_libs = [l for l in libs if config["kind"] == "shm" or l not in SHM_ONLY and (
                 args.libs or l not in compare_torch.BACKENDS)]
             try:

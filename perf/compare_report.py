@@ -88,10 +88,15 @@ def back_to_back(summary, other="mpi"):
     return "\n".join(lines)
 
 
+def rivals(libs):
+    """The other libraries among `libs`, in PEERS' order (the baseline build is Baton's own)."""
+    return [p for p in PEERS if p != "baton_base" and p in libs]
+
+
 def back_to_back_fastest(summary):
     """Per size: Baton's time against the fastest peer's in each repetition (the libraries of
     one repetition ran in one round), and in how many Baton was no slower than all of them."""
-    peers = [p for p in PEERS if p != "baton_base" and p in summary]
+    peers = rivals(summary)
     if len(peers) < 2:
         return ""
     lines = ["Repetition by repetition against the fastest peer of each (time per call, us, "
@@ -131,12 +136,12 @@ FLOOR_MAX_BYTES = 64
 
 def markdown_table(config, summary, libs, sizes, roofline, floor_us=None):
     peers = [p for p in PEERS if p in libs]
-    rivals = [p for p in peers if p != "baton_base"]  # the other libraries
+    others = rivals(libs)
     names = {lib: LIBRARIES[lib][0] for lib in libs}
     head = (["size"] + [f"busbw {names[l]}" for l in libs] +
             [f"Baton/{names[p]} busbw" for p in peers] + [f"time {names[l]} (us)" for l in libs] +
             [f"Baton/{names[p]} time" for p in peers] +
-            (["Baton/fastest peer time"] if len(rivals) > 1 else []) +
+            (["Baton/fastest peer time"] if len(others) > 1 else []) +
             [f"{names[l]}/roofline" for l in libs if l.startswith("baton")] +
             (["Baton/latency floor time"] if floor_us else []) + ["check"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -151,8 +156,8 @@ def markdown_table(config, summary, libs, sizes, roofline, floor_us=None):
         row += [fmt(get(l, size, "time_us")) for l in libs]
         row += [fmt(ratio(get("baton", size, "time_us"), get(p, size, "time_us")), 2)
                 for p in peers]
-        if len(rivals) > 1:
-            times = [(get(p, size, "time_us"), names[p]) for p in rivals
+        if len(others) > 1:
+            times = [(get(p, size, "time_us"), names[p]) for p in others
                      if get(p, size, "time_us") is not None]
             best = min(times) if times else (None, "")
             row.append(f"{fmt(ratio(get('baton', size, 'time_us'), best[0]), 2)} ({best[1]})"

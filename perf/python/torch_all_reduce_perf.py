@@ -26,19 +26,14 @@ import argparse
 import datetime
 import json
 import os
-import re
 import sys
 import time
 
 import torch
 import torch.distributed as dist
 
-
-def parse_size(text):
-    m = re.fullmatch(r"(\d+)([KMG]?)", text.upper())
-    if not m:
-        raise argparse.ArgumentTypeError(f"invalid size '{text}' (e.g. 8, 64K, 16M)")
-    return int(m.group(1)) << {"": 0, "K": 10, "M": 20, "G": 30}[m.group(2)]
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from sweep_util import parse_size  # noqa: E402  perf/'s size syntax (8, 64K, 16M)
 
 
 def parse_args():

@@ -133,14 +133,14 @@ PyObject* Use(PyObject* /*self*/, PyObject* args) {
   unsigned long long min_bytes = 0;
   unsigned long long cache_bytes = 0;
   if (!PyArg_ParseTuple(args, "pKK", &enabled, &min_bytes, &cache_bytes)) return nullptr;
-  if (enabled) {
-    Pool().Enable(min_bytes, cache_bytes);
-  } else {
-    Pool().Disable();
-  }
+  // On: the handler first, so that a NumPy without handlers leaves the pool
+  // off. Off: arrays the pool holds keep the handler that made them (NumPy
+  // records it per array), so their frees still come here.
+  if (!enabled) Pool().Disable();
   PyObject* previous = SetHandler(enabled != 0);
   if (previous == nullptr) return nullptr;
   Py_DECREF(previous);
+  if (enabled) Pool().Enable(min_bytes, cache_bytes);
   Py_RETURN_NONE;
 }
 
@@ -165,9 +165,10 @@ PyObject* Stats(PyObject* /*self*/, PyObject* /*args*/) {
 }
 
 PyObject* ReleaseCached(PyObject* /*self*/, PyObject* /*args*/) {
-  size_t released = 0;
-  Py_BEGIN_ALLOW_THREADS released = Pool().ReleaseCached();
-  Py_END_ALLOW_THREADS return PyLong_FromSize_t(released);
+  PyThreadState* saved = PyEval_SaveThread();  // frees and deregisters without the GIL
+  const size_t released = Pool().ReleaseCached();
+  PyEval_RestoreThread(saved);
+  return PyLong_FromSize_t(released);
 }
 
 PyObject* Contains(PyObject* /*self*/, PyObject* arg) {

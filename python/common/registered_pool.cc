@@ -246,7 +246,7 @@ void RegisteredPool::ReleaseLocked(BlockMap::iterator it) {
   if (batonMemFree(b->base) != batonSuccess) {
     // Still pinned by a registration made outside the pool: the memory
     // stays mapped (a leak, not a fault).
-    WarnOnce(&warned_free_, "batonMemFree of a cached block failed (" + LastError(nullptr) +
+    WarnOnce(&warned_free_, "batonMemFree of a block failed (" + LastError(nullptr) +
                                 "); the block stays allocated");
   }
   blocks_.erase(it);

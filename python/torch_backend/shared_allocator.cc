@@ -24,7 +24,6 @@ SharedCpuAllocator& SharedCpuAllocator::Get() {
 }
 
 void SharedCpuAllocator::Enable(size_t min_bytes, size_t cache_bytes) {
-  TORCH_CHECK(min_bytes > 0, "baton.torch.use_registered_memory: min_bytes must be positive");
   static std::once_flag installed;
   std::call_once(installed, [this] {
     previous_.store(c10::GetCPUAllocator(), std::memory_order_release);
@@ -40,16 +39,15 @@ void SharedCpuAllocator::Enable(size_t min_bytes, size_t cache_bytes) {
 c10::DataPtr SharedCpuAllocator::allocate(size_t n) {
   if (void* p = Pool().Allocate(n))
     return c10::DataPtr(p, p, &SharedCpuAllocator::Free, c10::Device(c10::kCPU));
-  c10::Allocator* previous = previous_.load(std::memory_order_acquire);
-  return previous != nullptr ? previous->allocate(n) : c10::GetDefaultCPUAllocator()->allocate(n);
+  return previous_.load(std::memory_order_acquire)->allocate(n);  // set before torch calls us
 }
 
 c10::DeleterFnPtr SharedCpuAllocator::raw_deleter() const {
   // The replaced allocator's DataPtrs carry its own deleter; a raw pointer
   // from it comes back through Free, which hands it on.
-  c10::Allocator* previous = previous_.load(std::memory_order_acquire);
-  return previous != nullptr && previous->raw_deleter() != nullptr ? &SharedCpuAllocator::Free
-                                                                   : nullptr;
+  return previous_.load(std::memory_order_acquire)->raw_deleter() != nullptr
+             ? &SharedCpuAllocator::Free
+             : nullptr;
 }
 
 void SharedCpuAllocator::copy_data(void* dest, const void* src, std::size_t count) const {
@@ -58,8 +56,7 @@ void SharedCpuAllocator::copy_data(void* dest, const void* src, std::size_t coun
 
 void SharedCpuAllocator::Free(void* ptr) {
   if (Pool().Free(ptr)) return;
-  c10::Allocator* previous = Get().previous_.load(std::memory_order_acquire);
-  c10::DeleterFnPtr hand_on = previous != nullptr ? previous->raw_deleter() : nullptr;
+  c10::DeleterFnPtr hand_on = Get().previous_.load(std::memory_order_acquire)->raw_deleter();
   TORCH_CHECK(hand_on != nullptr, "baton.torch: freeing a pointer this allocator did not make");
   hand_on(ptr);
 }
