@@ -13,6 +13,11 @@ with --stream the median busbw as a fraction of the roofline BW (p-1)/p^2.
 
   perf/lib_ab.py --ranks 2 --sizes 16M,64M,256M --rounds 5 --stream \\
       old:lib=/tmp/base/build/src new reg:reg
+
+With --hosts N the ranks are N simulated hosts of one rank (scripts/netns.sh, links shaped to
+--rate Mbit/s, rank i on core i mod cores, as perf/compare.py runs them), and the rounds take the
+configurations in turns forwards and backwards. Each row also says in how many rounds the first
+configuration was no slower than that one.
 """
 import argparse
 import os
@@ -22,6 +27,8 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sweep_util import SimulatedHosts  # noqa: E402
 
 
 def parse_config(text):
@@ -40,20 +47,43 @@ def parse_config(text):
     return name, env, flags
 
 
+def launch(args, env, perf_argv):
+    """Rank 0's output of one run: one batonrun, or one per simulated host (--hosts)."""
+    batonrun = os.path.join(args.build, "src", "batonrun")
+    if not args.hosts:
+        argv = [batonrun, "-n", str(args.ranks)]
+        if args.ranks <= os.cpu_count():
+            argv += ["--bind-to", "core"]
+        return subprocess.run(argv + perf_argv, env=env, capture_output=True, text=True,
+                              timeout=900).stdout
+    port = args.net.next_port()
+    procs = []
+    for i in range(args.hosts):
+        e = dict(env, BATON_SOCKET_IFNAME="eth0", BATON_NET_MBPS=str(args.rate))
+        e.setdefault("BATON_BIND", "auto")
+        procs.append(subprocess.Popen(
+            ["ip", "netns", "exec", f"{args.net.tag}-h{i}", "taskset", "-c", str(i % os.cpu_count()),
+             batonrun, "-n", "1", "--bind-to", "none", "--world-size", str(args.hosts),
+             "--rank-offset", str(i), "--root", f"10.77.0.1:{port}"] + perf_argv,
+            env=e, stdout=subprocess.PIPE if i == 0 else subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, text=True))
+    out = procs[0].communicate(timeout=900)[0]
+    for proc in procs[1:]:
+        proc.wait(timeout=900)
+    return out
+
+
 def run_sizes(args, env, flags, size):
-    argv = [os.path.join(args.build, "src", "batonrun"), "-n", str(args.ranks)]
-    if args.ranks <= os.cpu_count():
-        argv += ["--bind-to", "core"]
-    argv += [os.path.join(args.build, "perf", f"{args.coll}_perf"), "-b", size, "-e", size,
-             "-n", str(args.iters), "-w", "3", "-y", "1"] + flags
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=900).stdout
+    perf_argv = [os.path.join(args.build, "perf", f"{args.coll}_perf"), "-b", size, "-e", size,
+                 "-n", str(args.iters), "-w", "3"] + (["-y", "1"] if not args.hosts else []) + flags
+    out = launch(args, env, perf_argv)
     for line in out.splitlines():
         f = line.split()
         if len(f) > 12 and f[0].isdigit():
             if f[8] != "0" or f[12] != "0":
-                print(f"WRONG RESULTS: {' '.join(argv)}: {line}", file=sys.stderr)
+                print(f"WRONG RESULTS: {' '.join(perf_argv)}: {line}", file=sys.stderr)
             return float(f[5]), float(f[7]), float(f[9]), float(f[11])
-    print(f"no result from {' '.join(argv)}", file=sys.stderr)
+    print(f"no result from {' '.join(perf_argv)}", file=sys.stderr)
     return None
 
 
@@ -73,41 +103,55 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--stream", action="store_true", help="measure the roofline every round")
+    ap.add_argument("--hosts", type=int, default=0,
+                    help="simulated hosts of one rank each in network namespaces (root)")
+    ap.add_argument("--rate", type=int, default=10000, help="their links' rate, Mbit/s")
     ap.add_argument("configs", nargs="+")
     args = ap.parse_args()
     configs = [parse_config(c) for c in args.configs]
     sizes = args.sizes.split(",")
     results, streams = {}, []
-    for _ in range(args.rounds):
-        for name, extra, flags in configs:
-            env = dict(os.environ)
-            env.update(extra)
-            for size in sizes:
-                r = run_sizes(args, env, flags, size)
-                if r is not None:
+    args.net = SimulatedHosts("ab")
+    if args.hosts:
+        args.net.netns_up(args.hosts, f"{args.rate}mbit")
+    try:
+        for rnd in range(args.rounds):
+            for name, extra, flags in (configs if rnd % 2 == 0 or not args.hosts
+                                       else configs[::-1]):
+                env = dict(os.environ)
+                env.update(extra)
+                for size in sizes:
+                    r = run_sizes(args, env, flags, size)
+                    # None keeps the rounds aligned for the count of rounds won.
                     results.setdefault((name, size), []).append(r)
-        if args.stream:
-            bw = stream_bw(args)
-            if bw is not None:
-                streams.append(bw)
-    p = args.ranks
+            if args.stream:
+                bw = stream_bw(args)
+                if bw is not None:
+                    streams.append(bw)
+    finally:
+        args.net.netns_down()
+    p = args.hosts or args.ranks
     roof = statistics.median(streams) * (p - 1) / (p * p) if streams else None
     if roof:
         print(f"STREAM add, all cores: median of the rounds' best {statistics.median(streams):.1f} "
               f"GB/s (rounds {min(streams):.1f}-{max(streams):.1f}); roofline {roof:.2f} GB/s")
-    print("| size | config | out of place us | ratio | in place us | ratio |"
+    print("| size | config | out of place us | ratio | in place us | ratio | first no slower |"
           + (" oop busbw / roofline | in place busbw / roofline |" if roof else ""))
-    print("| --- " * (6 + (2 if roof else 0)) + "|")
+    print("| --- " * (7 + (2 if roof else 0)) + "|")
     for size in sizes:
-        base = None
+        base, first = None, results.get((configs[0][0], size), [])
         for name, _, _ in configs:
-            v = results.get((name, size))
+            v = [x for x in results.get((name, size), []) if x is not None]
             if not v:
                 continue
             oop = statistics.median(x[0] for x in v)
             inp = statistics.median(x[2] for x in v)
             base = base or (oop, inp)
-            row = f"| {size} | {name} | {oop:.1f} | {oop / base[0]:.2f} | {inp:.1f} | {inp / base[1]:.2f} |"
+            pairs = [(a, b) for a, b in zip(first, results[(name, size)])
+                     if a is not None and b is not None]
+            won = sum(a[0] <= b[0] for a, b in pairs)
+            row = (f"| {size} | {name} | {oop:.1f} | {oop / base[0]:.2f} | {inp:.1f} | "
+                   f"{inp / base[1]:.2f} | {won} of {len(pairs)} |")
             if roof:
                 row += (f" {statistics.median(x[1] for x in v) / roof:.2f} |"
                         f" {statistics.median(x[3] for x in v) / roof:.2f} |")

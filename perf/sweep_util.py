@@ -100,10 +100,18 @@ class SimulatedHosts:
         self.prefix = prefix
         self.tag = None
         self.hosts = 0
-        self.port = 20000 + os.getpid() % 20000
+        # Rendezvous ports stay below the kernel's ephemeral range: on loopback a port in it
+        # can be the local end of another run's connection, and the root's bind then fails.
+        self.port_limit = 32767
+        try:
+            with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="utf-8") as f:
+                self.port_limit = max(21000, int(f.read().split()[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            pass
+        self.port = 20000 + os.getpid() % (self.port_limit - 20000)
 
     def next_port(self):
-        self.port = 20000 if self.port >= 60000 else self.port + 1
+        self.port = 20000 if self.port >= self.port_limit else self.port + 1
         return self.port
 
     def netns_up(self, hosts, rate):

@@ -126,6 +126,11 @@ class CostModel {
   // costs, as a share of gamma (docs/tuning.md, "Reductions in cache").
   static constexpr double kHotReduceShare = 0.05;
 
+  // What a network message to a rank on an oversubscribed core costs at
+  // least, as a share of the link's latency times the ranks per core: a
+  // wake-up of its receiver (PairCost).
+  static constexpr double kSharedCoreWakeShare = 0.5;
+
   // The chunk sizes the model chooses among.
   static constexpr size_t kChunkCandidates[] = {16 << 10,  64 << 10, 256 << 10,
                                                 512 << 10, 1 << 20,  4 << 20};

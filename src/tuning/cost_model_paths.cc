@@ -84,6 +84,13 @@ CostModel::StepCost CostModel::PairCost(int a, int b) const {
   // was 0.73x recursive doubling's time from 16 KiB; docs/tuning.md).
   s.alpha = (cpu_bound ? lc.alpha_us * f : lc.alpha_us) + (f > 1 ? params_.switch_us : 0);
   s.overhead = lc.overhead_us * f;
+  // A network message to a rank that shares its core finds it descheduled
+  // (the other ranks hold the core), so a pipeline's every chunk pays a
+  // wake-up, not the overhead of a stream in flight: extra chunks cost
+  // 25-60 us each with 4 and 8 simulated hosts on 2 cores (docs/tuning.md,
+  // "Chunks between hosts that share cores").
+  if (!cpu_bound && f > 1)
+    s.overhead = std::max(s.overhead, lc.alpha_us * f * kSharedCoreWakeShare);
   s.beta = lc.us_per_byte * (cpu_bound ? f : 1.0);
   s.cpu_bound = cpu_bound;
   return s;

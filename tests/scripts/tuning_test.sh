@@ -60,6 +60,29 @@ else
 fi
 BATON_ALGO=bogus "$topo" --ranks 2 > /dev/null 2>&1 && fail "baton-topo accepted BATON_ALGO=bogus"
 
+# --one-machine: 4 hosts of one rank sharing the XML's 16 cores are not
+# crowded, so their table is the separate hosts' one; on a 2-core machine
+# (this one's figures, --xml of a bigger one would hide it) they are, and
+# a network chunk then pays a wake-up: a 1 MiB ring allreduce takes no
+# chunk below its 256 KiB block.
+if "$topo" --json --xml "$xml" --ranks 1 --hosts 4 --nic-mbps 10000 > "$tmp/apart.json" &&
+  "$topo" --json --xml "$xml" --ranks 1 --hosts 4 --nic-mbps 10000 --one-machine \
+    > "$tmp/roomy.json" &&
+  "$topo" --json --ranks 1 --hosts 4 --nic-mbps 10000 --one-machine > "$tmp/shared.json"; then
+  python3 - "$tmp/apart.json" "$tmp/roomy.json" "$tmp/shared.json" "$(nproc)" <<'PY' ||
+import json, sys
+apart, roomy, shared = (json.load(open(f))["algorithms"] for f in sys.argv[1:4])
+assert apart == roomy, "16 cores for 4 hosts: the table must not change"
+if int(sys.argv[4]) < 4:  # this machine: 4 hosts crowd its cores
+    e = [e for e in shared if e["collective"] == "allreduce" and e["bytes"] == 1 << 20][0]
+    assert e["algorithm"] != "ring" or e["chunk"] >= 256 << 10, e
+PY
+    fail "baton-topo --one-machine"
+else
+  fail "baton-topo --one-machine exited $?"
+fi
+"$topo" --one-machine --bogus > /dev/null 2>&1 && fail "baton-topo accepted --bogus"
+
 # The copy-in allreduce bypasses the table where ranks outnumber cores
 # (BATON_COPY_IN=-1), unless BATON_ALGO chooses allreduce's algorithm;
 # BATON_COPY_IN=1 takes it anywhere.

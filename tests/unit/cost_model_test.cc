@@ -277,6 +277,44 @@ TEST(CostModelTest, OversubscriptionRaisesLatency) {
   EXPECT_GT(b, a * 4);
 }
 
+// Hosts that share one machine's cores (simulated hosts) pay a wake-up per
+// network message, so a ring between them takes fewer, larger chunks than
+// the same hosts on machines of their own, where chunks pipeline.
+TEST(CostModelTest, HostsSharingCoresPayAWakeUpPerChunk) {
+  auto layout = [](uint64_t machine) {
+    std::vector<RankPlace> places(4);
+    for (int r = 0; r < 4; ++r)
+      places[r] = {static_cast<uint64_t>(r + 1), 0, 0, 1, 1, false, 2, 10000, machine};
+    return CommTopology(places);
+  };
+  const CostParams params = DefaultCostParams(10000);
+  const CommTopology shared = layout(7), apart = layout(0);
+  const CostModel crowded(shared, shared.RingOrder(), {2, 2, 2, 2}, params);
+  const CostModel roomy(apart, apart.RingOrder(), {2, 2, 2, 2}, params);
+  const LinkCost& net = params.link[static_cast<int>(LinkClass::kNetwork)];
+  const double wake = net.alpha_us * 2 * CostModel::kSharedCoreWakeShare;  // 4 ranks, 2 cores
+  ASSERT_GT(wake, net.overhead_us * 2);
+  const size_t bytes = 1 << 20, block = bytes / 4;
+  for (size_t chunk : {size_t{16} << 10, size_t{64} << 10}) {
+    // Every rank sends 6 steps x (block / chunk) messages, each a wake-up.
+    const double floor = 6.0 * static_cast<double>(block / chunk) * wake;
+    EXPECT_GE(
+        crowded.Predict(Collective::kAllReduce, Algorithm::kRing, bytes, batonFloat32, chunk).us,
+        floor)
+        << chunk;
+    EXPECT_LT(
+        roomy.Predict(Collective::kAllReduce, Algorithm::kRing, bytes, batonFloat32, chunk).us,
+        crowded.Predict(Collective::kAllReduce, Algorithm::kRing, bytes, batonFloat32, chunk).us)
+        << chunk;
+  }
+  const Prediction pipelined =
+      roomy.Predict(Collective::kAllReduce, Algorithm::kRing, bytes, batonFloat32);
+  const Prediction woken =
+      crowded.Predict(Collective::kAllReduce, Algorithm::kRing, bytes, batonFloat32);
+  EXPECT_LT(pipelined.chunk_bytes, block);
+  EXPECT_GE(woken.chunk_bytes, block);
+}
+
 // The chunk a prediction runs: on one host at least kShmMinChunkBytes; the
 // largest allowed candidate as fast as the fastest, within kSmallerChunkGain
 // for two ranks on shared memory (smaller chunks cost them more than the

@@ -2,7 +2,7 @@
 // ranks on it, and which algorithm its cost model would pick.
 //
 //   baton-topo [--json] [--xml FILE] [--ranks N] [--hosts H] [--nic-mbps M]
-//              [--bind-to POLICY]
+//              [--bind-to POLICY] [--one-machine]
 //
 // Prints the machine (packages, NUMA nodes, cores, hardware threads, GPUs and
 // NICs with their nearest NUMA node) that hwloc reports for this host, or
@@ -11,7 +11,9 @@
 // classes those ranks would get, and, for H such hosts (N ranks each) on a
 // network of M Mbit/s, the algorithm and chunk size the cost model chooses
 // for every collective from 8 B to 1 GiB (float32; BATON_ALGO and
-// BATON_CHUNKSIZE and BATON_RHD_SWITCH apply). --json prints one JSON object instead.
+// BATON_CHUNKSIZE and BATON_RHD_SWITCH apply). --one-machine puts the H hosts
+// on this one machine, sharing its cores, as simulated hosts in network
+// namespaces are (scripts/netns.sh). --json prints one JSON object instead.
 //
 // SPDX-License-Identifier: BSD-3-Clause
 #include <algorithm>
@@ -37,11 +39,12 @@ using baton::Machine;
 
 constexpr char kUsage[] =
     "Usage: baton-topo [--json] [--xml FILE] [--ranks N] [--hosts H] [--nic-mbps M]\n"
-    "                  [--bind-to POLICY]\n"
+    "                  [--bind-to POLICY] [--one-machine]\n"
     "Prints the machine Baton sees (hwloc), the binding of N ranks (default: one per core,\n"
     "at most 8) under POLICY (auto, core, numa, none; default auto), their ring order, and\n"
     "the algorithm table of the cost model for H such hosts (default 1) on an M Mbit/s\n"
-    "network (default: this host's fastest NIC, else 10000).\n"
+    "network (default: this host's fastest NIC, else 10000); --one-machine: the H hosts\n"
+    "share this machine's cores, as simulated hosts in network namespaces do.\n"
     "--xml FILE (or BATON_TOPO_FILE) reads an hwloc XML export instead of this machine.\n";
 
 struct Options {
@@ -50,6 +53,7 @@ struct Options {
   int ranks = 0;
   int hosts = 1;
   int nic_mbps = 0;
+  bool one_machine = false;
   std::string bind_to = "auto";
 };
 
@@ -59,6 +63,8 @@ bool ParseOptions(int argc, char** argv, Options* o) {
     auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
     if (arg == "--json") {
       o->json = true;
+    } else if (arg == "--one-machine") {
+      o->one_machine = true;
     } else if (arg == "--xml") {
       const char* v = value();
       if (v == nullptr) return false;
@@ -241,7 +247,8 @@ int main(int argc, char** argv) {
                  m.numa_nodes,
                  false,
                  m.core_count(),
-                 nic_mbps};
+                 nic_mbps,
+                 opt.one_machine ? 1u : 0u};
   }
   const baton::CommTopology topology(places);
   const std::vector<int> ring = topology.RingOrder();
