@@ -150,7 +150,7 @@ def main():
             pairs = [(a, b) for a, b in zip(first, results[(name, size)])
                      if a is not None and b is not None]
             won = sum(a[0] <= b[0] for a, b in pairs)
-            row = (f"| {size} | {name} | {oop:.1f} | {oop / base[0]:.2f} | {inp:.1f} | "
+            row = (f"| {size} | {name} | {oop:.4g} | {oop / base[0]:.2f} | {inp:.4g} | "
                    f"{inp / base[1]:.2f} | {won} of {len(pairs)} |")
             if roof:
                 row += (f" {statistics.median(x[1] for x in v) / roof:.2f} |"

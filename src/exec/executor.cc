@@ -293,12 +293,16 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     moved_before = moved;
     if (moved || remaining == 0) {
       spinning = false;
+      idle_polls = 0;
       if (!behind.empty()) behind.clear();
       continue;
     }
     // Between clock reads, a few polls with only the pause: the clock costs
-    // more than a poll, and a piece seen sooner is a shorter call.
-    if (spinning && (++idle_polls & 7) != 0) {
+    // more than a poll, and a piece seen sooner is a shorter call. So do a
+    // stall's first polls, where a small message's piece is usually on its
+    // way, unless the core is crowded: there the first Pause yields it to
+    // the peer we wait for.
+    if ((spinning || config_.spin.yield_interval.count() > 0) && (++idle_polls & 7) != 0) {
       CpuRelax();
       continue;
     }
