@@ -314,24 +314,16 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
             return [(argv, env)]
         procs = []
         if lib in BATONS:
-            port = self.next_port()
-            for i in range(n):
-                # veth reports 10 Gbit/s whatever tbf shapes it to: tell the cost model the
-                # shaped rate, as a user of a rate-limited link would (README, BATON_NET_MBPS).
-                e = dict(env, BATON_SOCKET_IFNAME="eth0",
-                         BATON_NET_MBPS=str(round(config["rate_GBps"] * 8000)))
-                # The simulated hosts share this machine's cores: each batonrun would bind
-                # its one rank to the same first core, so batonrun binds none and the library
-                # binds each rank by its index among the machine's ranks (README's recipe
-                # for namespaces, BATON_BIND). Unbound, the scheduler's placement of the 4-8
-                # ranks on 2 cores changed an 8 B call 1.5x between launches
-                # (docs/performance.md). With --pin, taskset binds it first.
-                e.setdefault("BATON_BIND", "auto")
-                procs.append((["ip", "netns", "exec", f"{self.tag}-h{i}"] + pin(i) +
-                              [self.batonrun_of(lib), "-n", "1", "--bind-to", "none", "--world-size",
-                               str(n), "--rank-offset", str(i), "--root",
-                               f"10.77.0.1:{port}"] + bin_args, e))
-            return procs
+            # veth reports 10 Gbit/s whatever tbf shapes it to: tell the cost model the shaped
+            # rate, as a user of a rate-limited link would (README, BATON_NET_MBPS). The library
+            # binds each rank by its index among the machine's ranks (README's recipe for
+            # namespaces, BATON_BIND): unbound, the scheduler's placement of the 4-8 ranks on 2
+            # cores changed an 8 B call 1.5x between launches (docs/performance.md). With
+            # --pin, taskset binds it first.
+            e = dict(env, BATON_NET_MBPS=str(round(config["rate_GBps"] * 8000)))
+            e.setdefault("BATON_BIND", "auto")
+            return self.baton_ranks(self.batonrun_of(lib), bin_args, e, self.next_port(),
+                                    pin=pin)
         store = tempfile.mkdtemp(prefix="gloo-store-", dir=self.tmp)
         for i in range(n):
             e = dict(env, BATON_RANK=str(i), BATON_WORLD_SIZE=str(n), GLOO_SOCKET_IFNAME="eth0",

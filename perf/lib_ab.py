@@ -47,7 +47,7 @@ def parse_config(text):
     return name, env, flags
 
 
-def launch(args, env, perf_argv):
+def launch(args, net, env, perf_argv):
     """Rank 0's output of one run: one batonrun, or one per simulated host (--hosts)."""
     batonrun = os.path.join(args.build, "src", "batonrun")
     if not args.hosts:
@@ -56,27 +56,24 @@ def launch(args, env, perf_argv):
             argv += ["--bind-to", "core"]
         return subprocess.run(argv + perf_argv, env=env, capture_output=True, text=True,
                               timeout=900).stdout
-    port = args.net.next_port()
-    procs = []
-    for i in range(args.hosts):
-        e = dict(env, BATON_SOCKET_IFNAME="eth0", BATON_NET_MBPS=str(args.rate))
-        e.setdefault("BATON_BIND", "auto")
-        procs.append(subprocess.Popen(
-            ["ip", "netns", "exec", f"{args.net.tag}-h{i}", "taskset", "-c", str(i % os.cpu_count()),
-             batonrun, "-n", "1", "--bind-to", "none", "--world-size", str(args.hosts),
-             "--rank-offset", str(i), "--root", f"10.77.0.1:{port}"] + perf_argv,
-            env=e, stdout=subprocess.PIPE if i == 0 else subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, text=True))
+    # As perf/compare.py runs Baton there (--pin): host i on core i mod cores.
+    shaped = dict(env, BATON_NET_MBPS=str(args.rate))
+    shaped.setdefault("BATON_BIND", "auto")
+    ranks = net.baton_ranks(batonrun, perf_argv, shaped, net.next_port(),
+                            pin=lambda h: ["taskset", "-c", str(h % os.cpu_count())])
+    procs = [subprocess.Popen(argv, env=e, stdout=subprocess.PIPE if h == 0 else subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, text=True)
+             for h, (argv, e) in enumerate(ranks)]
     out = procs[0].communicate(timeout=900)[0]
     for proc in procs[1:]:
         proc.wait(timeout=900)
     return out
 
 
-def run_sizes(args, env, flags, size):
+def run_sizes(args, net, env, flags, size):
     perf_argv = [os.path.join(args.build, "perf", f"{args.coll}_perf"), "-b", size, "-e", size,
-                 "-n", str(args.iters), "-w", "3"] + (["-y", "1"] if not args.hosts else []) + flags
-    out = launch(args, env, perf_argv)
+                 "-n", str(args.iters), "-w", "3", "-y", "1"] + flags
+    out = launch(args, net, env, perf_argv)
     for line in out.splitlines():
         f = line.split()
         if len(f) > 12 and f[0].isdigit():
@@ -111,9 +108,9 @@ def main():
     configs = [parse_config(c) for c in args.configs]
     sizes = args.sizes.split(",")
     results, streams = {}, []
-    args.net = SimulatedHosts("ab")
+    net = SimulatedHosts("ab")
     if args.hosts:
-        args.net.netns_up(args.hosts, f"{args.rate}mbit")
+        net.netns_up(args.hosts, f"{args.rate}mbit")
     try:
         for rnd in range(args.rounds):
             for name, extra, flags in (configs if rnd % 2 == 0 or not args.hosts
@@ -121,7 +118,7 @@ def main():
                 env = dict(os.environ)
                 env.update(extra)
                 for size in sizes:
-                    r = run_sizes(args, env, flags, size)
+                    r = run_sizes(args, net, env, flags, size)
                     # None keeps the rounds aligned for the count of rounds won.
                     results.setdefault((name, size), []).append(r)
             if args.stream:
@@ -129,7 +126,7 @@ def main():
                 if bw is not None:
                     streams.append(bw)
     finally:
-        args.net.netns_down()
+        net.netns_down()
     p = args.hosts or args.ranks
     roof = statistics.median(streams) * (p - 1) / (p * p) if streams else None
     if roof:

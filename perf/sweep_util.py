@@ -119,6 +119,19 @@ class SimulatedHosts:
         self.hosts = hosts
         subprocess.run([NETNS, "up", self.tag, str(hosts), rate], check=True)
 
+    def baton_ranks(self, batonrun, argv, env, port, per_host=1, pin=lambda h: []):
+        """[(argv, env)] of a Baton run over the namespaces: one batonrun per host with
+        `per_host` ranks, meeting at host 0's address on `port`, talking over eth0; `pin(h)` is
+        a command prefix (taskset) for host h. batonrun binds nothing: the namespaces share this
+        machine's cores, so the library binds each rank by its index among them (BATON_BIND in
+        `env`)."""
+        n = self.hosts * per_host
+        return [(["ip", "netns", "exec", f"{self.tag}-h{h}"] + pin(h) +
+                 [batonrun, "-n", str(per_host), "--bind-to", "none", "--world-size", str(n),
+                  "--rank-offset", str(h * per_host), "--root", f"10.77.0.1:{port}"] + argv,
+                 dict(env, BATON_SOCKET_IFNAME="eth0"))
+                for h in range(self.hosts)]
+
     def netns_down(self):
         if self.tag:
             subprocess.run([NETNS, "down", self.tag, str(self.hosts)], check=False)

@@ -80,15 +80,9 @@ class Runner(SweepRunner):
                      dict(env, BATON_HOSTID=f"tune-lo-h{h}", BATON_TRANSPORT="tcp",
                           BATON_SOCKET_IFNAME="lo", BATON_BIND="core"))
                     for h in range(n)]
-        n, r = config["hosts"] * config["per_host"], config["per_host"]
-        # The namespaces share this machine's cores: each batonrun would bind its ranks to the
-        # same first cores, so the library binds every rank by its index among the machine's
-        # ranks instead (BATON_BIND=core with hosts sharing a machine).
-        return [(["ip", "netns", "exec", f"{self.tag}-h{h}", self.batonrun, "-n", str(r),
-                  "--bind-to", "none", "--world-size", str(n), "--rank-offset", str(h * r),
-                  "--root", f"10.77.0.1:{port}"] + args,
-                 dict(env, BATON_SOCKET_IFNAME="eth0", BATON_BIND="core"))
-                for h in range(config["hosts"])]
+        # BATON_BIND=core: every rank by its index among the machine's ranks.
+        return self.baton_ranks(self.batonrun, args, dict(env, BATON_BIND="core"), port,
+                                config["per_host"])
 
     def run(self, config, flags, name, env_extra=None):
         """Runs one sweep; returns (JSON records, the log's text) or (None, text)."""
