@@ -164,8 +164,9 @@ struct Range {
 // into recv, then send the reduced `kept` back and receive `given`. In a
 // call whose buffers overflow the cache (CollArgs::stream_outputs) they
 // run chunk by chunk in waves, as the ring does (ring.cc), each chunk
-// reduced into a cached stage, streamed from there into recv and sent from
-// the stage: a reduced chunk goes back out while it is cached instead of
+// reduced in one pass into recv (streamed) and into a cached stage
+// (Op::copy_to), and sent from the stage: a reduced chunk goes back out
+// while it is cached instead of
 // being read back from memory, and the output is written once, without the
 // read for ownership a cached store costs out of place (docs/performance.md,
 // "Ordinary buffers: waves, stages and streaming stores"). Receives chain,
@@ -195,9 +196,8 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
   uint8_t* stages = staged ? out->AllocFilled(kStages * stage_bytes) : nullptr;
   auto stage = [&](size_t j) { return stages + (j % kStages) * stage_bytes; };
   const int before = *last;
-  int last_copy = -1;
-  // Per chunk: the reduction (staged: the copy out of the stage), the send
-  // of `given` and the send of the reduced chunk.
+  // Per chunk: the reduction, the send of `given` and the send of the
+  // reduced chunk.
   std::vector<int> reduced(nchunks, -1), given_sent(nchunks, -1), kept_sent(nchunks, -1);
   // In waves (ForEachInWaves): step 0 gives chunk j of `given` and reduces
   // chunk j of `kept`, step 1 sends the reduced chunk back and receives
@@ -209,12 +209,11 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
         given_sent[j] = out->Add(SendOp(peer, cur + g.begin, g.end - g.begin, before));
       if (k.end > k.begin) {
         const int reuse = staged && j >= kStages ? kept_sent[j - kStages] : -1;
-        *last = out->Add(OrderedRecvOp(a, peer, staged ? stage(j) : recv + k.begin, k.end - k.begin,
-                                       cur + k.begin, peer_lower, AvgDivisor(a), *last, reuse));
-        reduced[j] = *last;
-        if (staged)
-          reduced[j] = last_copy = out->Add(
-              StreamedIf(a, final, CopyOp(a, stage(j), recv + k.begin, k.end - k.begin, *last)));
+        Op reduce = StreamedIf(a, final && staged,
+                               OrderedRecvOp(a, peer, recv + k.begin, k.end - k.begin,
+                                             cur + k.begin, peer_lower, AvgDivisor(a), *last, reuse));
+        if (staged) reduce.copy_to = stage(j);
+        reduced[j] = *last = out->Add(reduce);
       }
       return;
     }
@@ -226,8 +225,6 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
                                   OrderedRecvOp(a, peer, recv + g.begin, g.end - g.begin, nullptr,
                                                 false, 0, *last, given_sent[j])));
   });
-  // The copies out of the stages run in order: the last one done, all are.
-  *last = Join({*last, last_copy}, out);
 }
 
 }  // namespace

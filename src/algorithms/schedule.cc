@@ -52,6 +52,7 @@ void Schedule::Rebase(const void* send, size_t send_bytes, const void* recv, siz
     if (moved(op.src, op.bytes)) shift(&op.src);
     if (moved(op.dst, op.bytes)) shift(&op.dst);
     if (moved(op.reduce_with, op.bytes)) shift(&op.reduce_with);
+    if (moved(op.copy_to, op.bytes)) shift(&op.copy_to);
   }
 }
 

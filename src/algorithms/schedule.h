@@ -41,6 +41,10 @@ struct Op {
   // in a call whose buffers overflow the cache, so it may be written with
   // streaming stores (CollArgs::stream_outputs).
   bool stream_dst = false;
+  // kRecv with reduce_with: the result is also written here, with cached
+  // stores, for a later send of it (one pass where a reduction into a
+  // cached stage and a copy out of it took two). Only dst streams.
+  uint8_t* copy_to = nullptr;
   // A PreMulSum call's scalar (one element of datatype), set where the op
   // reads this rank's own input (launch/premul.cc; algorithms leave it
   // null). kRecv: reduce_with is that input, multiplied by the scalar

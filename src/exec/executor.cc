@@ -40,6 +40,7 @@ RecvTarget RecvTargetOf(const Op& op) {
   t.post_divisor = op.post_divisor;
   t.incoming_first = op.incoming_first;
   t.non_temporal = op.stream_dst;
+  t.copy_to = op.copy_to;
   t.scale = op.scale;
   t.elem_size = static_cast<uint32_t>(DatatypeSize(op.datatype));
   return t;

@@ -167,14 +167,14 @@ HWY_INLINE void StoreStep(typename L::D d, V a0, V a1, V a2, V a3, typename L::S
   if constexpr (L::kParts == 1) {
     const auto p0 = L::Pack(d, a0), p1 = L::Pack(d, a1), p2 = L::Pack(d, a2), p3 = L::Pack(d, a3);
     StoreFour<kNt>(ds, p0, p1, p2, p3, o0, unit);
-    if (o1 != nullptr) StoreFour<kNt>(ds, p0, p1, p2, p3, o1, unit);
+    if (o1 != nullptr) StoreFour<false>(ds, p0, p1, p2, p3, o1, unit);
   } else {
     const auto p0 = L::Pack(d, a0, a1), p1 = L::Pack(d, a2, a3);
     StoreUnit<kNt>(ds, p0, o0);
     StoreUnit<kNt>(ds, p1, o0 + unit);
     if (o1 != nullptr) {
-      StoreUnit<kNt>(ds, p0, o1);
-      StoreUnit<kNt>(ds, p1, o1 + unit);
+      StoreUnit<false>(ds, p0, o1);
+      StoreUnit<false>(ds, p1, o1 + unit);
     }
   }
 }
@@ -274,7 +274,7 @@ size_t ReduceVectors(const T* const* srcs, int nsrcs, T* d0, T* d1, size_t begin
     }
     const auto packed = PackUnit<L>(d, a0, a1);
     StoreUnit<kNt>(ds, packed, o0 + i);
-    if (o1 != nullptr) StoreUnit<kNt>(ds, packed, o1 + i);
+    if (o1 != nullptr) StoreUnit<false>(ds, packed, o1 + i);
   }
   return i;
 }
@@ -312,8 +312,8 @@ void RunReduce(const ReduceCopyArgs& args, const SimdOptions& options) {
   }
   ScalarRange<T, Op, kDiv>(srcs, args.nsrcs, d0, d1, 0, head, divisor);
 
-  const bool d1_in_phase = d1 == nullptr || (reinterpret_cast<uintptr_t>(d1) - d0_addr) % line == 0;
-  const bool use_nt = count * sizeof(T) >= options.non_temporal_min_bytes && d1_in_phase &&
+  // Only the first destination streams (ReduceCopyArgs::non_temporal).
+  const bool use_nt = count * sizeof(T) >= options.non_temporal_min_bytes &&
                       (d0_addr + head * sizeof(T)) % line == 0;
   size_t done;
   if (use_nt) {

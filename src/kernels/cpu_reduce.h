@@ -37,8 +37,10 @@ struct ReduceCopyArgs {
   batonRedOp_t op = batonSum;  // batonAvg reduces as batonSum
   uint32_t post_divisor = 0;   // 0 or 1: none; > 1: divide the result (avg final step)
   // Streaming stores (they bypass the caches and skip the read for
-  // ownership) where the destinations' alignment allows, whatever the
-  // size: for outputs nobody reads again within the call.
+  // ownership) into dsts[0] where its alignment allows, whatever the size:
+  // for outputs nobody reads again within the call. dsts[1] always takes
+  // cached stores: the copy a later step reads (a reduced chunk that is
+  // sent on while it is cached).
   bool non_temporal = false;
 };
 

@@ -98,6 +98,7 @@ bool FuseScale(Span input, Span output, batonDataType_t dt, const uint8_t* scale
     }
     if (op.kind != Op::Kind::kSend && op.dst != nullptr)
       written.Add(Intersect(Of(op.dst, op.bytes), input));
+    if (op.copy_to != nullptr) written.Add(Intersect(Of(op.copy_to, op.bytes), input));
   }
   // One rank in place: output that still holds input and that no step
   // writes. Scaled by a copy onto itself, which must be the only step that

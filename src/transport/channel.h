@@ -29,6 +29,9 @@ struct RecvTarget {
   bool incoming_first = false;  // dst = incoming op reduce_with
   // dst may be written with streaming stores (Op::stream_dst).
   bool non_temporal = false;
+  // A reduction's result is also written here, with cached stores
+  // (Op::copy_to); null: only dst.
+  uint8_t* copy_to = nullptr;
   // PreMulSum: reduce_with is this rank's own input, multiplied by *scale
   // (one element of datatype) in the same pass (op is a sum).
   const uint8_t* scale = nullptr;

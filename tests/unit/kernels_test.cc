@@ -69,8 +69,9 @@ TEST_P(ReduceCopyTest, LargeCount) {
 // Streaming (non-temporal) stores are off by default; forcing them on for
 // every size, process-wide or per call (ReduceCopyArgs::non_temporal),
 // checks that path, its cache-line alignment head and the second
-// destination's phase check, with aligned (streaming) and misaligned
-// (declined) operands, in place and out of place.
+// destination's cached stores (at any offset from the first), with
+// aligned (streaming) and misaligned (declined) operands, in place and out
+// of place.
 TEST_P(ReduceCopyTest, StreamingStores) {
   const batonDataType_t dt = datatype();
   FastRng rng(7000 + dt);

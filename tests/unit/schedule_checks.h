@@ -41,7 +41,8 @@ inline ::testing::AssertionResult CheckSchedule(const Schedule& s) {
   const size_t words = (n + 63) / 64;
   std::vector<std::vector<uint64_t>> before(n, std::vector<uint64_t>(words, 0));
   std::map<std::pair<int, int>, int> queue_tail;  // (peer, kind) -> last op
-  std::vector<Region> reads(2 * n), writes(n);
+  // writes[2 * i + 1]: a receive's copy_to.
+  std::vector<Region> reads(2 * n), writes(2 * n);
   for (int i = 0; i < n; ++i) {
     const Op& op = ops[i];
     std::vector<int> preds;
@@ -68,19 +69,29 @@ inline ::testing::AssertionResult CheckSchedule(const Schedule& s) {
         break;
       case Op::Kind::kRecv:
         reads[2 * i] = RegionOf(op.reduce_with, op.bytes);
-        writes[i] = RegionOf(op.dst, op.bytes);
+        writes[2 * i] = RegionOf(op.dst, op.bytes);
+        if (op.copy_to != nullptr) {
+          if (op.reduce_with == nullptr)
+            return ::testing::AssertionFailure() << "op " << i << " copies a plain receive";
+          writes[2 * i + 1] = RegionOf(op.copy_to, op.bytes);
+        }
         break;
       case Op::Kind::kCopy:
         reads[2 * i] = RegionOf(op.src, op.bytes);
-        writes[i] = RegionOf(op.dst, op.bytes);
+        writes[2 * i] = RegionOf(op.dst, op.bytes);
         break;
     }
+    if (op.kind != Op::Kind::kRecv && op.copy_to != nullptr)
+      return ::testing::AssertionFailure() << "op " << i << " has copy_to but is no receive";
   }
+  auto writes_overlap = [&](int i, const Region& r) {
+    return Overlap(writes[2 * i], r) || Overlap(writes[2 * i + 1], r);
+  };
   for (int j = 0; j < n; ++j) {
     for (int i = 0; i < j; ++i) {
       if (before[j][i / 64] >> (i % 64) & 1) continue;
-      if (Overlap(writes[i], writes[j]) || Overlap(writes[i], reads[2 * j]) ||
-          Overlap(writes[j], reads[2 * i]))
+      if (writes_overlap(i, writes[2 * j]) || writes_overlap(i, writes[2 * j + 1]) ||
+          writes_overlap(i, reads[2 * j]) || writes_overlap(j, reads[2 * i]))
         return ::testing::AssertionFailure()
                << "ops " << i << " and " << j << " may run at once on the same bytes";
     }
@@ -93,7 +104,7 @@ inline ::testing::AssertionResult CheckSchedule(const Schedule& s) {
       return ::testing::AssertionFailure() << "op " << i << " is a send marked to stream";
     for (int j = 0; j < n; ++j) {
       if (j == i || (before[i][j / 64] >> (j % 64) & 1)) continue;
-      if (Overlap(writes[i], reads[2 * j]) || Overlap(writes[i], writes[j]))
+      if (Overlap(writes[2 * i], reads[2 * j]) || writes_overlap(j, writes[2 * i]))
         return ::testing::AssertionFailure()
                << "op " << j << " may touch the bytes op " << i << " streams as final";
     }

@@ -54,6 +54,36 @@ TEST_F(ShmPair, ReducesOutOfTheSlots) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], in[i] + local[i]);
 }
 
+// A reduction written twice in one pass (RecvTarget::copy_to): dst with
+// streaming stores, the copy with cached ones at another offset within a
+// cache line; with PreMulSum's scale, the scaled sum lands in both.
+TEST_F(ShmPair, ReducesIntoTheOutputAndACopy) {
+  const size_t n = 100003;
+  std::vector<float> in(n), local(n), out(n), copy(n + 3);
+  for (size_t i = 0; i < n; ++i) in[i] = float(i % 17), local[i] = float(i % 5);
+  for (bool scaled : {false, true}) {
+    const float scale = 0.5f;
+    std::fill(out.begin(), out.end(), -1.0f);
+    std::fill(copy.begin(), copy.end(), -1.0f);
+    RecvTarget t;
+    t.dst = reinterpret_cast<uint8_t*>(out.data());
+    t.copy_to = reinterpret_cast<uint8_t*>(copy.data() + 3);
+    t.reduce_with = reinterpret_cast<const uint8_t*>(local.data());
+    t.datatype = batonFloat32;
+    t.op = batonSum;
+    t.elem_size = 4;
+    t.non_temporal = true;
+    if (scaled) t.scale = reinterpret_cast<const uint8_t*>(&scale);
+    Pump(ab_.get(), ba_.get(), reinterpret_cast<const uint8_t*>(in.data()), n * 4, t);
+    for (size_t i = 0; i < n; ++i) {
+      const float want = scaled ? local[i] * scale + in[i] : in[i] + local[i];
+      ASSERT_EQ(out[i], want) << i << (scaled ? " scaled" : "");
+      ASSERT_EQ(copy[i + 3], want) << i << (scaled ? " scaled" : "");
+    }
+    for (size_t i = 0; i < 3; ++i) ASSERT_EQ(copy[i], -1.0f) << "written before the copy";
+  }
+}
+
 TEST_F(ShmPair, CrossMemoryAttachCopyAndReduce) {
   // qemu-user (the aarch64 test, docs/arm.md) has no process_vm_readv: the
   // probe fails there, so BATON_CMA falls back to copies through the slots.
@@ -115,7 +145,7 @@ TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
   auto tx = MakeTcp(std::move(ends[0]), 4096, 1),
        rx = MakeTcp(std::move(ends[1]), 4099 * GetParam(), 0);
   for (size_t n : {size_t(1), size_t(1000), size_t(1 << 18) + 5}) {
-    std::vector<double> in(n), local(n), out(n);
+    std::vector<double> in(n), local(n), out(n), copy(n);
     for (size_t i = 0; i < n; ++i) in[i] = double(i % 1000), local[i] = 0.5;
     RecvTarget t;
     t.dst = reinterpret_cast<uint8_t*>(out.data());
@@ -123,8 +153,11 @@ TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
     t.datatype = batonFloat64;
     t.op = batonMax;
     t.elem_size = 8;
+    // Larger messages also write the result to a copy (RecvTarget::copy_to).
+    if (n > 1) t.copy_to = reinterpret_cast<uint8_t*>(copy.data());
     Pump(tx.get(), rx.get(), reinterpret_cast<const uint8_t*>(in.data()), n * 8, t);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(in[i], 0.5)) << n;
+    if (n > 1) EXPECT_EQ(copy, out) << n;
   }
 }
 
