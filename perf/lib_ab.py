@@ -14,9 +14,10 @@ with --stream the median busbw as a fraction of the roofline BW (p-1)/p^2.
   perf/lib_ab.py --ranks 2 --sizes 16M,64M,256M --rounds 5 --stream \\
       old:lib=/tmp/base/build/src new reg:reg
 
-With --hosts N the ranks are N simulated hosts of one rank (scripts/netns.sh, links shaped to
---rate Mbit/s, rank i on core i mod cores, as perf/compare.py runs them), and the rounds take the
-configurations in turns forwards and backwards. Each row also says in how many rounds the first
+The rounds take the configurations in turns forwards and backwards (what runs right after the
+STREAM measurement or another build is not always the same one). With --hosts N the ranks are N
+simulated hosts of one rank (scripts/netns.sh, links shaped to --rate Mbit/s, rank i on core i
+mod cores, as perf/compare.py runs them). Each row also says in how many rounds the first
 configuration was no slower than that one.
 """
 import argparse
@@ -113,8 +114,7 @@ def main():
         net.netns_up(args.hosts, f"{args.rate}mbit")
     try:
         for rnd in range(args.rounds):
-            for name, extra, flags in (configs if rnd % 2 == 0 or not args.hosts
-                                       else configs[::-1]):
+            for name, extra, flags in (configs if rnd % 2 == 0 else configs[::-1]):
                 env = dict(os.environ)
                 env.update(extra)
                 for size in sizes:
