@@ -166,10 +166,10 @@ struct Range {
 // run chunk by chunk in waves, as the ring does (ring.cc), each chunk
 // reduced in one pass into recv (streamed) and into a cached stage
 // (Op::copy_to), and sent from the stage: a reduced chunk goes back out
-// while it is cached instead of
-// being read back from memory, and the output is written once, without the
-// read for ownership a cached store costs out of place (docs/performance.md,
-// "Ordinary buffers: waves, stages and streaming stores"). Receives chain,
+// while it is cached instead of being read back from memory, and the output
+// is written once, without the read for ownership a cached store costs out
+// of place (docs/performance.md, "Ordinary buffers: waves, stages and
+// streaming stores" and "One pass into the output and the stage"). Receives chain,
 // so *last ends as "everything here is done"; a receive into `given` also
 // waits for the send that read that chunk. `final`: no later step reads
 // what lands in recv here.
@@ -209,9 +209,10 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
         given_sent[j] = out->Add(SendOp(peer, cur + g.begin, g.end - g.begin, before));
       if (k.end > k.begin) {
         const int reuse = staged && j >= kStages ? kept_sent[j - kStages] : -1;
-        Op reduce = StreamedIf(a, final && staged,
-                               OrderedRecvOp(a, peer, recv + k.begin, k.end - k.begin,
-                                             cur + k.begin, peer_lower, AvgDivisor(a), *last, reuse));
+        Op reduce =
+            StreamedIf(a, final && staged,
+                       OrderedRecvOp(a, peer, recv + k.begin, k.end - k.begin, cur + k.begin,
+                                     peer_lower, AvgDivisor(a), *last, reuse));
         if (staged) reduce.copy_to = stage(j);
         reduced[j] = *last = out->Add(reduce);
       }

@@ -157,7 +157,9 @@ TEST_P(TcpStripes, ReduceWithPartialElementsAcrossReads) {
     if (n > 1) t.copy_to = reinterpret_cast<uint8_t*>(copy.data());
     Pump(tx.get(), rx.get(), reinterpret_cast<const uint8_t*>(in.data()), n * 8, t);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], std::max(in[i], 0.5)) << n;
-    if (n > 1) EXPECT_EQ(copy, out) << n;
+    if (n > 1) {
+      EXPECT_EQ(copy, out) << n;
+    }
   }
 }
 
