@@ -18,7 +18,7 @@ The rounds take the configurations in turns forwards and backwards (what runs ri
 STREAM measurement or another build is not always the same one). With --hosts N the ranks are N
 simulated hosts of one rank (scripts/netns.sh, links shaped to --rate Mbit/s, rank i on core i
 mod cores, as perf/compare.py runs them). Each row also says in how many rounds the first
-configuration was no slower than that one.
+configuration was no slower than that one out of place.
 """
 import argparse
 import os
@@ -132,7 +132,7 @@ def main():
     if roof:
         print(f"STREAM add, all cores: median of the rounds' best {statistics.median(streams):.1f} "
               f"GB/s (rounds {min(streams):.1f}-{max(streams):.1f}); roofline {roof:.2f} GB/s")
-    print("| size | config | out of place us | ratio | in place us | ratio | first no slower |"
+    print("| size | config | out of place us | ratio | in place us | ratio | first no slower, out of place |"
           + (" oop busbw / roofline | in place busbw / roofline |" if roof else ""))
     print("| --- " * (7 + (2 if roof else 0)) + "|")
     for size in sizes:

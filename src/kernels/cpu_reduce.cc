@@ -449,11 +449,11 @@ void CopyOut(void* dst, const void* src, size_t bytes, bool streaming) {
 }
 
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
-                batonRedOp_t op, uint32_t post_divisor, bool non_temporal) {
+                batonRedOp_t op, uint32_t post_divisor, bool non_temporal, void* copy) {
   ReduceCopy({.srcs = {a, b},
               .nsrcs = 2,
-              .dsts = {dst},
-              .ndsts = 1,
+              .dsts = {dst, copy},
+              .ndsts = copy != nullptr ? 2 : 1,
               .count = count,
               .datatype = dt,
               .op = op,

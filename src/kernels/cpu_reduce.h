@@ -50,9 +50,11 @@ void ReduceCopy(const ReduceCopyArgs& args);
 
 // Convenience for the common two-operand step: dst = a op b, elementwise,
 // then divided by post_divisor when > 1. dst may be a or b. non_temporal:
-// as in ReduceCopyArgs.
+// as in ReduceCopyArgs. `copy`, when not null, gets the same result in the
+// same pass, with cached stores (ReduceCopyArgs' second destination).
 void ReduceInto(void* dst, const void* a, const void* b, size_t count, batonDataType_t dt,
-                batonRedOp_t op, uint32_t post_divisor = 0, bool non_temporal = false);
+                batonRedOp_t op, uint32_t post_divisor = 0, bool non_temporal = false,
+                void* copy = nullptr);
 
 // memcpy with streaming stores where the vector back end runs (dst and src
 // must not overlap): for outputs nobody reads again within the call.

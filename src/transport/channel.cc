@@ -17,24 +17,9 @@ void Deliver(const RecvTarget& t, size_t offset, const uint8_t* data, size_t len
     if (t.copy_to != nullptr) CopyOut(t.dst + offset, first, len, t.non_temporal);
     return;
   }
-  if (t.copy_to != nullptr) {
-    ReduceCopyArgs args;
-    args.srcs[0] = t.incoming_first ? data : local;
-    args.srcs[1] = t.incoming_first ? local : data;
-    args.nsrcs = 2;
-    args.dsts[0] = t.dst + offset;
-    args.dsts[1] = t.copy_to + offset;
-    args.ndsts = 2;
-    args.count = len / t.elem_size;
-    args.datatype = t.datatype;
-    args.op = t.op;
-    args.post_divisor = t.post_divisor;
-    args.non_temporal = t.non_temporal;
-    ReduceCopy(args);
-    return;
-  }
   ReduceInto(t.dst + offset, t.incoming_first ? data : local, t.incoming_first ? local : data,
-             len / t.elem_size, t.datatype, t.op, t.post_divisor, t.non_temporal);
+             len / t.elem_size, t.datatype, t.op, t.post_divisor, t.non_temporal,
+             t.copy_to != nullptr ? t.copy_to + offset : nullptr);
 }
 
 }  // namespace baton
