@@ -374,6 +374,8 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     // After a real sleep, spin again briefly: more data tends to follow.
     spinner.Restart(Clock::now());
   }
+  for (Queue& q : queues)
+    if (q.is_send && q.channel->timing_call()) q.channel->CallEnded();
   return Status::Ok();
 }
 

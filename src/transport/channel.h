@@ -93,8 +93,15 @@ class Channel {
   // Adds the sockets the current send (or receive) waits on; nothing for
   // shared memory, which waits on the doorbell.
   virtual void AddWaitFds(bool /*sending*/, int /*peer*/, struct WaitSet* /*ws*/) const {}
+  // Whether the call that opened last on this channel's sending side is
+  // timed (a flag, so that the executor's check costs small calls no
+  // virtual call); if so, the executor calls CallEnded as it completes the
+  // run that call was part of.
+  bool timing_call() const { return timing_call_; }
+  virtual void CallEnded() { timing_call_ = false; }
 
  protected:
+  bool timing_call_ = false;
   // Records a mismatch and returns the error for it.
   Status Mismatch(CallMismatch::Kind kind, const CallDescriptor* theirs, uint64_t their_bytes) {
     mismatch_.kind = kind;

@@ -187,7 +187,8 @@ ShmChannel::ShmChannel(ShmSegment* own, uint32_t recv_index, ShmSegment* peer, u
                            ? HotPieceBytes(peer->layout().nslots, peer->layout().slot_bytes)
                            : peer->layout().slot_bytes),
       call_piece_bytes_(peer->layout().slot_bytes),
-      piece_bytes_(peer->layout().slot_bytes) {}
+      piece_bytes_(peer->layout().slot_bytes),
+      call_streams_(copying == Copying::kStreaming) {}
 
 uint32_t HotPieceBytes(uint32_t nslots, uint32_t slot_bytes) {
   const uint64_t piece = kShmHotWindowBytes / nslots / kShmDataPage * kShmDataPage;
@@ -320,6 +321,16 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       call_piece_bytes_ = !Streaming() && tag->count <= kShmHotCallBytes / std::max<size_t>(elem, 1)
                               ? hot_piece_bytes_
                               : slot_bytes;
+      call_streams_ = Streaming();
+      timing_call_ = false;
+      const int size_class = adaptive_ && tag->count <= SIZE_MAX / std::max<size_t>(elem, 1)
+                                 ? SlotStoreChooser::ClassOf(tag->count * elem)
+                                 : -1;
+      if (size_class >= 0) {
+        call_opened_at_ = ShmNowNs();
+        call_bytes_ = tag->count * elem;
+        call_streams_ = stores_.Open(size_class, far_, call_opened_at_, &timing_call_);
+      }
     }
     if (bytes > kShmInlineBytes && call_piece_bytes_ != piece_bytes_) {
       // Only an empty ring may change where its pieces go.
@@ -359,7 +370,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
       const uint32_t page = static_cast<uint32_t>(offset / kShmDataPage);
       memcpy(cell.inline_data, &page, sizeof(page));
       uint8_t* data = peer_->slot(send_index_, 0) + offset;
-      if (Streaming()) {
+      if (call_streams_) {
         StreamCopy(data, src + *done, piece);
       } else {
         memcpy(data, src + *done, piece);

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "transport/channel.h"
 #include "transport/doorbell.h"
+#include "transport/shm_stores.h"
 
 namespace baton {
 
@@ -351,8 +352,10 @@ class ShmChannel : public Channel {
   // as the pair connects"). Bounded: a peer that does not answer in time
   // leaves the ring as it was. Returns the round trip (0: none).
   int64_t MeasureAtConnect(bool first);
-  // Whether the producer writes pieces with streaming stores (the verdict
-  // changes only as a call opens, so a call's pieces all go alike).
+  // Whether the producer writes pieces with streaming stores by the
+  // latency verdict (which changes only as a call opens, so a call's pieces
+  // all go alike); an adaptive ring's calls over kShmHotCallBytes go as
+  // measured instead (SlotStoreChooser).
   bool Streaming() const { return copying_ == Copying::kStreaming || far_; }
   // Tests: stamps read `ns` early, as if every line took that much longer
   // to reach the consumer.
@@ -362,6 +365,7 @@ class ShmChannel : public Channel {
                       size_t* done) override;
   Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
   Status PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) override;
+  void CallEnded() override;
 
  private:
   Status PeerGone() const;
@@ -408,6 +412,12 @@ class ShmChannel : public Channel {
   uint64_t round_trips_at_ = 0;    // when its latest window completed
   bool asking_ = false;            // wants_round_trips is set
   bool far_ = false;  // the producer's verdict (LinesAreFar), changed only as a call opens
+  // How the open call's pieces are written (streaming stores or not), and
+  // for a call the chooser times, when it opened and its size.
+  bool call_streams_;
+  SlotStoreChooser stores_;
+  uint64_t call_opened_at_ = 0;
+  size_t call_bytes_ = 0;
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "base/cpu.h"
 #include "base/log.h"
@@ -97,6 +98,24 @@ void ShmChannel::UpdateVerdict() {
              peer_rank_, static_cast<long long>(round_trip / 2), static_cast<long long>(round_trip),
              far ? "large messages to it now go by streaming stores"
                  : "messages to it go through the cache again");
+}
+
+void ShmChannel::CallEnded() {
+  timing_call_ = false;
+  const uint64_t now = ShmNowNs();
+  const int c = stores_.Ended(now - call_opened_at_, call_bytes_, now);
+  if (c < 0) return;
+  const bool streams = stores_.choice(c) == 1;
+  const size_t floor_mib = SlotStoreChooser::ClassFloorBytes(c) >> 20;
+  const std::string sizes = c + 1 < SlotStoreChooser::kClasses
+                                ? std::to_string(floor_mib) + "-" + std::to_string(2 * floor_mib)
+                                : "over " + std::to_string(floor_mib);
+  BATON_INFO(kLogShm,
+             "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB, against "
+             "%.0f with %s ones)",
+             peer_rank_, sizes.c_str(), streams ? "streaming" : "cached",
+             stores_.estimate_ns_per_mib(c, streams) / 1000,
+             stores_.estimate_ns_per_mib(c, !streams) / 1000, streams ? "cached" : "streaming");
 }
 
 int64_t ShmChannel::MeasureAtConnect(bool first) {

@@ -426,6 +426,38 @@ TEST_F(ShmHotPieces, APairMeasuresItsLinesAsItConnects) {
   }
 }
 
+// An adaptive producer times its calls over the hot window, for the
+// measured choice of their stores (SlotStoreChooser): not the first of its
+// size, not smaller calls, nothing on a ring that does not adapt. Whichever
+// kind a call goes by (the first calls try both), its data arrives whole.
+TEST_F(ShmHotPieces, AdaptiveProducersTimeCallsOverTheHotWindow) {
+  const auto src = Bytes((1 << 20) + 3, 9);
+  for (const bool adaptive : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "adaptive " << adaptive);
+    Make(kSlots, kSlotBytes, ShmChannel::Copying::kHot, adaptive);
+    uint32_t seq = 0;
+    // A call of `floats` whose first message is src: whether it was timed.
+    auto call = [&](uint64_t floats) {
+      const CallDescriptor d = Call(++seq, floats);
+      const size_t sent = Send(src, d);
+      const bool timed = ab_->timing_call();
+      std::vector<uint8_t> out;
+      Finish(src, sent, d, &out);
+      EXPECT_EQ(out, src) << "call " << seq;
+      if (timed) ab_->CallEnded();
+      EXPECT_FALSE(ab_->timing_call());
+      return timed;
+    };
+    const uint64_t large = kShmHotCallBytes / 4 + 1;
+    EXPECT_FALSE(call(1 << 18));
+    EXPECT_FALSE(call(large));
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(call(large), adaptive) << "call " << seq;
+    EXPECT_FALSE(call(1 << 18));
+    EXPECT_FALSE(call(4 * large));
+    EXPECT_EQ(call(4 * large), adaptive);
+  }
+}
+
 // A peer that never answers: the measure gives up (no verdict, the ring as
 // it was) within its bound.
 TEST_F(ShmHotPieces, APairWhosePeerDoesNotAnswerKeepsItsRing) {

@@ -1,0 +1,82 @@
+#include "transport/shm_stores.h"
+
+#include <algorithm>
+
+#include "transport/shm.h"
+
+namespace baton {
+
+int SlotStoreChooser::ClassOf(size_t bytes) {
+  if (bytes <= kShmHotCallBytes) return -1;
+  int c = 0;
+  for (size_t floor = kShmHotCallBytes * 2; c + 1 < kClasses && bytes > floor; floor *= 2) ++c;
+  return c;
+}
+
+size_t SlotStoreChooser::ClassFloorBytes(int c) {
+  return kShmHotCallBytes << c;
+}
+
+double SlotStoreChooser::Samples::Estimate() const {
+  // The faster of the two: interference (another tenant, a rank
+  // descheduled) only ever slows a call down.
+  return count < 2 ? ns_per_byte[0] : std::min(ns_per_byte[0], ns_per_byte[1]);
+}
+
+double SlotStoreChooser::estimate_ns_per_mib(int c, bool streaming) const {
+  const Samples& s = classes_[c].modes[streaming ? 1 : 0];
+  return s.count == 0 ? 0 : s.Estimate() * double(1 << 20);
+}
+
+bool SlotStoreChooser::Open(int c, bool far, uint64_t now_ns, bool* measure) {
+  ClassState& s = classes_[c];
+  ++s.calls;
+  if (s.chosen < 0) {
+    s.chosen = far ? 1 : 0;
+    s.decide = true;
+  }
+  open_class_ = -1;
+  *measure = s.calls > 1;
+  if (!*measure) return s.chosen == 1;
+  const int other = 1 - s.chosen;
+  if (!s.decide && now_ns >= s.next_trial_ns && s.calls >= s.next_trial_call) {
+    s.modes[0] = s.modes[1] = Samples{};
+    s.decide = true;
+  }
+  // While deciding, the kind with fewer samples goes next (the current one
+  // first): the two kinds' calls interleave, as a fair A/B does, so calls
+  // that change between two trials' samples (a program that alternates out
+  // of place and in place calls of one size, as a benchmark does) change
+  // both kinds' samples alike.
+  const int mode =
+      s.decide && s.modes[other].count < s.modes[s.chosen].count ? other : s.chosen;
+  open_class_ = c;
+  open_streams_ = mode == 1;
+  return open_streams_;
+}
+
+int SlotStoreChooser::Ended(uint64_t ns, size_t bytes, uint64_t now_ns) {
+  const int c = open_class_;
+  if (c < 0 || bytes == 0) return -1;
+  ClassState& s = classes_[c];
+  open_class_ = -1;
+  s.modes[open_streams_ ? 1 : 0].Add(double(ns) / double(bytes));
+  if (!s.decide || s.modes[0].count < 2 || s.modes[1].count < 2) return -1;
+  s.decide = false;
+  const int other = 1 - s.chosen;
+  const bool first = s.next_trial_call == 0;
+  const bool changed = s.modes[other].Estimate() < s.modes[s.chosen].Estimate() * kSwitchBelow;
+  if (changed) s.chosen = other;
+  if (changed || first) {
+    s.interval_ns = kFirstIntervalNs;
+    s.interval_calls = kFirstIntervalCalls;
+  } else {
+    s.interval_ns = std::min(s.interval_ns * 2, kLastIntervalNs);
+    s.interval_calls = std::min(s.interval_calls * 2, kLastIntervalCalls);
+  }
+  s.next_trial_ns = now_ns + s.interval_ns;
+  s.next_trial_call = s.calls + s.interval_calls;
+  return changed || first ? c : -1;
+}
+
+}  // namespace baton

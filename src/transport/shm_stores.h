@@ -1,0 +1,88 @@
+// Which stores a shared-memory ring's producer fills whole slots with in
+// calls too large for the hot window (kShmHotCallBytes): the one that made
+// such calls faster on this host, measured, instead of the one the line
+// latency predicts (docs/performance.md, "Streaming or cached stores,
+// measured"). The latency verdict (LinesAreFar) is right for calls that fit
+// the cache, and only a prior here: on this VM in one of its modes,
+// streaming stores took 1.22-1.41x the time of cached ones for whole-slot
+// calls of 16-256 MiB while lines were far, and on another day streaming
+// won there by 2.6x.
+//
+// Contract: Open as a call of a chosen class opens on the channel; Ended
+// with how long the call took on this rank, only after an Open that
+// returned measure. Each class of call sizes keeps the last two calls'
+// times per byte for each kind of store; deciding, it runs the two kinds in
+// turns until each has two, then takes the faster by their better calls
+// (the other only if under kSwitchBelow of the current: noise flips
+// nothing). It decides again once both kInterval* have passed, doubling
+// them while the choice holds (a trial of the other kind costs two calls). Nothing here reads a clock or another rank: the choice is this
+// producer's own, and a ring's two ends need not agree (the consumer reads
+// both kinds alike).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace baton {
+
+class SlotStoreChooser {
+ public:
+  // Calls over kShmHotCallBytes, by powers of two: (8, 16] MiB, (16, 32], ...
+  // and the last for everything above 256 MiB.
+  static constexpr int kClasses = 6;
+  static constexpr double kSwitchBelow = 0.95;
+  static constexpr uint64_t kFirstIntervalNs = 1000000000;
+  static constexpr uint64_t kLastIntervalNs = 64 * kFirstIntervalNs;
+  static constexpr uint32_t kFirstIntervalCalls = 16;
+  static constexpr uint32_t kLastIntervalCalls = 1024;
+
+  // The class of a call of `bytes` (its count times its datatype's size),
+  // or -1 for calls this does not choose for.
+  static int ClassOf(size_t bytes);
+  // The smallest call of class `c`, for log lines.
+  static size_t ClassFloorBytes(int c);
+
+  // As a call of class `c` opens at `now_ns`, the latency verdict being
+  // `far`: whether the call streams. *measure: whether to time it (the first
+  // call of a class touches its buffers for the first time and is not).
+  bool Open(int c, bool far, uint64_t now_ns, bool* measure);
+  // The call measured last took `ns` for `bytes`; `now_ns` is when it ended.
+  // Returns its class when that class's choice was made for the first time
+  // or changed (choice() and estimate_ns_per_mib() say to what, and why),
+  // else -1.
+  int Ended(uint64_t ns, size_t bytes, uint64_t now_ns);
+
+  // For class `c`: whether it streams (-1: no choice yet), and the estimate
+  // for streaming (true) or cached stores, ns per MiB (0: none).
+  int choice(int c) const { return classes_[c].chosen; }
+  double estimate_ns_per_mib(int c, bool streaming) const;
+
+ private:
+  struct Samples {
+    double ns_per_byte[2] = {0, 0};
+    int count = 0;       // up to 2
+    uint32_t total = 0;  // ever added; the newest is at (total - 1) % 2
+    void Add(double v) {
+      ns_per_byte[total % 2] = v;
+      ++total;
+      if (count < 2) ++count;
+    }
+    double Estimate() const;
+  };
+  struct ClassState {
+    Samples modes[2];  // [0] cached, [1] streaming
+    int chosen = -1;
+    uint32_t calls = 0;
+    bool decide = false;  // decide once both kinds have two samples
+    uint64_t next_trial_ns = 0;
+    uint32_t next_trial_call = 0;
+    uint64_t interval_ns = kFirstIntervalNs;
+    uint32_t interval_calls = kFirstIntervalCalls;
+  };
+
+  ClassState classes_[kClasses];
+  int open_class_ = -1;  // the call being measured
+  bool open_streams_ = false;
+};
+
+}  // namespace baton
