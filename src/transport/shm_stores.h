@@ -33,8 +33,8 @@ class SlotStoreChooser {
   static constexpr double kSwitchBelow = 0.95;
   static constexpr uint64_t kFirstIntervalNs = 1000000000;
   static constexpr uint64_t kLastIntervalNs = 64 * kFirstIntervalNs;
-  static constexpr uint32_t kFirstIntervalCalls = 16;
-  static constexpr uint32_t kLastIntervalCalls = 1024;
+  static constexpr uint32_t kFirstIntervalCalls = 64;
+  static constexpr uint32_t kLastIntervalCalls = 4096;
 
   // The class of a call of `bytes` (its count times its datatype's size),
   // or -1 for calls this does not choose for.
