@@ -63,7 +63,8 @@ namespace baton {
   X(buffsize, "BATON_BUFFSIZE", Size, 4 << 20, "bytes per shared-memory ring and TCP staging")     \
   X(shm_stream, "BATON_SHM_STREAM", Int, -1,                                                       \
     "1: copy into shared-memory slots with streaming stores; 0: cached stores; -1: stream to "     \
-    "ranks in another package and while a ring measures its lines as slow to cross")               \
+    "ranks in another package and while a ring measures its lines as slow to cross; calls over "   \
+    "8 MiB as measured faster")                                                                    \
   X(chunksize, "BATON_CHUNKSIZE", Size, 0,                                                         \
     "pipelining granularity of the algorithms (0: the cost model chooses per call size)")          \
   X(rhd_switch, "BATON_RHD_SWITCH", Size, 0,                                                       \

@@ -48,8 +48,7 @@ bool SlotStoreChooser::Open(int c, bool far, uint64_t now_ns, bool* measure) {
   // that change between two trials' samples (a program that alternates out
   // of place and in place calls of one size, as a benchmark does) change
   // both kinds' samples alike.
-  const int mode =
-      s.decide && s.modes[other].count < s.modes[s.chosen].count ? other : s.chosen;
+  const int mode = s.decide && s.modes[other].count < s.modes[s.chosen].count ? other : s.chosen;
   open_class_ = c;
   open_streams_ = mode == 1;
   return open_streams_;

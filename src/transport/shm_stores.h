@@ -15,9 +15,10 @@
 // turns until each has two, then takes the faster by their better calls
 // (the other only if under kSwitchBelow of the current: noise flips
 // nothing). It decides again once both kInterval* have passed, doubling
-// them while the choice holds (a trial of the other kind costs two calls). Nothing here reads a clock or another rank: the choice is this
-// producer's own, and a ring's two ends need not agree (the consumer reads
-// both kinds alike).
+// them while the choice holds (a trial of the other kind costs two calls).
+// Nothing here reads a clock or another rank: the choice is this producer's
+// own, and a ring's two ends need not agree (the consumer reads both kinds
+// alike).
 #pragma once
 
 #include <cstddef>

@@ -50,7 +50,7 @@ class Driver {
   bool far_;
   uint64_t now_ = 0;
   int calls_ = 0;
-  std::vector<bool> kinds_;    // each call's
+  std::vector<bool> kinds_;     // each call's
   std::vector<int> decisions_;  // the calls that made or changed the choice
 };
 
@@ -80,11 +80,12 @@ TEST(SlotStoreChooser, ClassesAreCallsOverTheHotWindowByPowersOfTwo) {
 TEST(SlotStoreChooser, TriesBothKindsThenKeepsTheFaster) {
   for (const bool far : {false, true}) {
     for (const bool streaming_faster : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "far " << far << ", streaming faster "
-                                      << streaming_faster);
+      SCOPED_TRACE(testing::Message()
+                   << "far " << far << ", streaming faster " << streaming_faster);
       Driver d(far);
       auto ns = [&](bool s, int) {
-        return Cost(s, streaming_faster ? 10 * kMs : 13 * kMs, streaming_faster ? 13 * kMs : 10 * kMs);
+        return Cost(s, streaming_faster ? 10 * kMs : 13 * kMs,
+                    streaming_faster ? 13 * kMs : 10 * kMs);
       };
       d.Run(5, ns);
       ASSERT_EQ(d.kinds_, (std::vector<bool>{far, far, !far, far, !far}));
@@ -110,9 +111,8 @@ TEST(SlotStoreChooser, NoiseAndOneSlowCallFlipNothing) {
   EXPECT_EQ(close.chooser_.choice(Driver::kClass), 0);
   Driver slow_once(/*far=*/false);
   // Calls 1 and 3 are the cached ones: the first of them takes 5x.
-  slow_once.Run(40, [](bool s, int call) {
-    return call == 1 ? 50 * kMs : Cost(s, 12 * kMs, 10 * kMs);
-  });
+  slow_once.Run(
+      40, [](bool s, int call) { return call == 1 ? 50 * kMs : Cost(s, 12 * kMs, 10 * kMs); });
   EXPECT_EQ(slow_once.chooser_.choice(Driver::kClass), 0);
   EXPECT_EQ(slow_once.decisions_, std::vector<int>{4});
 }
@@ -173,8 +173,8 @@ TEST(SlotStoreChooser, RareCallsAreTriedByCountToo) {
 TEST(SlotStoreChooser, AlternatingCallsDoNotMisleadIt) {
   for (const int block : {3, 7, 40}) {
     for (const bool streaming_faster : {false, true}) {
-      SCOPED_TRACE(testing::Message() << "blocks of " << block << ", streaming faster "
-                                      << streaming_faster);
+      SCOPED_TRACE(testing::Message()
+                   << "blocks of " << block << ", streaming faster " << streaming_faster);
       Driver d(/*far=*/false);
       auto ns = [&](bool s, int call) {
         const uint64_t base = (call / block) % 2 ? 16 * kMs : 10 * kMs;
