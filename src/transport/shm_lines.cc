@@ -93,6 +93,7 @@ void ShmChannel::UpdateVerdict() {
   const bool far = RoundTripIsFar(far_, round_trip);
   if (far == far_) return;
   far_ = far;
+  stores_.HostChanged();
   BATON_INFO(kLogShm,
              "rank %d <-> this rank: a line takes %lld ns to cross (round trip %lld ns), so %s",
              peer_rank_, static_cast<long long>(round_trip / 2), static_cast<long long>(round_trip),

@@ -54,6 +54,15 @@ bool SlotStoreChooser::Open(int c, bool far, uint64_t now_ns, bool* measure) {
   return open_streams_;
 }
 
+void SlotStoreChooser::HostChanged() {
+  for (ClassState& s : classes_) {
+    if (!s.decided) continue;
+    s.next_trial_ns = 0;
+    s.next_trial_call = 0;
+    s.host_changed = true;
+  }
+}
+
 int SlotStoreChooser::Ended(uint64_t ns, size_t bytes, uint64_t now_ns) {
   const int c = open_class_;
   if (c < 0 || bytes == 0) return -1;
@@ -63,10 +72,12 @@ int SlotStoreChooser::Ended(uint64_t ns, size_t bytes, uint64_t now_ns) {
   if (!s.decide || s.modes[0].count < 2 || s.modes[1].count < 2) return -1;
   s.decide = false;
   const int other = 1 - s.chosen;
-  const bool first = s.next_trial_call == 0;
+  const bool first = !s.decided;
+  s.decided = true;
   const bool changed = s.modes[other].Estimate() < s.modes[s.chosen].Estimate() * kSwitchBelow;
   if (changed) s.chosen = other;
-  if (changed || first) {
+  if (changed || first || s.host_changed) {
+    s.host_changed = false;
     s.interval_ns = kFirstIntervalNs;
     s.interval_calls = kFirstIntervalCalls;
   } else {

@@ -52,6 +52,10 @@ class SlotStoreChooser {
   // or changed (choice() and estimate_ns_per_mib() say to what, and why),
   // else -1.
   int Ended(uint64_t ns, size_t bytes, uint64_t now_ns);
+  // The latency verdict changed (the host moved the two cores apart, or
+  // back): every class that has chosen decides again from its next call,
+  // and its trials start again from the first interval.
+  void HostChanged();
 
   // For class `c`: whether it streams (-1: no choice yet), and the estimate
   // for streaming (true) or cached stores, ns per MiB (0: none).
@@ -74,7 +78,9 @@ class SlotStoreChooser {
     Samples modes[2];  // [0] cached, [1] streaming
     int chosen = -1;
     uint32_t calls = 0;
-    bool decide = false;  // decide once both kinds have two samples
+    bool decide = false;   // decide once both kinds have two samples
+    bool decided = false;  // a choice was made by measure
+    bool host_changed = false;
     uint64_t next_trial_ns = 0;
     uint32_t next_trial_call = 0;
     uint64_t interval_ns = kFirstIntervalNs;

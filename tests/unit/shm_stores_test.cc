@@ -117,10 +117,10 @@ TEST(SlotStoreChooser, NoiseAndOneSlowCallFlipNothing) {
   EXPECT_EQ(slow_once.decisions_, std::vector<int>{4});
 }
 
-// A host whose faster kind changes (this VM's modes): the next trial, once
-// both a second and kFirstIntervalCalls have passed, finds it. While the
-// choice holds, trials come at doubling intervals; each takes four calls,
-// two of the other kind.
+// A host whose faster kind changes (this VM's modes) while the latency
+// verdict stays: the next trial, once both a second and kFirstIntervalCalls
+// have passed, finds it. While the choice holds, trials come at doubling
+// intervals; each takes four calls, two of the other kind.
 TEST(SlotStoreChooser, FollowsAHostThatChanges) {
   Driver d(/*far=*/true);
   int turn = 1 << 30;  // the call from which cached stores are faster
@@ -148,6 +148,33 @@ TEST(SlotStoreChooser, FollowsAHostThatChanges) {
   while (next_trial < d.calls_ && !d.kinds_[next_trial]) ++next_trial;
   EXPECT_GE(next_trial - flip, 100);
   EXPECT_LE(next_trial - flip, 103);
+}
+
+// A change of the latency verdict (the host moved the cores apart, or
+// back) starts a trial at the next call and the intervals again from the
+// first, instead of waiting out one that doubled to a minute.
+TEST(SlotStoreChooser, AVerdictThatChangesStartsATrial) {
+  Driver d(/*far=*/false);
+  int turn = 1 << 30;
+  auto ns = [&](bool s, int call) {
+    return call < turn ? Cost(s, 14 * kMs, 10 * kMs) : Cost(s, 10 * kMs, 14 * kMs);
+  };
+  d.Run(2000, ns);  // 20 s: trials at about 1, 2, 4 and 8 s, the interval 32 s now
+  EXPECT_EQ(d.chooser_.choice(Driver::kClass), 0);
+  turn = d.calls_;
+  d.chooser_.HostChanged();
+  d.Run(4, ns);
+  ASSERT_EQ(d.kinds_.size(), 2004u);
+  EXPECT_EQ(std::vector<bool>(d.kinds_.end() - 4, d.kinds_.end()),
+            (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(d.chooser_.choice(Driver::kClass), 1);
+  EXPECT_EQ(d.decisions_.back(), 2003);
+  // A class that has not chosen yet is not disturbed.
+  EXPECT_EQ(d.chooser_.choice(0), -1);
+  // And the next trial after the first interval: 100 calls, from streaming.
+  const int streamed = d.Run(150, ns);
+  EXPECT_GE(150 - streamed, 2);
+  EXPECT_LE(150 - streamed, 4);
 }
 
 // Long gaps between calls: a trial also waits for kFirstIntervalCalls, so
