@@ -92,6 +92,15 @@ def stream_bw(args):
     return float(m.group(1)) if m else None
 
 
+def latency_floor(args):
+    """The VM's mode: one line's exchange between two cores, us (about 0.04 in its fast mode,
+    0.2 in its slow one; docs/performance.md)."""
+    out = subprocess.run([os.path.join(args.build, "perf", "shm_latency_floor"), "2", "200000",
+                          "3"], capture_output=True, text=True).stdout
+    m = re.search(r"median ([0-9.]+) us", out)
+    return float(m.group(1)) if m else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -100,7 +109,8 @@ def main():
     ap.add_argument("--sizes", default="16M,64M,256M")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--stream", action="store_true", help="measure the roofline every round")
+    ap.add_argument("--stream", action="store_true",
+                    help="measure the roofline, and the latency floor (the VM's mode), every round")
     ap.add_argument("--hosts", type=int, default=0,
                     help="simulated hosts of one rank each in network namespaces (root)")
     ap.add_argument("--rate", type=int, default=10000, help="their links' rate, Mbit/s")
@@ -108,12 +118,14 @@ def main():
     args = ap.parse_args()
     configs = [parse_config(c) for c in args.configs]
     sizes = args.sizes.split(",")
-    results, streams = {}, []
+    results, streams, floors = {}, [], []
     net = SimulatedHosts("ab")
     if args.hosts:
         net.netns_up(args.hosts, f"{args.rate}mbit")
     try:
         for rnd in range(args.rounds):
+            if args.stream:
+                floors.append(latency_floor(args))
             for name, extra, flags in (configs if rnd % 2 == 0 else configs[::-1]):
                 env = dict(os.environ)
                 env.update(extra)
@@ -125,6 +137,8 @@ def main():
                 bw = stream_bw(args)
                 if bw is not None:
                     streams.append(bw)
+        if args.stream:
+            floors.append(latency_floor(args))
     finally:
         net.netns_down()
     p = args.hosts or args.ranks
@@ -132,6 +146,9 @@ def main():
     if roof:
         print(f"STREAM add, all cores: median of the rounds' best {statistics.median(streams):.1f} "
               f"GB/s (rounds {min(streams):.1f}-{max(streams):.1f}); roofline {roof:.2f} GB/s")
+    if floors:
+        print("latency floor (shm_latency_floor 2, us) as each round began, and after the last: "
+              + " ".join("-" if f is None else f"{f:.3f}" for f in floors))
     print("| size | config | out of place us | ratio | in place us | ratio | first no slower, out of place |"
           + (" oop busbw / roofline | in place busbw / roofline |" if roof else ""))
     print("| --- " * (7 + (2 if roof else 0)) + "|")
