@@ -306,7 +306,10 @@ Status ShmChannel::RecvByAddress(const RecvTarget& target, const CmaDescriptor& 
 
 Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDescriptor* tag,
                                 size_t* done) {
-  if (send_by_address_ && bytes >= cma_threshold_) return SendByAddress(src, bytes, tag, done);
+  if (send_by_address_ && bytes >= cma_threshold_) {
+    if (tag != nullptr) timing_call_ = false;  // (no slots: nothing to choose)
+    return SendByAddress(src, bytes, tag, done);
+  }
   const uint32_t nslots = peer_->layout().nslots, slot_bytes = peer_->layout().slot_bytes;
   if (*done == 0) {
     if (tag != nullptr) {
