@@ -57,10 +57,18 @@ fi
 
 failed=0
 # The libraries named, so that the torch ones run between the simulated hosts too (by default
-# they run on one host only).
+# they run on one host only). Each run has 150 s (a few usually, Gloo's first about 40, under
+# the suite's load): a run that hangs fails here, with its log, instead of the whole test at
+# meson's limit.
 if ! python3 "$root/perf/compare.py" --build "$build" --quick --configs "$configs" \
-    --libs "baton,baton_reg,mpi,gloo_rc,gloo_hd$extra_libs" --out "$out"; then
+    --libs "baton,baton_reg,mpi,gloo_rc,gloo_hd$extra_libs" --timeout 150 --out "$out"; then
   echo "not ok - perf/compare.py exited with an error"
+  for log in "$out"/raw/*.log; do
+    if [[ ! -s ${log%.log}.jsonl ]]; then
+      echo "--- $log (no records), its end:"
+      tail -n 20 "$log"
+    fi
+  done
   failed=1
 fi
 for f in results.md results.json; do
