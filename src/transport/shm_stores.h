@@ -3,10 +3,9 @@
 // such calls faster on this host, measured, instead of the one the line
 // latency predicts (docs/performance.md, "Streaming or cached stores,
 // measured"). The latency verdict (LinesAreFar) is right for calls that fit
-// the cache, and only a prior here: on this VM in one of its modes,
-// streaming stores took 1.22-1.41x the time of cached ones for whole-slot
-// calls of 16-256 MiB while lines were far, and on another day streaming
-// won there by 2.6x.
+// the cache, and only a prior here: on this VM, with the lines far in both,
+// one spell had cached stores faster for whole-slot calls and another
+// streaming ones, by more than the hot window's gains.
 //
 // Contract: Open as a call of a chosen class opens on the channel; Ended
 // with how long the call took on this rank, only after an Open that
