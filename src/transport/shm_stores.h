@@ -5,7 +5,7 @@
 // measured"). The latency verdict (LinesAreFar) is right for calls that fit
 // the cache, and only a prior here: on this VM, with the lines far in both,
 // one spell had cached stores faster for whole-slot calls and another
-// streaming ones, by more than the hot window's gains.
+// streaming ones.
 //
 // Contract: Open as a call of a chosen class opens on the channel; Ended
 // with how long the call took on this rank, only after an Open that
