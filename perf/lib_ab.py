@@ -85,20 +85,23 @@ def run_sizes(args, net, env, flags, size):
     return None
 
 
-def stream_bw(args):
-    out = subprocess.run([os.path.join(args.build, "perf", "stream_all_cores"), "64",
-                          str(os.cpu_count()), "7"], capture_output=True, text=True).stdout
-    m = re.search(r"best ([0-9.]+) GB/s", out)
+def perf_figure(args, argv, pattern):
+    """The number `pattern` finds in the output of build/perf/ARGV, or None."""
+    out = subprocess.run([os.path.join(args.build, "perf", argv[0])] + argv[1:],
+                         capture_output=True, text=True).stdout
+    m = re.search(pattern, out)
     return float(m.group(1)) if m else None
+
+
+def stream_bw(args):
+    return perf_figure(args, ["stream_all_cores", "64", str(os.cpu_count()), "7"],
+                       r"best ([0-9.]+) GB/s")
 
 
 def latency_floor(args):
     """The VM's mode: one line's exchange between two cores, us (about 0.04 in its fast mode,
     0.2 in its slow one; docs/performance.md)."""
-    out = subprocess.run([os.path.join(args.build, "perf", "shm_latency_floor"), "2", "200000",
-                          "3"], capture_output=True, text=True).stdout
-    m = re.search(r"median ([0-9.]+) us", out)
-    return float(m.group(1)) if m else None
+    return perf_figure(args, ["shm_latency_floor", "2", "200000", "3"], r"median ([0-9.]+) us")
 
 
 def main():

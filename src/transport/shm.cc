@@ -326,14 +326,11 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
                               : slot_bytes;
       call_streams_ = Streaming();
       timing_call_ = false;
-      const int size_class = adaptive_ && tag->count <= SIZE_MAX / std::max<size_t>(elem, 1)
-                                 ? SlotStoreChooser::ClassOf(tag->count * elem)
-                                 : -1;
-      if (size_class >= 0) {
-        call_opened_at_ = ShmNowNs();
-        call_bytes_ = tag->count * elem;
-        call_streams_ = stores_.Open(size_class, far_, call_opened_at_, &timing_call_);
-      }
+      const size_t call_bytes =
+          tag->count > SIZE_MAX / std::max<size_t>(elem, 1) ? SIZE_MAX : tag->count * elem;
+      const int size_class = adaptive_ ? SlotStoreChooser::ClassOf(call_bytes) : -1;
+      if (size_class >= 0)
+        call_streams_ = stores_.Open(size_class, call_bytes, far_, ShmNowNs(), &timing_call_);
     }
     if (bytes > kShmInlineBytes && call_piece_bytes_ != piece_bytes_) {
       // Only an empty ring may change where its pieces go.

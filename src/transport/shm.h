@@ -412,12 +412,8 @@ class ShmChannel : public Channel {
   uint64_t round_trips_at_ = 0;    // when its latest window completed
   bool asking_ = false;            // wants_round_trips is set
   bool far_ = false;  // the producer's verdict (LinesAreFar), changed only as a call opens
-  // How the open call's pieces are written (streaming stores or not), and
-  // for a call the chooser times, when it opened and its size.
-  bool call_streams_;
+  bool call_streams_;  // how the open call's pieces are written (streaming stores or not)
   SlotStoreChooser stores_;
-  uint64_t call_opened_at_ = 0;
-  size_t call_bytes_ = 0;
 
   bool send_by_address_ = false;
   int peer_pid_ = 0;

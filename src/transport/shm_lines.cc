@@ -103,8 +103,7 @@ void ShmChannel::UpdateVerdict() {
 
 void ShmChannel::CallEnded() {
   timing_call_ = false;
-  const uint64_t now = ShmNowNs();
-  const int c = stores_.Ended(now - call_opened_at_, call_bytes_, now);
+  const int c = stores_.Ended(ShmNowNs());
   if (c < 0) return;
   const bool streams = stores_.choice(c) == 1;
   const size_t floor_mib = SlotStoreChooser::ClassFloorBytes(c) >> 20;

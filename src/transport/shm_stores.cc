@@ -20,15 +20,15 @@ size_t SlotStoreChooser::ClassFloorBytes(int c) {
 double SlotStoreChooser::Samples::Estimate() const {
   // The faster of the two: interference (another tenant, a rank
   // descheduled) only ever slows a call down.
-  return count < 2 ? ns_per_byte[0] : std::min(ns_per_byte[0], ns_per_byte[1]);
+  return count() < 2 ? ns_per_byte[0] : std::min(ns_per_byte[0], ns_per_byte[1]);
 }
 
 double SlotStoreChooser::estimate_ns_per_mib(int c, bool streaming) const {
   const Samples& s = classes_[c].modes[streaming ? 1 : 0];
-  return s.count == 0 ? 0 : s.Estimate() * double(1 << 20);
+  return s.count() == 0 ? 0 : s.Estimate() * double(1 << 20);
 }
 
-bool SlotStoreChooser::Open(int c, bool far, uint64_t now_ns, bool* measure) {
+bool SlotStoreChooser::Open(int c, size_t bytes, bool far, uint64_t now_ns, bool* measure) {
   ClassState& s = classes_[c];
   ++s.calls;
   if (s.chosen < 0) {
@@ -48,36 +48,38 @@ bool SlotStoreChooser::Open(int c, bool far, uint64_t now_ns, bool* measure) {
   // that change between two trials' samples (a program that alternates out
   // of place and in place calls of one size, as a benchmark does) change
   // both kinds' samples alike.
-  const int mode = s.decide && s.modes[other].count < s.modes[s.chosen].count ? other : s.chosen;
+  const int mode =
+      s.decide && s.modes[other].count() < s.modes[s.chosen].count() ? other : s.chosen;
   open_class_ = c;
   open_streams_ = mode == 1;
+  open_bytes_ = bytes;
+  open_ns_ = now_ns;
   return open_streams_;
 }
 
 void SlotStoreChooser::HostChanged() {
   for (ClassState& s : classes_) {
     if (!s.decided) continue;
+    s.decided = false;
     s.next_trial_ns = 0;
     s.next_trial_call = 0;
-    s.host_changed = true;
   }
 }
 
-int SlotStoreChooser::Ended(uint64_t ns, size_t bytes, uint64_t now_ns) {
+int SlotStoreChooser::Ended(uint64_t now_ns) {
   const int c = open_class_;
-  if (c < 0 || bytes == 0) return -1;
+  if (c < 0 || open_bytes_ == 0) return -1;
   ClassState& s = classes_[c];
   open_class_ = -1;
-  s.modes[open_streams_ ? 1 : 0].Add(double(ns) / double(bytes));
-  if (!s.decide || s.modes[0].count < 2 || s.modes[1].count < 2) return -1;
+  s.modes[open_streams_ ? 1 : 0].Add(double(now_ns - open_ns_) / double(open_bytes_));
+  if (!s.decide || s.modes[0].count() < 2 || s.modes[1].count() < 2) return -1;
   s.decide = false;
   const int other = 1 - s.chosen;
   const bool first = !s.decided;
   s.decided = true;
   const bool changed = s.modes[other].Estimate() < s.modes[s.chosen].Estimate() * kSwitchBelow;
   if (changed) s.chosen = other;
-  if (changed || first || s.host_changed) {
-    s.host_changed = false;
+  if (changed || first) {
     s.interval_ns = kFirstIntervalNs;
     s.interval_calls = kFirstIntervalCalls;
   } else {

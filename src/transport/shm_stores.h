@@ -8,9 +8,8 @@
 // streaming ones.
 //
 // Contract: Open as a call of a chosen class opens on the channel; Ended
-// with how long the call took on this rank, only after an Open that
-// returned measure. Each class of call sizes keeps the last two calls'
-// times per byte for each kind of store; deciding, it runs the two kinds in
+// as it ends on this rank, only after an Open that returned measure. Each class of call sizes keeps
+// the last two calls' times per byte for each kind of store; deciding, it runs the two kinds in
 // turns until each has two, then takes the faster by their better calls
 // (the other only if under kSwitchBelow of the current: noise flips
 // nothing). It decides again once both kInterval* have passed, doubling
@@ -42,17 +41,18 @@ class SlotStoreChooser {
   // The smallest call of class `c`, for log lines.
   static size_t ClassFloorBytes(int c);
 
-  // As a call of class `c` opens at `now_ns`, the latency verdict being
-  // `far`: whether the call streams. *measure: whether to time it (the first
-  // call of a class touches its buffers for the first time and is not).
-  bool Open(int c, bool far, uint64_t now_ns, bool* measure);
-  // The call measured last took `ns` for `bytes`; `now_ns` is when it ended.
-  // Returns its class when that class's choice was made for the first time
-  // or changed (choice() and estimate_ns_per_mib() say to what, and why),
-  // else -1.
-  int Ended(uint64_t ns, size_t bytes, uint64_t now_ns);
+  // As a call of `bytes`, of class `c`, opens at `now_ns`, the latency
+  // verdict being `far`: whether the call streams. *measure: whether to
+  // time it (the first call of a class touches its buffers for the first
+  // time and is not).
+  bool Open(int c, size_t bytes, bool far, uint64_t now_ns, bool* measure);
+  // The call measured last ended at `now_ns`. Returns its class when that
+  // class's choice was made afresh (its first, or the first after
+  // HostChanged) or changed (choice() and estimate_ns_per_mib() say to
+  // what, and why), else -1.
+  int Ended(uint64_t now_ns);
   // The latency verdict changed (the host moved the two cores apart, or
-  // back): every class that has chosen decides again from its next call,
+  // back): every class that has chosen decides afresh from its next call,
   // and its trials start again from the first interval.
   void HostChanged();
 
@@ -64,13 +64,9 @@ class SlotStoreChooser {
  private:
   struct Samples {
     double ns_per_byte[2] = {0, 0};
-    int count = 0;       // up to 2
     uint32_t total = 0;  // ever added; the newest is at (total - 1) % 2
-    void Add(double v) {
-      ns_per_byte[total % 2] = v;
-      ++total;
-      if (count < 2) ++count;
-    }
+    void Add(double v) { ns_per_byte[total++ % 2] = v; }
+    uint32_t count() const { return total < 2 ? total : 2; }
     double Estimate() const;
   };
   struct ClassState {
@@ -78,8 +74,7 @@ class SlotStoreChooser {
     int chosen = -1;
     uint32_t calls = 0;
     bool decide = false;   // decide once both kinds have two samples
-    bool decided = false;  // a choice was made by measure
-    bool host_changed = false;
+    bool decided = false;  // a choice was made by measure since the last HostChanged
     uint64_t next_trial_ns = 0;
     uint32_t next_trial_call = 0;
     uint64_t interval_ns = kFirstIntervalNs;
@@ -87,8 +82,11 @@ class SlotStoreChooser {
   };
 
   ClassState classes_[kClasses];
-  int open_class_ = -1;  // the call being measured
+  // The call being measured.
+  int open_class_ = -1;
   bool open_streams_ = false;
+  size_t open_bytes_ = 0;
+  uint64_t open_ns_ = 0;
 };
 
 }  // namespace baton

@@ -29,13 +29,13 @@ class Driver {
     int streamed = 0;
     for (int i = 0; i < n; ++i, ++calls_) {
       bool measure = false;
-      const bool streams = chooser_.Open(kClass, far_, now_, &measure);
+      const bool streams = chooser_.Open(kClass, kCallBytes, far_, now_, &measure);
       kinds_.push_back(streams);
       streamed += streams;
       const uint64_t ns = ns_of(streams, calls_);
       now_ += ns;
       if (measure) {
-        const int changed = chooser_.Ended(ns, kCallBytes, now_);
+        const int changed = chooser_.Ended(now_);
         if (changed >= 0) {
           EXPECT_EQ(changed, kClass);
           decisions_.push_back(calls_);
