@@ -57,6 +57,8 @@ constexpr uint32_t kShmInlineBytes = 472;
 // window for calls that fit the cache").
 constexpr size_t kShmHotWindowBytes = size_t(2) << 20;
 constexpr size_t kShmHotCallBytes = size_t(8) << 20;
+static_assert(SlotStoreChooser::kFloorBytes == kShmHotCallBytes,
+              "the stores are chosen by measure for the calls the hot window does not take");
 // Where a piece's data lies in its ring, in units of this many bytes.
 constexpr size_t kShmDataPage = 4096;
 // A piece smaller than its ring's piece size is placed up to this many

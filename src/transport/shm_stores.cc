@@ -2,19 +2,17 @@
 
 #include <algorithm>
 
-#include "transport/shm.h"
-
 namespace baton {
 
 int SlotStoreChooser::ClassOf(size_t bytes) {
-  if (bytes <= kShmHotCallBytes) return -1;
+  if (bytes <= kFloorBytes) return -1;
   int c = 0;
-  for (size_t floor = kShmHotCallBytes * 2; c + 1 < kClasses && bytes > floor; floor *= 2) ++c;
+  for (size_t floor = kFloorBytes * 2; c + 1 < kClasses && bytes > floor; floor *= 2) ++c;
   return c;
 }
 
 size_t SlotStoreChooser::ClassFloorBytes(int c) {
-  return kShmHotCallBytes << c;
+  return kFloorBytes << c;
 }
 
 double SlotStoreChooser::Samples::Estimate() const {

@@ -26,8 +26,10 @@ namespace baton {
 
 class SlotStoreChooser {
  public:
-  // Calls over kShmHotCallBytes, by powers of two: (8, 16] MiB, (16, 32], ...
-  // and the last for everything above 256 MiB.
+  // Calls over kFloorBytes (kShmHotCallBytes, which shm.h checks), by
+  // powers of two: (8, 16] MiB, (16, 32], ... and the last for everything
+  // above 256 MiB.
+  static constexpr size_t kFloorBytes = size_t(8) << 20;
   static constexpr int kClasses = 6;
   static constexpr double kSwitchBelow = 0.95;
   static constexpr uint64_t kFirstIntervalNs = 1000000000;
