@@ -190,8 +190,14 @@ void AddRabenseifnerPivot(const CollArgs& a, int peer, bool peer_lower, const ui
     return Range{r.begin + b * es, r.begin + e * es};
   };
   // Stages in turn: chunk j + kStages reuses chunk j's once that went out.
+  // In place the final output is the operand, whose lines the reduction
+  // has just read: it writes them cached and the chunk goes back out from
+  // there, without a stage (streamed, the next call's operand and the
+  // chunk's send both read memory: 1.1x the time; docs/tuning.md,
+  // "Outputs that overflow the cache"). Only this rank's stores change:
+  // the messages are the same in place or not, as the partner may differ.
   constexpr size_t kStages = 3;
-  const bool staged = nchunks > 1;
+  const bool staged = nchunks > 1 && !(final && cur == recv);
   const size_t stage_bytes = piece(kept, 0).end - piece(kept, 0).begin;
   uint8_t* stages = staged ? out->AllocFilled(kStages * stage_bytes) : nullptr;
   auto stage = [&](size_t j) { return stages + (j % kStages) * stage_bytes; };

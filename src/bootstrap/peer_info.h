@@ -28,6 +28,7 @@ struct PeerInfo {
   int32_t nic_mbps;       // speed of the interface it listens on (0: unknown)
   uint64_t machine_hash;  // MachineHash: ranks with equal ones share cores
   int32_t l2_kib;         // Machine::l2_bytes in KiB (0: unknown)
+  int32_t llc_kib;        // Machine::llc_bytes in KiB (0: unknown)
 };
 
 }  // namespace baton

@@ -55,6 +55,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
     info.numa_nodes = static_cast<int16_t>(machine->numa_nodes);
     info.cores = machine->core_count();
     info.l2_kib = static_cast<int32_t>(machine->l2_bytes >> 10);
+    info.llc_kib = static_cast<int32_t>(machine->llc_bytes >> 10);
   } else if (!st.ok()) {
     BATON_WARN(kLogInit, "no machine topology (%s): tuning assumes one package",
                st.message().c_str());

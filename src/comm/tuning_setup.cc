@@ -41,6 +41,11 @@ Status Communicator::SetUpTuning() {
   for (const PeerInfo& p : peers_)
     if (p.l2_kib > 0) l2_kib = l2_kib == 0 ? p.l2_kib : std::min<uint64_t>(l2_kib, p.l2_kib);
   params.hot_reduce_bytes = HotReduceBytes(l2_kib << 10);
+  // And the smallest last-level cache, what the outputs of a call overflow.
+  uint64_t llc_kib = 0;
+  for (const PeerInfo& p : peers_)
+    if (p.llc_kib > 0) llc_kib = llc_kib == 0 ? p.llc_kib : std::min<uint64_t>(llc_kib, p.llc_kib);
+  params.llc_bytes = llc_kib << 10;
 
   std::vector<int> cores(hosts.size(), 0);
   for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;

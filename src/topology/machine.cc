@@ -337,6 +337,11 @@ Status LoadMachine(const std::string& xml_path, Machine* out, bool with_devices)
       continue;
     if (m.l2_bytes == 0 || c->attr->cache.size < m.l2_bytes) m.l2_bytes = c->attr->cache.size;
   }
+  for (hwloc_obj_t c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, nullptr); c != nullptr;
+       c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, c)) {
+    if (c->attr == nullptr || c->attr->cache.size == 0) continue;
+    if (m.llc_bytes == 0 || c->attr->cache.size < m.llc_bytes) m.llc_bytes = c->attr->cache.size;
+  }
   if (with_devices) ReadDevices(t, &m);
   *out = std::move(m);
   return Status::Ok();

@@ -81,6 +81,9 @@ struct Machine {
   // The smallest level-2 data (or unified) cache hwloc lists, in bytes: a
   // core's own cache on most CPUs; 0 when it lists none (some exports).
   uint64_t l2_bytes = 0;
+  // The smallest level-3 cache hwloc lists, in bytes: what a package's
+  // cores share on most CPUs; 0 when it lists none.
+  uint64_t llc_bytes = 0;
   std::vector<Core> cores;  // in hwloc's logical order
   std::vector<Device> gpus;
   std::vector<Device> nics;

@@ -226,6 +226,43 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
   }
 }
 
+double CostModel::CachedOutputReads(Algorithm a, size_t n, size_t rhd_switch) const {
+  // As launch/call.cc decides the outputs stream (base/cpu.h StreamsOutputs).
+  if (p_ <= 1 || per_host_ != p_ || !ring_.cpu_bound || params_.llc_bytes == 0 ||
+      2 * static_cast<double>(p_) * static_cast<double>(n) <= params_.llc_bytes)
+    return 0;
+  const double nb = static_cast<double>(n);
+  double lines;  // bytes of output first written with cached stores
+  switch (a) {
+    case Algorithm::kRing:
+    case Algorithm::kHierarchical:  // one host: the ring's halves
+      // Every reduce-scatter step reduces a block into recv; only the
+      // allgather's last step streams.
+      lines = nb * (p_ - 1) / p_;
+      break;
+    case Algorithm::kRecursiveHalvingDoubling: {
+      if (n < rhd_switch) {
+        lines = nb;  // recursive doubling reduces whole vectors
+        break;
+      }
+      // Rabenseifner: the halving steps before the last keep n/2, n/4, ...
+      // in recv; the last one's block is reduced straight into the output,
+      // streamed, and sent from a cached stage (algorithms/rhd.cc), as is
+      // the absorbing rank's fold of its partner's vector not.
+      const int p2 = FloorPow2(p_);
+      lines = nb * (1.0 - 2.0 / p2) + (p2 < p_ ? nb : 0);
+      break;
+    }
+    case Algorithm::kTree:
+      lines = nb;  // no stage streams: every output line is written cached
+      break;
+    default:
+      return 0;
+  }
+  // A read for ownership: the read half of a copy.
+  return lines * ring_.beta / 2;
+}
+
 double CostModel::Hierarchical(Collective c, size_t n, double gamma, size_t chunk,
                                size_t rhd_switch, Algorithm* inter) const {
   const int l = per_host_, hosts = p_ / std::max(1, per_host_);
@@ -333,6 +370,8 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   Algorithm inter = Algorithm::kRing;
   if (a == Algorithm::kRecursiveHalvingDoubling || a == Algorithm::kHierarchical)
     best.rhd_switch_bytes = RhdSwitchBytes(datatype, a == Algorithm::kHierarchical);
+  const double output_reads =
+      c == Collective::kAllReduce ? CachedOutputReads(a, bytes, best.rhd_switch_bytes) : 0;
   auto evaluate = [&](size_t chunk) -> double {
     if (p_ <= 1) return 0;
     switch (a) {
@@ -375,11 +414,11 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
                        a != Algorithm::kDirect;
   best.valid = true;
   if (!chunked) {
-    best.us = evaluate(0);
+    best.us = evaluate(0) + output_reads;
     return best;
   }
   if (chunk_bytes != 0) {
-    best.us = evaluate(chunk_bytes);
+    best.us = evaluate(chunk_bytes) + output_reads;
     best.chunk_bytes = chunk_bytes;
     best.inter = inter;
     return best;
@@ -403,7 +442,7 @@ Prediction CostModel::Predict(Collective c, Algorithm a, size_t bytes, batonData
   }
   for (size_t i = kCandidates; i-- > first;) {
     if (us[i] <= fastest * (1 + margin)) {
-      best.us = fastest;
+      best.us = fastest + output_reads;
       best.chunk_bytes = kChunkCandidates[i];
       best.inter = inters[i];
       break;

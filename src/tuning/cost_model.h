@@ -62,6 +62,14 @@ struct CostParams {
   // from memory (docs/tuning.md, "Reductions in cache"). HotReduceBytes of
   // the ranks' smallest level-2 cache.
   size_t hot_reduce_bytes = kDefaultHotReduceBytes;
+  // The ranks' smallest last-level cache in bytes (0: unknown). On a host
+  // whose CPUs copy the bytes, a call whose buffers overflow it writes its
+  // final outputs with streaming stores (base/cpu.h StreamsOutputs), and
+  // an output written with cached stores is read from memory first: the
+  // model charges that read where an algorithm writes that way
+  // (CostModel::CachedOutputReads; docs/tuning.md, "Outputs that overflow
+  // the cache").
+  size_t llc_bytes = 0;
   // "defaults" or what calibrated them; for logs and baton-topo.
   std::string source = "defaults";
 };
@@ -224,6 +232,10 @@ class CostModel {
                              const std::vector<StepCost>& steps, const StepCost& fold);
   void ComputeRhdSwitches();
   double Tree(Collective c, size_t n, double gamma, size_t chunk) const;
+  // An allreduce's reads of output lines it writes with cached stores, in
+  // us, on one host whose CPUs copy, where the call's buffers overflow the
+  // last-level cache (CostParams::llc_bytes); 0 elsewhere.
+  double CachedOutputReads(Algorithm a, size_t n, size_t rhd_switch) const;
   double Hierarchical(Collective c, size_t n, double gamma, size_t chunk, size_t rhd_switch,
                       Algorithm* inter) const;
 

@@ -24,8 +24,9 @@ std::string DescribeCostParams(const CostParams& params) {
              GBps(l.us_per_byte));
     out += buf;
   }
-  snprintf(buf, sizeof(buf), " context switch %.3g us; reductions in cache up to %zu KiB;",
-           params.switch_us, params.hot_reduce_bytes >> 10);
+  snprintf(buf, sizeof(buf),
+           " context switch %.3g us; reductions in cache up to %zu KiB; last-level cache %zu KiB;",
+           params.switch_us, params.hot_reduce_bytes >> 10, params.llc_bytes >> 10);
   out += buf;
   out += " reduce";
   for (int t = 0; t < batonNumTypes; ++t) {
@@ -47,8 +48,9 @@ std::string CostParamsJson(const CostParams& params) {
              l.overhead_us, l.us_per_byte);
     out += buf;
   }
-  snprintf(buf, sizeof(buf), "}, \"switch_us\": %.6g, \"hot_reduce_bytes\": %zu", params.switch_us,
-           params.hot_reduce_bytes);
+  snprintf(buf, sizeof(buf),
+           "}, \"switch_us\": %.6g, \"hot_reduce_bytes\": %zu, \"llc_bytes\": %zu",
+           params.switch_us, params.hot_reduce_bytes, params.llc_bytes);
   out += buf;
   out += ", \"reduce_us_per_byte\": {";
   for (int t = 0; t < batonNumTypes; ++t) {

@@ -375,3 +375,61 @@ TEST(CostModelTest, ChunksOnOneHostAreLargeAndSmallerOnesMustEarnTheirKeep) {
 
 }  // namespace
 }  // namespace baton
+
+namespace baton {
+namespace {
+
+// On one host whose CPUs copy, an allreduce whose buffers overflow the
+// last-level cache (as launch/call.cc decides its outputs stream) is
+// charged the reads of the output lines it writes with cached stores: the
+// ring's reduce-scatter blocks, none for two ranks' Rabenseifner (its pivot
+// streams); below that size, between hosts and with the cache unknown,
+// nothing changes.
+TEST(CostModelTest, OutputsThatOverflowTheCacheChargeTheirCachedWrites) {
+  constexpr size_t kLlc = size_t{32} << 20;
+  CostParams with_llc = DefaultCostParams(10000);
+  with_llc.llc_bytes = kLlc;
+  const CostParams without = DefaultCostParams(10000);
+  auto predict = [](const CommTopology& topo, const CostParams& params, Algorithm a, size_t bytes) {
+    const CostModel model(topo, topo.RingOrder(), std::vector<int>(topo.hosts(), 64), params);
+    return model.Predict(Collective::kAllReduce, a, bytes, batonFloat32, 4 << 20).us;
+  };
+  const CommTopology one_host = Layout(1, 2);
+  const double beta = 1.0 / 12000;  // DefaultCostParams' same-NUMA copy, us per byte
+  for (size_t bytes : {size_t{16} << 20, size_t{24} << 20, size_t{64} << 20}) {
+    EXPECT_NEAR(predict(one_host, with_llc, Algorithm::kRing, bytes) -
+                    predict(one_host, without, Algorithm::kRing, bytes),
+                bytes / 2 * beta / 2, 1e-6 * bytes)
+        << bytes;
+    EXPECT_DOUBLE_EQ(predict(one_host, with_llc, Algorithm::kRecursiveHalvingDoubling, bytes),
+                     predict(one_host, without, Algorithm::kRecursiveHalvingDoubling, bytes));
+  }
+  // 2 ranks x 2 x 8 MiB fill the cache exactly: the outputs do not stream.
+  EXPECT_DOUBLE_EQ(predict(one_host, with_llc, Algorithm::kRing, 8 << 20),
+                   predict(one_host, without, Algorithm::kRing, 8 << 20));
+  const CommTopology two_hosts = Layout(2, 1);
+  EXPECT_DOUBLE_EQ(predict(two_hosts, with_llc, Algorithm::kRing, 64 << 20),
+                   predict(two_hosts, without, Algorithm::kRing, 64 << 20));
+  // Four ranks: the ring writes 3/4 of the vector cached, Rabenseifner the
+  // half its first halving step keeps.
+  const CommTopology four = Layout(1, 4);
+  const size_t n = size_t{64} << 20;
+  EXPECT_NEAR(
+      predict(four, with_llc, Algorithm::kRing, n) - predict(four, without, Algorithm::kRing, n),
+      0.75 * n * beta / 2, 1e-6 * n);
+  EXPECT_NEAR(predict(four, with_llc, Algorithm::kRecursiveHalvingDoubling, n) -
+                  predict(four, without, Algorithm::kRecursiveHalvingDoubling, n),
+              0.5 * n * beta / 2, 1e-6 * n);
+  // The table: two ranks keep the ring up to 8 MiB and take Rabenseifner
+  // from 16 MiB, where the two tie without the charge.
+  const CostModel model(one_host, one_host.RingOrder(), {64}, with_llc);
+  SelectionTable table;
+  table.Build(model, AlgorithmFilter(), 0);
+  EXPECT_EQ(table.Lookup(Collective::kAllReduce, batonFloat32, 8 << 20).algorithm,
+            Algorithm::kRing);
+  EXPECT_EQ(table.Lookup(Collective::kAllReduce, batonFloat32, 16 << 20).algorithm,
+            Algorithm::kRecursiveHalvingDoubling);
+}
+
+}  // namespace
+}  // namespace baton

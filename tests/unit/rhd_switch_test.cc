@@ -312,5 +312,73 @@ TEST(RhdSwitchTest, ForcedVariantsAroundTheSwitchAreCorrect) {
   }
 }
 
+// Rabenseifner's pivot in a call whose outputs stream: in place a rank
+// reduces into its buffer with cached stores and sends from there (no
+// stage), out of place it streams the output and sends from a stage; the
+// messages are the same either way, so ranks that differ in that still
+// meet, and every rank gets the reference result (1..9 ranks, folds
+// included, in place on every rank, on none, or on alternate ones).
+TEST(RhdSwitchTest, PivotInPlaceChangesOnlyThisRanksStores) {
+  auto messages = [](const Schedule& s) {
+    std::vector<std::pair<int, uint64_t>> m;  // (+peer+1 send / -peer-1 receive, bytes)
+    for (const Op& op : s.ops)
+      if (op.kind != Op::Kind::kCopy)
+        m.emplace_back(op.kind == Op::Kind::kSend ? op.peer + 1 : -op.peer - 1, op.bytes);
+    return m;
+  };
+  for (int p = 1; p <= 9; ++p) {
+    for (size_t n : {size_t(1), size_t(p), size_t(37), size_t(1000), size_t(4099)}) {
+      std::vector<int32_t> want(n, 0);
+      auto input = [](int r, size_t i) {
+        return static_cast<int32_t>((static_cast<size_t>(r) * 5 + i * 3) % 13) - 6;
+      };
+      for (int r = 0; r < p; ++r)
+        for (size_t i = 0; i < n; ++i) want[i] += input(r, i);
+      for (int pattern = 0; pattern < 3; ++pattern) {  // none, alternate, every rank in place
+        auto in_place = [&](int r) { return pattern == 2 || (pattern == 1 && r % 2 == 1); };
+        std::vector<std::vector<int32_t>> in(p, std::vector<int32_t>(n)), out(p);
+        for (int r = 0; r < p; ++r) {
+          for (size_t i = 0; i < n; ++i) in[r][i] = input(r, i);
+          out[r].assign(n, 12345);
+        }
+        auto args = [&](int r, bool ip) {
+          CollArgs a;
+          a.rank = r;
+          a.nranks = p;
+          a.count = n;
+          a.datatype = batonInt32;
+          a.op = batonSum;
+          a.send = in[r].data();
+          a.recv = ip ? in[r].data() : out[r].data();
+          a.rhd_switch_bytes = 0;  // Rabenseifner
+          a.chunk_bytes = 64;
+          a.stream_outputs = true;
+          return a;
+        };
+        std::vector<SimRankStats> stats;
+        ASSERT_TRUE(Simulate(
+            p, [&](int r, Schedule* s) { BuildRhdAllReduce(args(r, in_place(r)), s); }, &stats))
+            << "p=" << p << " n=" << n << " pattern=" << pattern;
+        for (int r = 0; r < p; ++r)
+          ASSERT_EQ(in_place(r) ? in[r] : out[r], want)
+              << "p=" << p << " n=" << n << " pattern=" << pattern << " rank " << r;
+        if (pattern != 1) continue;
+        for (int r = 0; r < p; ++r) {
+          Schedule oop, ip;
+          BuildRhdAllReduce(args(r, false), &oop);
+          BuildRhdAllReduce(args(r, true), &ip);
+          EXPECT_EQ(messages(ip), messages(oop)) << "p=" << p << " n=" << n << " rank " << r;
+          if (p != 2 || n < 64) continue;  // (only two ranks' pivot is final)
+          for (const Op& op : ip.ops)
+            EXPECT_TRUE(op.copy_to == nullptr && !(op.reduce_with != nullptr && op.stream_dst));
+          size_t staged = 0;
+          for (const Op& op : oop.ops) staged += op.copy_to != nullptr && op.stream_dst;
+          EXPECT_GT(staged, 1u) << "n=" << n;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace baton

@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
   baton::CostParams params = baton::DefaultCostParams(nic_mbps);
   params.rhd_switch_bytes = settings.rhd_switch;
   params.hot_reduce_bytes = baton::HotReduceBytes(m.l2_bytes);
+  params.llc_bytes = m.llc_bytes;
   const baton::CostModel model(topology, ring, std::vector<int>(opt.hosts, m.core_count()), params);
   baton::AlgorithmFilter filter;
   if (baton::Status st = baton::AlgorithmFilter::Parse(settings.algo, &filter); !st.ok()) {
@@ -283,6 +284,8 @@ int main(int argc, char** argv) {
          m.core_count(), m.pus);
   if (m.l2_bytes > 0)
     printf(", level-2 caches of %llu KiB", (unsigned long long)(m.l2_bytes >> 10));
+  if (m.llc_bytes > 0)
+    printf(", level-3 caches of %llu KiB", (unsigned long long)(m.llc_bytes >> 10));
   printf("\n");
   for (const Device& g : m.gpus)
     printf("  GPU %-8s %s  NUMA node %s\n", g.name.c_str(), g.pci.c_str(),
