@@ -74,6 +74,7 @@ TEST(MachineTest, TwentyFourNumaServer) {
   EXPECT_EQ(m.core_count(), 192);
   EXPECT_EQ(m.pus, 384);
   EXPECT_EQ(m.l2_bytes, 256u << 10);
+  EXPECT_EQ(m.llc_bytes, 20u << 20);
   EXPECT_TRUE(m.gpus.empty());
   ASSERT_EQ(m.nics.size(), 7u);
   int ethernet_numa0 = 0, ethernet_numa4 = 0;
@@ -104,6 +105,7 @@ TEST(MachineTest, TwoSocketBoxWithGpuAndMlx5) {
   EXPECT_EQ(m.core_count(), 16);
   EXPECT_EQ(m.pus, 32);
   EXPECT_EQ(m.l2_bytes, 256u << 10);
+  EXPECT_EQ(m.llc_bytes, 20u << 20);
   ASSERT_EQ(m.gpus.size(), 1u);  // the AMD OpenCL device beside it computes nothing CUDA can use
   EXPECT_EQ(m.gpus[0].name, "cuda0");
   EXPECT_EQ(m.gpus[0].pci, "0000:84:00.0");
@@ -134,6 +136,7 @@ TEST(MachineTest, Dgx2) {
   EXPECT_EQ(m.numa_nodes, 2);
   EXPECT_EQ(m.core_count(), 4);  // trimmed to 2 cores a socket
   EXPECT_EQ(m.l2_bytes, 1u << 20);
+  EXPECT_EQ(m.llc_bytes, 33u << 20);
   ASSERT_EQ(m.gpus.size(), 16u);
   for (size_t g = 0; g < m.gpus.size(); ++g) {
     EXPECT_EQ(m.gpus[g].name, "nvml" + std::to_string(g));
@@ -257,6 +260,7 @@ TEST(MachineTest, Power8WithFourGpus) {
   EXPECT_EQ(m.core_count(), 8);
   EXPECT_EQ(m.pus, 16);
   EXPECT_EQ(m.l2_bytes, 0u);     // the export lists no caches
+  EXPECT_EQ(m.llc_bytes, 8u << 20);  // (its level-3 caches it lists)
   ASSERT_EQ(m.gpus.size(), 4u);  // CUDA, OpenCL and NVML devices of one GPU count once
   for (size_t g = 0; g < 4; ++g) {
     EXPECT_EQ(m.gpus[g].name, "cuda" + std::to_string(g));
@@ -285,16 +289,20 @@ TEST(MachineTest, ThisMachine) {
   ASSERT_TRUE(CurrentAffinity(&pus).ok());
   ASSERT_FALSE(pus.empty());
   for (int pu : pus) EXPECT_GE(m.CoreOfPu(pu), 0) << pu;
-  // The level-2 cache as Linux lists CPU 0's (on machines whose cores'
-  // caches are alike, as every one this runs on).
+  // The level-2 and level-3 caches as Linux lists CPU 0's (on machines
+  // whose cores' caches are alike, as every one this runs on).
+  auto Bytes = [](const std::string& size) {
+    return std::stoull(size) << (size.back() == 'M' ? 20 : 10);
+  };
   for (int i = 0; i < 8; ++i) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
     std::ifstream level_file(dir + "level"), type_file(dir + "type"), size_file(dir + "size");
     int level = 0;
     std::string type, size;
     if (!(level_file >> level >> std::ws) || !(type_file >> type) || !(size_file >> size)) break;
-    if (level != 2 || type == "Instruction") continue;
-    EXPECT_EQ(m.l2_bytes, std::stoull(size) << (size.back() == 'M' ? 20 : 10)) << size;
+    if (type == "Instruction") continue;
+    if (level == 2) EXPECT_EQ(m.l2_bytes, Bytes(size)) << size;
+    if (level == 3) EXPECT_EQ(m.llc_bytes, Bytes(size)) << size;
   }
   const Machine* cached = nullptr;
   ASSERT_TRUE(CachedMachine("", &cached).ok());
