@@ -259,8 +259,8 @@ TEST(MachineTest, Power8WithFourGpus) {
   EXPECT_EQ(m.numa_nodes, 2);
   EXPECT_EQ(m.core_count(), 8);
   EXPECT_EQ(m.pus, 16);
-  EXPECT_EQ(m.l2_bytes, 0u);     // the export lists no caches
-  EXPECT_EQ(m.llc_bytes, 8u << 20);  // (its level-3 caches it lists)
+  EXPECT_EQ(m.l2_bytes, 0u);         // the export lists no level-2 caches,
+  EXPECT_EQ(m.llc_bytes, 8u << 20);  // only level-3 ones
   ASSERT_EQ(m.gpus.size(), 4u);  // CUDA, OpenCL and NVML devices of one GPU count once
   for (size_t g = 0; g < 4; ++g) {
     EXPECT_EQ(m.gpus[g].name, "cuda" + std::to_string(g));
