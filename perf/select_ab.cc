@@ -7,13 +7,15 @@
 // same load.
 //
 //   batonrun -n 4 select_ab [-b 8] [-e 32M] [-f 4] [-v auto,ring,rhd,tree,hier]
-//                           [-r rounds] [-t seconds per block] [-J file.jsonl]
+//                           [-r rounds] [-t seconds per block] [-i] [-k buffers] [-J file.jsonl]
 //
 // Prints, per size, the median time per call (us) of each variant over the rounds, the
 // algorithm the automatic communicator chose (its table, BATON_TOPO_DUMP_FILE), auto over the
 // forced run of that algorithm (the ratio of the medians, and the median of the ratios of each
 // round's two blocks), and auto over the best forced one. Allreduce of float sum, out of
-// place; the result is checked once per variant and size.
+// place (-i: in place), on one pair of buffers or, with -k N, each call on the next of N
+// (buffers the cache no longer holds, where N x 2 x the size overflow it); the result is
+// checked once per variant and size, out of place.
 #include <baton.h>
 #include <unistd.h>
 
@@ -116,8 +118,10 @@ int main(int argc, char** argv) {
   int rounds = 15;
   double block_s = 0.02;
   std::string variants_arg = "auto,ring,rhd,tree,hier", json_path;
+  bool in_place = false;
+  int nbuffers = 1;
   int opt;
-  while ((opt = getopt(argc, argv, "b:e:f:v:r:t:J:h")) != -1) {
+  while ((opt = getopt(argc, argv, "b:e:f:v:r:t:ik:J:h")) != -1) {
     switch (opt) {
       case 'b':
         min_bytes = ParseSize(optarg);
@@ -137,13 +141,19 @@ int main(int argc, char** argv) {
       case 't':
         block_s = std::atof(optarg);
         break;
+      case 'i':
+        in_place = true;
+        break;
+      case 'k':
+        nbuffers = std::clamp(std::atoi(optarg), 1, 64);
+        break;
       case 'J':
         json_path = optarg;
         break;
       default:
         std::fprintf(stderr,
                      "usage: select_ab [-b 8] [-e 32M] [-f 4] [-v auto,ring,rhd,tree,hier] "
-                     "[-r rounds] [-t seconds per block] [-J file.jsonl]\n");
+                     "[-r rounds] [-t seconds per block] [-i] [-k buffers] [-J file.jsonl]\n");
         return opt == 'h' ? 0 : 2;
     }
   }
@@ -187,6 +197,16 @@ int main(int argc, char** argv) {
   const size_t max_count = std::max<size_t>(max_bytes / sizeof(float), 1);
   std::vector<float> send(max_count), recv(max_count);
   for (size_t i = 0; i < max_count; ++i) send[i] = static_cast<float>((rank + 1) * (i % 7 + 1));
+  // The timed calls' buffers: -k pairs, in place the first of each (sums that grow to
+  // infinity cost what others do).
+  std::vector<std::vector<float>> ins(nbuffers, send), outs(nbuffers, recv);
+  size_t next = 0;
+  auto timed_call = [&](size_t count, batonComm_t comm) {
+    next = (next + 1) % ins.size();
+    float* in = ins[next].data();
+    return batonAllReduce(in, in_place ? in : outs[next].data(), count, batonFloat32, batonSum,
+                          comm, nullptr);
+  };
   FILE* json = rank == 0 && !json_path.empty() ? std::fopen(json_path.c_str(), "w") : nullptr;
   if (rank == 0) {
     std::printf("# %d ranks, allreduce float sum, median of %d rounds (us per call)\n", nranks,
@@ -220,10 +240,7 @@ int main(int argc, char** argv) {
       // A fixed number of calls (every rank makes the same ones), then rank 0's figure.
       const int n = bytes <= (size_t{1} << 20) ? 20 : 3;
       const auto t0 = Clock::now();
-      for (int i = 0; i < n; ++i)
-        Check(batonAllReduce(send.data(), recv.data(), count, batonFloat32, batonSum, comms[0],
-                             nullptr),
-              "batonAllReduce");
+      for (int i = 0; i < n; ++i) Check(timed_call(count, comms[0]), "batonAllReduce");
       double per_call = std::chrono::duration<double>(Clock::now() - t0).count() / n;
       Check(batonBroadcast(&per_call, &per_call, 1, batonFloat64, 0, parent, nullptr),
             "batonBroadcast");
@@ -236,10 +253,7 @@ int main(int argc, char** argv) {
         if (!usable[v]) continue;
         Check(batonBarrier(parent, nullptr), "batonBarrier");
         const auto t0 = Clock::now();
-        for (int i = 0; i < iters; ++i)
-          Check(batonAllReduce(send.data(), recv.data(), count, batonFloat32, batonSum, comms[v],
-                               nullptr),
-                "batonAllReduce");
+        for (int i = 0; i < iters; ++i) Check(timed_call(count, comms[v]), "batonAllReduce");
         us[v].push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
                         iters);
       }
