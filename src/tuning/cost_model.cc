@@ -236,25 +236,26 @@ double CostModel::CachedOutputReads(Algorithm a, size_t n, size_t rhd_switch) co
   switch (a) {
     case Algorithm::kRing:
     case Algorithm::kHierarchical:  // one host: the ring's halves
-      // Every reduce-scatter step reduces a block into recv; only the
-      // allgather's last step streams.
-      lines = nb * (p_ - 1) / p_;
+      // The reduce-scatter reduces every block but this rank's own into
+      // recv; the allgather's first step lands the own one, streamed only
+      // where it is also the last (two ranks).
+      lines = p_ == 2 ? nb / 2 : nb;
       break;
     case Algorithm::kRecursiveHalvingDoubling: {
-      if (n < rhd_switch) {
-        lines = nb;  // recursive doubling reduces whole vectors
-        break;
-      }
-      // Rabenseifner: the halving steps before the last keep n/2, n/4, ...
-      // in recv; the last one's block is reduced straight into the output,
-      // streamed, and sent from a cached stage (algorithms/rhd.cc), as is
-      // the absorbing rank's fold of its partner's vector not.
       const int p2 = FloorPow2(p_);
-      lines = nb * (1.0 - 2.0 / p2) + (p2 < p_ ? nb : 0);
+      // Recursive doubling reduces whole vectors, and so does a fold.
+      // Rabenseifner's first halving step keeps half the vector in recv
+      // and every later step writes within it, but for two ranks that step
+      // is the pivot, which streams its output (algorithms/rhd.cc).
+      if (n < rhd_switch || p2 < p_) {
+        lines = nb;
+      } else {
+        lines = p2 == 2 ? 0 : nb / 2;
+      }
       break;
     }
     case Algorithm::kTree:
-      lines = nb;  // no stage streams: every output line is written cached
+      lines = nb;  // nothing streams: every output line is written cached
       break;
     default:
       return 0;

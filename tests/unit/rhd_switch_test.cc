@@ -46,6 +46,19 @@ double ClosedFormCrossover(int p, double alpha, double beta, double gamma) {
   return l * alpha / (l * (beta + gamma) - (1.0 - 1.0 / p) * (2 * beta + gamma));
 }
 
+// Rank r's arguments of an int32 sum over n elements on p ranks.
+CollArgs SumArgs(int r, int p, size_t n, const int32_t* send, int32_t* recv) {
+  CollArgs a;
+  a.rank = r;
+  a.nranks = p;
+  a.count = n;
+  a.datatype = batonInt32;
+  a.op = batonSum;
+  a.send = send;
+  a.recv = recv;
+  return a;
+}
+
 // Sends of rank p - 1 (never folded out) in the rhd allreduce of `count`
 // int32 with these arguments: L for recursive doubling, 2L for Rabenseifner.
 size_t Sends(int p, size_t count, const CollArgs& with) {
@@ -291,14 +304,8 @@ TEST(RhdSwitchTest, ForcedVariantsAroundTheSwitchAreCorrect) {
         ASSERT_TRUE(Simulate(
             p,
             [&](int r, Schedule* s) {
-              CollArgs a;
-              a.rank = r;
-              a.nranks = p;
-              a.count = n;
-              a.datatype = batonInt32;
-              a.op = batonSum;
-              a.send = in[r].data();
-              a.recv = r % 2 ? in[r].data() : out[r].data();  // in place on odd ranks
+              // In place on odd ranks.
+              CollArgs a = SumArgs(r, p, n, in[r].data(), r % 2 ? in[r].data() : out[r].data());
               a.rhd_switch_bytes = sw;
               BuildRhdAllReduce(a, s);
             },
@@ -342,14 +349,7 @@ TEST(RhdSwitchTest, PivotInPlaceChangesOnlyThisRanksStores) {
           out[r].assign(n, 12345);
         }
         auto args = [&](int r, bool ip) {
-          CollArgs a;
-          a.rank = r;
-          a.nranks = p;
-          a.count = n;
-          a.datatype = batonInt32;
-          a.op = batonSum;
-          a.send = in[r].data();
-          a.recv = ip ? in[r].data() : out[r].data();
+          CollArgs a = SumArgs(r, p, n, in[r].data(), ip ? in[r].data() : out[r].data());
           a.rhd_switch_bytes = 0;  // Rabenseifner
           a.chunk_bytes = 64;
           a.stream_outputs = true;

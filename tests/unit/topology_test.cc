@@ -301,8 +301,11 @@ TEST(MachineTest, ThisMachine) {
     std::string type, size;
     if (!(level_file >> level >> std::ws) || !(type_file >> type) || !(size_file >> size)) break;
     if (type == "Instruction") continue;
-    if (level == 2) EXPECT_EQ(m.l2_bytes, Bytes(size)) << size;
-    if (level == 3) EXPECT_EQ(m.llc_bytes, Bytes(size)) << size;
+    if (level == 2) {
+      EXPECT_EQ(m.l2_bytes, Bytes(size)) << size;
+    } else if (level == 3) {
+      EXPECT_EQ(m.llc_bytes, Bytes(size)) << size;
+    }
   }
   const Machine* cached = nullptr;
   ASSERT_TRUE(CachedMachine("", &cached).ok());
