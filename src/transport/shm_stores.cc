@@ -70,9 +70,18 @@ int SlotStoreChooser::Ended(uint64_t now_ns) {
   ClassState& s = classes_[c];
   open_class_ = -1;
   s.modes[open_streams_ ? 1 : 0].Add(double(now_ns - open_ns_) / double(open_bytes_));
-  if (!s.decide || s.modes[0].count() < 2 || s.modes[1].count() < 2) return -1;
-  s.decide = false;
+  if (!s.decide) return -1;
   const int other = 1 - s.chosen;
+  // One call of the other kind that took kClearlySlower times the current
+  // kind's ends the trial in the current kind's favour: its second call
+  // would cost as much again (at 256 MiB in a slow spell, 90 ms), and a
+  // descheduled call only ever slows one down, so it can only keep the
+  // choice a trial too long, never change it.
+  const bool clearly_slower =
+      s.modes[other].count() > 0 && s.modes[s.chosen].count() > 0 &&
+      s.modes[other].Estimate() >= s.modes[s.chosen].Estimate() * kClearlySlower;
+  if (!clearly_slower && (s.modes[0].count() < 2 || s.modes[1].count() < 2)) return -1;
+  s.decide = false;
   const bool first = !s.decided;
   s.decided = true;
   const bool changed = s.modes[other].Estimate() < s.modes[s.chosen].Estimate() * kSwitchBelow;

@@ -8,15 +8,17 @@
 // streaming ones.
 //
 // Contract: Open as a call of a chosen class opens on the channel; Ended
-// as it ends on this rank, only after an Open that returned measure. Each class of call sizes keeps
-// the last two calls' times per byte for each kind of store; deciding, it runs the two kinds in
-// turns until each has two, then takes the faster by their better calls
-// (the other only if under kSwitchBelow of the current: noise flips
-// nothing). It decides again once both kInterval* have passed, doubling
-// them while the choice holds (a trial of the other kind costs two calls).
-// Nothing here reads a clock or another rank: the choice is this producer's
-// own, and a ring's two ends need not agree (the consumer reads both kinds
-// alike).
+// as it ends on this rank, only after an Open that returned measure. Each
+// class of call sizes keeps the last two calls' times per byte for each
+// kind of store; deciding, it runs the two kinds in turns until each has
+// two, then takes the faster by their better calls (the other only if
+// under kSwitchBelow of the current: noise flips nothing), or stops at the
+// other kind's first call where that took kClearlySlower times the
+// current's (keeping the current). It decides again once both kInterval*
+// have passed, doubling them while the choice holds (a trial of the other
+// kind costs one or two calls). Nothing here reads a clock or another
+// rank: the choice is this producer's own, and a ring's two ends need not
+// agree (the consumer reads both kinds alike).
 #pragma once
 
 #include <cstddef>
@@ -32,6 +34,7 @@ class SlotStoreChooser {
   static constexpr size_t kFloorBytes = size_t(8) << 20;
   static constexpr int kClasses = 6;
   static constexpr double kSwitchBelow = 0.95;
+  static constexpr double kClearlySlower = 2.0;
   static constexpr uint64_t kFirstIntervalNs = 1000000000;
   static constexpr uint64_t kLastIntervalNs = 64 * kFirstIntervalNs;
   static constexpr uint32_t kFirstIntervalCalls = 64;

@@ -218,5 +218,37 @@ TEST(SlotStoreChooser, AlternatingCallsDoNotMisleadIt) {
   }
 }
 
+// A trial whose other kind takes kClearlySlower times the current one's
+// call ends after that one call, keeping the current kind: the first
+// decision and every later trial cost one call of the slow kind, not two
+// (this VM's slow spells: streaming 3.4x faster at 64 MiB). Under that
+// ratio the trial runs its four calls; a current kind that is the slow one
+// is still left only after two calls of each.
+TEST(SlotStoreChooser, AClearlySlowerTrialEndsAfterOneCall) {
+  Driver clear(/*far=*/true);  // streams first, as a far verdict says
+  auto slow_cached = [](bool s, int) { return Cost(s, 10 * kMs, 34 * kMs); };
+  clear.Run(3, slow_cached);
+  EXPECT_EQ(clear.kinds_, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(clear.decisions_, std::vector<int>{2});
+  EXPECT_EQ(clear.chooser_.choice(Driver::kClass), 1);
+  // Every later trial: one cached call (they come after 1 s and 64 calls,
+  // then 2 s and 128, ...).
+  EXPECT_LE(clear.Run(400, slow_cached, 20 * kMs), 398);
+  for (size_t i = 3; i + 1 < clear.kinds_.size(); ++i)
+    EXPECT_FALSE(!clear.kinds_[i] && !clear.kinds_[i + 1]) << "two cached calls in a row at " << i;
+  EXPECT_EQ(clear.chooser_.choice(Driver::kClass), 1);
+  // 1.9x: the whole trial.
+  Driver close(/*far=*/true);
+  close.Run(5, [](bool s, int) { return Cost(s, 10 * kMs, 19 * kMs); });
+  EXPECT_EQ(close.kinds_, (std::vector<bool>{true, true, false, true, false}));
+  EXPECT_EQ(close.decisions_, std::vector<int>{4});
+  // The current kind the slow one: two of each, then the switch.
+  Driver wrong(/*far=*/false);
+  wrong.Run(5, slow_cached);
+  EXPECT_EQ(wrong.kinds_, (std::vector<bool>{false, false, true, false, true}));
+  EXPECT_EQ(wrong.decisions_, std::vector<int>{4});
+  EXPECT_EQ(wrong.chooser_.choice(Driver::kClass), 1);
+}
+
 }  // namespace
 }  // namespace baton
