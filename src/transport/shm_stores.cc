@@ -74,9 +74,9 @@ int SlotStoreChooser::Ended(uint64_t now_ns) {
   const int other = 1 - s.chosen;
   // One call of the other kind that took kClearlySlower times the current
   // kind's ends the trial in the current kind's favour: its second call
-  // would cost as much again (at 256 MiB in a slow spell, 90 ms), and a
-  // descheduled call only ever slows one down, so it can only keep the
-  // choice a trial too long, never change it.
+  // would cost as much again (docs/performance.md, "The store chooser's
+  // trials, in that spell"), and a descheduled call only ever slows one
+  // down, so this can keep the choice a trial too long, never change it.
   const bool clearly_slower =
       s.modes[other].count() > 0 && s.modes[s.chosen].count() > 0 &&
       s.modes[other].Estimate() >= s.modes[s.chosen].Estimate() * kClearlySlower;
