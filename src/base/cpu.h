@@ -37,8 +37,11 @@ size_t LastLevelCacheBytes();
 // written with streaming stores (smaller ones are read again from the
 // cache soon after, and streaming them to memory first loses;
 // docs/performance.md).
-inline bool StreamsOutputs(size_t ranks, size_t bytes) {
-  return 2 * ranks * bytes > LastLevelCacheBytes();
+// `llc_bytes`: the cache to compare with (the cost model's, which every
+// rank agrees on); this machine's by default.
+inline bool StreamsOutputs(size_t ranks, size_t bytes, size_t llc_bytes = LastLevelCacheBytes()) {
+  return 2 * static_cast<double>(ranks) * static_cast<double>(bytes) >
+         static_cast<double>(llc_bytes);
 }
 
 // Logs a warning, once per process, when CacheLineBytes() exceeds

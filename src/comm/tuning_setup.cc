@@ -36,16 +36,17 @@ Status Communicator::SetUpTuning() {
   CostParams params = DefaultCostParams(nic_mbps);
   if (config_.calibrate) BATON_RETURN_IF_ERROR(Calibrate(this, &params));
   params.rhd_switch_bytes = config_.rhd_switch_bytes;
-  // The smallest level-2 cache any rank reported bounds what stays hot.
-  uint64_t l2_kib = 0;
-  for (const PeerInfo& p : peers_)
-    if (p.l2_kib > 0) l2_kib = l2_kib == 0 ? p.l2_kib : std::min<uint64_t>(l2_kib, p.l2_kib);
-  params.hot_reduce_bytes = HotReduceBytes(l2_kib << 10);
-  // And the smallest last-level cache, what the outputs of a call overflow.
-  uint64_t llc_kib = 0;
-  for (const PeerInfo& p : peers_)
-    if (p.llc_kib > 0) llc_kib = llc_kib == 0 ? p.llc_kib : std::min<uint64_t>(llc_kib, p.llc_kib);
-  params.llc_bytes = llc_kib << 10;
+  // The smallest of a cache size the ranks reported (KiB; 0: none knew).
+  auto smallest_kib = [&](int32_t PeerInfo::*kib) {
+    uint64_t smallest = 0;
+    for (const PeerInfo& p : peers_)
+      if (p.*kib > 0) smallest = smallest == 0 ? p.*kib : std::min<uint64_t>(smallest, p.*kib);
+    return smallest;
+  };
+  // The smallest level-2 cache bounds what stays hot; the smallest
+  // last-level cache, what the outputs of a call overflow.
+  params.hot_reduce_bytes = HotReduceBytes(smallest_kib(&PeerInfo::l2_kib) << 10);
+  params.llc_bytes = smallest_kib(&PeerInfo::llc_kib) << 10;
 
   std::vector<int> cores(hosts.size(), 0);
   for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;

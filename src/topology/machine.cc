@@ -33,6 +33,20 @@ std::vector<int> OsIndices(hwloc_const_cpuset_t set) {
 }
 
 // The logical index of the NUMA node whose cpuset covers `set`, or -1.
+// The smallest data (or unified) cache of `type` (HWLOC_OBJ_L2CACHE, ...)
+// hwloc lists, in bytes; 0 when it lists none.
+uint64_t SmallestCache(hwloc_topology_t t, hwloc_obj_type_t type) {
+  uint64_t smallest = 0;
+  for (hwloc_obj_t c = hwloc_get_next_obj_by_type(t, type, nullptr); c != nullptr;
+       c = hwloc_get_next_obj_by_type(t, type, c)) {
+    if (c->attr == nullptr || c->attr->cache.type == HWLOC_OBJ_CACHE_INSTRUCTION ||
+        c->attr->cache.size == 0)
+      continue;
+    if (smallest == 0 || c->attr->cache.size < smallest) smallest = c->attr->cache.size;
+  }
+  return smallest;
+}
+
 int NumaCovering(hwloc_topology_t t, hwloc_const_cpuset_t set) {
   for (hwloc_obj_t n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, nullptr); n != nullptr;
        n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n))
@@ -330,18 +344,8 @@ Status LoadMachine(const std::string& xml_path, Machine* out, bool with_devices)
     if (!core.pus.empty()) m.cores.push_back(std::move(core));
   }
   if (m.cores.empty()) return InternalError("hwloc found no cores in " + m.source);
-  for (hwloc_obj_t c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L2CACHE, nullptr); c != nullptr;
-       c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L2CACHE, c)) {
-    if (c->attr == nullptr || c->attr->cache.type == HWLOC_OBJ_CACHE_INSTRUCTION ||
-        c->attr->cache.size == 0)
-      continue;
-    if (m.l2_bytes == 0 || c->attr->cache.size < m.l2_bytes) m.l2_bytes = c->attr->cache.size;
-  }
-  for (hwloc_obj_t c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, nullptr); c != nullptr;
-       c = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_L3CACHE, c)) {
-    if (c->attr == nullptr || c->attr->cache.size == 0) continue;
-    if (m.llc_bytes == 0 || c->attr->cache.size < m.llc_bytes) m.llc_bytes = c->attr->cache.size;
-  }
+  m.l2_bytes = SmallestCache(t, HWLOC_OBJ_L2CACHE);
+  m.llc_bytes = SmallestCache(t, HWLOC_OBJ_L3CACHE);
   if (with_devices) ReadDevices(t, &m);
   *out = std::move(m);
   return Status::Ok();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <iterator>
 
+#include "base/cpu.h"
 #include "base/datatype.h"
 
 namespace baton {
@@ -227,9 +228,9 @@ double CostModel::Tree(Collective c, size_t n, double gamma, size_t chunk) const
 }
 
 double CostModel::CachedOutputReads(Algorithm a, size_t n, size_t rhd_switch) const {
-  // As launch/call.cc decides the outputs stream (base/cpu.h StreamsOutputs).
+  // As launch/call.cc decides that the outputs stream.
   if (p_ <= 1 || per_host_ != p_ || !ring_.cpu_bound || params_.llc_bytes == 0 ||
-      2 * static_cast<double>(p_) * static_cast<double>(n) <= params_.llc_bytes)
+      !StreamsOutputs(p_, n, params_.llc_bytes))
     return 0;
   const double nb = static_cast<double>(n);
   double lines;  // bytes of output first written with cached stores
@@ -247,11 +248,7 @@ double CostModel::CachedOutputReads(Algorithm a, size_t n, size_t rhd_switch) co
       // Rabenseifner's first halving step keeps half the vector in recv
       // and every later step writes within it, but for two ranks that step
       // is the pivot, which streams its output (algorithms/rhd.cc).
-      if (n < rhd_switch || p2 < p_) {
-        lines = nb;
-      } else {
-        lines = p2 == 2 ? 0 : nb / 2;
-      }
+      lines = n < rhd_switch || p2 < p_ ? nb : p2 == 2 ? 0 : nb / 2;
       break;
     }
     case Algorithm::kTree:
