@@ -330,7 +330,10 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
           tag->count > SIZE_MAX / std::max<size_t>(elem, 1) ? SIZE_MAX : tag->count * elem;
       const int size_class = adaptive_ ? SlotStoreChooser::ClassOf(call_bytes) : -1;
       if (size_class >= 0)
-        call_streams_ = stores_.Open(size_class, call_bytes, far_, ShmNowNs(), &timing_call_);
+        call_streams_ = stores_.Open(size_class, call_bytes, size_t{nslots} * slot_bytes, far_,
+                                     ShmNowNs(), &timing_call_);
+      call_sent_bytes_ = 0;
+      call_mark_bytes_ = timing_call_ ? stores_.mark_bytes() : 0;
     }
     if (bytes > kShmInlineBytes && call_piece_bytes_ != piece_bytes_) {
       // Only an empty ring may change where its pieces go.
@@ -392,6 +395,10 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
     ++send_head_;
     *done += piece;
     published = true;
+    if (call_mark_bytes_ != 0 && (call_sent_bytes_ += piece) >= call_mark_bytes_) {
+      call_mark_bytes_ = 0;
+      call_streams_ = stores_.Mark(ShmNowNs(), call_sent_bytes_);
+    }
   }
   if (published) RingDoorbell(peer_bell_);
   return Status::Ok();

@@ -415,6 +415,9 @@ class ShmChannel : public Channel {
   bool asking_ = false;            // wants_round_trips is set
   bool far_ = false;  // the producer's verdict (LinesAreFar), changed only as a call opens
   bool call_streams_;  // how the open call's pieces are written (streaming stores or not)
+  // The timed call's bytes sent so far, and where its mark lies (0: none,
+  // or passed; SlotStoreChooser::Mark).
+  size_t call_sent_bytes_ = 0, call_mark_bytes_ = 0;
   SlotStoreChooser stores_;
 
   bool send_by_address_ = false;

@@ -110,12 +110,23 @@ void ShmChannel::CallEnded() {
   const std::string sizes = c + 1 < SlotStoreChooser::kClasses
                                 ? std::to_string(floor_mib) + "-" + std::to_string(2 * floor_mib)
                                 : "over " + std::to_string(floor_mib);
+  const double other_us = stores_.estimate_ns_per_mib(c, !streams) / 1000;
+  if (other_us == 0) {
+    // The other kind's trial ended at its call's mark (SlotStoreChooser::Mark).
+    BATON_INFO(kLogShm,
+               "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB; with %s "
+               "ones the first part of a call took %.1f times as long)",
+               peer_rank_, sizes.c_str(), streams ? "streaming" : "cached",
+               stores_.estimate_ns_per_mib(c, streams) / 1000, streams ? "cached" : "streaming",
+               stores_.mark_ratio(c));
+    return;
+  }
   BATON_INFO(kLogShm,
              "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB, against "
              "%.0f with %s ones)",
              peer_rank_, sizes.c_str(), streams ? "streaming" : "cached",
-             stores_.estimate_ns_per_mib(c, streams) / 1000,
-             stores_.estimate_ns_per_mib(c, !streams) / 1000, streams ? "cached" : "streaming");
+             stores_.estimate_ns_per_mib(c, streams) / 1000, other_us,
+             streams ? "cached" : "streaming");
 }
 
 int64_t ShmChannel::MeasureAtConnect(bool first) {

@@ -26,7 +26,16 @@ double SlotStoreChooser::estimate_ns_per_mib(int c, bool streaming) const {
   return s.count() == 0 ? 0 : s.Estimate() * double(1 << 20);
 }
 
-bool SlotStoreChooser::Open(int c, size_t bytes, bool far, uint64_t now_ns, bool* measure) {
+double SlotStoreChooser::mark_ratio(int c) const {
+  const ClassState& s = classes_[c];
+  if (s.chosen < 0) return 0;
+  const Samples& chosen = s.marks[s.chosen];
+  const Samples& other = s.marks[1 - s.chosen];
+  return chosen.count() == 0 || other.count() == 0 ? 0 : other.Estimate() / chosen.Estimate();
+}
+
+bool SlotStoreChooser::Open(int c, size_t bytes, size_t ring_bytes, bool far, uint64_t now_ns,
+                            bool* measure) {
   ClassState& s = classes_[c];
   ++s.calls;
   if (s.chosen < 0) {
@@ -38,7 +47,7 @@ bool SlotStoreChooser::Open(int c, size_t bytes, bool far, uint64_t now_ns, bool
   if (!*measure) return s.chosen == 1;
   const int other = 1 - s.chosen;
   if (!s.decide && now_ns >= s.next_trial_ns && s.calls >= s.next_trial_call) {
-    s.modes[0] = s.modes[1] = Samples{};
+    s.modes[0] = s.modes[1] = s.marks[0] = s.marks[1] = Samples{};
     s.decide = true;
   }
   // While deciding, the kind with fewer samples goes next (the current one
@@ -51,7 +60,29 @@ bool SlotStoreChooser::Open(int c, size_t bytes, bool far, uint64_t now_ns, bool
   open_class_ = c;
   open_streams_ = mode == 1;
   open_bytes_ = bytes;
+  open_mark_bytes_ = std::max(bytes / kMarkFraction, ring_bytes * kMarkRings);
   open_ns_ = now_ns;
+  open_marked_ = open_cut_ = false;
+  open_report_ = -1;
+  return open_streams_;
+}
+
+bool SlotStoreChooser::Mark(uint64_t now_ns, size_t sent) {
+  const int c = open_class_;
+  if (c < 0 || open_marked_ || sent == 0) return open_streams_;
+  open_marked_ = true;
+  ClassState& s = classes_[c];
+  const int mode = open_streams_ ? 1 : 0;
+  s.marks[mode].Add(double(now_ns - open_ns_) / double(sent));
+  // A trial call of the other kind that reached the mark kClearlySlower
+  // times later than the current kind's did would end its trial when it
+  // ends (Ended); ending it here spares the rest of the call.
+  if (!s.decide || mode == s.chosen || s.marks[s.chosen].count() == 0 ||
+      s.marks[mode].Estimate() < s.marks[s.chosen].Estimate() * kClearlySlower)
+    return open_streams_;
+  open_cut_ = true;
+  open_report_ = Conclude(c, /*change=*/false, now_ns);
+  open_streams_ = s.chosen == 1;
   return open_streams_;
 }
 
@@ -69,6 +100,7 @@ int SlotStoreChooser::Ended(uint64_t now_ns) {
   if (c < 0 || open_bytes_ == 0) return -1;
   ClassState& s = classes_[c];
   open_class_ = -1;
+  if (open_cut_) return open_report_;
   s.modes[open_streams_ ? 1 : 0].Add(double(now_ns - open_ns_) / double(open_bytes_));
   if (!s.decide) return -1;
   const int other = 1 - s.chosen;
@@ -81,12 +113,17 @@ int SlotStoreChooser::Ended(uint64_t now_ns) {
       s.modes[other].count() > 0 && s.modes[s.chosen].count() > 0 &&
       s.modes[other].Estimate() >= s.modes[s.chosen].Estimate() * kClearlySlower;
   if (!clearly_slower && (s.modes[0].count() < 2 || s.modes[1].count() < 2)) return -1;
+  return Conclude(c, s.modes[other].Estimate() < s.modes[s.chosen].Estimate() * kSwitchBelow,
+                  now_ns);
+}
+
+int SlotStoreChooser::Conclude(int c, bool change, uint64_t now_ns) {
+  ClassState& s = classes_[c];
   s.decide = false;
   const bool first = !s.decided;
   s.decided = true;
-  const bool changed = s.modes[other].Estimate() < s.modes[s.chosen].Estimate() * kSwitchBelow;
-  if (changed) s.chosen = other;
-  if (changed || first) {
+  if (change) s.chosen = 1 - s.chosen;
+  if (change || first) {
     s.interval_ns = kFirstIntervalNs;
     s.interval_calls = kFirstIntervalCalls;
   } else {
@@ -95,7 +132,7 @@ int SlotStoreChooser::Ended(uint64_t now_ns) {
   }
   s.next_trial_ns = now_ns + s.interval_ns;
   s.next_trial_call = s.calls + s.interval_calls;
-  return changed || first ? c : -1;
+  return change || first ? c : -1;
 }
 
 }  // namespace baton

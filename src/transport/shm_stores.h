@@ -14,7 +14,12 @@
 // two, then takes the faster by their better calls (the other only if
 // under kSwitchBelow of the current: noise flips nothing), or stops at the
 // other kind's first call where that took kClearlySlower times the
-// current's (keeping the current). It decides again once both kInterval*
+// current's (keeping the current). A call also passes a mark partway
+// (Mark, once its ring has sent mark_bytes()); a trial call of the other
+// kind that reached it kClearlySlower times later than the current kind's
+// calls did ends the trial there, and the rest of that call goes by the
+// current kind: a clearly lost trial costs an eighth of a call, not a whole
+// one. It decides again once both kInterval*
 // have passed, doubling them while the choice holds (a trial of the other
 // kind costs one or two calls). Nothing here reads a clock or another
 // rank: the choice is this producer's own, and a ring's two ends need not
@@ -35,6 +40,11 @@ class SlotStoreChooser {
   static constexpr int kClasses = 6;
   static constexpr double kSwitchBelow = 0.95;
   static constexpr double kClearlySlower = 2.0;
+  // A call's mark: this fraction of its bytes, and at least kMarkRings
+  // times its ring's capacity (before that the producer only fills the
+  // ring, so its pace says little of the consumer's).
+  static constexpr size_t kMarkFraction = 8;
+  static constexpr size_t kMarkRings = 2;
   static constexpr uint64_t kFirstIntervalNs = 1000000000;
   static constexpr uint64_t kLastIntervalNs = 64 * kFirstIntervalNs;
   static constexpr uint32_t kFirstIntervalCalls = 64;
@@ -46,11 +56,17 @@ class SlotStoreChooser {
   // The smallest call of class `c`, for log lines.
   static size_t ClassFloorBytes(int c);
 
-  // As a call of `bytes`, of class `c`, opens at `now_ns`, the latency
-  // verdict being `far`: whether the call streams. *measure: whether to
-  // time it (the first call of a class touches its buffers for the first
-  // time and is not).
-  bool Open(int c, size_t bytes, bool far, uint64_t now_ns, bool* measure);
+  // As a call of `bytes`, of class `c`, opens at `now_ns` on a ring that
+  // holds `ring_bytes`, the latency verdict being `far`: whether the call
+  // streams. *measure: whether to time it (the first call of a class
+  // touches its buffers for the first time and is not).
+  bool Open(int c, size_t bytes, size_t ring_bytes, bool far, uint64_t now_ns, bool* measure);
+  // Where the measured call's mark lies, in bytes its ring sends (0: no
+  // call is measured, or its mark has passed).
+  size_t mark_bytes() const { return open_class_ >= 0 && !open_marked_ ? open_mark_bytes_ : 0; }
+  // The measured call's ring has sent `sent` bytes (at least mark_bytes())
+  // at `now_ns`: whether the rest of the call streams.
+  bool Mark(uint64_t now_ns, size_t sent);
   // The call measured last ended at `now_ns`. Returns its class when that
   // class's choice was made afresh (its first, or the first after
   // HostChanged) or changed (choice() and estimate_ns_per_mib() say to
@@ -65,6 +81,9 @@ class SlotStoreChooser {
   // for streaming (true) or cached stores, ns per MiB (0: none).
   int choice(int c) const { return classes_[c].chosen; }
   double estimate_ns_per_mib(int c, bool streaming) const;
+  // For class `c`: how many times later than the chosen kind's calls the
+  // other kind's reached the mark (0: not both measured there).
+  double mark_ratio(int c) const;
 
  private:
   struct Samples {
@@ -75,7 +94,8 @@ class SlotStoreChooser {
     double Estimate() const;
   };
   struct ClassState {
-    Samples modes[2];  // [0] cached, [1] streaming
+    Samples modes[2];  // [0] cached, [1] streaming: whole calls, ns per call byte
+    Samples marks[2];  // the same kinds' calls at their mark, ns per byte sent
     int chosen = -1;
     uint32_t calls = 0;
     bool decide = false;   // decide once both kinds have two samples
@@ -86,12 +106,20 @@ class SlotStoreChooser {
     uint32_t interval_calls = kFirstIntervalCalls;
   };
 
+  // Ends class `c`'s trial at `now_ns`, switching to the other kind where
+  // `change`. Returns c where the choice was made afresh or changed, else -1.
+  int Conclude(int c, bool change, uint64_t now_ns);
+
   ClassState classes_[kClasses];
   // The call being measured.
   int open_class_ = -1;
   bool open_streams_ = false;
   size_t open_bytes_ = 0;
+  size_t open_mark_bytes_ = 0;
   uint64_t open_ns_ = 0;
+  bool open_marked_ = false;  // its mark has passed
+  bool open_cut_ = false;     // its trial ended at the mark: its kinds were mixed
+  int open_report_ = -1;      // what Ended returns for a trial the mark ended
 };
 
 }  // namespace baton

@@ -19,21 +19,36 @@ constexpr size_t kCallBytes = size_t(64) << 20;
 
 // Drives a chooser with calls of kCallBytes whose time a function of the
 // kind of store (and of the call's number) gives, on a fake clock: each
-// call takes its time, then `gap_ns` pass before the next.
+// call takes its time, then `gap_ns` pass before the next. With `marks`,
+// a call's ring sends its bytes evenly over the call and passes its mark
+// (an eighth of the call: kRingBytes is small), where the rest may change
+// kind; without, the ring never gets there (a call whose ring carries
+// less than its mark).
 class Driver {
  public:
-  explicit Driver(bool far) : far_(far) {}
-  // Runs `n` calls; returns how many of them streamed.
+  explicit Driver(bool far, bool marks = true) : far_(far), marks_(marks) {}
+  // Runs `n` calls; returns how many of them streamed (opened streaming).
   int Run(int n, const std::function<uint64_t(bool streams, int call)>& ns_of,
           uint64_t gap_ns = 0) {
     int streamed = 0;
     for (int i = 0; i < n; ++i, ++calls_) {
       bool measure = false;
-      const bool streams = chooser_.Open(kClass, kCallBytes, far_, now_, &measure);
+      const bool streams = chooser_.Open(kClass, kCallBytes, kRingBytes, far_, now_, &measure);
       kinds_.push_back(streams);
       streamed += streams;
-      const uint64_t ns = ns_of(streams, calls_);
-      now_ += ns;
+      const size_t mark = chooser_.mark_bytes();
+      EXPECT_EQ(mark, measure ? kCallBytes / SlotStoreChooser::kMarkFraction : 0);
+      bool rest_streams = streams;
+      if (marks_ && mark != 0) {
+        now_ += ns_of(streams, calls_) / SlotStoreChooser::kMarkFraction;
+        rest_streams = chooser_.Mark(now_, mark);
+        EXPECT_EQ(chooser_.mark_bytes(), 0u);
+        now_ += ns_of(rest_streams, calls_) / SlotStoreChooser::kMarkFraction *
+                (SlotStoreChooser::kMarkFraction - 1);
+      } else {
+        now_ += ns_of(streams, calls_);
+      }
+      rest_kinds_.push_back(rest_streams);
       if (measure) {
         const int changed = chooser_.Ended(now_);
         if (changed >= 0) {
@@ -46,12 +61,15 @@ class Driver {
     return streamed;
   }
   static constexpr int kClass = 2;  // (32, 64] MiB
+  static constexpr size_t kRingBytes = size_t(1) << 20;
   SlotStoreChooser chooser_;
   bool far_;
+  bool marks_;
   uint64_t now_ = 0;
   int calls_ = 0;
-  std::vector<bool> kinds_;     // each call's
-  std::vector<int> decisions_;  // the calls that made or changed the choice
+  std::vector<bool> kinds_;       // each call's, as it opened
+  std::vector<bool> rest_kinds_;  // each call's after its mark
+  std::vector<int> decisions_;    // the calls that made or changed the choice
 };
 
 uint64_t Cost(bool streams, uint64_t streaming_ns, uint64_t cached_ns) {
@@ -219,13 +237,14 @@ TEST(SlotStoreChooser, AlternatingCallsDoNotMisleadIt) {
 }
 
 // A trial whose other kind takes kClearlySlower times the current one's
-// call ends after that one call, keeping the current kind: the first
+// call ends after that one call, keeping the current kind (calls whose ring
+// never reaches the mark; the next test has the mark): the first
 // decision and every later trial cost one call of the slow kind, not two
 // (this VM's slow spells: streaming 3.4x faster at 64 MiB). Under that
 // ratio the trial runs its four calls; a current kind that is the slow one
 // is still left only after two calls of each.
 TEST(SlotStoreChooser, AClearlySlowerTrialEndsAfterOneCall) {
-  Driver clear(/*far=*/true);  // streams first, as a far verdict says
+  Driver clear(/*far=*/true, /*marks=*/false);  // streams first, as a far verdict says
   auto slow_cached = [](bool s, int) { return Cost(s, 10 * kMs, 34 * kMs); };
   clear.Run(3, slow_cached);
   EXPECT_EQ(clear.kinds_, (std::vector<bool>{true, true, false}));
@@ -238,16 +257,85 @@ TEST(SlotStoreChooser, AClearlySlowerTrialEndsAfterOneCall) {
     EXPECT_FALSE(!clear.kinds_[i] && !clear.kinds_[i + 1]) << "two cached calls in a row at " << i;
   EXPECT_EQ(clear.chooser_.choice(Driver::kClass), 1);
   // 1.9x: the whole trial.
-  Driver close(/*far=*/true);
+  Driver close(/*far=*/true, /*marks=*/false);
   close.Run(5, [](bool s, int) { return Cost(s, 10 * kMs, 19 * kMs); });
   EXPECT_EQ(close.kinds_, (std::vector<bool>{true, true, false, true, false}));
   EXPECT_EQ(close.decisions_, std::vector<int>{4});
   // The current kind the slow one: two of each, then the switch.
-  Driver wrong(/*far=*/false);
+  Driver wrong(/*far=*/false, /*marks=*/false);
   wrong.Run(5, slow_cached);
   EXPECT_EQ(wrong.kinds_, (std::vector<bool>{false, false, true, false, true}));
   EXPECT_EQ(wrong.decisions_, std::vector<int>{4});
   EXPECT_EQ(wrong.chooser_.choice(Driver::kClass), 1);
+}
+
+// The same at the call's mark: a trial call of the other kind that reaches
+// it kClearlySlower times later than the current kind's call did goes on
+// in the current kind, and the trial ends there (the first decision too),
+// so a clearly lost trial costs an eighth of a call in the slow kind.
+// Under that ratio, or where the trial's kind is the faster, nothing
+// changes at the mark.
+TEST(SlotStoreChooser, AClearlySlowerTrialEndsAtItsMark) {
+  Driver clear(/*far=*/true);
+  auto slow_cached = [](bool s, int) { return Cost(s, 8 * kMs, 32 * kMs); };
+  clear.Run(3, slow_cached);
+  EXPECT_EQ(clear.kinds_, (std::vector<bool>{true, true, false}));
+  EXPECT_EQ(clear.rest_kinds_, (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(clear.decisions_, std::vector<int>{2});
+  EXPECT_EQ(clear.chooser_.choice(Driver::kClass), 1);
+  // Three calls: two at 8 ms, and the trial's an eighth at 32 and the rest at 8.
+  EXPECT_EQ(clear.now_, 2 * 8 * kMs + 4 * kMs + 7 * kMs);
+  EXPECT_DOUBLE_EQ(clear.chooser_.mark_ratio(Driver::kClass), 4.0);
+  // The trial's mixed call is not a sample of either kind.
+  EXPECT_EQ(clear.chooser_.estimate_ns_per_mib(Driver::kClass, false), 0);
+  EXPECT_DOUBLE_EQ(clear.chooser_.estimate_ns_per_mib(Driver::kClass, true), double(8 * kMs) / 64);
+  // Later trials alike: every cached call switches at its mark.
+  clear.Run(400, slow_cached, 20 * kMs);
+  int trials = 0;
+  for (size_t i = 3; i < clear.kinds_.size(); ++i) {
+    EXPECT_TRUE(clear.rest_kinds_[i]) << "call " << i;
+    trials += !clear.kinds_[i];
+  }
+  EXPECT_GE(trials, 2);
+  EXPECT_EQ(clear.chooser_.choice(Driver::kClass), 1);
+  EXPECT_EQ(clear.decisions_, std::vector<int>{2});
+  // 1.9x: the whole trial, every call whole.
+  Driver close(/*far=*/true);
+  close.Run(5, [](bool s, int) { return Cost(s, 10 * kMs, 19 * kMs); });
+  EXPECT_EQ(close.kinds_, (std::vector<bool>{true, true, false, true, false}));
+  EXPECT_EQ(close.rest_kinds_, close.kinds_);
+  EXPECT_EQ(close.decisions_, std::vector<int>{4});
+  EXPECT_EQ(close.chooser_.choice(Driver::kClass), 1);
+  // The current kind the slow one: its trial of the faster kind runs
+  // whole, two of each, then the switch.
+  Driver wrong(/*far=*/false);
+  wrong.Run(5, slow_cached);
+  EXPECT_EQ(wrong.kinds_, (std::vector<bool>{false, false, true, false, true}));
+  EXPECT_EQ(wrong.rest_kinds_, wrong.kinds_);
+  EXPECT_EQ(wrong.decisions_, std::vector<int>{4});
+  EXPECT_EQ(wrong.chooser_.choice(Driver::kClass), 1);
+}
+
+// Where the mark lies: an eighth of the call, and at least two rings' worth
+// of bytes; none for the class's first call, which is not timed.
+TEST(SlotStoreChooser, TheMarkIsAnEighthOfTheCallAndTwoRings) {
+  SlotStoreChooser chooser;
+  bool measure = true;
+  const size_t mib = size_t(1) << 20;
+  chooser.Open(2, 64 * mib, 4 * mib, false, 0, &measure);
+  EXPECT_FALSE(measure);
+  EXPECT_EQ(chooser.mark_bytes(), 0u);
+  chooser.Open(2, 64 * mib, 4 * mib, false, 1, &measure);
+  EXPECT_TRUE(measure);
+  EXPECT_EQ(chooser.mark_bytes(), 8 * mib);
+  chooser.Ended(2);
+  EXPECT_EQ(chooser.mark_bytes(), 0u);
+  chooser.Open(2, 64 * mib, 16 * mib, false, 3, &measure);
+  EXPECT_EQ(chooser.mark_bytes(), 32 * mib);
+  chooser.Ended(4);
+  chooser.Open(5, 512 * mib, 4 * mib, false, 5, &measure);
+  chooser.Open(5, 512 * mib, 4 * mib, false, 6, &measure);
+  EXPECT_EQ(chooser.mark_bytes(), 64 * mib);
 }
 
 }  // namespace
