@@ -1,5 +1,6 @@
 #include "api/handles.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -49,6 +50,25 @@ std::unique_ptr<T> Take(std::map<T*, std::unique_ptr<T>>& registry, T* handle) {
   return owned;
 }
 
+// Bumped under g_registry_mu whenever g_comms or a handle's communicator
+// changes: a thread's last lookup (LookupReadyComm) holds while it is
+// unchanged, so a call on the communicator it used last takes no lock.
+std::atomic<uint64_t> g_comms_generation{1};
+
+// This thread's last ready lookup. The communicator is held weakly: a
+// destroyed one is released when its last call ends, not when this thread
+// next looks something up.
+struct LastLookup {
+  batonComm* handle = nullptr;
+  uint64_t generation = 0;
+  std::weak_ptr<Communicator> comm;
+};
+thread_local LastLookup tls_last_lookup;
+
+void CommsChanged() {
+  g_comms_generation.fetch_add(1, std::memory_order_release);
+}
+
 thread_local std::string tls_last_error;
 thread_local std::string tls_last_error_copy;
 
@@ -75,6 +95,7 @@ CommLookup LookupCommState(batonComm_t handle) {
     }
     h.impl = std::move(h.creation->result);
     h.creation.reset();
+    CommsChanged();
     // A split or shrink learns its rank only now.
     h.rank = h.impl->rank();
     h.nranks = h.impl->nranks();
@@ -87,10 +108,20 @@ CommLookup LookupCommState(batonComm_t handle) {
 }
 
 bool LookupReadyComm(batonComm_t handle, std::shared_ptr<Communicator>* out) {
+  LastLookup& last = tls_last_lookup;
+  if (last.handle == handle &&
+      last.generation == g_comms_generation.load(std::memory_order_acquire)) {
+    // (Empty only where a destroy raced this call.)
+    *out = last.comm.lock();
+    if (*out) return true;
+  }
   std::lock_guard<std::mutex> lock(g_registry_mu);
   auto it = g_comms.find(handle);
   if (it == g_comms.end() || it->second->creation) return false;
   *out = it->second->impl;
+  last.handle = handle;
+  last.generation = g_comms_generation.load(std::memory_order_relaxed);
+  last.comm = *out;
   return true;
 }
 
@@ -123,6 +154,7 @@ batonComm_t RegisterComm(std::shared_ptr<Communicator> comm) {
   batonComm* raw = handle.get();
   std::lock_guard<std::mutex> lock(g_registry_mu);
   g_comms.emplace(raw, std::move(handle));
+  CommsChanged();
   return raw;
 }
 
@@ -134,6 +166,7 @@ batonComm_t RegisterCreation(std::shared_ptr<Creation> creation, int rank, int n
   batonComm* raw = handle.get();
   std::lock_guard<std::mutex> lock(g_registry_mu);
   g_comms.emplace(raw, std::move(handle));
+  CommsChanged();
   return raw;
 }
 
@@ -146,6 +179,7 @@ std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle,
     if (it == g_comms.end()) return nullptr;
     owned = std::move(it->second);
     g_comms.erase(it);
+    CommsChanged();
   }
   if (creation != nullptr) *creation = std::move(owned->creation);
   return std::move(owned->impl);

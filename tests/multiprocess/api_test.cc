@@ -432,10 +432,14 @@ TEST(ApiTest, CommSplitByParity) {
 }
 
 // The library keeps a registry of live handles: a destroyed (or never valid)
-// handle is rejected with batonInvalidArgument instead of being dereferenced.
+// handle is rejected with batonInvalidArgument instead of being dereferenced,
+// also right after calls through it (each thread remembers its last lookup).
 TEST(ApiTest, UseAfterDestroyIsRejected) {
   RunRanks(2, [](RankContext& ctx) {
     batonComm_t c = ctx.TakeComm();
+    int32_t before = 1;
+    MP_EXPECT_OK(ctx, batonAllReduce(&before, &before, 1, batonInt32, batonSum, c, nullptr));
+    MP_EXPECT_EQ(ctx, before, 2);
     MP_ASSERT_OK(ctx, batonCommDestroy(c));
     int32_t v = 1;
     int out = 0;
@@ -461,6 +465,44 @@ TEST(ApiTest, UseAfterDestroyIsRejected) {
     EXPECT_REJECTED(bogus, batonCommCount(bogus, &out));
     EXPECT_REJECTED(bogus, batonAllReduce(&v, &v, 1, batonInt32, batonSum, bogus, nullptr));
 #undef EXPECT_REJECTED
+  });
+}
+
+// Communicators made and destroyed in turn (a new one may get the handle
+// address of the one before): each call reaches the communicator its handle
+// names now, on this thread and on another, never one remembered from
+// before.
+TEST(ApiTest, HandlesReusedAfterDestroyReachTheirNewCommunicator) {
+  RunRanks(3, [](RankContext& ctx) {
+    const int rank = ctx.rank();
+    for (int round = 0; round < 6; ++round) {
+      ctx.SetStep("round " + std::to_string(round));
+      // Even rounds: all three ranks; odd: rank 2 alone, the others a pair.
+      const int color = round % 2 == 0 ? 0 : rank == 2 ? 1 : 0;
+      batonComm_t sub = nullptr;
+      MP_ASSERT_OK(ctx, batonCommSplit(ctx.comm(), color, rank, &sub, nullptr));
+      int count = 0;
+      MP_EXPECT_OK(ctx, batonCommCount(sub, &count));
+      const int want = round % 2 == 0 ? 3 : rank == 2 ? 1 : 2;
+      MP_EXPECT_EQ(ctx, count, want);
+      for (int call = 0; call < 3; ++call) {
+        int32_t v = rank + 1;
+        MP_EXPECT_OK(ctx, batonAllReduce(&v, &v, 1, batonInt32, batonSum, sub, nullptr));
+        MP_EXPECT_EQ(ctx, v, round % 2 == 0 ? 6 : 3);  // odd: 3 alone, 1 + 2 in the pair
+      }
+      int32_t other = 0;
+      std::thread([&] {
+        int32_t w = 10 * (rank + 1);
+        other =
+            batonAllReduce(&w, &w, 1, batonInt32, batonSum, sub, nullptr) == batonSuccess ? w : -1;
+      }).join();
+      MP_EXPECT_EQ(ctx, other, round % 2 == 0 ? 60 : 30);
+      MP_EXPECT_OK(ctx, batonCommDestroy(sub));
+      int32_t after = 1;
+      MP_EXPECT_EQ(ctx, batonAllReduce(&after, &after, 1, batonInt32, batonSum, sub, nullptr),
+                   batonInvalidArgument);
+    }
+    ExpectUsable(ctx, "splits made and destroyed in turn");
   });
 }
 
