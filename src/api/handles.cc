@@ -28,25 +28,35 @@ std::map<batonComm*, std::unique_ptr<batonComm>> g_comms;
 std::map<batonStream*, std::unique_ptr<batonStream>> g_streams;
 std::map<batonEvent*, std::unique_ptr<batonEvent>> g_events;
 
-// A new object owned by `registry`; its address is the handle.
+// Bumped under g_registry_mu whenever g_streams changes: a thread's last
+// live stream (StreamIsLive) holds while it is unchanged.
+std::atomic<uint64_t> g_streams_generation{1};
+
+// A new object owned by `registry`; its address is the handle. `generation`
+// (if any) counts the change.
 template <typename T>
-T* Register(std::map<T*, std::unique_ptr<T>>& registry) {
+T* Register(std::map<T*, std::unique_ptr<T>>& registry,
+            std::atomic<uint64_t>* generation = nullptr) {
   auto owned = std::make_unique<T>();
   T* raw = owned.get();
   std::lock_guard<std::mutex> lock(g_registry_mu);
   registry.emplace(raw, std::move(owned));
+  if (generation != nullptr) generation->fetch_add(1, std::memory_order_release);
   return raw;
 }
 
 // Removes handle from `registry` and hands its object over (nullptr when
-// unknown), to be freed by the caller outside the lock.
+// unknown), to be freed by the caller outside the lock; `generation` (if
+// any) counts the change before the object can go.
 template <typename T>
-std::unique_ptr<T> Take(std::map<T*, std::unique_ptr<T>>& registry, T* handle) {
+std::unique_ptr<T> Take(std::map<T*, std::unique_ptr<T>>& registry, T* handle,
+                        std::atomic<uint64_t>* generation = nullptr) {
   std::lock_guard<std::mutex> lock(g_registry_mu);
   auto it = registry.find(handle);
   if (it == registry.end()) return nullptr;
   std::unique_ptr<T> owned = std::move(it->second);
   registry.erase(it);
+  if (generation != nullptr) generation->fetch_add(1, std::memory_order_release);
   return owned;
 }
 
@@ -64,6 +74,13 @@ struct LastLookup {
   std::weak_ptr<Communicator> comm;
 };
 thread_local LastLookup tls_last_lookup;
+
+// This thread's last stream found live.
+struct LastStream {
+  batonStream* handle = nullptr;
+  uint64_t generation = 0;
+};
+thread_local LastStream tls_last_stream;
 
 void CommsChanged() {
   g_comms_generation.fetch_add(1, std::memory_order_release);
@@ -186,16 +203,23 @@ std::shared_ptr<Communicator> UnregisterComm(batonComm_t handle,
 }
 
 bool StreamIsLive(batonStream_t handle) {
+  LastStream& last = tls_last_stream;
+  if (handle != nullptr && last.handle == handle &&
+      last.generation == g_streams_generation.load(std::memory_order_acquire))
+    return true;
   std::lock_guard<std::mutex> lock(g_registry_mu);
-  return g_streams.count(handle) != 0;
+  if (g_streams.count(handle) == 0) return false;
+  last.handle = handle;
+  last.generation = g_streams_generation.load(std::memory_order_relaxed);
+  return true;
 }
 
 batonStream_t RegisterStream() {
-  return Register(g_streams);
+  return Register(g_streams, &g_streams_generation);
 }
 
 std::unique_ptr<batonStream> UnregisterStream(batonStream_t handle) {
-  return Take(g_streams, handle);
+  return Take(g_streams, handle, &g_streams_generation);
 }
 
 batonEvent_t RegisterEvent() {

@@ -106,6 +106,10 @@ TEST(ApiTest, IdleStream) {
     MP_EXPECT_OK(ctx, batonStreamDestroy(b));
     MP_EXPECT_OK(ctx, batonStreamQuery(a));
     MP_EXPECT_OK(ctx, batonStreamDestroy(a));
+    // A destroyed stream is rejected right after this thread used it.
+    MP_EXPECT_RESULT(ctx, batonStreamQuery(a), batonInvalidArgument);
+    MP_EXPECT_RESULT(ctx, batonStreamSynchronize(a), batonInvalidArgument);
+    MP_EXPECT_RESULT(ctx, batonStreamDestroy(a), batonInvalidArgument);
   });
 }
 
