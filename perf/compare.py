@@ -42,8 +42,9 @@ Roofline (the physical limit the table divides Baton's bus bandwidth by):
   shm   the memory roofline of an N-rank all-reduce: every input is read and every output
         written at least once, 2Nn bytes through memory for n bytes per rank, so busbw <=
         BW (N-1)/N^2 with BW the STREAM add bandwidth of all cores at once
-        (build/perf/stream_all_cores; one core's STREAM add is no bound for N ranks on all
-        cores). Without stream_all_cores: a numpy c = a + b on one core, labelled so;
+        (build/perf/stream_all_cores, the median of three runs' best, measured before each
+        configuration; one core's STREAM add is no bound for N ranks on all cores). Without
+        stream_all_cores: a numpy c = a + b on one core, labelled so;
   net   the tbf rate; one TCP stream's rate through the same namespaces is measured and reported
         beside it.
 
