@@ -66,8 +66,8 @@ std::unique_ptr<T> Take(std::map<T*, std::unique_ptr<T>>& registry, T* handle,
 std::atomic<uint64_t> g_comms_generation{1};
 
 // This thread's last ready lookup. The communicator is held weakly: a
-// destroyed one is released when its last call ends, not when this thread
-// next looks something up.
+// destroyed one is torn down when its last call ends, not when this thread
+// next looks something up (only its object's memory waits for that).
 struct LastLookup {
   batonComm* handle = nullptr;
   uint64_t generation = 0;
