@@ -123,10 +123,10 @@ void ShmChannel::CallEnded() {
   }
   BATON_INFO(kLogShm,
              "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB, against "
-             "%.0f with %s ones)",
+             "%.0f with %s ones; to the mark %.2f times as long)",
              peer_rank_, sizes.c_str(), streams ? "streaming" : "cached",
              stores_.estimate_ns_per_mib(c, streams) / 1000, other_us,
-             streams ? "cached" : "streaming");
+             streams ? "cached" : "streaming", stores_.mark_ratio(c));
 }
 
 int64_t ShmChannel::MeasureAtConnect(bool first) {
