@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 
 #include "base/cpu.h"
@@ -110,23 +111,22 @@ void ShmChannel::CallEnded() {
   const std::string sizes = c + 1 < SlotStoreChooser::kClasses
                                 ? std::to_string(floor_mib) + "-" + std::to_string(2 * floor_mib)
                                 : "over " + std::to_string(floor_mib);
+  const char* other = streams ? "cached" : "streaming";
   const double other_us = stores_.estimate_ns_per_mib(c, !streams) / 1000;
+  char against[128];
   if (other_us == 0) {
     // The other kind's trial ended at its call's mark (SlotStoreChooser::Mark).
-    BATON_INFO(kLogShm,
-               "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB; with %s "
-               "ones the first part of a call took %.1f times as long)",
-               peer_rank_, sizes.c_str(), streams ? "streaming" : "cached",
-               stores_.estimate_ns_per_mib(c, streams) / 1000, streams ? "cached" : "streaming",
-               stores_.mark_ratio(c));
-    return;
+    snprintf(against, sizeof(against),
+             "; with %s ones the first part of a call took %.1f times as long", other,
+             stores_.mark_ratio(c));
+  } else {
+    snprintf(against, sizeof(against),
+             ", against %.0f with %s ones; to the mark %.2f times as long", other_us, other,
+             stores_.mark_ratio(c));
   }
-  BATON_INFO(kLogShm,
-             "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB, against "
-             "%.0f with %s ones; to the mark %.2f times as long)",
+  BATON_INFO(kLogShm, "this rank -> rank %d: calls of %s MiB go by %s stores (%.0f us per MiB%s)",
              peer_rank_, sizes.c_str(), streams ? "streaming" : "cached",
-             stores_.estimate_ns_per_mib(c, streams) / 1000, other_us,
-             streams ? "cached" : "streaming", stores_.mark_ratio(c));
+             stores_.estimate_ns_per_mib(c, streams) / 1000, against);
 }
 
 int64_t ShmChannel::MeasureAtConnect(bool first) {

@@ -19,11 +19,11 @@
 // kind that reached it kClearlySlower times later than the current kind's
 // calls did ends the trial there, and the rest of that call goes by the
 // current kind: a clearly lost trial costs an eighth of a call, not a whole
-// one. It decides again once both kInterval*
-// have passed, doubling them while the choice holds (a trial of the other
-// kind costs one or two calls). Nothing here reads a clock or another
-// rank: the choice is this producer's own, and a ring's two ends need not
-// agree (the consumer reads both kinds alike).
+// one. It decides again once both kInterval* have passed, doubling them
+// while the choice holds (a trial costs two calls of the other kind, one,
+// or the first part of one). Nothing here reads a clock or another rank:
+// the choice is this producer's own, and a ring's two ends need not agree
+// (the consumer reads both kinds alike).
 #pragma once
 
 #include <cstddef>
