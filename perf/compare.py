@@ -393,7 +393,7 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
         log(f"== {config['name']}")
         results = {lib: {} for lib in libs}
         commands = {}
-        groups = size_groups(sizes)
+        groups = size_groups(sizes, iterations=lambda s: self.iterations(config, [s]))
         order = list(libs)
         for rep in range(self.args.reps):
             for g, (b, e, f, group_sizes) in enumerate(groups):

@@ -65,13 +65,24 @@ def geometric_runs(sizes):
     return runs
 
 
-def size_groups(sizes, limits=(64 << 10, 4 << 20)):
-    """Sizes grouped by magnitude (each group gets its own iteration count), then into sweeps."""
+def size_groups(sizes, limits=(64 << 10, 4 << 20), iterations=None):
+    """Sizes grouped by magnitude (each group gets its own iteration count), then into sweeps.
+
+    With iterations (a size's own iteration count), a group also ends before a size whose own
+    count is under a quarter of the group's first size's: a sweep runs every size with its largest
+    size's count, and 16 MiB timed with 256 MiB's two calls measures little but noise and the
+    first calls (a library's own warm-up or choice, for every library alike)."""
     groups = []
     bounds = [0] + list(limits) + [1 << 62]
     for lo, hi in zip(bounds, bounds[1:]):
         chunk = [s for s in sizes if lo < s <= hi]
-        groups.extend(geometric_runs(chunk))
+        while chunk:
+            n = len(chunk)
+            if iterations is not None:
+                first = iterations(chunk[0])
+                n = next((i for i, s in enumerate(chunk) if 4 * iterations(s) < first), n)
+            groups.extend(geometric_runs(chunk[:n]))
+            chunk = chunk[n:]
     return groups
 
 
