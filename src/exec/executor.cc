@@ -374,8 +374,11 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
     // After a real sleep, spin again briefly: more data tends to follow.
     spinner.Restart(Clock::now());
   }
-  for (Queue& q : queues)
-    if (q.is_send && q.channel->timing_call()) q.channel->CallEnded();
+  for (Queue& q : queues) {
+    if (!q.is_send) continue;
+    if (q.channel->timing_call()) q.channel->CallEnded();
+    q.channel->SendsEnded();
+  }
   return Status::Ok();
 }
 

@@ -99,6 +99,9 @@ class Channel {
   // run that call was part of.
   bool timing_call() const { return timing_call_; }
   virtual void CallEnded() { timing_call_ = false; }
+  // The run that just completed sent on this channel, and its next send
+  // comes with a later run: a hint to get ready for it.
+  virtual void SendsEnded() {}
 
  protected:
   bool timing_call_ = false;

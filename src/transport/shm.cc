@@ -393,6 +393,7 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
     cell.word.store(SlotWord(send_head_, size), std::memory_order_release);
     if (sampled && adaptive_ && gauge_.windows() == 0) AwaitEcho(send_head_, stamp);
     ++send_head_;
+    last_sent_piece_ = static_cast<uint32_t>(piece);
     *done += piece;
     published = true;
     if (call_mark_bytes_ != 0 && (call_sent_bytes_ += piece) >= call_mark_bytes_) {
@@ -402,6 +403,20 @@ Status ShmChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDesc
   }
   if (published) RingDoorbell(peer_bell_);
   return Status::Ok();
+}
+
+void ShmChannel::SendsEnded() {
+  // The next cell's polled line was last read by the consumer a lap ago:
+  // taking it back now spares the next run's publication that transfer
+  // (and the doorbell's fence the wait for it). Only where the last piece
+  // used that line alone (it fit there, or its data lay in the slot): with
+  // its data in the cell's further lines, the consumer's reads of those
+  // drew the prefetched line back and calls got slower
+  // (docs/performance.md, "The next cell taken back early").
+  constexpr size_t kPolledLineBytes = 64;
+  if (offsetof(ShmSlotCell, inline_data) + last_sent_piece_ <= kPolledLineBytes ||
+      last_sent_piece_ > kShmInlineBytes)
+    PrefetchForWrite(&send_ring_->cells[SlotIndex(send_head_, peer_->layout().nslots)]);
 }
 
 Status ShmChannel::ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) {

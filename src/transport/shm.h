@@ -368,6 +368,7 @@ class ShmChannel : public Channel {
   Status ProgressRecv(const RecvTarget& target, size_t bytes, size_t* done) override;
   Status PeekOpening(bool* ready, bool* tagged, CallDescriptor* tag) override;
   void CallEnded() override;
+  void SendsEnded() override;
 
  private:
   Status PeerGone() const;
@@ -408,6 +409,7 @@ class ShmChannel : public Channel {
   // holds now (the current call's once the ring has drained).
   uint32_t hot_piece_bytes_, call_piece_bytes_, piece_bytes_;
   uint64_t recv_tail_ = 0;         // consumer's view
+  uint32_t last_sent_piece_ = 0;   // the producer's last piece's size
   bool last_piece_large_ = false;  // the consumer's last piece was kShmSampleMinBytes or more
   LineTransferGauge gauge_;
   LineTransferGauge round_trips_;  // the producer's own, on its clock (AwaitEcho)
