@@ -84,6 +84,38 @@ struct Call {
   std::shared_ptr<const std::vector<size_t>> vcounts;
 };
 
+// Whether the call may reuse the schedule of the previous one with the
+// same key: not where the schedule depends on more than the key holds, a
+// PreMulSum scalar, a registration, or a v-collective's counts (copied per
+// call, so equal pointers may hold other counts), nor on staged buffers.
+bool Repeatable(const Call& call) {
+  const Builder& b = call.builder;
+  const CudaCallBuffers& buf = call.buffers;
+  return !b.premul && b.registered == nullptr && call.args.counts == nullptr &&
+         call.args.send_counts == nullptr && buf.send == call.args.send &&
+         buf.recv == call.args.recv;
+}
+
+Communicator::RepeatKey RepeatKeyOf(const Call& call) {
+  const Builder& b = call.builder;
+  const CudaCallBuffers& buf = call.buffers;
+  const auto s = reinterpret_cast<uintptr_t>(buf.send), r = reinterpret_cast<uintptr_t>(buf.recv);
+  Communicator::RepeatKey key{.args = call.args,
+                              .recv_from_send = s != 0 && r != 0 ? static_cast<intptr_t>(r - s) : 0,
+                              .has_send = s != 0,
+                              .has_recv = r != 0,
+                              .send_bytes = buf.send_bytes,
+                              .recv_bytes = buf.recv_bytes,
+                              .build = b.build,
+                              .peer = b.peer,
+                              .is_send = b.is_send,
+                              .call = b.call,
+                              .timeout_s = b.timeout_s};
+  key.args.send = nullptr;
+  key.args.recv = nullptr;
+  return key;
+}
+
 // The one routing decision: the device path takes device buffers and CUDA
 // streams; on the host a call runs here and now (no stream, no group), is
 // queued on its host stream, or waits for batonGroupEnd.
@@ -112,38 +144,16 @@ Status Route(const CallSite& site, const Call& call) {
         break;
     }
   }
-  if (!self && !on_device && site.stream == nullptr && !InGroup()) {
-    // Synchronous: build and run right here. Capturing by reference keeps
-    // the builder within std::function's inline storage, so the latency
-    // path allocates nothing.
+  const bool repeatable = !self && !on_device && !InGroup() && Repeatable(call);
+  if (repeatable && site.stream == nullptr) {
+    // Synchronous: build (if at all) and run right here. Capturing by
+    // reference keeps the builder within std::function's inline storage,
+    // so the latency path allocates nothing.
     auto build = [&call](Schedule* s) { call.builder(call.args, s); };
-    const Builder& b = call.builder;
-    // A call that repeats the previous one reuses its schedule, unless the
-    // schedule depends on more than the key holds: a PreMulSum scalar, a
-    // registration, or a v-collective's counts (copied per call, so equal
-    // pointers may hold other counts).
-    const CudaCallBuffers& buf = call.buffers;
-    if (!b.premul && b.registered == nullptr && call.args.counts == nullptr &&
-        call.args.send_counts == nullptr && buf.send == call.args.send &&
-        buf.recv == call.args.recv) {
-      const auto s = reinterpret_cast<uintptr_t>(buf.send),
-                 r = reinterpret_cast<uintptr_t>(buf.recv);
-      Communicator::RepeatKey key{
-          .args = call.args,
-          .recv_from_send = s != 0 && r != 0 ? static_cast<intptr_t>(r - s) : 0,
-          .has_send = s != 0,
-          .has_recv = r != 0,
-          .send_bytes = buf.send_bytes,
-          .recv_bytes = buf.recv_bytes,
-          .build = b.build,
-          .peer = b.peer,
-          .is_send = b.is_send,
-          .call = b.call,
-          .timeout_s = b.timeout_s};
-      key.args.send = nullptr;
-      key.args.recv = nullptr;
-      return site.comm->RunRepeatable(key, buf.send, buf.recv, build);
-    }
+    return site.comm->RunRepeatable(RepeatKeyOf(call), call.buffers.send, call.buffers.recv, build);
+  }
+  if (!self && !on_device && site.stream == nullptr && !InGroup()) {
+    auto build = [&call](Schedule* s) { call.builder(call.args, s); };
     return site.comm->Run(build);
   }
   Launch l;
@@ -160,6 +170,15 @@ Status Route(const CallSite& site, const Call& call) {
     l.build = [args = call.args, builder = call.builder, keep = call.vcounts](Schedule* s) {
       builder(args, s);
     };
+    if (repeatable) {
+      // On a host stream: the worker reuses the schedule as a synchronous
+      // caller would (building it again on every queued call cost more than
+      // the call itself at 8 B).
+      l.repeatable = true;
+      l.key = RepeatKeyOf(call);
+      l.send = call.buffers.send;
+      l.recv = call.buffers.recv;
+    }
   }
   return Submit(std::move(l));
 }

@@ -31,6 +31,23 @@ Status Execute(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
   return Status::Ok();
 }
 
+// Execute for a repeatable call: on the stream as on the calling thread, a
+// call like the previous one runs its kept schedule.
+Status ExecuteRepeatable(Launch launch) {
+  if (launch.stream == nullptr)
+    return launch.comm->RunRepeatable(launch.key, launch.send, launch.recv, launch.build);
+  launch.comm->AddPending();
+  const batonStream_t stream = launch.stream;
+  stream->impl.Enqueue([l = std::move(launch)]() {
+    SetLogRank(l.comm->rank());
+    Status st = l.comm->RunRepeatable(l.key, l.send, l.recv, l.build);
+    if (!st.ok()) l.comm->set_last_error(st.message());
+    l.comm->RemovePending();
+    return st;
+  });
+  return Status::Ok();
+}
+
 // A copy of `bytes` from `from` to `to` (a send to self met its receive).
 void AddSelfCopy(const void* from, void* to, size_t bytes, Schedule* s) {
   Op op;
@@ -114,6 +131,7 @@ Status Submit(Launch launch) {
     return InvalidUsage(
         "a send to or receive from this rank itself must be paired with its "
         "counterpart inside batonGroupStart/batonGroupEnd");
+  if (launch.repeatable) return ExecuteRepeatable(std::move(launch));
   return Execute(launch.comm, launch.stream, std::move(launch.build));
 }
 

@@ -36,6 +36,13 @@ struct Launch {
   // self_* fields.
   bool on_device = false;
   StagedPart device;
+  // A host call that may reuse the schedule of an identical previous one
+  // (Communicator::RunRepeatable): its key and buffers. Groups merge their
+  // calls and ignore this.
+  bool repeatable = false;
+  Communicator::RepeatKey key;
+  const void* send = nullptr;
+  const void* recv = nullptr;
 };
 
 // Launches now (on the calling thread, or queued on the host stream), or

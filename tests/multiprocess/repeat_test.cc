@@ -1,10 +1,11 @@
-// Repeated calls: a synchronous call equal to the previous one (same
+// Repeated calls: a call equal to the previous one (same
 // buffers, count, datatype, op, root, algorithm) runs the schedule built for
 // it then, without building it or its per-peer queues again
 // (Communicator::RunRepeatable). These tests repeat calls with new data each
 // time and interleave other calls, so a stale schedule, stale scratch or
 // stale queues show up as wrong results, for every forced algorithm and the
-// automatic choice, over shared memory and TCP.
+// automatic choice, over shared memory and TCP, on the calling thread and
+// queued on a host stream.
 #include <baton.h>
 
 #include <algorithm>
@@ -194,11 +195,75 @@ void SendRecvRepeats(RankContext& ctx) {
   }
 }
 
+// Repeats queued on a host stream, whose worker reuses schedules as a
+// synchronous caller does: per count, allreduces on slices that move by odd
+// steps, pairs of the same in-place call on the same slice (the second one
+// a repeat at the same address: n times the sum), the op changing midway,
+// then a synchronous call equal to the last queued one, and the stream
+// again, every result checked after the stream's synchronize.
+void StreamRepeats(RankContext& ctx) {
+  const int n = ctx.nranks(), rank = ctx.rank();
+  batonStream_t stream = nullptr;
+  MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
+  constexpr int kCalls = 24;
+  auto op_of = [](int it) { return it < kCalls / 2 ? batonSum : batonMax; };
+  // What slice `s` holds after the queued calls: its call's result; for
+  // the slice of a pair, the first call's result reduced again.
+  auto want = [&](int s, size_t i) {
+    const batonRedOp_t op = op_of(s);
+    float w = op == batonSum ? 0.0f : Input(0, s, i);
+    for (int r = 0; r < n; ++r)
+      w = op == batonSum ? w + Input(r, s, i) : std::max(w, Input(r, s, i));
+    return s % 4 == 2 && op == batonSum ? w * static_cast<float>(n) : w;
+  };
+  for (size_t count : {size_t{1}, size_t{7}, size_t{1000}, size_t{70001}}) {
+    const size_t stride = count + 3;
+    std::vector<float> send(stride * kCalls), recv(stride * kCalls);
+    for (int round = 0; round < 2; ++round) {
+      ctx.SetStep("stream repeats count " + std::to_string(count) + " round " +
+                  std::to_string(round));
+      for (int it = 0; it < kCalls; ++it) {
+        // Calls 2 and 3 of every four share one slice, in place.
+        const int slice = it % 4 == 3 ? it - 1 : it;
+        const bool in_place = it % 4 >= 2;
+        float* out = recv.data() + slice * stride;
+        float* in = in_place ? out : send.data() + slice * stride;
+        if (it % 4 != 3)
+          for (size_t i = 0; i < count; ++i) in[i] = Input(rank, it, i);
+        MP_ASSERT_OK(ctx,
+                     batonAllReduce(in, out, count, batonFloat32, op_of(it), ctx.comm(), stream));
+      }
+      MP_ASSERT_OK(ctx, batonStreamSynchronize(stream));
+      for (int s = 0; s < kCalls; ++s) {
+        if (s % 4 == 3) continue;
+        const float* out = recv.data() + s * stride;
+        for (size_t i = 0; i < count; ++i)
+          MP_ASSERT_EQ(ctx, out[i], want(s, i))
+              << "count " << count << " slice " << s << " element " << i;
+      }
+      // The last queued call's kind again, synchronously: the key the
+      // worker left, on the same slice.
+      ctx.SetStep("synchronous after the stream, count " + std::to_string(count));
+      float* out = recv.data() + (kCalls - 2) * stride;
+      for (size_t i = 0; i < count; ++i) out[i] = Input(rank, kCalls - 1, i);
+      MP_ASSERT_OK(ctx,
+                   batonAllReduce(out, out, count, batonFloat32, batonMax, ctx.comm(), nullptr));
+      for (size_t i = 0; i < count; ++i) {
+        float w = Input(0, kCalls - 1, i);
+        for (int r = 0; r < n; ++r) w = std::max(w, Input(r, kCalls - 1, i));
+        MP_ASSERT_EQ(ctx, out[i], w) << "count " << count << " element " << i;
+      }
+    }
+  }
+  MP_ASSERT_OK(ctx, batonStreamDestroy(stream));
+}
+
 void Body(RankContext& ctx) {
   AllReduceRepeats(ctx);
   MovingBuffers(ctx);
   AllGatherVCountsChange(ctx);
   SendRecvRepeats(ctx);
+  StreamRepeats(ctx);
 }
 
 struct Case {
