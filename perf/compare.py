@@ -382,13 +382,16 @@ exec $pin ip netns exec {self.tag}-h$i unshare --uts /bin/sh -c "hostname h$i &&
 
     def iterations(self, config, group_sizes):
         """Iteration count for a sweep: what fits --budget seconds per size, 2 to 1000 (the
-        upper end of OSU's and IMB's small-message loops; 200 timed a 0.2 us call over 40 us)."""
+        upper end of OSU's and IMB's small-message loops; 200 timed a 0.2 us call over 40 us),
+        or to 200 where ranks outnumber the cores (a small call there takes microseconds to,
+        for oneCCL's busy polling, milliseconds: 1100 calls of three sizes took it 50-90 s)."""
         if config["kind"] == "shm":
             latency, bandwidth = 20e-6, 2e9
         else:
             latency, bandwidth = 200e-6, config["rate_GBps"] * 1e9
         per_call = max(latency + 2 * s / bandwidth for s in group_sizes)
-        return max(2, min(1000, int(self.args.budget / per_call)))
+        most = 1000 if config["ranks"] <= (os.cpu_count() or 1) else 200
+        return max(2, min(most, int(self.args.budget / per_call)))
 
     def run_config(self, config, libs, sizes):
         log(f"== {config['name']}")
