@@ -172,8 +172,8 @@ Status Route(const CallSite& site, const Call& call) {
     };
     if (repeatable) {
       // On a host stream: the worker reuses the schedule as a synchronous
-      // caller would (building it again on every queued call cost more than
-      // the call itself at 8 B).
+      // caller does, instead of building it and the executor's queues again
+      // for every queued call.
       l.repeatable = true;
       l.key = RepeatKeyOf(call);
       l.send = call.buffers.send;
