@@ -541,6 +541,13 @@ def main(argv):
             finally:
                 if config["kind"] == "net":
                     runner.netns_down()
+            if config["kind"] == "shm" and roof["stream_GBps"]:
+                # Again after the runs: this VM's memory bandwidth moves with where the host puts
+                # the virtual CPUs (42-46 against 76-78 GB/s, docs/performance.md, "The roofline
+                # moves with the latency mode"), and a configuration's runs may span a switch.
+                after = runner.stream_bandwidth()[0]
+                roof["stream_after_GBps"] = after
+                log(f"roofline after the runs: {fmt(after)} GB/s")
             summary = summarize(results, label_of)
             name = config["name"]
             files = []
@@ -567,6 +574,12 @@ def main(argv):
             if roof["kind"] == "net":
                 extra = f"; one TCP stream measured at {fmt(roof.get('tcp_stream_GBps'))} GB/s"
             md.append(f"Roofline: {roof['label']} = {fmt(roof['GBps'])} GB/s{extra}.\n")
+            after = roof.get("stream_after_GBps")
+            if after and roof["stream_GBps"] and not 0.8 <= after / roof["stream_GBps"] <= 1.25:
+                md.append(f"STREAM read {fmt(after)} GB/s after this configuration's runs against "
+                          f"{fmt(roof['stream_GBps'])} before: the host moved its CPUs between "
+                          f"its modes meanwhile, so the roofline ratios below may hold for only "
+                          f"some of the runs.\n")
             if roof.get("latency_floor_us"):
                 md.append(f"Latency floor (sizes up to {FLOOR_MAX_BYTES} B): "
                           f"{fmt(roof['latency_floor_us'])} us per exchange of one cache line "
