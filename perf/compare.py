@@ -503,11 +503,13 @@ def main(argv):
           (" The torch.distributed libraries and Gloo reduce in place only: out of place, each "
            "call copies the input into the output first." if set(libs) & IN_PLACE_ONLY else "") +
           "\n"]
+    # The STREAM reading after the last configuration, where nothing ran since.
+    stream_since = None
     try:
         for config in configs:
             if config["kind"] == "shm":
                 # Measured next to each configuration, as the floor below.
-                stream = runner.stream_bandwidth()
+                stream = stream_since or runner.stream_bandwidth()
                 log(f"roofline: {stream[1]}: {fmt(stream[0])} GB/s")
                 p = config["ranks"]
                 bound = stream[0] * (p - 1) / p**2 if stream[0] and p > 1 else None
@@ -541,13 +543,15 @@ def main(argv):
             finally:
                 if config["kind"] == "net":
                     runner.netns_down()
+            stream_since = None
             if config["kind"] == "shm" and roof["stream_GBps"]:
                 # Again after the runs: this VM's memory bandwidth moves with where the host puts
                 # the virtual CPUs (42-46 against 76-78 GB/s, docs/performance.md, "The roofline
-                # moves with the latency mode"), and a configuration's runs may span a switch.
-                after = runner.stream_bandwidth()[0]
-                roof["stream_after_GBps"] = after
-                log(f"roofline after the runs: {fmt(after)} GB/s")
+                # moves with the latency mode), and a configuration's runs may span a switch.
+                # The next configuration starts from this reading.
+                stream_since = runner.stream_bandwidth()
+                roof["stream_after_GBps"] = stream_since[0]
+                log(f"roofline after the runs: {fmt(stream_since[0])} GB/s")
             summary = summarize(results, label_of)
             name = config["name"]
             files = []

@@ -145,15 +145,14 @@ Status Route(const CallSite& site, const Call& call) {
     }
   }
   const bool repeatable = !self && !on_device && !InGroup() && Repeatable(call);
-  if (repeatable && site.stream == nullptr) {
+  if (!self && !on_device && site.stream == nullptr && !InGroup()) {
     // Synchronous: build (if at all) and run right here. Capturing by
     // reference keeps the builder within std::function's inline storage,
     // so the latency path allocates nothing.
     auto build = [&call](Schedule* s) { call.builder(call.args, s); };
-    return site.comm->RunRepeatable(RepeatKeyOf(call), call.buffers.send, call.buffers.recv, build);
-  }
-  if (!self && !on_device && site.stream == nullptr && !InGroup()) {
-    auto build = [&call](Schedule* s) { call.builder(call.args, s); };
+    if (repeatable)
+      return site.comm->RunRepeatable(RepeatKeyOf(call), call.buffers.send, call.buffers.recv,
+                                      build);
     return site.comm->Run(build);
   }
   Launch l;

@@ -15,34 +15,17 @@ struct GroupState {
 };
 thread_local GroupState tls_group;
 
-// Runs a schedule now or on the stream; errors reach the communicator's
-// last-error text either way.
-Status Execute(const std::shared_ptr<Communicator>& comm, batonStream_t stream,
-               ScheduleBuilder build) {
-  if (stream == nullptr) return comm->Run(build);
+// Runs `run` (Status(Communicator&)) on the communicator now, or queues it
+// on the stream; errors reach the communicator's last-error text either way.
+template <typename RunFn>
+Status Execute(const std::shared_ptr<Communicator>& comm, batonStream_t stream, RunFn run) {
+  if (stream == nullptr) return run(*comm);
   comm->AddPending();
-  stream->impl.Enqueue([comm, build = std::move(build)]() {
+  stream->impl.Enqueue([comm, run = std::move(run)]() {
     SetLogRank(comm->rank());  // a stream may serve several communicators
-    Status st = comm->Run(build);
+    Status st = run(*comm);
     if (!st.ok()) comm->set_last_error(st.message());
     comm->RemovePending();
-    return st;
-  });
-  return Status::Ok();
-}
-
-// Execute for a repeatable call: on the stream as on the calling thread, a
-// call like the previous one runs its kept schedule.
-Status ExecuteRepeatable(Launch launch) {
-  if (launch.stream == nullptr)
-    return launch.comm->RunRepeatable(launch.key, launch.send, launch.recv, launch.build);
-  launch.comm->AddPending();
-  const batonStream_t stream = launch.stream;
-  stream->impl.Enqueue([l = std::move(launch)]() {
-    SetLogRank(l.comm->rank());
-    Status st = l.comm->RunRepeatable(l.key, l.send, l.recv, l.build);
-    if (!st.ok()) l.comm->set_last_error(st.message());
-    l.comm->RemovePending();
     return st;
   });
   return Status::Ok();
@@ -103,12 +86,14 @@ Status LaunchMerged(const std::shared_ptr<Communicator>& comm, const std::vector
     }
   }
   if (on_device) return CudaLaunchGroup(comm, stream, std::move(device_parts));
-  return Execute(comm, stream, [builders](Schedule* merged) {
-    for (const auto& b : builders) {
-      Schedule part;
-      b(&part);
-      merged->Append(std::move(part));
-    }
+  return Execute(comm, stream, [builders](Communicator& c) {
+    return c.Run([&builders](Schedule* merged) {
+      for (const auto& b : builders) {
+        Schedule part;
+        b(&part);
+        merged->Append(std::move(part));
+      }
+    });
   });
 }
 
@@ -131,8 +116,15 @@ Status Submit(Launch launch) {
     return InvalidUsage(
         "a send to or receive from this rank itself must be paired with its "
         "counterpart inside batonGroupStart/batonGroupEnd");
-  if (launch.repeatable) return ExecuteRepeatable(std::move(launch));
-  return Execute(launch.comm, launch.stream, std::move(launch.build));
+  // A repeatable call runs its kept schedule when it repeats the previous
+  // one, on the stream as on the calling thread.
+  if (launch.repeatable)
+    return Execute(
+        launch.comm, launch.stream,
+        [key = launch.key, send = launch.send, recv = launch.recv, build = std::move(launch.build)](
+            Communicator& c) { return c.RunRepeatable(key, send, recv, build); });
+  return Execute(launch.comm, launch.stream,
+                 [build = std::move(launch.build)](Communicator& c) { return c.Run(build); });
 }
 
 Status GroupEnd() {
