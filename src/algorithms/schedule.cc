@@ -54,6 +54,10 @@ void Schedule::Rebase(const void* send, size_t send_bytes, const void* recv, siz
     if (moved(op.reduce_with, op.bytes)) shift(&op.reduce_with);
     if (moved(op.copy_to, op.bytes)) shift(&op.copy_to);
   }
+  if (lines.valid) {
+    if (moved(static_cast<const uint8_t*>(lines.send), 1)) shift(&lines.send);
+    if (moved(static_cast<const uint8_t*>(lines.recv), 1)) shift(&lines.recv);
+  }
 }
 
 }  // namespace baton

@@ -76,6 +76,20 @@ struct RegisteredCall {
   SharedAllocInfo send_alloc, recv_alloc;
 };
 
+// An allreduce small enough for the lines (comm/lines.cc, ShmLines in
+// transport/shm.h): where every rank shares memory, the communicator runs
+// it there, each rank reading its peers' inputs where they wrote them,
+// instead of the schedule's ops, which stay for every other case. Set by
+// the call's builder.
+struct LinesCall {
+  bool valid = false;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  size_t count = 0;
+  batonDataType_t datatype = batonFloat32;
+  batonRedOp_t op = batonSum;
+};
+
 // The steps of one rank. Sends to a peer happen in the order they appear,
 // and so do receives from a peer: that order is the wire protocol, so the
 // schedules of two peers must list their messages to each other alike.
@@ -89,6 +103,8 @@ struct Schedule {
   Status build_error;
   // Set by the call's builder when its buffers are registered; see above.
   RegisteredCall registered;
+  // Set by the call's builder where the lines may carry it; see above.
+  LinesCall lines;
   // Seconds without progress before the run fails: the shortest of its
   // calls' own timeouts (batonCommSetCallTimeout); < 0: the communicator's.
   double timeout_s = -1;
@@ -161,6 +177,7 @@ struct Schedule {
     ops.clear();
     calls.clear();
     registered.valid = false;
+    lines.valid = false;
     timeout_s = -1;
     filled_used = 0;
     if (!build_error.ok()) [[unlikely]]

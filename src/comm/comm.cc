@@ -453,6 +453,8 @@ Status Communicator::RunLocked(const Schedule& schedule, bool unchanged) {
       return Fail(std::move(st));
     return RunRegisteredLocked(schedule);
   }
+  if (schedule.lines.valid && schedule.calls.size() == 1 && nranks_ > 1)
+    return RunLinesLocked(schedule);
   NumberCalls(schedule);
   if (nranks_ == 1) {
     RunLocalOps(schedule);

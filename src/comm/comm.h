@@ -208,6 +208,12 @@ class Communicator {
            CopyInChosen(config_.copy_in, cost_model_->Oversubscribed(), config_.algorithms);
   }
 
+  // The largest allreduce that runs on the lines (comm/lines.cc): every
+  // rank shares memory with every other; 0 where the lines are closed.
+  uint64_t lines_max_bytes() const {
+    return nranks_ > 1 && channels_ && channels_->has_mailboxes() ? config_.lines_max_bytes : 0;
+  }
+
   void RemovePending();
   void WaitPending();
 
@@ -267,6 +273,15 @@ class Communicator {
   // schedule as usual.
   Status RunRegisteredLocked(const Schedule& schedule);
   std::unique_ptr<HostIpcState> host_ipc_;  // guarded by run_mu_
+  // A small allreduce on the lines (comm/lines.cc): each rank publishes
+  // its input in its segment and reduces everyone's from theirs.
+  Status RunLinesLocked(const Schedule& schedule);
+  // Guarded by run_mu_: lines calls so far (the same on every rank),
+  // whether every peer is connected, and the reduction's buffers.
+  uint64_t lines_calls_ = 0;
+  bool lines_connected_ = false;
+  std::vector<const uint8_t*> lines_inputs_, lines_values_;
+  std::vector<uint8_t> lines_scratch_;
   // The single-copy path was refused by the kernel somewhere (host_cma.cc):
   // calls stop offering it (read without run_mu_ by launch/call.cc).
   std::atomic<bool> single_copy_refused_{false};

@@ -36,6 +36,8 @@ struct Builder {
   // Set only for the calls that take it: held by pointer so that making an
   // ordinary call does not clear the record's 184 bytes (the latency path).
   std::shared_ptr<const RegisteredCall> registered;
+  // A small allreduce that the lines may carry (comm/lines.cc).
+  bool lines = false;
   // The call's own timeout, taken when it is made (batonCommSetCallTimeout;
   // < 0: the communicator's).
   double timeout_s = -1;
@@ -57,6 +59,13 @@ struct Builder {
       for (size_t i = first; i < s->ops.size(); ++i) s->ops[i].call = index;
     s->calls.emplace_back();
     CopyCallDescriptor(&s->calls.back(), call);
+    if (lines && index == 0)
+      s->lines = {.valid = true,
+                  .send = a.send,
+                  .recv = a.recv,
+                  .count = a.count,
+                  .datatype = a.datatype,
+                  .op = a.op};
     if (registered && index == 0) [[unlikely]] {
       s->registered = *registered;
       // Ordinary buffers are read where the schedule's arguments point,
@@ -368,6 +377,13 @@ Status LaunchCollective(const CallSite& site, const CollectiveCall& c) {
   // chooses this collective's, the call runs as asked (as for copy-in,
   // CopyInChosen), as NCCL_ALGO holds for registered buffers too.
   const bool algorithm_open = !comm.config().algorithms.Restricts(c.collective);
+  // The lines first (comm/lines.cc): small allreduces between ranks that all
+  // share memory, whatever buffers each rank passes, so every rank decides
+  // alike (the size is the same everywhere; registration may not be).
+  // PreMulSum's scaled inputs (no IpcCall) stay on the slots.
+  call.builder.lines = call.ipc != nullptr && c.collective == Collective::kAllReduce &&
+                       algorithm_open && bytes != 0 && bytes <= comm.lines_max_bytes();
+  if (call.builder.lines) return Route(site, call);
   if (call.ipc != nullptr && algorithm_open && !comm.registrations().empty()) [[unlikely]]
     MarkRegistered(comm, c, ipc, bytes, &call);
   if (call.ipc != nullptr && !call.builder.registered) {

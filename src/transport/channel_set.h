@@ -30,6 +30,7 @@
 namespace baton {
 
 class ShmSegment;
+struct ShmLineBuffer;
 
 // Ranks that share memory: same host, and neither forced onto TCP.
 inline bool SharesMemory(const PeerInfo& a, const PeerInfo& b) {
@@ -212,6 +213,17 @@ class ChannelSet {
   // How this set's waiters poll before they sleep (TransportConfig::spin).
   const SpinPolicy& spin_policy() const { return config_.spin; }
   uint64_t PeerProgress(int peer) const;
+  // Small allreduces on the lines (comm/lines.cc; ShmLines in shm.h): this
+  // rank's buffer for lines call `call`, to fill and then publish, and a
+  // peer's. Only when every peer shares memory and is connected.
+  ShmLineBuffer* OwnLine(uint64_t call) const;
+  const ShmLineBuffer* PeerLine(int peer, uint64_t call) const;
+  // Says that this rank's buffer holds its input to lines call `call`
+  // (release), and wakes the peers that sleep waiting for it.
+  void PublishLine(ShmLineBuffer* line, uint64_t call);
+  // Whether `peer` has begun collective `call` (PublishCall's numbering) or
+  // a later one.
+  bool PeerReached(int peer, uint64_t call) const;
   // Single-copy collectives on ordinary buffers (comm/host_cma.cc): whether
   // this rank can read `peer`'s memory with process_vm_readv (0, or the
   // errno the kernel gave), and the pid to read it through. Only for

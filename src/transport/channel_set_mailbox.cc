@@ -1,5 +1,5 @@
-// The per-call mailboxes of registered collectives; see channel_set.h and
-// ShmCallMailbox in shm.h.
+// The per-call mailboxes of registered collectives and the lines of small
+// allreduces; see channel_set.h, ShmCallMailbox and ShmLines in shm.h.
 #include <cstring>
 
 #include "transport/channel_set.h"
@@ -64,6 +64,24 @@ void ChannelSet::SleepOnDoorbell(uint32_t seq, int timeout_ms) {
 
 uint64_t ChannelSet::PeerProgress(int peer) const {
   return peer_segments_[peer]->mailbox()->progress.load(std::memory_order_acquire);
+}
+
+ShmLineBuffer* ChannelSet::OwnLine(uint64_t call) const {
+  return &own_segment_->lines()->buffer[call & 1];
+}
+
+const ShmLineBuffer* ChannelSet::PeerLine(int peer, uint64_t call) const {
+  return &peer_segments_[peer]->lines()->buffer[call & 1];
+}
+
+void ChannelSet::PublishLine(ShmLineBuffer* line, uint64_t call) {
+  line->call.store(call, std::memory_order_release);
+  RingMappedPeers();
+}
+
+bool ChannelSet::PeerReached(int peer, uint64_t call) const {
+  const uint64_t s = peer_segments_[peer]->mailbox()->state.load(std::memory_order_acquire);
+  return (s >> 2) >= call;
 }
 
 }  // namespace baton

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/call_descriptor.h"
 #include "base/cpu.h"
 #include "base/status.h"
 #include "transport/channel.h"
@@ -257,7 +258,29 @@ struct ShmCallMailbox {
   alignas(kCacheLinePad) std::atomic<uint64_t> progress;
 };
 static_assert(sizeof(ShmSegmentHeader) <= kShmMailboxOffset, "the mailbox follows the header");
-static_assert(kShmMailboxOffset + sizeof(ShmCallMailbox) <= 4096, "rings start at 4096");
+
+// A rank's input to a small allreduce that every rank reads straight from
+// its peers' segments (comm/lines.cc): two buffers, the call's number
+// choosing one by its parity. The data starts in the line that holds the
+// number, so an input of up to 32 bytes crosses between cores as one
+// line. A rank writes call k + 2 into a buffer only after it has read
+// every peer's input to call k + 1, which each peer published after it
+// had read call k: so nobody still reads what it overwrites, and no second
+// meeting per call is needed.
+inline constexpr size_t kShmLineBufferBytes = 640;
+struct alignas(kCacheLinePad) ShmLineBuffer {
+  std::atomic<uint64_t> call;  // the lines call whose input `data` holds (0: none yet)
+  CallDescriptor descriptor;   // the call as this rank numbered it: ranks that disagree fail
+  uint8_t data[kShmLineBufferBytes - 8 - sizeof(CallDescriptor)];
+};
+struct ShmLines {
+  ShmLineBuffer buffer[2];
+};
+inline constexpr size_t kShmLinesOffset =
+    (kShmMailboxOffset + sizeof(ShmCallMailbox) + kCacheLinePad - 1) / kCacheLinePad *
+    kCacheLinePad;
+inline constexpr size_t kShmLineBytes = sizeof(ShmLineBuffer::data);
+static_assert(kShmLinesOffset + sizeof(ShmLines) <= 4096, "rings start at 4096");
 
 // A slot whose size has this bit set holds a CmaDescriptor instead of
 // data: the consumer reads the message straight out of the producer's
@@ -288,6 +311,7 @@ class ShmSegment {
   ShmCallMailbox* mailbox() const {
     return reinterpret_cast<ShmCallMailbox*>(base_ + kShmMailboxOffset);
   }
+  ShmLines* lines() const { return reinterpret_cast<ShmLines*>(base_ + kShmLinesOffset); }
   // The ring and slot geometry, taken from the header once (written by
   // InitShmSegment for our own segment, checked against the mapping's size
   // when a peer's is opened): addresses never depend on what a peer writes

@@ -355,15 +355,17 @@ TEST(RegisteredMismatch, CountsDiffer) {
         MP_ASSERT_OK(ctx, batonMemAlloc(&buf, 1 << 16));
         MP_ASSERT_OK(ctx, batonCommRegister(ctx.comm(), buf, 1 << 16, &h));
         // A first call that agrees: the path works before the mismatch.
+        // (Past BATON_LINES_MAX_BYTES: smaller allreduces take the lines.)
         MP_ASSERT_OK(ctx,
-                     batonAllReduce(buf, buf, 64, batonFloat32, batonSum, ctx.comm(), nullptr));
-        const size_t count = ctx.rank() == 1 ? 100 : 64;
+                     batonAllReduce(buf, buf, 640, batonFloat32, batonSum, ctx.comm(), nullptr));
+        const size_t count = ctx.rank() == 1 ? 1000 : 640;
         const batonResult_t r =
             batonAllReduce(buf, buf, count, batonFloat32, batonSum, ctx.comm(), nullptr);
         MP_EXPECT_EQ(ctx, r, batonInvalidUsage);
         MP_EXPECT_NE(ctx, ctx.LastError().find("disagree on the call"), std::string::npos)
             << ctx.LastError();
-        MP_EXPECT_NE(ctx, ctx.LastError().find("100 x float"), std::string::npos) << ctx.LastError();
+        MP_EXPECT_NE(ctx, ctx.LastError().find("1000 x float"), std::string::npos)
+            << ctx.LastError();
         batonComm_t comm = ctx.TakeComm();
         MP_EXPECT_OK(ctx, batonCommAbort(comm));
       },
