@@ -83,6 +83,7 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
   const LinesCall& c = schedule.lines;
   const size_t bytes = c.count * DatatypeSize(c.datatype);
   const uint64_t call = ++lines_calls_;
+  ch.set_lines_unfinished(call);
 
   // 1. The input and the numbered call into this rank's buffer, published
   // before the mailbox says this rank is in the collective: a peer that
@@ -90,7 +91,7 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
   record_published_ = true;  // the mailbox after the line
   NumberCalls(schedule);
   record_published_ = false;
-  ShmLineBuffer* mine = ch.OwnLine(call);
+  ShmLineBuffer* mine = &ch.OwnLines()->buffer[call & 1];
   std::memcpy(mine->data, c.send, bytes);
   mine->descriptor = numbered_[0];
   ch.PublishLine(mine, call);
@@ -113,14 +114,20 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
       lines_inputs_[q] = static_cast<const uint8_t*>(c.send);
       continue;
     }
-    const ShmLineBuffer* line = ch.PeerLine(q, call);
-    auto arrived = [&] { return line->call.load(std::memory_order_acquire) == call; };
+    const ShmLines* lines = ch.PeerLines(q);
+    const ShmLineBuffer* line = &lines->buffer[call & 1];
+    auto published = [&] { return line->call.load(std::memory_order_acquire) == call; };
+    // The peer gave up its communicator before it finished this call.
+    auto gave_up = [&] {
+      const uint64_t at = lines->gave_up.load(std::memory_order_acquire);
+      return at != 0 && at <= call;
+    };
     // A small call's line is usually on its way: poll it alone first (no
     // clock, no other line), unless the core is crowded, where the wait
     // below gives the core to the peer at once.
-    if (!arrived() && ch.spin_policy().yield_interval.count() > 0)
-      for (int i = 0; i < kFastPolls && !arrived(); ++i) CpuRelax();
-    if (!arrived()) {
+    if (!published() && ch.spin_policy().yield_interval.count() > 0)
+      for (int i = 0; i < kFastPolls && !published(); ++i) CpuRelax();
+    if (!published()) {
       bool elsewhere = false;
       uint32_t polls = 0;
       const PeerJudge judge = [&](int peer, const CallState& state, std::string* behind) {
@@ -129,16 +136,16 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
       Status st = WaitForPeer(
           ch, q, timeout_s, "collective " + std::to_string(collective_calls_),
           [&] {
-            if (arrived()) return true;
+            if (published() || gave_up()) return true;
             // In this collective or past it, and no line for it: the peer
             // ran it on the slots, so it called something else. Looked at
             // now and then only: reading the peer's mailbox line makes its
             // next store there fetch the line back.
             if ((++polls & 255) != 0) return false;
-            elsewhere = ch.PeerReached(q, collective_seq_) && !arrived();
+            elsewhere = ch.PeerReached(q, collective_seq_) && !published() && !gave_up();
             return elsewhere;
           },
-          &judge);
+          &judge, timeout_s != config_.timeout_s);
       if (!st.ok()) return fail(std::move(st));
       if (elsewhere)
         return fail(InvalidUsage(
@@ -147,6 +154,13 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
             DescribeCall(numbered_[0]) + " and rank " + std::to_string(q) +
             " a call of another size or kind (the ranks called different collectives or "
             "counts)"));
+    }
+    if (gave_up()) [[unlikely]] {  // before it finished this call: it fails there
+      FailureNote note;
+      ch.SweepControl();
+      if (ch.NoteFrom(q, &note)) return fail(note.AsStatus());
+      return fail(RemoteError("rank " + std::to_string(q) + " gave up the communicator during " +
+                              DescribeCall(numbered_[0])));
     }
     if (line->descriptor != numbered_[0]) [[unlikely]] {
       CallMismatch found;
@@ -164,10 +178,11 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
   // (they published this call's lines since): take its lines back now, so
   // that the next call's stores, and the fence after them, wait for no
   // other core (as the slots do at a run's end, ShmChannel::SendsEnded).
-  const auto* next = reinterpret_cast<const uint8_t*>(ch.OwnLine(call + 1));
+  const auto* next = reinterpret_cast<const uint8_t*>(&ch.OwnLines()->buffer[(call + 1) & 1]);
   constexpr size_t kLine = 64;  // the shortest line of the CPUs Baton runs on
   for (size_t at = 0; at < offsetof(ShmLineBuffer, data) + bytes; at += kLine)
     PrefetchForWrite(next + at);
+  ch.set_lines_unfinished(call + 1);
   EndCalls(batonSuccess);
   return Status::Ok();
 }

@@ -455,6 +455,11 @@ void ChannelSet::Abort(const FailureNote* note) {
       if (p != note->origin) SendControl(p, frame);
     note_forwarded_.store(true, std::memory_order_release);
   }
+  if (own_segment_) {
+    // After the notes: a peer that sees this finds the note on its socket.
+    own_segment_->lines()->gave_up.store(lines_unfinished_.load(std::memory_order_relaxed),
+                                         std::memory_order_release);
+  }
   for (int p = 0; p < nranks_; ++p)
     if (connected(p))
       for (int fd : peer_fds_[p]) shutdown(fd, SHUT_RDWR);

@@ -31,6 +31,7 @@ namespace baton {
 
 class ShmSegment;
 struct ShmLineBuffer;
+struct ShmLines;
 
 // Ranks that share memory: same host, and neither forced onto TCP.
 inline bool SharesMemory(const PeerInfo& a, const PeerInfo& b) {
@@ -214,16 +215,21 @@ class ChannelSet {
   const SpinPolicy& spin_policy() const { return config_.spin; }
   uint64_t PeerProgress(int peer) const;
   // Small allreduces on the lines (comm/lines.cc; ShmLines in shm.h): this
-  // rank's buffer for lines call `call`, to fill and then publish, and a
-  // peer's. Only when every peer shares memory and is connected.
-  ShmLineBuffer* OwnLine(uint64_t call) const;
-  const ShmLineBuffer* PeerLine(int peer, uint64_t call) const;
-  // Says that this rank's buffer holds its input to lines call `call`
-  // (release), and wakes the peers that sleep waiting for it.
+  // rank's lines and a peer's. Only when every peer shares memory and is
+  // connected.
+  ShmLines* OwnLines() const;
+  const ShmLines* PeerLines(int peer) const;
+  // Says that this rank's buffer `line` holds its input to lines call
+  // `call` (release), and wakes the peers that sleep waiting for it.
   void PublishLine(ShmLineBuffer* line, uint64_t call);
   // Whether `peer` has begun collective `call` (PublishCall's numbering) or
   // a later one.
   bool PeerReached(int peer, uint64_t call) const;
+  // The first lines call this rank has not finished, which Abort publishes
+  // (ShmLines::gave_up).
+  void set_lines_unfinished(uint64_t call) {
+    lines_unfinished_.store(call, std::memory_order_relaxed);
+  }
   // Single-copy collectives on ordinary buffers (comm/host_cma.cc): whether
   // this rank can read `peer`'s memory with process_vm_readv (0, or the
   // errno the kernel gave), and the pid to read it through. Only for
@@ -297,6 +303,7 @@ class ChannelSet {
   std::vector<int> notes_from_;        // peers whose note arrived
   FailureNote first_note_;
   std::atomic<bool> note_arrived_{false};
+  std::atomic<uint64_t> lines_unfinished_{1};
   FailedSet failed_;  // guarded by control_mu_
   std::atomic<int> failed_count_{0};
   std::vector<CallState> peer_state_;             // their last answers

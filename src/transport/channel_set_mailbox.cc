@@ -66,12 +66,12 @@ uint64_t ChannelSet::PeerProgress(int peer) const {
   return peer_segments_[peer]->mailbox()->progress.load(std::memory_order_acquire);
 }
 
-ShmLineBuffer* ChannelSet::OwnLine(uint64_t call) const {
-  return &own_segment_->lines()->buffer[call & 1];
+ShmLines* ChannelSet::OwnLines() const {
+  return own_segment_->lines();
 }
 
-const ShmLineBuffer* ChannelSet::PeerLine(int peer, uint64_t call) const {
-  return &peer_segments_[peer]->lines()->buffer[call & 1];
+const ShmLines* ChannelSet::PeerLines(int peer) const {
+  return peer_segments_[peer]->lines();
 }
 
 void ChannelSet::PublishLine(ShmLineBuffer* line, uint64_t call) {

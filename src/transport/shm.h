@@ -275,6 +275,11 @@ struct alignas(kCacheLinePad) ShmLineBuffer {
 };
 struct ShmLines {
   ShmLineBuffer buffer[2];
+  // 0, or the first lines call this rank had not finished when it gave up
+  // its communicator (written after its failure notes): a peer waiting for
+  // that call's line, or a later one, fails at once instead of at its
+  // deadline, and one still reading an earlier call finishes it.
+  alignas(kCacheLinePad) std::atomic<uint64_t> gave_up;
 };
 inline constexpr size_t kShmLinesOffset =
     (kShmMailboxOffset + sizeof(ShmCallMailbox) + kCacheLinePad - 1) / kCacheLinePad *
