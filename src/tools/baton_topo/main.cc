@@ -310,9 +310,16 @@ int main(int argc, char** argv) {
     printf(" %s", baton::LinkClassName(topology.Link(ring[i], ring[(i + 1) % ranks])));
   printf("\n");
   PrintAlgorithms(model, table, opt.hosts, ranks);
+  // Small allreduces between ranks of one host take the lines (comm/lines.cc).
+  const bool crowded = model.Oversubscribed();
+  if (opt.hosts == 1 && ranks > 1 && settings.lines_max_bytes != 0 &&
+      !filter.Restricts(baton::Collective::kAllReduce))
+    printf(
+        "all buffers: allreduce up to %zu bytes (but PreMulSum) reads each rank's input from its "
+        "lines (BATON_LINES_MAX_BYTES), not the table\n",
+        static_cast<size_t>(settings.lines_max_bytes));
   // Registered buffers (comm/host_ipc.h) skip the table from a size that
   // depends on the ranks per core.
-  const bool crowded = model.Oversubscribed();
   if (opt.hosts == 1 && ranks > 1) {
     const bool machine = settings.registered_min_bytes == baton::kSizeFromMachine;
     const uint64_t from = baton::RegisteredMinBytes(settings.registered_min_bytes, crowded);
