@@ -130,6 +130,8 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
     if (!published()) {
       bool elsewhere = false;
       uint32_t polls = 0;
+      const std::string stall = DescribeCall(numbered_[0]) + " while waiting for rank " +
+                                std::to_string(q) + "'s input on its lines";
       const PeerJudge judge = [&](int peer, const CallState& state, std::string* behind) {
         return CheckPeerState(rank_, peer, executor_->Label(peer), numbered_, state, behind);
       };
@@ -145,7 +147,7 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
             elsewhere = ch.PeerReached(q, collective_seq_) && !published() && !gave_up();
             return elsewhere;
           },
-          &judge, timeout_s != config_.timeout_s);
+          &judge, timeout_s != config_.timeout_s, &stall);
       if (!st.ok()) return fail(std::move(st));
       if (elsewhere)
         return fail(InvalidUsage(

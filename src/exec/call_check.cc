@@ -86,4 +86,18 @@ Status CheckPeerState(int me, int peer, const std::string& peer_label,
   return Status::Ok();
 }
 
+Status CheckPeerMovedOn(int me, int peer, const std::vector<CallDescriptor>& mine,
+                        const CallState& theirs) {
+  const CallDescriptor* last = nullptr;
+  for (const CallDescriptor& c : mine)
+    if (c.kind != kCallKindPointToPoint && (last == nullptr || c.seq > last->seq)) last = &c;
+  if (last == nullptr || theirs.call.kind == kCallKindPointToPoint || theirs.call.seq <= last->seq)
+    return Status::Ok();
+  const std::string us = "rank " + std::to_string(me), them = "rank " + std::to_string(peer);
+  return InvalidUsage("collective mismatch between " + them + " and " + us + ": " + us +
+                      " still waits for data of " + DescribeCall(*last) + " from " + them +
+                      ", which has moved on to " + DescribeCall(theirs.call) +
+                      " (the ranks called different collectives, roots or counts)");
+}
+
 }  // namespace baton

@@ -34,4 +34,13 @@ Status CheckPeerState(int me, int peer, const std::string& peer_label,
                       const std::vector<CallDescriptor>& mine, const CallState& theirs,
                       std::string* behind);
 
+// For a peer this rank still waits for data from over shared memory, in its
+// run of the calls `mine` (numbered): a peer that answers from a collective
+// after all of them has left them, and its sends for them were in the ring
+// before it did, so what is missing never comes: the ranks called different
+// things (a rank ahead on the lines, comm/lines.cc, puts nothing on the
+// rings that would show it). The error then, else Ok.
+Status CheckPeerMovedOn(int me, int peer, const std::vector<CallDescriptor>& mine,
+                        const CallState& theirs);
+
 }  // namespace baton

@@ -342,6 +342,14 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
         if (p == rank || !channels_->PeerState(p, asked_at, &state)) continue;
         BATON_RETURN_IF_ERROR(CheckPeerState(rank, p, Label(p), calls, state, &behind));
       }
+      for (const Queue& q : queues) {
+        if (q.is_send || q.cursor >= q.ops.size() || !ready(ops[q.ops[q.cursor]]) ||
+            q.channel->kind() != Channel::Kind::kShm)
+          continue;
+        CallState state;
+        if (channels_->PeerState(q.peer, asked_at, &state))
+          BATON_RETURN_IF_ERROR(CheckPeerMovedOn(rank, q.peer, calls, state));
+      }
     }
 
     // Collect what the stalled queue heads wait for.

@@ -291,29 +291,7 @@ TEST(CopyInTimeout, NamesTheRankThatNeverCame) {
   options.env.push_back({"BATON_TIMEOUT", "3"});
   options.deadline = std::chrono::seconds(60);
   RunRanks(
-      3,
-      [](RankContext& ctx) {
-        std::vector<float> buf(4096, 1.0f);
-        MP_ASSERT_OK(ctx, batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32, batonSum,
-                                         ctx.comm(), nullptr));
-        if (ctx.rank() == 2) {
-          sleep(6);
-        } else {
-          const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32,
-                                                 batonSum, ctx.comm(), nullptr);
-          const std::string message = ctx.LastError();
-          MP_EXPECT_EQ(ctx, r, batonTimeout) << message;
-          MP_EXPECT_NE(ctx, message.find("within 3 s (BATON_TIMEOUT)"), std::string::npos)
-              << message;
-          MP_EXPECT_NE(ctx, message.find("rank 2 (pid"), std::string::npos) << message;
-          MP_EXPECT_NE(ctx, message.find("has not entered allreduce #2"), std::string::npos)
-              << message;
-          MP_EXPECT_NE(ctx, message.find("its last call is allreduce #1"), std::string::npos)
-              << message;
-        }
-        MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
-      },
-      options);
+      3, [](RankContext& ctx) { baton_test::LateRankIsNamed(ctx, 4096, 3, 2); }, options);
 }
 
 // BATON_COPY_IN=0: the slots.

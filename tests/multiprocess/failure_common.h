@@ -70,6 +70,36 @@ inline void ExpectFailedThenAbort(RankContext& ctx, batonResult_t r, double elap
   MP_EXPECT_LT(ctx, SecondsSince(abort_start), 10.0) << " s in batonCommAbort";
 }
 
+// One rank's part in a late-rank test, with BATON_TIMEOUT=timeout_s: an
+// allreduce of `count` floats that every rank joins, then rank `late`
+// sleeps past the timeout while the others call the next one, whose timeout
+// must name it as the rank that has not entered allreduce #2, with its last
+// call, as the executor's verdict does; then abort.
+inline void LateRankIsNamed(RankContext& ctx, size_t count, int timeout_s, int late) {
+  std::vector<float> buf(count, 1.0f);
+  MP_ASSERT_OK(ctx, batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32, batonSum,
+                                   ctx.comm(), nullptr));
+  if (ctx.rank() == late) {
+    std::this_thread::sleep_for(std::chrono::seconds(timeout_s + 3));
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32,
+                                           batonSum, ctx.comm(), nullptr);
+    const std::string message = ctx.LastError();
+    const std::string who = "rank " + std::to_string(late) + " (pid";
+    MP_EXPECT_EQ(ctx, r, batonTimeout) << message;
+    MP_EXPECT_LT(ctx, SecondsSince(start), timeout_s + 5.0) << message;
+    MP_EXPECT_NE(ctx, message.find(" " + std::to_string(timeout_s) + " s (BATON_TIMEOUT)"),
+                 std::string::npos)
+        << message;
+    MP_EXPECT_NE(ctx, message.find(who), std::string::npos) << message;
+    MP_EXPECT_NE(ctx, message.find("has not entered allreduce #2"), std::string::npos) << message;
+    MP_EXPECT_NE(ctx, message.find("its last call is allreduce #1"), std::string::npos) << message;
+    if (ctx.rank() == 0) ctx.Log(message);
+  }
+  MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+}
+
 // Raises `sig` in this process after 50 ms, from a thread of its own, so
 // that it lands in the middle of whatever the rank is doing by then.
 inline void RaiseSoon(int sig) {

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "common/mp_harness.h"
+#include "multiprocess/failure_common.h"
 
 namespace {
 
@@ -174,29 +175,7 @@ TEST_P(LateRankTest, TimeoutNamesTheRankThatNeverCame) {
   options.env = {{"BATON_TRANSPORT", GetParam()}, {"BATON_TIMEOUT", std::to_string(kShortTimeout)}};
   options.deadline = std::chrono::seconds(60);
   RunRanks(
-      4,
-      [](RankContext& ctx) {
-        std::vector<float> buf(4096, 1.0f);
-        MP_ASSERT_OK(ctx, batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32, batonSum,
-                                         ctx.comm(), nullptr));
-        if (ctx.rank() == kOddRank) {
-          std::this_thread::sleep_for(std::chrono::seconds(kShortTimeout + 3));
-        } else {
-          const auto start = std::chrono::steady_clock::now();
-          const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32,
-                                                 batonSum, ctx.comm(), nullptr);
-          const std::string message = ctx.LastError();
-          MP_EXPECT_EQ(ctx, r, batonTimeout) << message;
-          MP_EXPECT_LT(ctx, SecondsSince(start), kShortTimeout + 5.0) << message;
-          MP_EXPECT_NE(ctx, message.find("rank 2 (pid"), std::string::npos) << message;
-          MP_EXPECT_NE(ctx, message.find("has not entered allreduce #2"), std::string::npos)
-              << message;
-          MP_EXPECT_NE(ctx, message.find("its last call is allreduce #1"), std::string::npos)
-              << message;
-          if (ctx.rank() == 0) ctx.Log(message);
-        }
-        MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
-      },
+      4, [](RankContext& ctx) { baton_test::LateRankIsNamed(ctx, 4096, kShortTimeout, kOddRank); },
       options);
 }
 
