@@ -13,6 +13,7 @@
 // and the same bits as the slots give.
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "base/cpu.h"
@@ -96,18 +97,15 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
   mine->descriptor = numbered_[0];
   ch.PublishLine(mine, call);
   ch.PublishCall(collective_seq_, nullptr, 0);
-  if (config_.check) [[unlikely]] {
-    if (Status st = CheckAgreementLocked(schedule.timeout_s); !st.ok()) {
-      EndCalls(st.code());
-      return Fail(std::move(st));
-    }
-  }
-
-  // 2. Every peer's line for this call, in rank order.
   auto fail = [&](Status st) {
     EndCalls(st.code());
     return Fail(std::move(st));
   };
+  if (config_.check) [[unlikely]] {
+    if (Status st = CheckAgreementLocked(schedule.timeout_s); !st.ok()) return fail(std::move(st));
+  }
+
+  // 2. Every peer's line for this call, in rank order.
   lines_inputs_.resize(nranks_);
   for (int q = 0; q < nranks_; ++q) {
     if (q == rank_) {
@@ -130,8 +128,11 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
     if (!published()) {
       bool elsewhere = false;
       uint32_t polls = 0;
-      const std::string stall = DescribeCall(numbered_[0]) + " while waiting for rank " +
-                                std::to_string(q) + "'s input on its lines";
+      // (Words made only for an error: a crowded core waits here on most calls.)
+      const std::function<std::string()> stall = [&] {
+        return DescribeCall(numbered_[0]) + " while waiting for rank " + std::to_string(q) +
+               "'s input on its lines";
+      };
       const PeerJudge judge = [&](int peer, const CallState& state, std::string* behind) {
         return CheckPeerState(rank_, peer, executor_->Label(peer), numbered_, state, behind);
       };

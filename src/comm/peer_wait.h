@@ -29,12 +29,13 @@ using PeerJudge = std::function<Status(int peer, const CallState& state, std::st
 // a record, as the executor's waits do (docs/design.md, "Waiting"). With a
 // `judge`, the timeout says where the peer is, as the executor's does;
 // `own_timeout`: timeout_s is the call's own (batonCommSetCallTimeout);
-// with `stall` (a call and what it waits for), the timeout is worded as the
-// executor words its own ("no progress for 3 s ... in <stall>; <verdict>").
+// with `stall` (it says the call and what it waits for; asked only at the
+// deadline), the timeout is worded as the executor words its own ("no
+// progress for 3 s ... in <stall()>; <verdict>").
 template <typename Ready>
 Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string& what, Ready ready,
                    const PeerJudge* judge = nullptr, bool own_timeout = false,
-                   const std::string* stall = nullptr) {
+                   const std::function<std::string()>* stall = nullptr) {
   if (ready()) return Status::Ok();
   const Clock::time_point start = Clock::now();
   const Deadline deadline = DeadlineIn(timeout_s);
@@ -69,7 +70,7 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
       const std::string limit =
           std::string(secs) + (own_timeout ? " s (the call's own timeout)" : " s (BATON_TIMEOUT)");
       if (stall != nullptr)
-        return TimeoutError("no progress for " + limit + " in " + *stall + verdict);
+        return TimeoutError("no progress for " + limit + " in " + (*stall)() + verdict);
       return TimeoutError("rank " + std::to_string(peer) + " did not reach " + what + " within " +
                           limit + verdict);
     }
