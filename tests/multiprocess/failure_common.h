@@ -86,12 +86,17 @@ inline void LateRankIsNamed(RankContext& ctx, size_t count, int timeout_s, int l
     const batonResult_t r = batonAllReduce(buf.data(), buf.data(), buf.size(), batonFloat32,
                                            batonSum, ctx.comm(), nullptr);
     const std::string message = ctx.LastError();
-    const std::string who = "rank " + std::to_string(late) + " (pid";
+    // Appended piecewise: g++ 12 at -O2 warns (-Wrestrict, a false positive)
+    // on `"literal" + std::to_string(...)` once inlined here.
+    std::string who = "rank ";
+    who += std::to_string(late);
+    who += " (pid";
+    std::string timeout_words = " ";
+    timeout_words += std::to_string(timeout_s);
+    timeout_words += " s (BATON_TIMEOUT)";
     MP_EXPECT_EQ(ctx, r, batonTimeout) << message;
     MP_EXPECT_LT(ctx, SecondsSince(start), timeout_s + 5.0) << message;
-    MP_EXPECT_NE(ctx, message.find(" " + std::to_string(timeout_s) + " s (BATON_TIMEOUT)"),
-                 std::string::npos)
-        << message;
+    MP_EXPECT_NE(ctx, message.find(timeout_words), std::string::npos) << message;
     MP_EXPECT_NE(ctx, message.find(who), std::string::npos) << message;
     MP_EXPECT_NE(ctx, message.find("has not entered allreduce #2"), std::string::npos) << message;
     MP_EXPECT_NE(ctx, message.find("its last call is allreduce #1"), std::string::npos) << message;
