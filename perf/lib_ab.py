@@ -6,8 +6,8 @@ streaming stores").
 Each round runs every configuration at every size, one launch each, then (with --stream)
 build/perf/stream_all_cores. A configuration is NAME or NAME:SPEC, SPEC a comma-separated list
 of ENV=VALUE, `lib=DIR` (a directory holding another build's libbaton.so.0, put first on
-LD_LIBRARY_PATH; the binaries find libbaton through their RUNPATH, which that overrides) and
-`reg` (registered buffers, -R 1). Prints per size and configuration the median time per call
+LD_LIBRARY_PATH; the binaries find libbaton through their RUNPATH, which that overrides),
+`reg` (registered buffers, -R 1) and `stream` (calls queued on a host stream, -y 0). Prints per size and configuration the median time per call
 over the rounds (out of place and in place), its ratio to the first configuration, and
 with --stream the median busbw as a fraction of the roofline BW (p-1)/p^2.
 
@@ -38,6 +38,8 @@ def parse_config(text):
     for item in filter(None, spec.split(",")):
         if item == "reg":
             flags += ["-R", "1"]
+        elif item == "stream":
+            flags += ["-y", "0"]
         elif item.startswith("lib="):
             env["LD_LIBRARY_PATH"] = item[4:]
         elif "=" in item:

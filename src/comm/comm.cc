@@ -549,18 +549,19 @@ std::string Communicator::last_error() const {
 }
 
 void Communicator::AddPending() {
-  std::lock_guard<std::mutex> lock(pending_mu_);
-  ++pending_;
+  pending_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Communicator::RemovePending() {
+  if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // Under the lock, so that a waiter that saw pending work is asleep by now.
   std::lock_guard<std::mutex> lock(pending_mu_);
-  if (--pending_ == 0) pending_cv_.notify_all();
+  pending_cv_.notify_all();
 }
 
 void Communicator::WaitPending() {
   std::unique_lock<std::mutex> lock(pending_mu_);
-  pending_cv_.wait(lock, [&] { return pending_ == 0; });
+  pending_cv_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 }  // namespace baton

@@ -55,7 +55,10 @@ void StreamMark::Complete(Status status) {
   cv_.notify_all();
 }
 
-HostStream::HostStream() : worker_([this] { WorkerLoop(); }) {}
+HostStream::HostStream()
+    : slots_(std::make_unique_for_overwrite<Slot[]>(kMaxQueued + 1)),
+      capacity_(kMaxQueued + 1),
+      worker_([this] { WorkerLoop(); }) {}
 
 HostStream::~HostStream() {
   {
@@ -67,34 +70,40 @@ HostStream::~HostStream() {
   worker_.join();
 }
 
-void HostStream::WaitForRoom(std::unique_lock<std::mutex>& lock) {
-  if (queue_.size() < kMaxQueued || std::this_thread::get_id() == worker_.get_id()) return;
-  // No deadline of its own: the tasks ahead are calls bounded by their
-  // communicators' timeouts, as Synchronize's wait.
-  ++waiting_for_room_;
-  room_cv_.wait(lock, [&] { return queue_.size() <= kResumeQueued; });
-  --waiting_for_room_;
-}
-
-void HostStream::Enqueue(Task task) {
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    WaitForRoom(lock);
-    queue_.push_back({std::move(task), nullptr});
-    pending_.fetch_add(1, std::memory_order_relaxed);
+HostStream::Slot& HostStream::ClaimSlot(std::unique_lock<std::mutex>& lock) {
+  if (count_ >= kMaxQueued && std::this_thread::get_id() != worker_.get_id()) {
+    // No deadline of its own: the tasks ahead are calls bounded by their
+    // communicators' timeouts, as Synchronize's wait.
+    ++waiting_for_room_;
+    room_cv_.wait(lock, [&] { return count_ <= kResumeQueued; });
+    --waiting_for_room_;
   }
-  work_cv_.notify_one();
+  const bool running_here = running_ != nullptr && retired_ == nullptr;
+  if (count_ + (running_here ? 1 : 0) == capacity_) {
+    // Only the worker's own tasks queue past the bound: move the queued
+    // ones, in order, into a ring twice as large; the running task stays.
+    auto grown = std::make_unique_for_overwrite<Slot[]>(2 * capacity_);
+    for (size_t i = 0; i < count_; ++i) {
+      Slot& from = slots_[(head_ + i) % capacity_];
+      from.ops->relocate(from.bytes, grown[i].bytes);
+      grown[i].ops = from.ops;
+    }
+    if (running_here) retired_ = std::move(slots_);
+    slots_ = std::move(grown);
+    capacity_ *= 2;
+    head_ = 0;
+  }
+  return slots_[(head_ + count_) % capacity_];
 }
 
 std::shared_ptr<StreamMark> HostStream::Mark() {
   auto mark = std::make_shared<StreamMark>();
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    WaitForRoom(lock);
-    queue_.push_back({nullptr, mark});
-    pending_.fetch_add(1, std::memory_order_relaxed);
-  }
-  work_cv_.notify_one();
+  Enqueue([this, mark] {
+    // mark_error_ is the worker's own: tasks run there, one at a time.
+    mark->Complete(std::move(mark_error_));
+    mark_error_ = Status::Ok();
+    return Status::Ok();
+  });
   return mark;
 }
 
@@ -116,33 +125,29 @@ batonResult_t HostStream::Query() {
 void HostStream::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    if (queue_.empty() && !stopping_) {
+    if (count_ == 0 && !stopping_) {
       // More work tends to follow soon (a loop of calls and synchronizes).
       lock.unlock();
       PollBriefly([&] { return pending_.load(std::memory_order_acquire) != 0 || stopping_; });
       lock.lock();
     }
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    if (waiting_for_room_ > 0 && queue_.size() == kResumeQueued) room_cv_.notify_all();
-    Status st;
-    if (item.task) {
-      lock.unlock();
-      st = item.task();
-      item.task = nullptr;  // what it captured goes before the stream says idle
-      lock.lock();
-    } else {
-      item.mark->Complete(std::move(mark_error_));
-      mark_error_ = Status::Ok();
-    }
-    if (!st.ok()) {
-      if (mark_error_.ok()) mark_error_ = st;
-      if (first_error_.ok()) first_error_ = std::move(st);
-    }
+    work_cv_.wait(lock, [&] { return stopping_ || count_ != 0; });
+    if (count_ == 0) return;  // stopping
+    Slot* task = &slots_[head_];
+    running_ = task;
+    head_ = (head_ + 1) % capacity_;
+    --count_;
+    if (waiting_for_room_ > 0 && count_ == kResumeQueued) room_cv_.notify_all();
+    lock.unlock();
+    Status st = task->ops->run(task->bytes);
+    task->ops->destroy(task->bytes);  // what it captured goes before the stream says idle
+    if (!st.ok() && mark_error_.ok()) mark_error_ = st;
+    lock.lock();
+    running_ = nullptr;
+    retired_.reset();
+    if (!st.ok() && first_error_.ok()) first_error_ = std::move(st);
     pending_.fetch_sub(1, std::memory_order_release);
-    if (queue_.empty()) idle_cv_.notify_all();
+    if (count_ == 0) idle_cv_.notify_all();
   }
 }
 

@@ -93,6 +93,10 @@ struct Call {
   std::shared_ptr<const std::vector<size_t>> vcounts;
 };
 
+// A call queued on a host stream is its task's closure, with its
+// communicator: it must fit the stream's slot to cost no allocation.
+static_assert(sizeof(Call) + sizeof(std::shared_ptr<Communicator>) <= HostStream::kTaskBytes);
+
 // Whether the call may reuse the schedule of the previous one with the
 // same key: not where the schedule depends on more than the key holds, a
 // PreMulSum scalar, a registration, or a v-collective's counts (copied per
@@ -164,6 +168,17 @@ Status Route(const CallSite& site, const Call& call) {
                                       build);
     return site.comm->Run(build);
   }
+  if (repeatable) {
+    // On a host stream: the worker reuses the schedule as a synchronous
+    // caller does. The call is the task's closure, kept in the stream's
+    // slot, so a queued call allocates nothing either.
+    Call queued = call;
+    queued.ipc = nullptr;  // the caller's; routing is done
+    return RunOrQueue(site.comm, site.stream, [call = std::move(queued)](Communicator& c) {
+      return c.RunRepeatable(RepeatKeyOf(call), call.buffers.send, call.buffers.recv,
+                             [&call](Schedule* s) { call.builder(call.args, s); });
+    });
+  }
   Launch l;
   l.comm = site.comm;
   l.stream = site.stream;
@@ -178,15 +193,6 @@ Status Route(const CallSite& site, const Call& call) {
     l.build = [args = call.args, builder = call.builder, keep = call.vcounts](Schedule* s) {
       builder(args, s);
     };
-    if (repeatable) {
-      // On a host stream: the worker reuses the schedule as a synchronous
-      // caller does, instead of building it and the executor's queues again
-      // for every queued call.
-      l.repeatable = true;
-      l.key = RepeatKeyOf(call);
-      l.send = call.buffers.send;
-      l.recv = call.buffers.recv;
-    }
   }
   return Submit(std::move(l));
 }

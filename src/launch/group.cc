@@ -2,8 +2,6 @@
 
 #include <vector>
 
-#include "base/log.h"
-#include "comm/stream.h"
 
 namespace baton {
 namespace {
@@ -14,22 +12,6 @@ struct GroupState {
   std::vector<Launch> queued;
 };
 thread_local GroupState tls_group;
-
-// Runs `run` (Status(Communicator&)) on the communicator now, or queues it
-// on the stream; errors reach the communicator's last-error text either way.
-template <typename RunFn>
-Status Execute(const std::shared_ptr<Communicator>& comm, batonStream_t stream, RunFn run) {
-  if (stream == nullptr) return run(*comm);
-  comm->AddPending();
-  stream->impl.Enqueue([comm, run = std::move(run)]() {
-    SetLogRank(comm->rank());  // a stream may serve several communicators
-    Status st = run(*comm);
-    if (!st.ok()) comm->set_last_error(st.message());
-    comm->RemovePending();
-    return st;
-  });
-  return Status::Ok();
-}
 
 // A copy of `bytes` from `from` to `to` (a send to self met its receive).
 void AddSelfCopy(const void* from, void* to, size_t bytes, Schedule* s) {
@@ -86,7 +68,7 @@ Status LaunchMerged(const std::shared_ptr<Communicator>& comm, const std::vector
     }
   }
   if (on_device) return CudaLaunchGroup(comm, stream, std::move(device_parts));
-  return Execute(comm, stream, [builders](Communicator& c) {
+  return RunOrQueue(comm, stream, [builders](Communicator& c) {
     return c.Run([&builders](Schedule* merged) {
       for (const auto& b : builders) {
         Schedule part;
@@ -116,14 +98,7 @@ Status Submit(Launch launch) {
     return InvalidUsage(
         "a send to or receive from this rank itself must be paired with its "
         "counterpart inside batonGroupStart/batonGroupEnd");
-  // A repeatable call runs its kept schedule when it repeats the previous
-  // one, on the stream as on the calling thread.
-  if (launch.repeatable)
-    return Execute(
-        launch.comm, launch.stream,
-        [key = launch.key, send = launch.send, recv = launch.recv, build = std::move(launch.build)](
-            Communicator& c) { return c.RunRepeatable(key, send, recv, build); });
-  return Execute(launch.comm, launch.stream,
+  return RunOrQueue(launch.comm, launch.stream,
                  [build = std::move(launch.build)](Communicator& c) { return c.Run(build); });
 }
 

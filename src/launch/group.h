@@ -8,10 +8,13 @@
 
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "algorithms/schedule.h"
+#include "base/log.h"
 #include "base/status.h"
 #include "comm/comm.h"
+#include "comm/stream.h"
 #include "cuda/cuda_device.h"
 
 namespace baton {
@@ -36,14 +39,24 @@ struct Launch {
   // self_* fields.
   bool on_device = false;
   StagedPart device;
-  // A host call that may reuse the schedule of an identical previous one
-  // (Communicator::RunRepeatable): its key and buffers. Groups merge their
-  // calls and ignore this.
-  bool repeatable = false;
-  Communicator::RepeatKey key;
-  const void* send = nullptr;
-  const void* recv = nullptr;
 };
+
+// Runs `run` (Status(Communicator&)) on the communicator now (stream
+// null), or queues it on the host stream, where the closure stays in the
+// stream's slot; errors reach the communicator's last-error text either way.
+template <typename RunFn>
+Status RunOrQueue(const std::shared_ptr<Communicator>& comm, batonStream_t stream, RunFn run) {
+  if (stream == nullptr) return run(*comm);
+  comm->AddPending();
+  stream->impl.Enqueue([comm, run = std::move(run)]() {
+    SetLogRank(comm->rank());  // a stream may serve several communicators
+    Status st = run(*comm);
+    if (!st.ok()) comm->set_last_error(st.message());
+    comm->RemovePending();
+    return st;
+  });
+  return Status::Ok();
+}
 
 // Launches now (on the calling thread, or queued on the host stream), or
 // queues it when this thread is inside a group.
