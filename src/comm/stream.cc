@@ -98,10 +98,10 @@ HostStream::Slot& HostStream::ClaimSlot(std::unique_lock<std::mutex>& lock) {
 
 std::shared_ptr<StreamMark> HostStream::Mark() {
   auto mark = std::make_shared<StreamMark>();
+  // Completed by the worker once the task is counted done, under mu_, so
+  // that a stream whose last mark is done is idle to Query at once.
   Enqueue([this, mark] {
-    // mark_error_ is the worker's own: tasks run there, one at a time.
-    mark->Complete(std::move(mark_error_));
-    mark_error_ = Status::Ok();
+    passed_mark_ = mark;
     return Status::Ok();
   });
   return mark;
@@ -147,6 +147,11 @@ void HostStream::WorkerLoop() {
     retired_.reset();
     if (!st.ok() && first_error_.ok()) first_error_ = std::move(st);
     pending_.fetch_sub(1, std::memory_order_release);
+    if (passed_mark_) {
+      passed_mark_->Complete(std::move(mark_error_));
+      mark_error_ = Status::Ok();
+      passed_mark_.reset();
+    }
     if (count_ == 0) idle_cv_.notify_all();
   }
 }

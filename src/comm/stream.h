@@ -150,6 +150,7 @@ class HostStream {
   std::atomic<bool> stopping_{false};  // atomic: the idle worker's polls read it unlocked
   Status first_error_;                 // until Synchronize; under mu_
   Status mark_error_;                  // since the last mark passed; the worker's
+  std::shared_ptr<StreamMark> passed_mark_;  // the worker's: the mark its task just passed
   std::thread worker_;
 };
 

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
+#include <cstddef>
+#include <memory>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -51,20 +54,79 @@ TEST(HostStreamTest, CallerWaitsWhenTheQueueIsFullAndEveryTaskRunsInOrder) {
   for (size_t i = 0; i < total; ++i) ASSERT_EQ(ran[i], i);
 }
 
+// A task whose closure is larger than a slot (it goes to the heap).
+struct LargeTask {
+  std::vector<size_t>* ran;
+  size_t index;
+  std::shared_ptr<int> held;
+  std::array<std::byte, 2 * HostStream::kTaskBytes> ballast{};
+  Status operator()() {
+    ran->push_back(index);
+    return Status::Ok();
+  }
+};
+
+// Queues task `index` on `stream`: every third one too large for a slot,
+// each holding `held` until it is destroyed.
+void QueueMixed(HostStream& stream, std::vector<size_t>* ran, size_t index,
+                const std::shared_ptr<int>& held) {
+  if (index % 3 == 2) {
+    stream.Enqueue(LargeTask{ran, index, held});
+  } else {
+    stream.Enqueue([ran, index, held] {
+      ran->push_back(index);
+      return Status::Ok();
+    });
+  }
+}
+
 TEST(HostStreamTest, TheWorkerItselfMayQueuePastTheBound) {
   HostStream stream;
-  std::atomic<size_t> count{0};
+  std::vector<size_t> ran;
+  auto held = std::make_shared<int>(0);
+  const size_t total = 2 * HostStream::kMaxQueued + 10;
+  // Task 0 queues the rest on its own stream, past the bound: the ring
+  // grows twice while task 0 runs from its slot; it must not wait for
+  // itself, and every task must run once, in order.
   stream.Enqueue([&] {
-    // A task that queues more on its own stream must not wait for itself.
-    for (size_t i = 0; i < HostStream::kMaxQueued + 10; ++i)
-      stream.Enqueue([&] {
-        count.fetch_add(1);
-        return Status::Ok();
-      });
+    for (size_t i = 1; i < total; ++i) QueueMixed(stream, &ran, i, held);
+    ran.push_back(0);
     return Status::Ok();
   });
   EXPECT_TRUE(stream.Synchronize().ok());
-  EXPECT_EQ(count.load(), HostStream::kMaxQueued + 10);
+  ASSERT_EQ(ran.size(), total);
+  EXPECT_EQ(ran[0], 0u);
+  for (size_t i = 1; i < total; ++i) ASSERT_EQ(ran[i], i);
+  // What the tasks captured went with them.
+  EXPECT_EQ(held.use_count(), 1);
+}
+
+TEST(HostStreamTest, LargeAndSmallTasksRunInOrderAndReleaseWhatTheyHeld) {
+  HostStream stream;
+  std::vector<size_t> ran;
+  auto held = std::make_shared<int>(0);
+  const size_t total = 3 * HostStream::kMaxQueued;  // laps around the ring
+  for (size_t i = 0; i < total; ++i) QueueMixed(stream, &ran, i, held);
+  EXPECT_TRUE(stream.Synchronize().ok());
+  ASSERT_EQ(ran.size(), total);
+  for (size_t i = 0; i < total; ++i) ASSERT_EQ(ran[i], i);
+  EXPECT_EQ(held.use_count(), 1);
+}
+
+TEST(HostStreamTest, MarksCarryTheErrorsSinceThePreviousMark) {
+  HostStream stream;
+  stream.Enqueue([] { return InvalidArgument("before the first mark"); });
+  auto first = stream.Mark();
+  auto second = stream.Mark();
+  stream.Enqueue([] { return InvalidUsage("before the third mark"); });
+  auto third = stream.Mark();
+  EXPECT_EQ(first->Wait().code(), batonInvalidArgument);
+  EXPECT_TRUE(second->Wait().ok());
+  EXPECT_EQ(third->Wait().code(), batonInvalidUsage);
+  // The stream's own first error is the first of all, until synchronize.
+  EXPECT_EQ(stream.Query(), batonInvalidArgument);
+  EXPECT_EQ(stream.Synchronize().code(), batonInvalidArgument);
+  EXPECT_EQ(stream.Query(), batonSuccess);
 }
 
 TEST(HostStreamTest, FirstErrorIsKeptUntilSynchronize) {
