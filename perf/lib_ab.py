@@ -7,9 +7,10 @@ Each round runs every configuration at every size, one launch each, then (with -
 build/perf/stream_all_cores. A configuration is NAME or NAME:SPEC, SPEC a comma-separated list
 of ENV=VALUE, `lib=DIR` (a directory holding another build's libbaton.so.0, put first on
 LD_LIBRARY_PATH; the binaries find libbaton through their RUNPATH, which that overrides),
-`reg` (registered buffers, -R 1) and `stream` (calls queued on a host stream, -y 0). Prints per size and configuration the median time per call
-over the rounds (out of place and in place), its ratio to the first configuration, and
-with --stream the median busbw as a fraction of the roofline BW (p-1)/p^2.
+`reg` (registered buffers, -R 1) and `queued` (calls queued on a host stream, -y 0). Prints
+per size and configuration the median time per call over the rounds (out of place and in
+place), its ratio to the first configuration, and with --stream the median busbw as a fraction
+of the roofline BW (p-1)/p^2.
 
   perf/lib_ab.py --ranks 2 --sizes 16M,64M,256M --rounds 5 --stream \\
       old:lib=/tmp/base/build/src new reg:reg
@@ -38,7 +39,7 @@ def parse_config(text):
     for item in filter(None, spec.split(",")):
         if item == "reg":
             flags += ["-R", "1"]
-        elif item == "stream":
+        elif item == "queued":
             flags += ["-y", "0"]
         elif item.startswith("lib="):
             env["LD_LIBRARY_PATH"] = item[4:]
