@@ -210,8 +210,11 @@ class Communicator {
 
   // The largest allreduce that runs on the lines (comm/lines.cc): every
   // rank shares memory with every other; 0 where the lines are closed.
+  // (Resolved with the cost model at creation; never past what they hold.)
   uint64_t lines_max_bytes() const {
-    return nranks_ > 1 && channels_ && channels_->has_mailboxes() ? config_.lines_max_bytes : 0;
+    return nranks_ > 1 && channels_ && channels_->has_mailboxes()
+               ? std::min(config_.lines_max_bytes, kLinesCapacityBytes)
+               : 0;
   }
 
   void RemovePending();

@@ -25,9 +25,12 @@
 #include "exec/executor.h"
 #include "kernels/cpu_reduce.h"
 #include "transport/shm.h"
+#include "tuning/select.h"
 
 namespace baton {
 namespace {
+
+static_assert(kShmLineBytes >= kLinesCapacityBytes, "the lines hold what LinesMaxBytes allows");
 
 // Polls of a peer's line with only the pause, before the wait proper.
 constexpr int kFastPolls = 64;

@@ -54,7 +54,7 @@ void PreferThisNode(void* addr, size_t bytes) {
 
 size_t ShmSegmentBytes(uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {
   size_t ring_stride = RoundUp(sizeof(ShmRing), 4096) + size_t(nslots) * slot_bytes;
-  return 4096 + nrings * ring_stride;
+  return kShmRingsOffset + nrings * ring_stride + kShmLinesBytes;
 }
 
 void InitShmSegment(ShmSegment* seg, uint32_t nrings, uint32_t nslots, uint32_t slot_bytes) {

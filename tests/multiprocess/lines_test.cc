@@ -38,7 +38,10 @@ using baton_test::RunRanks;
 using baton_test::SecondsSince;
 
 constexpr char kTookLines[] = "lines allreduce:";
-constexpr size_t kLinesBytes = 512;  // BATON_LINES_MAX_BYTES's default
+// The most the lines take, which the tests set (the default depends on the
+// ranks per core; tests/unit/tuning_test.cc checks it).
+constexpr size_t kLinesBytes = 8192;
+constexpr char kLinesLimit[] = "8K";
 
 const batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,    batonInt32,      batonUint32,
                                      batonInt64,   batonUint64,   batonFloat16,    batonFloat32,
@@ -102,6 +105,7 @@ std::string WithComm(RankContext& ctx, Body body) {
 Options NoComm() {
   Options options;
   options.init_comm = false;
+  options.env = {{"BATON_LINES_MAX_BYTES", kLinesLimit}};
   return options;
 }
 
@@ -199,29 +203,34 @@ TEST(LinesBits, SameAsRecursiveDoublingOnTheSlots) {
 // pointers move with the schedule's), on the NULL stream and on a host
 // stream; one past the limit in between takes the slots.
 TEST(LinesRepeat, MovingBuffersAndStreams) {
-  RunRanks(3, [](RankContext& ctx) {
-    const int n = ctx.nranks();
-    batonStream_t stream = nullptr;
-    MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
-    const size_t count = 24, big = kLinesBytes / sizeof(float) + 1;
-    std::vector<float> buf(4 * big);
-    for (int round = 0; round < 40; ++round) {
-      const size_t at = static_cast<size_t>(round % 4) * big;
-      const size_t c = round % 7 == 6 ? big : count;
-      for (size_t i = 0; i < c; ++i) buf[at + i] = static_cast<float>(ctx.rank() + i + round);
-      batonStream_t s = round % 2 == 0 ? nullptr : stream;
-      MP_ASSERT_OK(ctx, batonAllReduce(buf.data() + at, buf.data() + at, c, batonFloat32, batonSum,
-                                       ctx.comm(), s))
-          << ctx.LastError();
-      if (s != nullptr) MP_ASSERT_OK(ctx, batonStreamSynchronize(s));
-      for (size_t i = 0; i < c; ++i) {
-        const float want = static_cast<float>(n * (n - 1) / 2 + n * (i + round));
-        MP_ASSERT_TRUE(ctx, buf[at + i] == want)
-            << "round " << round << " element " << i << ": " << buf[at + i] << " want " << want;
-      }
-    }
-    MP_EXPECT_OK(ctx, batonStreamDestroy(stream));
-  });
+  Options options;
+  options.env = {{"BATON_LINES_MAX_BYTES", kLinesLimit}};
+  RunRanks(
+      3,
+      [](RankContext& ctx) {
+        const int n = ctx.nranks();
+        batonStream_t stream = nullptr;
+        MP_ASSERT_OK(ctx, batonStreamCreate(&stream));
+        const size_t count = 24, big = kLinesBytes / sizeof(float) + 1;
+        std::vector<float> buf(4 * big);
+        for (int round = 0; round < 40; ++round) {
+          const size_t at = static_cast<size_t>(round % 4) * big;
+          const size_t c = round % 7 == 6 ? big : count;
+          for (size_t i = 0; i < c; ++i) buf[at + i] = static_cast<float>(ctx.rank() + i + round);
+          batonStream_t s = round % 2 == 0 ? nullptr : stream;
+          MP_ASSERT_OK(ctx, batonAllReduce(buf.data() + at, buf.data() + at, c, batonFloat32,
+                                           batonSum, ctx.comm(), s))
+              << ctx.LastError();
+          if (s != nullptr) MP_ASSERT_OK(ctx, batonStreamSynchronize(s));
+          for (size_t i = 0; i < c; ++i) {
+            const float want = static_cast<float>(n * (n - 1) / 2 + n * (i + round));
+            MP_ASSERT_TRUE(ctx, buf[at + i] == want)
+                << "round " << round << " element " << i << ": " << buf[at + i] << " want " << want;
+          }
+        }
+        MP_EXPECT_OK(ctx, batonStreamDestroy(stream));
+      },
+      options);
 }
 
 enum class Odd { kCount, kDatatype, kOp, kPastLimit, kBroadcast, kPreMulSum };
@@ -252,7 +261,7 @@ class LinesMismatch : public ::testing::TestWithParam<std::tuple<int, Odd>> {};
 TEST_P(LinesMismatch, EveryRankReportsIt) {
   const auto [nranks, odd] = GetParam();
   Options options;
-  options.env = {{"BATON_TIMEOUT", "20"}};
+  options.env = {{"BATON_TIMEOUT", "20"}, {"BATON_LINES_MAX_BYTES", kLinesLimit}};
   options.deadline = std::chrono::seconds(60);
   RunRanks(
       nranks,
@@ -267,7 +276,7 @@ TEST_P(LinesMismatch, EveryRankReportsIt) {
         if (me && odd == Odd::kCount) count = 9;
         if (me && odd == Odd::kDatatype) type = batonFloat64;
         if (me && odd == Odd::kOp) op = batonMax;
-        if (me && odd == Odd::kPastLimit) count = 1000;
+        if (me && odd == Odd::kPastLimit) count = kLinesBytes / sizeof(float) + 1;
         if (me && odd == Odd::kPreMulSum) {
           float two = 2.0f;
           MP_ASSERT_OK(ctx, batonRedOpCreatePreMulSum(&op, &two, batonFloat32,

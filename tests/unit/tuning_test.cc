@@ -172,5 +172,20 @@ TEST(SelectTest, ForcingTheAutomaticChoiceRunsTheSameCall) {
   EXPECT_GT(compared, 10000);
 }
 
+TEST(SelectTest, LinesLimitByRanksAndCores) {
+  // Left to the machine: 8 KiB where ranks outnumber cores, whatever their
+  // number; else about 2 KiB of peers' inputs read per rank, 512 at least.
+  for (int n : {2, 3, 4, 9, 16, 256})
+    EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, n), kLinesCapacityBytes) << n;
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, false, 2), 2048u);
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, false, 3), 1024u);
+  for (int n : {4, 5, 8, 9, 16, 256})
+    EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, false, n), 512u) << n;
+  // Set: as set, up to what the lines hold; 0 keeps every call off them.
+  EXPECT_EQ(LinesMaxBytes(0, true, 4), 0u);
+  EXPECT_EQ(LinesMaxBytes(100, false, 2), 100u);
+  EXPECT_EQ(LinesMaxBytes(uint64_t{1} << 20, false, 2), kLinesCapacityBytes);
+}
+
 }  // namespace
 }  // namespace baton

@@ -312,12 +312,15 @@ int main(int argc, char** argv) {
   PrintAlgorithms(model, table, opt.hosts, ranks);
   // Small allreduces between ranks of one host take the lines (comm/lines.cc).
   const bool crowded = model.Oversubscribed();
-  if (opt.hosts == 1 && ranks > 1 && settings.lines_max_bytes != 0 &&
-      !filter.Restricts(baton::Collective::kAllReduce))
+  const uint64_t lines = baton::LinesMaxBytes(settings.lines_max_bytes, crowded, ranks);
+  if (opt.hosts == 1 && ranks > 1 && lines != 0 && !filter.Restricts(baton::Collective::kAllReduce))
     printf(
         "all buffers: allreduce up to %zu bytes (but PreMulSum) reads each rank's input from its "
-        "lines (BATON_LINES_MAX_BYTES), not the table\n",
-        static_cast<size_t>(settings.lines_max_bytes));
+        "lines (%s), not the table\n",
+        static_cast<size_t>(lines),
+        settings.lines_max_bytes != baton::kSizeFromMachine ? "BATON_LINES_MAX_BYTES"
+        : crowded                                           ? "ranks outnumber cores"
+                                                            : "each rank has a core");
   // Registered buffers (comm/host_ipc.h) skip the table from a size that
   // depends on the ranks per core.
   if (opt.hosts == 1 && ranks > 1) {
