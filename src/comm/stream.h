@@ -47,14 +47,13 @@ struct TaskOps {
 };
 
 template <typename F>
-inline constexpr TaskOps kTaskOpsOf{
-    [](void* task) -> Status { return (*static_cast<F*>(task))(); },
-    [](void* from, void* to) {
-      F* f = static_cast<F*>(from);
-      std::construct_at(static_cast<F*>(to), std::move(*f));
-      std::destroy_at(f);
-    },
-    [](void* task) { std::destroy_at(static_cast<F*>(task)); }};
+inline constexpr TaskOps kTaskOpsOf{[](void* task) -> Status { return (*static_cast<F*>(task))(); },
+                                    [](void* from, void* to) {
+                                      F* f = static_cast<F*>(from);
+                                      std::construct_at(static_cast<F*>(to), std::move(*f));
+                                      std::destroy_at(f);
+                                    },
+                                    [](void* task) { std::destroy_at(static_cast<F*>(task)); }};
 
 // A task too large for a slot, kept on the heap.
 template <typename F>

@@ -2,7 +2,6 @@
 
 #include <vector>
 
-
 namespace baton {
 namespace {
 
@@ -99,7 +98,7 @@ Status Submit(Launch launch) {
         "a send to or receive from this rank itself must be paired with its "
         "counterpart inside batonGroupStart/batonGroupEnd");
   return RunOrQueue(launch.comm, launch.stream,
-                 [build = std::move(launch.build)](Communicator& c) { return c.Run(build); });
+                    [build = std::move(launch.build)](Communicator& c) { return c.Run(build); });
 }
 
 Status GroupEnd() {

@@ -9,9 +9,9 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
-#include <chrono>
 #include <thread>
 #include <vector>
 
