@@ -346,7 +346,10 @@ TEST(RegisteredMixed, OverTcp) {
 // differently), and the communicator stays failed.
 TEST(RegisteredMismatch, CountsDiffer) {
   Options options;
-  options.env = {{"BATON_TIMEOUT", "20"}, {"BATON_REGISTERED_MIN_BYTES", "1"}};
+  // (The lines off: they take small allreduces before the registered path.)
+  options.env = {{"BATON_TIMEOUT", "20"},
+                 {"BATON_REGISTERED_MIN_BYTES", "1"},
+                 {"BATON_LINES_MAX_BYTES", "0"}};
   RunRanks(
       3,
       [](RankContext& ctx) {
@@ -355,7 +358,6 @@ TEST(RegisteredMismatch, CountsDiffer) {
         MP_ASSERT_OK(ctx, batonMemAlloc(&buf, 1 << 16));
         MP_ASSERT_OK(ctx, batonCommRegister(ctx.comm(), buf, 1 << 16, &h));
         // A first call that agrees: the path works before the mismatch.
-        // (Past BATON_LINES_MAX_BYTES: smaller allreduces take the lines.)
         MP_ASSERT_OK(ctx,
                      batonAllReduce(buf, buf, 640, batonFloat32, batonSum, ctx.comm(), nullptr));
         const size_t count = ctx.rank() == 1 ? 1000 : 640;
