@@ -99,8 +99,8 @@ namespace baton {
   X(copy_in_max_bytes, "BATON_COPY_IN_MAX_BYTES", Size, 0,                                         \
     "largest allreduce on ordinary buffers that takes the copy-in path (0: no limit)")             \
   X(lines_max_bytes, "BATON_LINES_MAX_BYTES", Size, kSizeFromMachine,                              \
-    "largest allreduce that ranks all sharing memory read from each other's lines, at most 8K "    \
-    "(0: never; default 8K where ranks outnumber cores, else 2K / (ranks - 1), at least 512)")     \
+    "largest allreduce that ranks all sharing memory read from each other's lines, at most 32K "   \
+    "(0: never; default 128K / (ranks - 1) where ranks outnumber cores, else 2K / (ranks - 1))")   \
   X(spin_us, "BATON_SPIN_US", Int, 200,                                                            \
     "microseconds to poll before sleeping on a futex, a socket, a CUDA event or a host stream")    \
   X(spin_yield, "BATON_SPIN_YIELD", Bool, true, "sched_yield while polling")                       \

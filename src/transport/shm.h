@@ -266,9 +266,9 @@ static_assert(sizeof(ShmSegmentHeader) <= kShmMailboxOffset, "the mailbox follow
 // line. A rank writes call k + 2 into a buffer only after it has read
 // every peer's input to call k + 1, which each peer published after it
 // had read call k: so nobody still reads what it overwrites, and no second
-// meeting per call is needed. In pages of their own after the rings: 8 KiB
-// and a line each.
-inline constexpr size_t kShmLineBufferBytes = 64 + 8192;
+// meeting per call is needed. In pages of their own after the rings: 32
+// KiB and a line each.
+inline constexpr size_t kShmLineBufferBytes = 64 + 32768;
 struct alignas(kCacheLinePad) ShmLineBuffer {
   std::atomic<uint64_t> call;  // the lines call whose input `data` holds (0: none yet)
   CallDescriptor descriptor;   // the call as this rank numbered it: ranks that disagree fail

@@ -56,20 +56,23 @@ inline uint64_t RegisteredMinBytes(uint64_t setting, bool oversubscribed) {
 
 // The largest allreduce that runs on the lines (comm/lines.cc) when every
 // rank shares memory with every other: BATON_LINES_MAX_BYTES, or by default
-// 8 KiB where ranks outnumber cores (each of recursive doubling's log2(n)
-// meetings can cost a context switch there: the lines measured 0.6-0.9 of
-// the slots' time at 3 and 4 ranks on 2 cores up to 8 KiB), and where each
-// rank has a core what keeps the peers' bytes a rank reads near 2 KiB (at 2
-// ranks the lines led up to 2 KiB and were level at 4 KiB), but at least
-// 512 bytes (docs/performance.md, "The lines up to 8 KiB"). Never more than
-// the lines hold. The communicator and baton-topo both ask.
-inline constexpr uint64_t kLinesCapacityBytes = 8 << 10;
-inline constexpr uint64_t kLinesMaxBytesOversubscribed = 8 << 10;
+// what keeps the peers' bytes a rank reads near a budget, as a power of two
+// of at least 512 bytes and at most what the lines hold. Where ranks
+// outnumber cores the budget is 128 KiB: each of recursive doubling's
+// log2(n) meetings can cost a context switch there, and the lines measured
+// 0.6-0.8 of the default's time at 16 KiB on 3, 4 and 8 ranks on 2 cores,
+// but 1.3 at 32 KiB on 8 ranks. Where each rank has a core it is 2 KiB (at
+// 2 ranks the lines led up to 2 KiB and were level at 4 KiB).
+// docs/performance.md, "The lines up to 32 KiB". The communicator and
+// baton-topo both ask.
+inline constexpr uint64_t kLinesCapacityBytes = 32 << 10;
+inline constexpr uint64_t kLinesPeerBytesOversubscribed = 128 << 10;
+inline constexpr uint64_t kLinesPeerBytes = 2 << 10;
 inline uint64_t LinesMaxBytes(uint64_t setting, bool oversubscribed, int nranks) {
   if (setting != kSizeFromMachine) return std::min(setting, kLinesCapacityBytes);
-  if (oversubscribed) return kLinesMaxBytesOversubscribed;
-  const auto peers = static_cast<unsigned>(std::max(nranks - 1, 1));
-  return std::max<uint64_t>(512, uint64_t{2048} >> std::bit_width(peers - 1));
+  const uint64_t peers = static_cast<uint64_t>(std::max(nranks - 1, 1));
+  const uint64_t budget = oversubscribed ? kLinesPeerBytesOversubscribed : kLinesPeerBytes;
+  return std::clamp<uint64_t>(std::bit_floor(budget / peers), 512, kLinesCapacityBytes);
 }
 
 // An algorithm that implements a collective, with its builder.

@@ -40,8 +40,8 @@ using baton_test::SecondsSince;
 constexpr char kTookLines[] = "lines allreduce:";
 // The most the lines take, which the tests set (the default depends on the
 // ranks per core; tests/unit/tuning_test.cc checks it).
-constexpr size_t kLinesBytes = 8192;
-constexpr char kLinesLimit[] = "8K";
+constexpr size_t kLinesBytes = 32 << 10;
+constexpr char kLinesLimit[] = "32K";
 
 const batonDataType_t kAllTypes[] = {batonInt8,    batonUint8,    batonInt32,      batonUint32,
                                      batonInt64,   batonUint64,   batonFloat16,    batonFloat32,
@@ -266,7 +266,7 @@ TEST_P(LinesMismatch, EveryRankReportsIt) {
   RunRanks(
       nranks,
       [odd = odd](RankContext& ctx) {
-        std::vector<double> buf(4096, 1.0);
+        std::vector<double> buf(kLinesBytes / sizeof(double) * 2, 1.0);
         MP_ASSERT_OK(ctx, batonAllReduce(buf.data(), buf.data(), 8, batonFloat32, batonSum,
                                          ctx.comm(), nullptr));
         const bool me = ctx.rank() == 1;

@@ -173,10 +173,15 @@ TEST(SelectTest, ForcingTheAutomaticChoiceRunsTheSameCall) {
 }
 
 TEST(SelectTest, LinesLimitByRanksAndCores) {
-  // Left to the machine: 8 KiB where ranks outnumber cores, whatever their
-  // number; else about 2 KiB of peers' inputs read per rank, 512 at least.
-  for (int n : {2, 3, 4, 9, 16, 256})
-    EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, n), kLinesCapacityBytes) << n;
+  // Left to the machine: about 128 KiB of peers' inputs read per rank where
+  // ranks outnumber cores, 2 KiB where each has a core, in powers of two
+  // from 512 bytes to the lines' 32 KiB.
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, 2), kLinesCapacityBytes);
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, 3), 32u << 10);
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, 4), 32u << 10);
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, 8), 16u << 10);
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, 16), 8u << 10);
+  EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, true, 1024), 512u);
   EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, false, 2), 2048u);
   EXPECT_EQ(LinesMaxBytes(kSizeFromMachine, false, 3), 1024u);
   for (int n : {4, 5, 8, 9, 16, 256})
