@@ -347,9 +347,8 @@ TEST(RegisteredMixed, OverTcp) {
 TEST(RegisteredMismatch, CountsDiffer) {
   Options options;
   // (The lines off: they take small allreduces before the registered path.)
-  options.env = {{"BATON_TIMEOUT", "20"},
-                 {"BATON_REGISTERED_MIN_BYTES", "1"},
-                 {"BATON_LINES_MAX_BYTES", "0"}};
+  options.env = {
+      {"BATON_TIMEOUT", "20"}, {"BATON_REGISTERED_MIN_BYTES", "1"}, {"BATON_LINES_MAX_BYTES", "0"}};
   RunRanks(
       3,
       [](RankContext& ctx) {
