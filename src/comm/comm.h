@@ -210,11 +210,8 @@ class Communicator {
 
   // The largest allreduce that runs on the lines (comm/lines.cc): every
   // rank shares memory with every other; 0 where the lines are closed.
-  // (Resolved with the cost model at creation; never past what they hold.)
   uint64_t lines_max_bytes() const {
-    return nranks_ > 1 && channels_ && channels_->has_mailboxes()
-               ? std::min(config_.lines_max_bytes, kLinesCapacityBytes)
-               : 0;
+    return nranks_ > 1 && channels_ && channels_->has_mailboxes() ? lines_max_bytes_ : 0;
   }
 
   void RemovePending();
@@ -231,6 +228,7 @@ class Communicator {
   std::unique_ptr<CostModel> cost_model_;
   SelectionTable selection_;
   uint64_t registered_min_bytes_ = kRegisteredMinBytes;
+  uint64_t lines_max_bytes_ = 0;  // LinesMaxBytes, set with the cost model (0: closed until then)
   RedOpTable red_ops_;
   Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.

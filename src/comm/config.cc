@@ -4,7 +4,6 @@
 
 #include "base/log.h"
 #include "topology/machine.h"
-#include "transport/shm.h"
 
 namespace baton {
 

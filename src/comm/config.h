@@ -41,8 +41,8 @@ struct CommConfig {
   uint64_t copy_in_max_bytes = 0;  // 0: no limit
   // BATON_LINES_MAX_BYTES: allreduces of at most this many bytes between
   // ranks that all share memory run on the lines (comm/lines.cc; 0: none;
-  // kSizeFromMachine: LinesMaxBytes's default; the communicator resolves it
-  // in place with the cost model).
+  // kSizeFromMachine: LinesMaxBytes's default, which the communicator
+  // resolves with the cost model).
   uint64_t lines_max_bytes = kSizeFromMachine;
   int64_t flight_recorder = 64;   // BATON_FLIGHT_RECORDER (0: no file)
   std::string trace_file;         // BATON_TRACE_FILE (empty: no timeline)

@@ -11,6 +11,7 @@
 // pairs folded first, then a balanced tree over the ranks in order, lower
 // operand first, one rounding per step. So every rank gets the same bits,
 // and the same bits as the slots give.
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <functional>
@@ -35,18 +36,12 @@ static_assert(kShmLineBytes >= kLinesCapacityBytes, "the lines hold what LinesMa
 // Polls of a peer's line with only the pause, before the wait proper.
 constexpr int kFastPolls = 64;
 
-int FloorPowerOfTwo(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
 // c.recv = the inputs (one per rank, in rank order, at least two) reduced
 // as recursive doubling reduces them; `scratch` holds the partial results.
 void ReduceAsDoubling(const std::vector<const uint8_t*>& inputs, const LinesCall& c, size_t bytes,
                       std::vector<uint8_t>* scratch, std::vector<const uint8_t*>* values) {
   const int n = static_cast<int>(inputs.size());
-  const int p2 = FloorPowerOfTwo(n), folded = n - p2;
+  const int p2 = static_cast<int>(std::bit_floor(static_cast<unsigned>(n))), folded = n - p2;
   const uint32_t divisor = c.op == batonAvg ? static_cast<uint32_t>(n) : 0;
   auto* out = static_cast<uint8_t*>(c.recv);
   if (scratch->size() < static_cast<size_t>(p2) * bytes) scratch->resize(p2 * bytes);
@@ -82,7 +77,7 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
     BATON_INFO(kLogColl,
                "lines allreduce: %d ranks read each other's inputs of up to %llu bytes from their "
                "segments",
-               nranks_, static_cast<unsigned long long>(config_.lines_max_bytes));
+               nranks_, static_cast<unsigned long long>(lines_max_bytes_));
   }
   const LinesCall& c = schedule.lines;
   const size_t bytes = c.count * DatatypeSize(c.datatype);

@@ -50,7 +50,7 @@ Status WaitForPeer(ChannelSet& ch, int peer, double timeout_s, const std::string
     if (ch.peer_closed(peer)) {
       FailureNote note;
       if (ch.NoteFrom(peer, &note)) return note.AsStatus();
-      return RemoteError("rank " + std::to_string(peer) + " left during " + what + "");
+      return RemoteError("rank " + std::to_string(peer) + " left during " + what);
     }
     const Clock::time_point now = Clock::now();
     if (asked_at == Clock::time_point{} && now >= probe_at) {

@@ -55,9 +55,7 @@ Status Communicator::SetUpTuning() {
   selection_.Build(*cost_model_, config_.algorithms, config_.chunk_bytes);
   registered_min_bytes_ =
       RegisteredMinBytes(config_.registered_min_bytes, cost_model_->Oversubscribed());
-  // Resolved in place: the setting's default depends on the ranks per core.
-  config_.lines_max_bytes =
-      LinesMaxBytes(config_.lines_max_bytes, cost_model_->Oversubscribed(), nranks_);
+  lines_max_bytes_ = LinesMaxBytes(config_.lines_max_bytes, cost_model_->Oversubscribed(), nranks_);
   const double build_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 

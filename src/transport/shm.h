@@ -287,6 +287,8 @@ inline constexpr size_t kShmLinesBytes =
     (sizeof(ShmLines) + kShmDataPage - 1) / kShmDataPage * kShmDataPage;
 // Where a segment's first ring starts, after its header page.
 inline constexpr size_t kShmRingsOffset = 4096;
+static_assert(kShmMailboxOffset + sizeof(ShmCallMailbox) <= kShmRingsOffset,
+              "the mailbox fits the header page");
 
 // A slot whose size has this bit set holds a CmaDescriptor instead of
 // data: the consumer reads the message straight out of the producer's
@@ -317,8 +319,7 @@ class ShmSegment {
   ShmCallMailbox* mailbox() const {
     return reinterpret_cast<ShmCallMailbox*>(base_ + kShmMailboxOffset);
   }
-  // After the rings (in front of them, they moved the rings' addresses and
-  // the slots' calls of 4-8 KiB took 2-4% longer).
+  // After the rings, which keep their place at kShmRingsOffset.
   ShmLines* lines() const {
     return reinterpret_cast<ShmLines*>(base_ + kShmRingsOffset +
                                        layout_.nrings * layout_.ring_stride);
