@@ -7,12 +7,8 @@
 #include "base/datatype.h"
 
 namespace baton {
-namespace {
 
-// As the ordinary path words a call (algorithms/call_description.h):
-// "allreduce (4096 x float, sum)". The v-collectives' count is their total
-// and their root field the counts' hash (launch/call.cc).
-std::string Describe(const IpcRecord& r) {
+std::string DescribeIpcRecord(const IpcRecord& r) {
   const auto c = static_cast<Collective>(r.collective);
   std::string out = std::string(CollectiveName(c)) + " (" + std::to_string(r.count) + " x " +
                     DatatypeName(static_cast<batonDataType_t>(r.datatype));
@@ -25,8 +21,6 @@ std::string Describe(const IpcRecord& r) {
   if (HasRoot(c)) out += ", root " + std::to_string(r.root);
   return out + ")";
 }
-
-}  // namespace
 
 IpcRecord MakeIpcRecord(const IpcCall& call, int pid) {
   IpcRecord r;
@@ -67,8 +61,9 @@ IpcVerdict JudgeIpcRecords(const std::vector<IpcRecord>& all) {
     if (r.collective != first.collective || r.datatype != first.datatype || r.op != first.op ||
         r.root != first.root || r.count != first.count) {
       v.kind = IpcVerdict::Kind::kError;
-      v.error = InvalidUsage("ranks disagree on the call: rank 0 called " + Describe(first) +
-                             ", rank " + std::to_string(q) + " called " + Describe(r));
+      v.error =
+          InvalidUsage("ranks disagree on the call: rank 0 called " + DescribeIpcRecord(first) +
+                       ", rank " + std::to_string(q) + " called " + DescribeIpcRecord(r));
       return v;
     }
   }

@@ -37,6 +37,12 @@ inline constexpr uint32_t kIpcReady = 1u << 2;  // this rank can serve IPC (hand
 // A zeroed record describing `call` from process `pid`, kIpcReady set.
 IpcRecord MakeIpcRecord(const IpcCall& call, int pid);
 
+// The record's call as the ordinary path words one
+// (algorithms/call_description.h): "allreduce (4096 x float, sum)". The
+// v-collectives' count is their total and their root field the counts'
+// hash (launch/call.cc).
+std::string DescribeIpcRecord(const IpcRecord& r);
+
 // Marks a record as unable to serve IPC, with the reason (truncated).
 void SetIpcNotReady(IpcRecord* record, const std::string& reason);
 

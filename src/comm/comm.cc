@@ -390,8 +390,11 @@ void Communicator::NumberCalls(const Schedule& schedule) {
   // record: a peer waiting with one takes the ordinary path too.
   if (const uint32_t numbered = collective_calls_ - first_collective; numbered != 0) {
     collective_seq_ += numbered;
-    if (!record_published_ && channels_->has_mailboxes())
-      channels_->PublishCall(collective_seq_, nullptr, 0);
+    if (!record_published_ && channels_->has_mailboxes()) {
+      size_t first = 0;  // a group may open with point-to-point calls
+      while (numbered_[first].kind == kCallKindPointToPoint) ++first;
+      channels_->PublishCall(collective_seq_, numbered_[first]);
+    }
   }
 }
 

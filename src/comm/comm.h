@@ -277,6 +277,10 @@ class Communicator {
   // A small allreduce on the lines (comm/lines.cc): each rank publishes
   // its input in its segment and reduces everyone's from theirs.
   Status RunLinesLocked(const Schedule& schedule);
+  // The error of a lines call whose peer `q` began this collective without
+  // a line for it (it took another path): the peer's call named from its
+  // mailbox where it is there.
+  Status OtherPathError(const ChannelSet& ch, int q, size_t bytes) const;
   // Guarded by run_mu_: lines calls so far (the same on every rank),
   // whether every peer is connected, and the reduction's buffers.
   uint64_t lines_calls_ = 0;

@@ -17,6 +17,7 @@
 #include <functional>
 #include <string>
 
+#include "algorithms/ipc_record.h"
 #include "base/cpu.h"
 #include "base/datatype.h"
 #include "base/log.h"
@@ -67,6 +68,29 @@ void ReduceAsDoubling(const std::vector<const uint8_t*>& inputs, const LinesCall
 
 }  // namespace
 
+Status Communicator::OtherPathError(const ChannelSet& ch, int q, size_t bytes) const {
+  const CallDescriptor& mine = numbered_[0];
+  const std::string us = "rank " + std::to_string(rank_), them = "rank " + std::to_string(q);
+  const std::string head = "collective mismatch between " + them + " and " + us + ": ";
+  CallMismatch found;
+  found.kind = CallMismatch::Kind::kOtherCall;
+  if (ch.ReadPeerDescriptor(q, collective_seq_, &found.theirs)) {
+    if (found.theirs == mine)  // the same call, on the slots there
+      return InvalidUsage(head + "both called " + DescribeCall(mine) + " but " + us +
+                          " ran it on the lines and " + them +
+                          " did not (BATON_LINES_MAX_BYTES and the tuning settings must be the "
+                          "same on every rank)");
+    return CallMismatchError(rank_, q, mine, found, bytes);
+  }
+  IpcRecord record;
+  if (ch.ReadPeerCall(q, collective_seq_, &record, sizeof(record)) == ChannelSet::PeerCall::kRecord)
+    return InvalidUsage(head + them + " called " + DescribeIpcRecord(record) + ", " + us + " " +
+                        DescribeCall(mine));
+  return InvalidUsage(head + us + " called " + DescribeCall(mine) + " and " + them +
+                      " a call of another size or kind (the ranks called different collectives "
+                      "or counts)");
+}
+
 Status Communicator::RunLinesLocked(const Schedule& schedule) {
   ChannelSet& ch = *channels_;
   const double timeout_s = schedule.timeout_s >= 0 ? schedule.timeout_s : config_.timeout_s;
@@ -94,7 +118,7 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
   std::memcpy(mine->data, c.send, bytes);
   mine->descriptor = numbered_[0];
   ch.PublishLine(mine, call);
-  ch.PublishCall(collective_seq_, nullptr, 0);
+  ch.PublishCall(collective_seq_, numbered_[0]);
   auto fail = [&](Status st) {
     EndCalls(st.code());
     return Fail(std::move(st));
@@ -148,13 +172,7 @@ Status Communicator::RunLinesLocked(const Schedule& schedule) {
           },
           &judge, timeout_s != config_.timeout_s, &stall);
       if (!st.ok()) return fail(std::move(st));
-      if (elsewhere)
-        return fail(InvalidUsage(
-            "collective mismatch between rank " + std::to_string(q) + " and rank " +
-            std::to_string(rank_) + ": rank " + std::to_string(rank_) + " called " +
-            DescribeCall(numbered_[0]) + " and rank " + std::to_string(q) +
-            " a call of another size or kind (the ranks called different collectives or "
-            "counts)"));
+      if (elsewhere) return fail(OtherPathError(ch, q, bytes));
     }
     if (gave_up()) [[unlikely]] {  // before it finished this call: it fails there
       FailureNote note;

@@ -193,15 +193,21 @@ class ChannelSet {
     const uint64_t quarter = config_.buffsize / 4;
     return config_.cma ? std::min(quarter, config_.cma_threshold - 1) : quarter;
   }
-  // Publishes call number `call` (counted from 1): with record bytes
-  // (at most kShmMailboxWords * 8), or none (nullptr: not registered, one
-  // store, which is all an ordinary call pays).
+  // Publishes call number `call` (counted from 1) with record bytes (at
+  // most kShmMailboxWords * 8).
   void PublishCall(uint64_t call, const void* record, size_t bytes);
+  // Publishes call number `call` without a record (not registered): only
+  // its first collective's descriptor, which a peer reads for an error
+  // message (ReadPeerDescriptor); a few stores to the state's own line.
+  void PublishCall(uint64_t call, const CallDescriptor& first);
   // What `peer` says about call `call`: not there yet, its record (copied
   // to `record`), or no record (not registered, or it has moved past the
   // call, which it cannot have done had it taken the registered path).
   enum class PeerCall { kNotYet, kRecord, kNoRecord };
   PeerCall ReadPeerCall(int peer, uint64_t call, void* record, size_t bytes) const;
+  // The descriptor `peer` published with call `call` and no record; false
+  // where it published none (not there, a record, a later call).
+  bool ReadPeerDescriptor(int peer, uint64_t call, CallDescriptor* first) const;
   // The progress word of registered calls (ShmCallMailbox::progress):
   // this rank's, published with release, and a peer's, read with acquire.
   // Rings every mapped local peer's doorbell, so one that sleeps waiting for

@@ -1,6 +1,7 @@
 // The per-call mailboxes of registered collectives and the lines of small
 // allreduces; see channel_set.h, ShmCallMailbox and ShmLines in shm.h.
 #include <cstring>
+#include <iterator>
 
 #include "transport/channel_set.h"
 #include "transport/doorbell.h"
@@ -8,12 +9,27 @@
 
 namespace baton {
 
+static_assert(sizeof(CallDescriptor) % 8 == 0 && sizeof(CallDescriptor) <= 8 * 7,
+              "a descriptor is whole words in the state's line");
+
+void ChannelSet::PublishCall(uint64_t call, const CallDescriptor& first) {
+  ShmCallMailbox* box = own_segment_->mailbox();
+  // Written as a record is (a seqlock), though only an error reads it.
+  box->state.store(call << 2 | kMailboxWriting, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  // Word by word: the caller has just stored the descriptor as three words,
+  // and a wider load across two of them would wait for both stores.
+  const auto* src = reinterpret_cast<const uint8_t*>(&first);
+  for (size_t w = 0; w < sizeof(CallDescriptor) / 8; ++w) {
+    uint64_t word;
+    std::memcpy(&word, src + 8 * w, 8);
+    box->words[w].store(word, std::memory_order_relaxed);
+  }
+  box->state.store(call << 2 | kMailboxNoRecord, std::memory_order_release);
+}
+
 void ChannelSet::PublishCall(uint64_t call, const void* record, size_t bytes) {
   ShmCallMailbox* box = own_segment_->mailbox();
-  if (record == nullptr) {
-    box->state.store(call << 2 | kMailboxNoRecord, std::memory_order_release);
-    return;
-  }
   box->state.store(call << 2 | kMailboxWriting, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   const auto* src = static_cast<const uint8_t*>(record);
@@ -44,6 +60,19 @@ ChannelSet::PeerCall ChannelSet::ReadPeerCall(int peer, uint64_t call, void* rec
   // path (it would have waited for us otherwise).
   if (box->state.load(std::memory_order_relaxed) != s) return PeerCall::kNoRecord;
   return PeerCall::kRecord;
+}
+
+bool ChannelSet::ReadPeerDescriptor(int peer, uint64_t call, CallDescriptor* first) const {
+  const ShmCallMailbox* box = peer_segments_[peer]->mailbox();
+  const uint64_t s = box->state.load(std::memory_order_acquire);
+  if (s != (call << 2 | kMailboxNoRecord)) return false;
+  uint64_t words[sizeof(CallDescriptor) / 8];
+  for (size_t w = 0; w < std::size(words); ++w)
+    words[w] = box->words[w].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (box->state.load(std::memory_order_relaxed) != s) return false;
+  std::memcpy(first, words, sizeof(words));
+  return true;
 }
 
 void ChannelSet::PublishProgress(uint64_t steps) {

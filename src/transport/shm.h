@@ -244,7 +244,10 @@ struct ShmSegmentHeader {
 // peers read it without a message. `state` is call << 2 | kMailbox*; a
 // record (opaque here) is written between kMailboxWriting and
 // kMailboxRecord, word by word, so a reader that sees the same state before
-// and after copying it has a whole record (a seqlock).
+// and after copying it has a whole record (a seqlock). An ordinary call
+// writes its descriptor there instead, in the state's line, and ends with
+// kMailboxNoRecord: a rank on the lines names from it the call a peer made
+// instead (comm/lines.cc).
 inline constexpr uint64_t kMailboxWriting = 1;
 inline constexpr uint64_t kMailboxNoRecord = 2;  // this call's buffers are not registered
 inline constexpr uint64_t kMailboxRecord = 3;

@@ -253,6 +253,25 @@ const char* OddName(Odd o) {
   return "?";
 }
 
+// How the error names rank 1's call.
+std::string OddWords(Odd odd) {
+  switch (odd) {
+    case Odd::kCount:
+      return "(9 x float, sum)";
+    case Odd::kDatatype:
+      return "(8 x double, sum)";
+    case Odd::kOp:
+      return "(8 x float, max)";
+    case Odd::kPastLimit:
+      return "(" + std::to_string(kLinesBytes / sizeof(float) + 1) + " x float, sum)";
+    case Odd::kBroadcast:
+      return "broadcast #2 (8 x float, root 0)";
+    case Odd::kPreMulSum:
+      return "(8 x float, premulsum)";
+  }
+  return "?";
+}
+
 class LinesMismatch : public ::testing::TestWithParam<std::tuple<int, Odd>> {};
 
 // Rank 1 calls something else than the others' 8-float sum (the lines): a
@@ -297,6 +316,8 @@ TEST_P(LinesMismatch, EveryRankReportsIt) {
         MP_EXPECT_LT(ctx, elapsed, 5.0) << message;
         MP_EXPECT_NE(ctx, message.find("mismatch"), std::string::npos) << message;
         MP_EXPECT_NE(ctx, message.find("#2"), std::string::npos) << message;
+        // Rank 1's call is named, however it ran (a peer's mailbox says it).
+        MP_EXPECT_NE(ctx, message.find(OddWords(odd)), std::string::npos) << message;
         MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
       },
       options);
@@ -311,6 +332,36 @@ INSTANTIATE_TEST_SUITE_P(All, LinesMismatch,
                            return std::to_string(std::get<0>(info.param)) + "_" +
                                   OddName(std::get<1>(info.param));
                          });
+
+// The same call where rank 1 keeps the lines closed (BATON_LINES_MAX_BYTES=0)
+// and the others open: a setting that differs between ranks, said as such.
+TEST(LinesMismatch, LimitThatDiffersIsNamed) {
+  for (int nranks : {2, 3}) {
+    Options options;
+    options.init_comm = false;
+    options.env = {{"BATON_TIMEOUT", "20"}};
+    options.deadline = std::chrono::seconds(60);
+    RunRanks(
+        nranks,
+        [nranks](RankContext& ctx) {
+          setenv("BATON_LINES_MAX_BYTES", ctx.rank() == 1 ? "0" : kLinesLimit, 1);
+          batonComm_t comm = nullptr;
+          MP_ASSERT_OK(ctx, batonCommInitRank(&comm, nranks, ctx.id(), ctx.rank()));
+          ctx.set_comm(comm);
+          std::vector<float> buf(8, 1.0f);
+          const batonResult_t r =
+              batonAllReduce(buf.data(), buf.data(), 8, batonFloat32, batonSum, comm, nullptr);
+          const std::string message = ctx.LastError();
+          MP_EXPECT_EQ(ctx, r, batonInvalidUsage) << " (" << ResultName(r) << "): " << message;
+          MP_EXPECT_NE(ctx, message.find("both called allreduce #1 (8 x float, sum)"),
+                       std::string::npos)
+              << message;
+          MP_EXPECT_NE(ctx, message.find("BATON_LINES_MAX_BYTES"), std::string::npos) << message;
+          MP_EXPECT_OK(ctx, batonCommAbort(ctx.TakeComm()));
+        },
+        options);
+  }
+}
 
 // Rank 2 is busy elsewhere past BATON_TIMEOUT: the others' timeout names it
 // and its last call, as the slots' does.
