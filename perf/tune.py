@@ -21,7 +21,9 @@ Configurations (--configs, comma separated):
   netHxR-RATE   H simulated hosts with R ranks each (scripts/netns.sh: network namespaces on a
   netH-RATE     bridge, eth0 shaped by tbf at RATE, e.g. 1g, 10g); one batonrun per namespace,
                 --bind-to none with BATON_BIND=core: the "hosts" share this machine's cores, so
-                the library binds each rank by its index among the machine's ranks. Needs root.
+                the library binds each rank by its index among the machine's ranks; and
+                BATON_NET_MBPS=RATE, since veth reports 10 Gbit/s whatever tbf shapes it to.
+                Needs root.
 
 Writes --out (default perf-results/tune): tune.md (one table per configuration: size, the
 median time of each forced algorithm and of the automatic choice, the best forced one, auto/best,
@@ -214,6 +216,11 @@ def main(argv):
             times = {v: {} for v in variants}
             predicted, chosen, cost = {}, {}, ""
             base_env = {}
+            if config["kind"] == "net":
+                # veth reports 10 Gbit/s whatever tbf shapes it to: the cost model is told the
+                # shaped rate, as a user of a rate-limited link would (README, BATON_NET_MBPS;
+                # perf/compare.py does the same).
+                base_env["BATON_NET_MBPS"] = str(round(config["rate_GBps"] * 8000))
             if args.calibrate:
                 cache = os.path.join(runner.out, "calibration", config["name"])
                 shutil.rmtree(cache, ignore_errors=True)

@@ -62,6 +62,15 @@ void BuildRingAllReduceHalves(const CollArgs& a, bool reduce_scatter, bool all_g
   // Steps t: the reduce-scatter's p - 1, then the allgather's p - 1.
   const int first_step = reduce_scatter ? 0 : p - 1;
   const int end_step = all_gather ? 2 * (p - 1) : p - 1;
+  // Where the transport holds every send of the call without the peer
+  // (CollArgs::sends_buffered_bytes), an allgather receive waits for the
+  // same step's send: the send then runs to its end in one go while its
+  // chunk is in cache, instead of taking turns with the receive pass by
+  // pass (docs/performance.md, "The ring's allgather sends first"). No
+  // wait can close a cycle: a send completes on its own.
+  const size_t segment_bytes = (a.count + p - 1) / p * es;
+  const bool send_first =
+      segment_bytes * static_cast<size_t>(end_step - first_step) <= a.sends_buffered_bytes;
   auto emit = [&](int t, size_t j) {
     size_t b, e;
     if (t < p - 1) {
@@ -80,13 +89,17 @@ void BuildRingAllReduceHalves(const CollArgs& a, bool reduce_scatter, bool all_g
       const int s = t - (p - 1);
       const int send_seg = Mod(q + 1 - s, p), recv_seg = Mod(q - s, p);
       chunk(send_seg, j, &b, &e);
-      if (e > b) out->Add(SendOp(next, recv + b * es, (e - b) * es, last[j]));
+      const int sent = e > b ? out->Add(SendOp(next, recv + b * es, (e - b) * es, last[j])) : -1;
       chunk(recv_seg, j, &b, &e);
       if (e > b) {
         // The reduce-scatter's send of this chunk in step s read these
         // bytes (in place, or s > 0): the peers order the two already (the
-        // data comes back around the ring), this says so here as well.
-        const int read_by = reduce_scatter ? rs_sent[static_cast<size_t>(s) * nchunks + j] : -1;
+        // data comes back around the ring), this says so here as well. The
+        // allgather's send goes to the same peer after it, so waiting for
+        // that one waits for both.
+        const int read_by = send_first && sent >= 0 ? sent
+                            : reduce_scatter        ? rs_sent[static_cast<size_t>(s) * nchunks + j]
+                                                    : -1;
         // The last step's chunk is final: nothing reads it again.
         last[j] = out->Add(
             StreamedIf(a, s == p - 2,

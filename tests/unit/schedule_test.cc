@@ -66,7 +66,10 @@ CollArgs Args(int r, int p, size_t count, const std::vector<int>* ring) {
 
 TEST(ScheduleTest, RingAllReduceMatchesReference) {
   for (const Case& c : Cases()) {
-    for (bool in_place : {false, true}) {
+    // `variant`: in place or not; sends the transport holds or not (where
+    // it holds them, an allgather receive waits for its own send).
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool in_place = variant & 1, buffered = variant & 2;
       auto ring = c.shuffled ? ShuffledRing(c.p) : IdentityRing(c.p);
       std::vector<std::vector<int32_t>> in(c.p), out(c.p);
       std::vector<Schedule> sched(c.p);
@@ -78,6 +81,7 @@ TEST(ScheduleTest, RingAllReduceMatchesReference) {
         a.send = in[r].data();
         a.recv = in_place ? in[r].data() : out[r].data();
         a.stream_outputs = c.shuffled;
+        if (buffered) a.sends_buffered_bytes = SIZE_MAX;
         BuildRingAllReduce(a, &sched[r]);
         if (c.p <= 17) {
           ASSERT_TRUE(CheckSchedule(sched[r])) << "p=" << c.p << " rank " << r;
@@ -85,7 +89,8 @@ TEST(ScheduleTest, RingAllReduceMatchesReference) {
       }
       std::vector<SimRankStats> stats;
       Status st = SimulateSchedules(sched, &stats);
-      ASSERT_TRUE(st.ok()) << "p=" << c.p << " count=" << c.count << ": " << st.message();
+      ASSERT_TRUE(st.ok()) << "p=" << c.p << " count=" << c.count << " buffered=" << buffered
+                           << ": " << st.message();
       for (size_t i = 0; i < c.count; ++i) {
         int32_t want = 0;
         for (int r = 0; r < c.p; ++r) want += Input(r, i);
@@ -93,6 +98,39 @@ TEST(ScheduleTest, RingAllReduceMatchesReference) {
           ASSERT_EQ((in_place ? in[r] : out[r])[i], want)
               << "p=" << c.p << " count=" << c.count << " rank " << r << " i " << i;
       }
+    }
+  }
+}
+
+// Where the transport holds all of a rank's sends of the call, each
+// allgather receive waits for the same step's send (it runs to its end
+// first); where it does not, for the receive before it and the send that
+// read its bytes only.
+TEST(ScheduleTest, RingAllGatherReceivesWaitForTheirSendWhereSendsAreHeld) {
+  for (int p : {2, 3, 5}) {
+    auto ring = IdentityRing(p);
+    const size_t count = 1000;  // p - 1 steps each way of at most 1000 / p + 1 elements
+    const size_t held = 2 * (p - 1) * ((count + p - 1) / p) * sizeof(int32_t);
+    for (const size_t buffered : {size_t{0}, held - 1, held}) {
+      std::vector<int32_t> in(count), out(count);
+      CollArgs a = Args(0, p, count, &ring);
+      a.chunk_bytes = SIZE_MAX;
+      a.send = in.data();
+      a.recv = out.data();
+      a.sends_buffered_bytes = buffered;
+      Schedule s;
+      BuildRingAllReduce(a, &s);
+      int allgather_recvs = 0, waiting_for_send = 0, last_send = -1;
+      for (int i = 0; i < static_cast<int>(s.ops.size()); ++i) {
+        const Op& op = s.ops[i];
+        if (op.kind == Op::Kind::kSend) last_send = i;
+        if (op.kind != Op::Kind::kRecv || op.reduce_with != nullptr) continue;
+        ++allgather_recvs;
+        waiting_for_send += op.deps[0] == last_send || op.deps[1] == last_send;
+      }
+      EXPECT_EQ(allgather_recvs, p - 1) << "p=" << p;
+      EXPECT_EQ(waiting_for_send, buffered >= held ? p - 1 : 0)
+          << "p=" << p << " buffered " << buffered << " of " << held;
     }
   }
 }
