@@ -243,13 +243,13 @@ void MarkSingleCopy(const Communicator& comm, const IpcCall& ipc, size_t bytes, 
 
 // Marks an allreduce on ordinary buffers for the copy-in path
 // (comm/copy_in.cc) when the communicator offers it and the call's size is
-// in BATON_COPY_IN_MIN_BYTES..BATON_COPY_IN_MAX_BYTES (0: no limit; the same on every
+// in Communicator::copy_in_min_bytes..BATON_COPY_IN_MAX_BYTES (0: no limit; the same on every
 // rank; where a rank decides otherwise anyway, the call's mailbox exchange
 // sends every rank the ordinary way). The other collectives stay on the
 // slots: copied in, they measured no faster (docs/performance.md).
 void MarkCopyIn(const Communicator& comm, const IpcCall& ipc, size_t bytes, Call* call) {
   const CommConfig& config = comm.config();
-  if (ipc.collective != Collective::kAllReduce || bytes < config.copy_in_min_bytes ||
+  if (ipc.collective != Collective::kAllReduce || bytes < comm.copy_in_min_bytes() ||
       (config.copy_in_max_bytes != 0 && bytes > config.copy_in_max_bytes) || bytes == 0 ||
       !comm.copy_in_open())
     return;

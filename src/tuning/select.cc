@@ -118,8 +118,9 @@ std::span<const AlgorithmImpl> ImplementationsOf(Collective c) {
 }
 
 void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter,
-                           size_t fixed_chunk) {
+                           size_t fixed_chunk, uint64_t rhd_below) {
   fixed_chunk_ = fixed_chunk;
+  rhd_below_ = filter.Restricts(Collective::kAllReduce) ? 0 : rhd_below;
   for (int ci = 0; ci < kNumCollectives; ++ci) {
     const auto c = static_cast<Collective>(ci);
     const auto impls = ImplementationsOf(c);
@@ -148,8 +149,10 @@ void SelectionTable::Build(const CostModel& model, const AlgorithmFilter& filter
       }
       for (int k = 0; k < kSizeClasses; ++k) {
         Choice best;
+        const bool folded = Folded(c, k);
         for (const AlgorithmImpl& impl : impls) {
           if (!filter.Allows(c, impl.algorithm)) continue;
+          if (folded && impl.algorithm != Algorithm::kRecursiveHalvingDoubling) continue;
           const Prediction p =
               model.Predict(c, impl.algorithm, ClassBytes(k), datatype, fixed_chunk);
           if (!p.valid) continue;
@@ -193,6 +196,7 @@ std::vector<std::string> SelectionTable::Describe(const CostModel& model) const 
       }
       line +=
           " -> " + (choice.build ? ChoiceText(c, choice, bytes) : std::string("none (BATON_ALGO)"));
+      if (Folded(c, k)) line += " (folded to a rank per core)";
       for (int dt = 0; dt < batonNumTypes && Reduces(c); ++dt) {
         const Choice& other = table_[Index(c, static_cast<batonDataType_t>(dt), k)];
         if (other.build != choice.build || other.chunk_bytes != choice.chunk_bytes ||

@@ -75,6 +75,22 @@ inline uint64_t LinesMaxBytes(uint64_t setting, bool oversubscribed, int nranks)
   return std::clamp<uint64_t>(std::bit_floor(budget / peers), 512, kLinesCapacityBytes);
 }
 
+// Below how many bytes an allreduce of ranks that all share one host takes
+// recursive halving/doubling, instead of the copy-in path and the table's
+// choice (0: none): where the ranks outnumber the cores but the power of
+// two rhd folds them to does not (3 ranks on 2 cores, 5-7 on 4), the folded
+// ranks wait off their cores while the others exchange, a rank per core.
+// Measured 0.73-0.92 of copy-in's time on 3 ranks on 2 cores from 64 KiB
+// to 8 MiB, out of place (0.53-0.80 in place), while copy-in led from 12
+// MiB (docs/performance.md, "Three ranks on two cores: rhd folds them to
+// one per core"): so while the exchanging ranks' inputs and outputs fit the
+// last-level cache. The communicator and baton-topo both ask.
+inline uint64_t FoldedRhdMaxBytes(int hosts, int nranks, int cores, uint64_t llc_bytes) {
+  const int exchanging = static_cast<int>(std::bit_floor(static_cast<unsigned>(nranks)));
+  if (hosts != 1 || cores <= 0 || nranks <= cores || exchanging > cores) return 0;
+  return llc_bytes / (2 * static_cast<uint64_t>(exchanging));
+}
+
 // An algorithm that implements a collective, with its builder.
 struct AlgorithmImpl {
   Algorithm algorithm;
@@ -114,8 +130,11 @@ class SelectionTable {
   static constexpr int kSizeClasses = kMaxLog2 + 2;
 
   // Fills the table from `model`, among the algorithms `filter` allows;
-  // `fixed_chunk` > 0 is used instead of the model's chunk choice.
-  void Build(const CostModel& model, const AlgorithmFilter& filter, size_t fixed_chunk);
+  // `fixed_chunk` > 0 is used instead of the model's chunk choice. Allreduce
+  // takes rhd below `rhd_below` bytes (FoldedRhdMaxBytes) where `filter`
+  // leaves its algorithm open.
+  void Build(const CostModel& model, const AlgorithmFilter& filter, size_t fixed_chunk,
+             uint64_t rhd_below = 0);
 
   // The choice for a call moving `bytes` (CountIsPerRank collectives: all
   // nranks blocks).
@@ -146,6 +165,10 @@ class SelectionTable {
   }
 
  private:
+  // Whether FoldedRhdMaxBytes decides size class `k` of `c`.
+  bool Folded(Collective c, int k) const {
+    return c == Collective::kAllReduce && k > 0 && ClassBytes(k) < rhd_below_;
+  }
   static int Index(Collective c, batonDataType_t datatype, int size_class) {
     const int dt = static_cast<int>(datatype);
     return (static_cast<int>(c) * batonNumTypes + (dt >= 0 && dt < batonNumTypes ? dt : 0)) *
@@ -157,6 +180,7 @@ class SelectionTable {
       std::vector<Choice>(static_cast<size_t>(kNumCollectives) * batonNumTypes * kSizeClasses);
   std::string nothing_allowed_[kNumCollectives];
   size_t fixed_chunk_ = 0;
+  uint64_t rhd_below_ = 0;
 };
 
 }  // namespace baton

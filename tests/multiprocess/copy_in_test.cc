@@ -13,6 +13,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -238,10 +239,12 @@ TEST(CopyInRefused, NonDumpableRank) {
 }
 
 // The defaults: copy-in only where the ranks outnumber the cores, and only
-// from 16 KiB (below: the slots).
+// from 16 KiB (below: the slots). With twice the largest power of two of
+// the cores, rhd's fold leaves more ranks than cores too (below).
 TEST(CopyInDefault, WhereRanksOutnumberCores) {
   const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  for (int n : {2, static_cast<int>(cores) + 1}) {
+  const int crowded = 2 * static_cast<int>(std::bit_floor(static_cast<unsigned long>(cores)));
+  for (int n : {2, crowded}) {
     Options options;
     options.init_comm = false;
     options.extra_ids = 1;
@@ -265,6 +268,37 @@ TEST(CopyInDefault, WhereRanksOutnumberCores) {
         },
         options);
   }
+}
+
+// Where rhd's power of two fits the cores (3 ranks on 2), rhd takes the
+// sizes copy-in would below what FoldedRhdMaxBytes allows, which each
+// rank's log says; copy-in from there.
+TEST(CopyInDefault, FoldedRanksTakeRhd) {
+  const int cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  const int n = cores + 1;
+  if (std::bit_floor(static_cast<unsigned>(n)) > static_cast<unsigned>(cores))
+    GTEST_SKIP() << n << " ranks fold to " << n - 1 << ", more than the cores";
+  Options options;
+  options.init_comm = false;
+  RunRanks(
+      n,
+      [](RankContext& ctx) {
+        // 280 KiB: below 8 MiB, the limit with a 32 MiB cache on 2 cores.
+        const std::string log = WithComm(ctx, [&] { Sweep(ctx, {batonFloat32}, {70001}); });
+        constexpr char kFolded[] = "takes rhd, not copy-in or the model's choice";
+        const size_t at = log.find(kFolded);
+        if (at == std::string::npos) {  // no cache size known: copy-in as before
+          MP_EXPECT_NE(ctx, log.find(kTookCopyIn), std::string::npos) << log;
+          return;
+        }
+        const size_t below = std::stoull(log.substr(log.rfind("below ", at) + 6));
+        if (below > 70001 * sizeof(float))
+          MP_EXPECT_EQ(ctx, log.find(kTookCopyIn), std::string::npos) << "copy-in below " << below;
+        else
+          MP_EXPECT_NE(ctx, log.find(kTookCopyIn), std::string::npos)
+              << "no copy-in from " << below;
+      },
+      options);
 }
 
 // A BATON_ALGO choice for allreduce runs as asked: the default then leaves

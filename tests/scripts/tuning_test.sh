@@ -85,14 +85,30 @@ fi
 
 # The copy-in allreduce bypasses the table where ranks outnumber cores
 # (BATON_COPY_IN=-1), unless BATON_ALGO chooses allreduce's algorithm;
-# BATON_COPY_IN=1 takes it anywhere.
+# BATON_COPY_IN=1 takes it anywhere. Where rhd's power of two fits the
+# cores (3 ranks on 2), rhd takes the sizes below FoldedRhdMaxBytes first.
 cores=$(nproc)
+floor_pow2() { local p=1; while [ $((p * 2)) -le "$1" ]; do p=$((p * 2)); done; echo "$p"; }
+crowded=$((2 * $(floor_pow2 "$cores")))  # folded, still more ranks than cores
 copy_in="ordinary buffers: allreduce from 16 KiB up takes the copy-in path"
-"$topo" --ranks $((cores + 1)) | grep -q "$copy_in (BATON_COPY_IN: ranks outnumber cores)" ||
-  fail "baton-topo --ranks $((cores + 1)): no copy-in line"
+"$topo" --ranks "$crowded" | grep -q "$copy_in (BATON_COPY_IN: ranks outnumber cores)" ||
+  fail "baton-topo --ranks $crowded: no copy-in line"
+"$topo" --ranks "$crowded" | grep -q "takes rhd, not copy-in" &&
+  fail "baton-topo --ranks $crowded: an rhd line"
 "$topo" --ranks "$cores" | grep -q "copy-in" && fail "baton-topo --ranks $cores: a copy-in line"
-BATON_ALGO=allreduce:ring "$topo" --ranks $((cores + 1)) | grep -q "copy-in" &&
+BATON_ALGO=allreduce:ring "$topo" --ranks "$crowded" | grep -q "copy-in" &&
   fail "baton-topo with BATON_ALGO=allreduce:ring: a copy-in line"
+one_more=$((cores + 1))
+if [ "$(floor_pow2 "$one_more")" -le "$cores" ] && "$topo" | grep -q "level-3 caches"; then
+  out=$("$topo" --ranks "$one_more")
+  echo "$out" | grep -q "allreduce below [0-9]* KiB takes rhd, not copy-in or the model's choice" ||
+    fail "baton-topo --ranks $one_more: no rhd line"
+  below=$(echo "$out" | sed -n 's/.*allreduce below \([0-9]*\) KiB takes rhd.*/\1/p')
+  echo "$out" | grep -q "ordinary buffers: allreduce from $below KiB up takes the copy-in path" ||
+    fail "baton-topo --ranks $one_more: copy-in does not start where rhd ends ($below KiB)"
+  BATON_ALGO=allreduce:ring "$topo" --ranks "$one_more" | grep -q "takes rhd" &&
+    fail "baton-topo with BATON_ALGO=allreduce:ring: an rhd line"
+fi
 BATON_COPY_IN=1 "$topo" --ranks "$cores" | grep -q "$copy_in (BATON_COPY_IN=1)" ||
   fail "baton-topo with BATON_COPY_IN=1: no copy-in line"
 

@@ -123,11 +123,15 @@ TEST(SelectTest, ForcingTheAutomaticChoiceRunsTheSameCall) {
       name += ' ';
       name += std::to_string(n);
     }
+    // As the communicator builds its tables (comm/tuning_setup.cc), with a
+    // last-level cache of 32 MiB.
+    const int nranks = static_cast<int>(places.size());
+    const uint64_t folded = FoldedRhdMaxBytes(topo.hosts(), nranks, l.cores, 32 << 20);
     for (size_t fixed_chunk : {size_t{0}, size_t{128} << 10}) {
       SelectionTable automatic;
       AlgorithmFilter all;
       ASSERT_TRUE(AlgorithmFilter::Parse("", &all).ok());
-      automatic.Build(model, all, fixed_chunk);
+      automatic.Build(model, all, fixed_chunk, folded);
       // One table per forced algorithm, as BATON_ALGO=<name> builds it, and
       // one with the algorithm forced for a single collective.
       for (int a = 0; a < kNumAlgorithms; ++a) {
@@ -135,7 +139,7 @@ TEST(SelectTest, ForcingTheAutomaticChoiceRunsTheSameCall) {
         AlgorithmFilter everywhere;
         ASSERT_TRUE(AlgorithmFilter::Parse(AlgorithmName(algo), &everywhere).ok());
         SelectionTable forced;
-        forced.Build(model, everywhere, fixed_chunk);
+        forced.Build(model, everywhere, fixed_chunk, folded);
         for (int ci = 0; ci < kNumCollectives; ++ci) {
           const auto c = static_cast<Collective>(ci);
           if (!Implements(c, algo)) continue;
@@ -144,7 +148,7 @@ TEST(SelectTest, ForcingTheAutomaticChoiceRunsTheSameCall) {
                           std::string(CollectiveName(c)) + ":" + AlgorithmName(algo), &scoped)
                           .ok());
           SelectionTable forced_here;
-          forced_here.Build(model, scoped, fixed_chunk);
+          forced_here.Build(model, scoped, fixed_chunk, folded);
           for (int dt = 0; dt < batonNumTypes; ++dt) {
             const auto type = static_cast<batonDataType_t>(dt);
             for (int k = 0; k < SelectionTable::kSizeClasses; ++k) {
@@ -190,6 +194,56 @@ TEST(SelectTest, LinesLimitByRanksAndCores) {
   EXPECT_EQ(LinesMaxBytes(0, true, 4), 0u);
   EXPECT_EQ(LinesMaxBytes(100, false, 2), 100u);
   EXPECT_EQ(LinesMaxBytes(uint64_t{1} << 20, false, 2), kLinesCapacityBytes);
+}
+
+// Where ranks outnumber cores and rhd's power of two does not, allreduce
+// takes rhd up to what the exchanging ranks' buffers leave of the
+// last-level cache; nowhere else.
+TEST(SelectTest, FoldedRhdWhereThePowerOfTwoFitsTheCores) {
+  constexpr uint64_t kLlc = 32 << 20;
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 3, 2, kLlc), 8u << 20);  // 2 exchange, a core each
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 5, 4, kLlc), 4u << 20);  // 4 exchange
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 7, 4, kLlc), 4u << 20);
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 4, 2, kLlc), 0u);  // 4 exchange on 2 cores
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 5, 2, kLlc), 0u);
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 2, 2, kLlc), 0u);  // a core per rank
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 3, 64, kLlc), 0u);
+  EXPECT_EQ(FoldedRhdMaxBytes(2, 3, 2, kLlc), 0u);  // several hosts
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 3, 0, kLlc), 0u);  // cores unknown
+  EXPECT_EQ(FoldedRhdMaxBytes(1, 3, 2, 0), 0u);     // cache unknown
+
+  std::vector<RankPlace> places(3, RankPlace{1, 0, 0, 1, 1, false, 2, 0});
+  const CommTopology topo(places);
+  const CostModel model(topo, topo.RingOrder(), {2}, DefaultCostParams(0));
+  AlgorithmFilter all, ring;
+  ASSERT_TRUE(AlgorithmFilter::Parse("", &all).ok());
+  ASSERT_TRUE(AlgorithmFilter::Parse("allreduce:ring", &ring).ok());
+  SelectionTable folded, plain, forced;
+  folded.Build(model, all, 0, 8 << 20);
+  plain.Build(model, all, 0);
+  forced.Build(model, ring, 0, 8 << 20);
+  for (int k = 1; k < SelectionTable::kSizeClasses; ++k) {
+    const size_t bytes = SelectionTable::ClassBytes(k);
+    for (int dt = 0; dt < batonNumTypes; ++dt) {
+      const auto type = static_cast<batonDataType_t>(dt);
+      const Choice& got = folded.Lookup(Collective::kAllReduce, type, bytes);
+      const Choice& model_choice = plain.Lookup(Collective::kAllReduce, type, bytes);
+      if (bytes < (8u << 20)) {
+        EXPECT_EQ(got.algorithm, Algorithm::kRecursiveHalvingDoubling) << bytes;
+      } else {
+        EXPECT_EQ(got.algorithm, model_choice.algorithm) << bytes;
+        EXPECT_EQ(got.chunk_bytes, model_choice.chunk_bytes) << bytes;
+      }
+      // BATON_ALGO keeps the call as asked.
+      EXPECT_EQ(forced.Lookup(Collective::kAllReduce, type, bytes).algorithm, Algorithm::kRing);
+    }
+    // The other collectives keep the model's choice.
+    EXPECT_EQ(folded.Lookup(Collective::kAllGather, batonFloat32, bytes).algorithm,
+              plain.Lookup(Collective::kAllGather, batonFloat32, bytes).algorithm);
+  }
+  // The model itself prefers the ring at 1 MiB here: the rule decides.
+  EXPECT_EQ(plain.Lookup(Collective::kAllReduce, batonFloat32, 1 << 20).algorithm,
+            Algorithm::kRing);
 }
 
 }  // namespace

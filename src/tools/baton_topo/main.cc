@@ -262,8 +262,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "baton-topo: %s\n", st.message().c_str());
     return 1;
   }
+  const uint64_t folded = baton::FoldedRhdMaxBytes(opt.hosts, total, m.core_count(), m.llc_bytes);
   baton::SelectionTable table;
-  table.Build(model, filter, settings.chunksize);
+  table.Build(model, filter, settings.chunksize, folded);
 
   if (opt.json) {
     printf("{\"source\": %s, \"packages\": %d, \"numa_nodes\": %d, \"cores\": %d, \"pus\": %d,\n",
@@ -334,8 +335,17 @@ int main(int argc, char** argv) {
         : crowded ? "ranks outnumber cores"
                   : "a core per rank");
   }
+  const bool algorithm_open = !filter.Restricts(baton::Collective::kAllReduce);
+  if (folded != 0 && algorithm_open)
+    printf(
+        "all buffers: allreduce below %zu KiB takes rhd, not copy-in or the model's choice: %d "
+        "ranks on %d cores fold to a rank per core\n",
+        static_cast<size_t>(folded >> 10), total, m.core_count());
   // The copy-in path (comm/copy_in.cc) runs instead of the table's choice.
   if (opt.hosts == 1 && ranks > 1 && baton::CopyInChosen(settings.copy_in, crowded, filter)) {
+    const uint64_t from = settings.copy_in < 0 && algorithm_open
+                              ? std::max<uint64_t>(settings.copy_in_min_bytes, folded)
+                              : settings.copy_in_min_bytes;
     const std::string upto =
         settings.copy_in_max_bytes == 0
             ? " up"
@@ -343,7 +353,7 @@ int main(int argc, char** argv) {
     printf(
         "ordinary buffers: allreduce from %zu KiB%s takes the copy-in path (BATON_COPY_IN%s), "
         "not the table\n",
-        static_cast<size_t>(settings.copy_in_min_bytes >> 10), upto.c_str(),
+        static_cast<size_t>(from >> 10), upto.c_str(),
         settings.copy_in == 1 ? "=1" : ": ranks outnumber cores");
   }
   return 0;
