@@ -208,12 +208,9 @@ class Communicator {
            CopyInChosen(config_.copy_in, cost_model_->Oversubscribed(), config_.algorithms);
   }
 
-  // The smallest allreduce copy-in takes: BATON_COPY_IN_MIN_BYTES, and
-  // where BATON_COPY_IN is left to the machine not below the sizes rhd
-  // takes instead (FoldedRhdMaxBytes).
+  // The smallest allreduce copy-in takes (CopyInMinBytes).
   uint64_t copy_in_min_bytes() const {
-    return config_.copy_in < 0 ? std::max(config_.copy_in_min_bytes, folded_rhd_max_bytes_)
-                               : config_.copy_in_min_bytes;
+    return CopyInMinBytes(config_.copy_in, config_.copy_in_min_bytes, selection_.rhd_below());
   }
 
   // The largest allreduce that runs on the lines (comm/lines.cc): every
@@ -237,7 +234,6 @@ class Communicator {
   SelectionTable selection_;
   uint64_t registered_min_bytes_ = kRegisteredMinBytes;
   uint64_t lines_max_bytes_ = 0;  // LinesMaxBytes, set with the cost model (0: closed until then)
-  uint64_t folded_rhd_max_bytes_ = 0;  // FoldedRhdMaxBytes, set with the cost model
   RedOpTable red_ops_;
   Registrations registrations_;
   // Before channels_: the watchdog (in channels_) reads it until it stops.

@@ -52,19 +52,19 @@ Status Communicator::SetUpTuning() {
   for (size_t h = 0; h < hosts.size(); ++h) cores[h] = topology_.place(hosts[h][0]).cores;
   const auto start = std::chrono::steady_clock::now();
   cost_model_ = std::make_unique<CostModel>(topology_, ring_, cores, params);
-  folded_rhd_max_bytes_ = FoldedRhdMaxBytes(topology_.hosts(), nranks_, cores[0], params.llc_bytes);
-  selection_.Build(*cost_model_, config_.algorithms, config_.chunk_bytes, folded_rhd_max_bytes_);
+  selection_.Build(*cost_model_, config_.algorithms, config_.chunk_bytes,
+                   FoldedRhdMaxBytes(topology_.hosts(), nranks_, cores[0], params.llc_bytes));
   registered_min_bytes_ =
       RegisteredMinBytes(config_.registered_min_bytes, cost_model_->Oversubscribed());
   lines_max_bytes_ = LinesMaxBytes(config_.lines_max_bytes, cost_model_->Oversubscribed(), nranks_);
   const double build_us =
       std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   // On every rank, as the lines and copy-in say which calls they take.
-  if (folded_rhd_max_bytes_ != 0 && !config_.algorithms.Restricts(Collective::kAllReduce))
+  if (selection_.rhd_below() != 0)
     BATON_INFO(kLogColl,
                "allreduce below %llu B takes rhd, not copy-in or the model's choice: %d ranks on "
                "%d cores fold to a rank per core",
-               static_cast<unsigned long long>(folded_rhd_max_bytes_), nranks_, cores[0]);
+               static_cast<unsigned long long>(selection_.rhd_below()), nranks_, cores[0]);
 
   if (rank_ == 0 && LogEnabled(LogLevel::kInfo, kLogTuning)) {
     BATON_INFO(kLogTuning, "TUNING cost figures (%s)", DescribeCostParams(params).c_str());

@@ -91,6 +91,14 @@ inline uint64_t FoldedRhdMaxBytes(int hosts, int nranks, int cores, uint64_t llc
   return llc_bytes / (2 * static_cast<uint64_t>(exchanging));
 }
 
+// The smallest allreduce copy-in takes: BATON_COPY_IN_MIN_BYTES, and where
+// BATON_COPY_IN is left to the machine (< 0) not below the sizes the table
+// gives rhd instead (SelectionTable::rhd_below). The communicator and
+// baton-topo both ask.
+inline uint64_t CopyInMinBytes(int copy_in, uint64_t setting, uint64_t rhd_below) {
+  return copy_in < 0 ? std::max(setting, rhd_below) : setting;
+}
+
 // An algorithm that implements a collective, with its builder.
 struct AlgorithmImpl {
   Algorithm algorithm;
@@ -135,6 +143,11 @@ class SelectionTable {
   // leaves its algorithm open.
   void Build(const CostModel& model, const AlgorithmFilter& filter, size_t fixed_chunk,
              uint64_t rhd_below = 0);
+
+  // Below how many bytes allreduce takes rhd whatever the model says (0:
+  // nowhere): Build's `rhd_below`, or 0 where the filter chose allreduce's
+  // algorithm.
+  uint64_t rhd_below() const { return rhd_below_; }
 
   // The choice for a call moving `bytes` (CountIsPerRank collectives: all
   // nranks blocks).

@@ -262,9 +262,9 @@ int main(int argc, char** argv) {
     fprintf(stderr, "baton-topo: %s\n", st.message().c_str());
     return 1;
   }
-  const uint64_t folded = baton::FoldedRhdMaxBytes(opt.hosts, total, m.core_count(), m.llc_bytes);
   baton::SelectionTable table;
-  table.Build(model, filter, settings.chunksize, folded);
+  table.Build(model, filter, settings.chunksize,
+              baton::FoldedRhdMaxBytes(opt.hosts, total, m.core_count(), m.llc_bytes));
 
   if (opt.json) {
     printf("{\"source\": %s, \"packages\": %d, \"numa_nodes\": %d, \"cores\": %d, \"pus\": %d,\n",
@@ -335,17 +335,15 @@ int main(int argc, char** argv) {
         : crowded ? "ranks outnumber cores"
                   : "a core per rank");
   }
-  const bool algorithm_open = !filter.Restricts(baton::Collective::kAllReduce);
-  if (folded != 0 && algorithm_open)
+  if (table.rhd_below() != 0)
     printf(
         "all buffers: allreduce below %zu KiB takes rhd, not copy-in or the model's choice: %d "
         "ranks on %d cores fold to a rank per core\n",
-        static_cast<size_t>(folded >> 10), total, m.core_count());
+        static_cast<size_t>(table.rhd_below() >> 10), total, m.core_count());
   // The copy-in path (comm/copy_in.cc) runs instead of the table's choice.
   if (opt.hosts == 1 && ranks > 1 && baton::CopyInChosen(settings.copy_in, crowded, filter)) {
-    const uint64_t from = settings.copy_in < 0 && algorithm_open
-                              ? std::max<uint64_t>(settings.copy_in_min_bytes, folded)
-                              : settings.copy_in_min_bytes;
+    const uint64_t from = baton::CopyInMinBytes(static_cast<int>(settings.copy_in),
+                                                settings.copy_in_min_bytes, table.rhd_below());
     const std::string upto =
         settings.copy_in_max_bytes == 0
             ? " up"
