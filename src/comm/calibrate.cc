@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "algorithms/ops.h"
+#include "base/call_descriptor.h"
 #include "base/datatype.h"
 #include "base/log.h"
 #include "comm/comm.h"
@@ -44,21 +45,25 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
 }
 
 // One ping-pong (or, with `stream` > 1, a stream of that many messages one
-// way and one reply) of `bytes` between this rank and `peer`.
+// way and one reply) of `bytes` between this rank and `peer`. Each message
+// is a send/recv call of its own, numbered per peer as batonSend's are:
+// only the pair runs it, so it must not take a collective's number (the
+// ranks that wait in the barrier meanwhile would fall out of step).
 Status Exchange(Communicator* comm, int peer, bool initiator, size_t bytes, int stream,
                 std::vector<uint8_t>* buf) {
   Schedule s;
   const CollArgs a = comm->MakeArgs();
   uint8_t* data = buf->data();
-  if (initiator) {
-    int last = -1;
-    for (int i = 0; i < stream; ++i) last = s.Add(SendOp(peer, data, bytes, -1));
-    s.Add(RecvOp(a, peer, data, stream > 1 ? 8 : bytes, nullptr, 0, last));
-  } else {
-    int last = -1;
-    for (int i = 0; i < stream; ++i) last = s.Add(RecvOp(a, peer, data, bytes, nullptr, 0));
-    s.Add(SendOp(peer, data, stream > 1 ? 8 : bytes, last));
-  }
+  auto message = [&](bool send, size_t size, int dep) {
+    Op op = send ? SendOp(peer, data, size, dep) : RecvOp(a, peer, data, size, nullptr, 0, dep);
+    op.call = static_cast<uint16_t>(s.calls.size());
+    s.calls.emplace_back();
+    MakeCallDescriptor(&s.calls.back(), kCallKindPointToPoint, size, batonInt8, 0, peer, 0, send);
+    return s.Add(op);
+  };
+  int last = -1;
+  for (int i = 0; i < stream; ++i) last = message(initiator, bytes, -1);
+  message(!initiator, stream > 1 ? 8 : bytes, last);
   return comm->Run(s);
 }
 
