@@ -62,7 +62,6 @@ import shlex
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -73,6 +72,7 @@ sys.path.insert(0, HERE)
 from sweep_util import (SweepRunner, log, parse_config,  # noqa: E402
                         parse_size, python_with, size_groups)
 import compare_torch  # noqa: E402
+import machine_probes  # noqa: E402
 
 
 DEFAULT_CONFIGS = "shm2,shm4,net4-1g,net8-1g,net4-10g,net8-10g"
@@ -145,94 +145,13 @@ class Runner(SweepRunner):
         return os.path.join(self.args.peers_venv, PEER_VENVS[key]) if key in PEER_VENVS else None
 
     def stream_bandwidth(self):
-        """(GB/s, label, command) of STREAM add on all cores at once."""
-        bench = os.path.join(self.build, "perf", "stream_all_cores")
-        if os.access(bench, os.X_OK):
-            cmd = [bench, "64", str(os.cpu_count() or 1), "7"]
-            try:
-                # The median of three runs' best repetitions: this VM's memory bandwidth moves
-                # between spells, and one run can land in another spell than the next
-                # (docs/performance.md, "Every peer on a fast day").
-                bests = []
-                for _ in range(3):
-                    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
-                                         check=True).stdout
-                    # "STREAM add, T threads, 64 MiB arrays: best X GB/s, median Y GB/s"
-                    bests.append(float(out.split("best")[1].split("GB/s")[0]))
-                return (statistics.median(bests),
-                        f"STREAM add of all {os.cpu_count()} cores (stream_all_cores, the "
-                        f"median of 3 runs' best)", cmd)
-            except (subprocess.SubprocessError, ValueError, IndexError) as e:
-                log(f"note: stream_all_cores failed ({e}); using the numpy fallback")
-        code = ("import numpy as np, time\n"
-                "n = 64 << 20 >> 2\n"
-                "a = np.ones(n, np.float32); b = np.ones(n, np.float32); c = np.empty_like(a)\n"
-                "best = 1e9\n"
-                "for _ in range(7):\n"
-                "    t = time.perf_counter(); np.add(a, b, out=c); best = min(best, time.perf_counter() - t)\n"
-                "print(3 * 4 * n / best / 1e9)\n")
-        cmd = [python_with("numpy"), "-c", code]
-        try:
-            value = float(subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                                         check=True).stdout)
-            return value, "STREAM-like add with numpy on one core (fallback: stream_all_cores " \
-                          "not built)", cmd
-        except (subprocess.SubprocessError, ValueError) as e:
-            log(f"note: no STREAM measurement ({e})")
-            return None, "none", cmd
+        return machine_probes.stream_bandwidth(self.build)
 
     def latency_floor(self, ranks):
-        """(us, command) of the cache-line exchange floor of a small allreduce among `ranks`
-        threads on as many cores (perf/shm_latency_floor), or (None, reason) where it cannot run:
-        not built, or more ranks than cores (waiting threads would need the cores they spin on)."""
-        bench = os.path.join(self.build, "perf", "shm_latency_floor")
-        if not os.access(bench, os.X_OK):
-            return None, "shm_latency_floor not built"
-        if ranks > (os.cpu_count() or 1):
-            return None, f"{ranks} ranks on {os.cpu_count()} cores"
-        cmd = [bench, str(ranks), "1000000", "5"]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                                 check=True).stdout
-            # "shm latency floor, T threads, R rounds: best X us, median Y us per round ..."
-            return float(out.split("median")[1].split("us")[0]), shlex.join(cmd)
-        except (subprocess.SubprocessError, ValueError, IndexError) as e:
-            log(f"note: shm_latency_floor failed ({e})")
-            return None, "shm_latency_floor failed"
+        return machine_probes.latency_floor(self.build, ranks)
 
-    def tcp_stream_rate(self, seconds=2.0):
-        """GB/s of one TCP stream from host 0 to host 1 of the namespaces."""
-        port = self.next_port()
-        receiver = ("import socket, sys, time\n"
-                    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-                    f"s.bind(('10.77.0.2', {port})); s.listen(1); print('ready', flush=True)\n"
-                    "c, _ = s.accept(); total = 0; buf = bytearray(1 << 20); start = None\n"
-                    "while True:\n"
-                    "    n = c.recv_into(buf)\n"
-                    "    if not n: break\n"
-                    "    if start is None: start = time.perf_counter()\n"
-                    "    else: total += n\n"
-                    "print(total / (time.perf_counter() - start) / 1e9)\n")
-        sender = ("import socket, time\n"
-                  f"s = socket.create_connection(('10.77.0.2', {port}))\n"
-                  "buf = b'x' * (1 << 20); end = time.perf_counter() + " + str(seconds) + "\n"
-                  "while time.perf_counter() < end: s.sendall(buf)\n"
-                  "s.close()\n")
-        rx = subprocess.Popen(["ip", "netns", "exec", f"{self.tag}-h1", sys.executable, "-c",
-                               receiver], stdout=subprocess.PIPE, text=True)
-        try:
-            if rx.stdout.readline().strip() != "ready":
-                return None
-            subprocess.run(["ip", "netns", "exec", f"{self.tag}-h0", sys.executable, "-c",
-                            sender], timeout=seconds + 30, check=True)
-            out, _ = rx.communicate(timeout=30)
-            return float(out.strip())
-        except (subprocess.SubprocessError, ValueError):
-            return None
-        finally:
-            if rx.poll() is None:
-                rx.kill()
-                rx.wait()
+    def tcp_stream_rate(self):
+        return machine_probes.tcp_stream_rate(self.tag, self.next_port())
 
     def write_mpi_agent(self):
         """The rsh agent and hostfile that let mpirun in host 0 start orted in the others."""

@@ -23,13 +23,13 @@ configuration was no slower than that one out of place.
 """
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine_probes  # noqa: E402
 from sweep_util import SimulatedHosts  # noqa: E402
 
 
@@ -88,23 +88,14 @@ def run_sizes(args, net, env, flags, size):
     return None
 
 
-def perf_figure(args, argv, pattern):
-    """The number `pattern` finds in the output of build/perf/ARGV, or None."""
-    out = subprocess.run([os.path.join(args.build, "perf", argv[0])] + argv[1:],
-                         capture_output=True, text=True).stdout
-    m = re.search(pattern, out)
-    return float(m.group(1)) if m else None
-
-
 def stream_bw(args):
-    return perf_figure(args, ["stream_all_cores", "64", str(os.cpu_count()), "7"],
-                       r"best ([0-9.]+) GB/s")
+    return machine_probes.stream_bandwidth(args.build, runs=1)[0]
 
 
 def latency_floor(args):
     """The VM's mode: one line's exchange between two cores, us (about 0.04 in its fast mode,
     0.2 in its slow one; docs/performance.md)."""
-    return perf_figure(args, ["shm_latency_floor", "2", "200000", "3"], r"median ([0-9.]+) us")
+    return machine_probes.latency_floor(args.build, 2, 200000, 3)[0]
 
 
 def main():
