@@ -225,11 +225,14 @@ def main(argv):
                 cache = os.path.join(runner.out, "calibration", config["name"])
                 shutil.rmtree(cache, ignore_errors=True)
                 os.makedirs(cache)
+                # The calibration measures the links' rate itself, shaped or not.
                 base_env = {"BATON_CALIBRATE": "1", "BATON_CALIBRATION_CACHE": cache}
                 runner.run(config, ["-b", "8", "-e", "8", "-n", "2", "-w", "0"],
                            f"{config['name']}-calibration", base_env)
             try:
-                groups = size_groups(sizes)
+                # A sweep runs its sizes with its largest size's count: the groups end
+                # before a size that would leave the first few calls (as perf/compare.py's).
+                groups = size_groups(sizes, iterations=lambda s: runner.iterations(config, [s]))
                 order = list(variants)
                 for rep in range(args.reps):
                     for g, (b, e, f, group) in enumerate(groups):
