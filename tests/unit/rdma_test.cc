@@ -3,9 +3,11 @@
 // injected faults; after each case no emulated object may be left.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/config.h"
@@ -313,6 +315,50 @@ TEST(RdmaChannelTest, CreditStallWaitsThenCompletes) {
     EXPECT_EQ(src, dst);
   }
   EXPECT_EQ(EmulatedObjectsAlive(), 0);
+}
+
+// Each end on its own thread, both sending and receiving, as two ranks'
+// sendrecv does: credits then come back while a sender is still posting
+// chunks of a long message, and every credit takes one of its posted
+// receives. A sender that went on posting while credits kept coming, without
+// polling, ran its receive queue dry ("receiver not ready", the emulated
+// RNR) once a message had about 3 x slots chunks; it polls every `slots`
+// chunks now, so the receive depth holds.
+TEST(RdmaChannelTest, LongMessagesBothWaysAtOnceNeverRunOutOfReceives) {
+  for (int qps : {1, 2}) {
+    {
+      // Slots large enough that the peer credits one while a chunk is copied.
+      RdmaChannel::Options options = Small(qps);
+      options.slot_bytes = 256 << 10;
+      Pair p(options);
+      constexpr size_t kBytes = 16 << 20;  // 64 chunks through 4 slots
+      for (int round = 0; round < 3; ++round) {
+        auto run = [&](RdmaChannel* ch, int seed, Status* st, std::vector<uint8_t>* dst) {
+          const std::vector<uint8_t> src = Pattern(kBytes, seed);
+          dst->assign(kBytes, 0);
+          RecvTarget t;
+          t.dst = dst->data();
+          size_t sent = 0, got = 0;
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while ((sent < kBytes || got < kBytes) && st->ok()) {
+            if (sent < kBytes) *st = ch->ProgressSend(src.data(), kBytes, nullptr, &sent);
+            if (st->ok() && got < kBytes) *st = ch->ProgressRecv(t, kBytes, &got);
+            if (std::chrono::steady_clock::now() > give_up) *st = TimeoutError("no progress");
+          }
+        };
+        Status st_a, st_b;
+        std::vector<uint8_t> to_a, to_b;
+        std::thread other([&] { run(p.b.get(), 2 * round + 1, &st_b, &to_b); });
+        run(p.a.get(), 2 * round, &st_a, &to_a);
+        other.join();
+        ASSERT_TRUE(st_a.ok()) << st_a.message() << ", " << qps << " QPs";
+        ASSERT_TRUE(st_b.ok()) << st_b.message() << ", " << qps << " QPs";
+        EXPECT_EQ(to_b, Pattern(kBytes, 2 * round)) << qps << " QPs";
+        EXPECT_EQ(to_a, Pattern(kBytes, 2 * round + 1)) << qps << " QPs";
+      }
+    }
+    EXPECT_EQ(EmulatedObjectsAlive(), 0);
+  }
 }
 
 TEST(RdmaChannelTest, ReorderedCompletionsKeepTheOrder) {

@@ -57,11 +57,12 @@ Status RdmaChannel::Create(std::shared_ptr<Context> context, const Options& opti
   BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_in_));
   BATON_RETURN_IF_ERROR(ctx->AllocRegistered(cts_bytes, &ch->cts_out_));
   memset(ch->cts_in_->data(), 0, ch->cts_in_->bytes());
-  // Per queue pair, at most `slots` chunks, `slots` credits and `slots`
-  // answers to offers can be unconsumed at once (each side's credits bound
-  // them: an answer follows an offer's chunk, and a sender posts at most
-  // `slots` chunks between two polls), so 3 * slots receives never run
-  // out; writes get slack for completions polled late.
+  // Between two polls, which post the receives taken again, a queue pair
+  // takes at most `slots` chunks (the peer's credits bound them), 2 x
+  // `slots` credits (for the chunks in flight at the last poll and for at
+  // most `slots` posted since: ProgressSend polls again after that many)
+  // and an answer to an offer or few, so 3 * slots + 8 receives never run
+  // out.
   const int recv_depth = 3 * static_cast<int>(options.slots) + 8;
   const int cq_depth = options.qps * (recv_depth + ch->SendDepth()) + 16;
   BATON_RETURN_IF_ERROR(ctx->CreateCq(cq_depth, &ch->cq_));
@@ -358,7 +359,17 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
   }
   bool first = send_off_ == 0;
   bool moved = false;
+  // Credits read from memory let this loop go on while the peer keeps
+  // returning them, and each credit's immediate takes one of this end's
+  // posted receives, which only a poll posts again: poll every `slots`
+  // chunks, so the receive depth's bound (Create) holds.
+  const uint32_t chunks_per_poll = std::min(options_.slots, remote_.slots);
+  uint32_t since_poll = 0;
   while (send_off_ < bytes) {
+    if (since_poll == chunks_per_poll) {
+      BATON_RETURN_IF_ERROR(PollCompletions());
+      since_poll = 0;
+    }
     const uint64_t seq = send_seq_;
     // Offered: the first chunk carries data while the answer travels back;
     // the rest waits for it (in place, or on through the slots).
@@ -388,6 +399,7 @@ Status RdmaChannel::ProgressSend(const uint8_t* src, size_t bytes, const CallDes
                                remote_.slots_addr + size_t(slot) * remote_.slot_bytes,
                                remote_.slots_rkey, static_cast<uint32_t>(seq & kSeqMask)));
     ++send_seq_;
+    ++since_poll;
     send_off_ += n;
     first = false;
     moved = true;
