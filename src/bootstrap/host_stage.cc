@@ -71,6 +71,18 @@ Status TryJoin(const std::string& name, Fd* out, bool* retry) {
   return ErrnoError("connect to the host's bootstrap leader", errno);
 }
 
+// A rank waits for the root's answer a little past its own deadline: the
+// root's clock started no later than most ranks' (the launcher or the
+// unique id's maker serves it, or rank 0 as it starts), and its answer to a
+// timeout names the ranks that never came, where a rank's own timeout
+// cannot. A leader gets one grace, its host's other ranks two (the
+// leader passes the answer on).
+Clock::duration VerdictGrace(Deadline deadline) {
+  const auto left = deadline - Clock::now();
+  return std::max(Clock::duration::zero(),
+                  std::min<Clock::duration>(left / 10, std::chrono::seconds(2)));
+}
+
 Status WaitTimedOut(const SockAddr& root) {
   return TimeoutError("rendezvous at " + root.ToString() +
                       " timed out waiting for all ranks to join (BATON_TIMEOUT)");
@@ -108,8 +120,12 @@ struct Local {
 // What a leader waits for: its ranks' hellos and the table message.
 class Leader {
  public:
-  Leader(const UniqueIdData& id, int nranks, Deadline deadline)
-      : id_(id), nranks_(nranks), deadline_(deadline), root_(FromWire(id.root)) {}
+  Leader(const UniqueIdData& id, int nranks, Deadline deadline, Deadline verdict_deadline)
+      : id_(id),
+        nranks_(nranks),
+        deadline_(deadline),
+        verdict_deadline_(verdict_deadline),
+        root_(FromWire(id.root)) {}
 
   Status Run(Fd host_listener, const ClientHello& hello, const PeerInfo& mine,
              std::vector<PeerInfo>* all);
@@ -124,6 +140,9 @@ class Leader {
   const UniqueIdData id_;
   const int nranks_;
   const Deadline deadline_;
+  // How long this rank waits for the root's answer once its batch is in
+  // (VerdictGrace).
+  const Deadline verdict_deadline_;
   const SockAddr root_;
   Fd host_listener_, tree_listener_;
   Fd root_conn_;  // open until kLeaderLingerMs after the last batch
@@ -245,7 +264,7 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
       BATON_RETURN_IF_ERROR(SendBatch(me, unsent).WithContext("rendezvous at " + root_.ToString()));
       unsent.clear();
     }
-    int wait_ms = PollSliceMs(deadline_);
+    int wait_ms = PollSliceMs(verdict_deadline_);
     // Wake to drop silent connections.
     if (!arriving_locals_.empty() || !arriving_tables_.empty())
       wait_ms = std::min(wait_ms, kSilentDropMs / 5);
@@ -267,7 +286,7 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
     if (n < 0 && errno != EINTR) return ErrnoError("poll", errno);
     if (WaitsCancelled())
       return InvalidUsage("the communicator was aborted while it was being created");
-    if (Clock::now() >= deadline_) return WaitTimedOut(root_);
+    if (Clock::now() >= verdict_deadline_) return WaitTimedOut(root_);
     const size_t tables_first = 2 + arriving_locals_.size();
     ReadLocals(fds, 2, &unsent);
     ReadTables(fds, tables_first);
@@ -396,6 +415,7 @@ Status HostRendezvous(const UniqueIdData& id, int nranks, int rank, const PeerIn
   ClientHello hello;
   BATON_RETURN_IF_ERROR(MakeClientHello(id, nranks, rank, mine, &hello));
   const std::string name = HostLeaderSocketName(id, mine.host_hash);
+  const Clock::duration grace = VerdictGrace(deadline);
   int delay_ms = 1;
   for (;;) {
     Fd fd;
@@ -403,10 +423,10 @@ Status HostRendezvous(const UniqueIdData& id, int nranks, int rank, const PeerIn
     BATON_RETURN_IF_ERROR(TryLead(name, &fd, &leader).WithContext("rendezvous"));
     if (leader) {
       BATON_INFO(kLogBootstrap, "rendezvous: rank %d leads its host", rank);
-      return Leader(id, nranks, deadline).Run(std::move(fd), hello, mine, all);
+      return Leader(id, nranks, deadline, deadline + grace).Run(std::move(fd), hello, mine, all);
     }
     BATON_RETURN_IF_ERROR(TryJoin(name, &fd, &retry).WithContext("rendezvous"));
-    if (!retry) return JoinLeader(fd, id, hello, deadline, all);
+    if (!retry) return JoinLeader(fd, id, hello, deadline + 2 * grace, all);
     if (Clock::now() + std::chrono::milliseconds(delay_ms) >= deadline)
       return WaitTimedOut(FromWire(id.root));
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));

@@ -97,6 +97,9 @@ class Collector {
   void Fail(std::string why) { failure_ = std::move(why); }
   int joined() const { return joined_; }
   int nranks() const { return nranks_; }
+  // The ranks that have not joined, as "rank 3" or "ranks 2, 5-7, 9"
+  // (the first ranges only, for a message of bounded length).
+  std::string Missing() const;
   const std::vector<WireAddr>& leaders() const { return leaders_; }
   const std::vector<PeerInfo>& table() const { return table_; }
 
@@ -109,6 +112,27 @@ class Collector {
   int nranks_ = -1, joined_ = 0;
   std::string failure_;
 };
+
+std::string Collector::Missing() const {
+  constexpr int kRanges = 12;
+  std::string out;
+  int ranges = 0, count = 0;
+  for (int r = 0; r < nranks_; ++r) {
+    if (have_[r]) continue;
+    int last = r;
+    while (last + 1 < nranks_ && !have_[last + 1]) ++last;
+    count += last - r + 1;
+    if (ranges++ < kRanges) {
+      if (!out.empty()) out.append(", ");
+      out.append(std::to_string(r));
+      if (last > r) out.append("-").append(std::to_string(last));
+    } else if (ranges == kRanges + 1) {
+      out.append(", ...");
+    }
+    r = last;
+  }
+  return std::string(count == 1 ? "rank " : "ranks ").append(out);
+}
 
 int Collector::Take(const std::vector<uint8_t>& buf) {
   LeaderBatch batch;
@@ -236,10 +260,13 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
       collector.Fail(std::string("poll: ") + strerror(errno));
     if (Clock::now() >= deadline) {
       if (collector.failure().empty()) {
-        collector.Fail(
-            "rendezvous timed out with " + std::to_string(collector.joined()) + " of " +
-            (collector.nranks() < 0 ? std::string("?") : std::to_string(collector.nranks())) +
-            " ranks joined");
+        collector.Fail(collector.nranks() < 0
+                           ? std::string("rendezvous timed out with no rank joined")
+                           : "rendezvous timed out with " + std::to_string(collector.joined()) +
+                                 " of " + std::to_string(collector.nranks()) + " ranks joined; " +
+                                 collector.Missing() +
+                                 " never came (not started, or cannot reach " +
+                                 FromWire(state->id.root).ToString() + ")");
         failure_code = batonTimeout;
       }
       break;

@@ -312,6 +312,44 @@ TEST(TimeoutTest, RootRendezvousHonoursTheTimeout) {
   EXPECT_EQ(WEXITSTATUS(status[0]), 100) << "rank 0 should give up after 1 s";
 }
 
+// A rank that never comes: every rank that did fails with batonTimeout
+// naming it, on one host (a leader and its locals) and on hosts of their
+// own. The root runs in rank 0 and started its clock with it, so without
+// the ranks' grace (VerdictGrace) a rank whose own deadline came first
+// said only that it timed out.
+TEST(TimeoutTest, RankThatNeverComesIsNamedOnEveryRank) {
+  for (bool own_hosts : {false, true}) {
+    const int port = FreePort();
+    std::vector<pid_t> pids;
+    for (int rank : {0, 1, 3}) {  // of 4: rank 2 never starts
+      const pid_t pid = fork();
+      if (pid == 0) {
+        alarm(30);
+        setenv("BATON_TIMEOUT", "2", 1);
+        if (own_hosts) setenv("BATON_HOSTID", ("never-h" + std::to_string(rank)).c_str(), 1);
+        SetInt("BATON_RANK", rank);
+        SetInt("BATON_WORLD_SIZE", 4);
+        SetRoot(port);
+        batonComm_t comm;
+        const batonResult_t rc = batonCommInitFromEnv(&comm);
+        const std::string error = batonGetLastError(nullptr);
+        if (rc != batonTimeout || error.find("rank 2 never came") == std::string::npos) {
+          fprintf(stderr, "rank %d: %s (%s)\n", rank, batonGetErrorString(rc), error.c_str());
+          _exit(1);
+        }
+        _exit(0);
+      }
+      pids.push_back(pid);
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+          << (own_hosts ? "hosts of their own" : "one host") << ": see the rank's line above";
+    }
+  }
+}
+
 TEST(TimeoutTest, RootRendezvousWaitsForeverWithZero) {
   const int port = FreePort();
   EXPECT_TRUE(ForkRanks(2, [&](int rank) { return JoinRootLate("0", port, rank); }));
