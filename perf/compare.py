@@ -144,15 +144,6 @@ class Runner(SweepRunner):
         """The venv of a PyPI peer (None for the others)."""
         return os.path.join(self.args.peers_venv, PEER_VENVS[key]) if key in PEER_VENVS else None
 
-    def stream_bandwidth(self):
-        return machine_probes.stream_bandwidth(self.build)
-
-    def latency_floor(self, ranks):
-        return machine_probes.latency_floor(self.build, ranks)
-
-    def tcp_stream_rate(self):
-        return machine_probes.tcp_stream_rate(self.tag, self.next_port())
-
     def write_mpi_agent(self):
         """The rsh agent and hostfile that let mpirun in host 0 start orted in the others."""
         agent = os.path.join(self.tmp, "netns-agent.sh")
@@ -428,7 +419,7 @@ def main(argv):
         for config in configs:
             if config["kind"] == "shm":
                 # Measured next to each configuration, as the floor below.
-                stream = stream_since or runner.stream_bandwidth()
+                stream = stream_since or machine_probes.stream_bandwidth(runner.build)
                 log(f"roofline: {stream[1]}: {fmt(stream[0])} GB/s")
                 p = config["ranks"]
                 bound = stream[0] * (p - 1) / p**2 if stream[0] and p > 1 else None
@@ -438,7 +429,7 @@ def main(argv):
                         "command": shlex.join(stream[2]) if stream[2] else ""}
                 # Measured next to each configuration: on a VM the floor moves with where the
                 # host places the virtual CPUs (docs/performance.md).
-                floor_us, floor_note = runner.latency_floor(p)
+                floor_us, floor_note = machine_probes.latency_floor(runner.build, p)
                 roof["latency_floor_us"] = floor_us
                 roof["latency_floor_command"] = floor_note
                 if floor_us:
@@ -449,7 +440,7 @@ def main(argv):
                     continue
                 runner.netns_up(config["ranks"], config["rate"])
                 config["mpi_agent"] = runner.write_mpi_agent()
-                tcp = runner.tcp_stream_rate()
+                tcp = machine_probes.tcp_stream_rate(runner.tag, runner.next_port())
                 log(f"roofline: tbf {config['rate']} = {config['rate_GBps']:.4g} GB/s; one TCP "
                     f"stream: {fmt(tcp)} GB/s")
                 roof = {"kind": "net", "GBps": config["rate_GBps"],
@@ -468,7 +459,7 @@ def main(argv):
                 # the virtual CPUs (42-46 against 76-78 GB/s, docs/performance.md, "The roofline
                 # moves with the latency mode), and a configuration's runs may span a switch.
                 # The next configuration starts from this reading.
-                stream_since = runner.stream_bandwidth()
+                stream_since = machine_probes.stream_bandwidth(runner.build)
                 roof["stream_after_GBps"] = stream_since[0]
                 log(f"roofline after the runs: {fmt(stream_since[0])} GB/s")
             summary = summarize(results, label_of)
