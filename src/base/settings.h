@@ -45,7 +45,8 @@ namespace baton {
   X(trace_list, "BATON_TRACE_LIST", String, "",                                                    \
     "set by batonrun: a file where ranks note the BATON_TRACE_FILE they write, for the merge")     \
   X(transport, "BATON_TRANSPORT", String, "auto",                                                  \
-    "auto, shm, tcp or ib (tcp: TCP even on one host; ib: RDMA between hosts or an error)")        \
+    "auto, shm, tcp or ib (tcp: TCP even on one host; ib: RDMA between hosts or an error; shm: "   \
+    "one host or an error)")                                                                       \
   X(ib_hca, "BATON_IB_HCA", String, "",                                                            \
     "RDMA devices, NCCL_IB_HCA syntax (mlx5_0:1,mlx5_1; ^mlx5_0 excludes; =mlx5_0 exact)")         \
   X(ib_gid_index, "BATON_IB_GID_INDEX", Int, -1, "RoCE GID index (-1: a RoCE v2 IPv4 one)")        \

@@ -16,6 +16,7 @@
 #include <initializer_list>
 #include <mutex>
 
+#include "base/log.h"
 #include "base/socket.h"
 
 namespace baton {
@@ -110,6 +111,18 @@ Status MakeClientHello(const UniqueIdData& id, int nranks, int rank, const PeerI
 
 bool ClientHelloStartValid(const ClientHello& hello) {
   return hello.magic == kHelloMagic && hello.version == kBootstrapVersion;
+}
+
+void LogRefused(const char* server, const Status& why, bool* warned) {
+  if (*warned) {
+    BATON_INFO(kLogBootstrap, "%s: refused a connection: %s", server, why.message().c_str());
+    return;
+  }
+  *warned = true;
+  BATON_WARN(kLogBootstrap,
+             "%s: refused a connection: %s (a rank whose BATON_SECRET or unique id differs from "
+             "this job's, or not a rank of it); later refusals at INFO",
+             server, why.message().c_str());
 }
 
 Status CheckClientHello(const UniqueIdData& id, const ClientHello& hello) {

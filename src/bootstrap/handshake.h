@@ -64,7 +64,7 @@ struct ClientHello {
 struct ServerReply {
   uint32_t magic;
   int32_t status;
-  char message[120];
+  char message[248];
   Mac mac;
 };
 
@@ -78,6 +78,11 @@ bool ClientHelloStartValid(const ClientHello& hello);
 // Ok when the whole hello is this communicator's, well formed and sealed
 // by the secret; otherwise a message saying what is wrong (for the log).
 Status CheckClientHello(const UniqueIdData& id, const ClientHello& hello);
+// Logs why a rendezvous server (the root or a host's leader) refused a
+// connection: the first refusal as a warning, since a rank of this job with
+// another BATON_SECRET is otherwise only ever said to have "never come";
+// later ones at INFO (a scanner must not fill the log).
+void LogRefused(const char* server, const Status& why, bool* warned);
 
 // The digest of the table every reply's MAC covers (computed once).
 Mac TableDigest(const std::vector<PeerInfo>& table);
@@ -125,7 +130,7 @@ struct TableHeader {
   int32_t nranks;
   int32_t nleaders;
   int32_t reserved;
-  char message[120];
+  char message[248];
   Mac mac;
 };
 

@@ -151,6 +151,8 @@ class Leader {
   std::vector<Incoming> arriving_locals_, arriving_tables_;
   std::vector<uint8_t> message_;  // the table message, once in
   Status forged_;                 // why a table of this id did not check
+  bool warned_refused_ = false;   // LogRefused's first warning given
+  bool root_closed_ = false;      // the root hung up on our batch (refused it)
 };
 
 void Leader::Accept(int listener, size_t header_bytes, std::vector<Incoming>* into) {
@@ -183,8 +185,7 @@ void Leader::ReadLocals(const std::vector<pollfd>& fds, size_t first,
           locals_.push_back(Local{std::move(in.fd), hello});
           done = true;
         } else {
-          BATON_INFO(kLogBootstrap, "host leader: dropped a connection: %s",
-                     valid.message().c_str());
+          LogRefused("host leader", valid, &warned_refused_);
           drop = true;
         }
       }
@@ -282,11 +283,28 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
     fds.push_back({tree_listener_.get(), POLLIN, 0});
     for (const auto& in : arriving_locals_) fds.push_back({in.fd.get(), POLLIN, 0});
     for (const auto& in : arriving_tables_) fds.push_back({in.fd.get(), POLLIN, 0});
+    // The root never writes on this connection; it closes it at once when
+    // it refuses the batch (another secret or job).
+    if (root_conn_.valid()) fds.push_back({root_conn_.get(), POLLIN, 0});
     const int n = poll(fds.data(), fds.size(), wait_ms);
     if (n < 0 && errno != EINTR) return ErrnoError("poll", errno);
     if (WaitsCancelled())
       return InvalidUsage("the communicator was aborted while it was being created");
-    if (Clock::now() >= verdict_deadline_) return WaitTimedOut(root_);
+    if (Clock::now() >= verdict_deadline_) {
+      Status timed_out = WaitTimedOut(root_);
+      if (!root_closed_) return timed_out;
+      return Status(timed_out.code(),
+                    timed_out.message() +
+                        "; the root closed this host's connection as soon as it had the hellos: "
+                        "is BATON_SECRET alike on every rank?");
+    }
+    if (root_conn_.valid() && fds.back().revents != 0) {
+      // A reset when it closed with our hellos unread.
+      char byte;
+      const ssize_t got = recv(root_conn_.get(), &byte, 1, MSG_DONTWAIT);
+      root_closed_ = got == 0 || (got < 0 && errno == ECONNRESET);
+      if (got >= 0 || errno != EAGAIN) root_conn_.reset();
+    }
     const size_t tables_first = 2 + arriving_locals_.size();
     ReadLocals(fds, 2, &unsent);
     ReadTables(fds, tables_first);

@@ -18,6 +18,7 @@ struct PeerInfo {
   uint8_t tcp_sockets;      // BATON_NSOCKS_PERPEER: TCP sockets it wants per peer
   uint8_t rdma;             // offers RDMA to ranks on other hosts (a usable device)
   uint8_t runtime_connect;  // BATON_RUNTIME_CONNECT=1 (lazy only when every rank says so)
+  uint8_t shm_only;         // BATON_TRANSPORT=shm on this rank: every peer on its host
   // Where the rank runs (topology/machine.h): the package and NUMA node
   // holding its CPUs (-1: unbound or spanning several), and its host's size.
   int16_t package;

@@ -19,6 +19,7 @@
 #include <unordered_map>
 
 #include "base/log.h"
+#include "base/rank_ranges.h"
 #include "bootstrap/handshake.h"
 #include "bootstrap/host_stage.h"
 
@@ -95,6 +96,12 @@ class Collector {
   bool complete() const { return nranks_ >= 0 && joined_ == nranks_; }
   const std::string& failure() const { return failure_; }
   void Fail(std::string why) { failure_ = std::move(why); }
+  void Refused(const Status& why) {
+    ++refused_;
+    LogRefused("rendezvous root", why, &warned_);
+  }
+  // Why the missing ranks may be missing, for the timeout's message.
+  std::string MissingWhy(const SockAddr& root) const;
   int joined() const { return joined_; }
   int nranks() const { return nranks_; }
   // The ranks that have not joined, as "rank 3" or "ranks 2, 5-7, 9"
@@ -111,27 +118,24 @@ class Collector {
   std::vector<bool> have_;
   int nranks_ = -1, joined_ = 0;
   std::string failure_;
+  bool warned_ = false;  // LogRefused's first warning given
+  int refused_ = 0;      // connections refused as another job's or secret's
 };
 
 std::string Collector::Missing() const {
-  constexpr int kRanges = 12;
-  std::string out;
-  int ranges = 0, count = 0;
-  for (int r = 0; r < nranks_; ++r) {
-    if (have_[r]) continue;
-    int last = r;
-    while (last + 1 < nranks_ && !have_[last + 1]) ++last;
-    count += last - r + 1;
-    if (ranges++ < kRanges) {
-      if (!out.empty()) out.append(", ");
-      out.append(std::to_string(r));
-      if (last > r) out.append("-").append(std::to_string(last));
-    } else if (ranges == kRanges + 1) {
-      out.append(", ...");
-    }
-    r = last;
-  }
-  return std::string(count == 1 ? "rank " : "ranks ").append(out);
+  std::vector<int> missing;
+  for (int r = 0; r < nranks_; ++r)
+    if (!have_[r]) missing.push_back(r);
+  return RankRanges(missing);
+}
+
+std::string Collector::MissingWhy(const SockAddr& root) const {
+  std::string why = "not started, or cannot reach " + root.ToString();
+  if (refused_ > 0)
+    why += "; the root refused " + std::to_string(refused_) +
+           (refused_ == 1 ? " connection" : " connections") +
+           " sealed with another secret or id: is BATON_SECRET alike on every rank?";
+  return why;
 }
 
 int Collector::Take(const std::vector<uint8_t>& buf) {
@@ -142,7 +146,7 @@ int Collector::Take(const std::vector<uint8_t>& buf) {
   for (const ClientHello& h : hellos) {
     const Status valid = CheckClientHello(id_, h);
     if (!valid.ok()) {
-      BATON_INFO(kLogBootstrap, "rendezvous: dropped a batch: %s", valid.message().c_str());
+      Refused(valid);
       return -1;
     }
   }
@@ -191,8 +195,7 @@ bool ReadBatches(Incoming* in, Collector* collector, RendezvousServerStats* stat
       if (in->got == sizeof(batch)) {
         const Status valid = CheckLeaderBatch(collector->id(), batch);
         if (!valid.ok()) {
-          BATON_INFO(kLogBootstrap, "rendezvous: dropped a connection: %s",
-                     valid.message().c_str());
+          collector->Refused(valid);
           return true;
         }
         in->buf.resize(sizeof(batch) + batch.count * sizeof(ClientHello));
@@ -264,9 +267,8 @@ void ServeRendezvous(std::shared_ptr<ServerState> state) {
                            ? std::string("rendezvous timed out with no rank joined")
                            : "rendezvous timed out with " + std::to_string(collector.joined()) +
                                  " of " + std::to_string(collector.nranks()) + " ranks joined; " +
-                                 collector.Missing() +
-                                 " never came (not started, or cannot reach " +
-                                 FromWire(state->id.root).ToString() + ")");
+                                 collector.Missing() + " never came (" +
+                                 collector.MissingWhy(FromWire(state->id.root)) + ")");
         failure_code = batonTimeout;
       }
       break;

@@ -17,7 +17,7 @@ namespace baton {
 
 inline constexpr uint32_t kUniqueIdMagic = 0x314e5442;  // "BTN1"
 // Version of the unique id and of every bootstrap message.
-inline constexpr uint32_t kBootstrapVersion = 5;
+inline constexpr uint32_t kBootstrapVersion = 6;
 inline constexpr int kSecretBytes = 32;
 
 // What batonUniqueId carries: where the rendezvous listens and the secret

@@ -13,6 +13,7 @@
 #include "algorithms/ring.h"
 #include "base/cpu.h"
 #include "base/log.h"
+#include "base/rank_ranges.h"
 #include "base/trace_file.h"
 #include "bootstrap/host_id.h"
 #include "bootstrap/mesh.h"
@@ -34,6 +35,7 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   info.listen_addr = ToWire(listen_addr);
   gethostname(info.hostname, sizeof(info.hostname) - 1);
   info.wants_tcp = config.transport.force_tcp ? 1 : 0;
+  info.shm_only = config.transport.shm_only ? 1 : 0;
   info.tcp_sockets = static_cast<uint8_t>(config.transport.tcp_sockets);
   // A link shaped below what its interface reports (tc, a cloud's rate
   // limit) is priced at the rate the user names.
@@ -63,6 +65,32 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
   info.rdma = rdma::RdmaOffered(config.transport.rdma, info.numa) ? 1 : 0;
   info.runtime_connect = config.transport.runtime_connect ? 1 : 0;
   return info;
+}
+
+Status CheckTransportsAgree(const std::vector<PeerInfo>& peers) {
+  auto first = [&](auto wants) -> const PeerInfo* {
+    for (const PeerInfo& p : peers)
+      if (wants(p)) return &p;
+    return nullptr;
+  };
+  const PeerInfo* shm = first([](const PeerInfo& p) { return p.shm_only != 0; });
+  if (shm == nullptr) return Status::Ok();
+  if (const PeerInfo* tcp = first([](const PeerInfo& p) { return p.wants_tcp != 0; }))
+    return InvalidUsage("BATON_TRANSPORT differs between ranks: shm on rank " +
+                        std::to_string(shm->rank) + ", tcp on rank " + std::to_string(tcp->rank) +
+                        " (set it alike on every rank)");
+  std::vector<int> elsewhere;
+  for (const PeerInfo& p : peers)
+    if (p.host_hash != shm->host_hash) elsewhere.push_back(p.rank);
+  if (elsewhere.empty()) return Status::Ok();
+  // Simulated hosts (BATON_HOSTID) share a hostname; name it only where it helps.
+  const PeerInfo& other = peers[elsewhere[0]];
+  const bool named = strncmp(other.hostname, shm->hostname, sizeof(other.hostname)) != 0;
+  return InvalidUsage("BATON_TRANSPORT=shm (rank " + std::to_string(shm->rank) +
+                      ") reaches only the ranks of one host, but " + RankRanges(elsewhere) +
+                      (elsewhere.size() == 1 ? " runs" : " run") + " on another host" +
+                      (named ? std::string(" (") + other.hostname + ")" : std::string()) +
+                      ": use BATON_TRANSPORT=auto, or tcp, between hosts");
 }
 
 bool HostsShareMachines(const std::vector<PeerInfo>& peers) {
@@ -140,6 +168,7 @@ Status Communicator::Create(const Settings& settings, const UniqueIdData& id, in
   const PeerInfo mine = LocalPeerInfo(rank, bound, ifname, comm->config_);
   const double local_ms = ms_since(started);
   BATON_RETURN_IF_ERROR(Rendezvous(id, nranks, rank, mine, deadline, &comm->peers_));
+  BATON_RETURN_IF_ERROR(CheckTransportsAgree(comm->peers_));
   const double rendezvous_ms = ms_since(started) - local_ms;
   const auto mesh_started = Clock::now();
   // Connections on first use when every rank asks for them and no pair

@@ -342,6 +342,9 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
                        const CommConfig& config);
 // Whether ranks of different hosts run on one machine (MachineHash).
 bool HostsShareMachines(const std::vector<PeerInfo>& peers);
+// BATON_TRANSPORT=shm on any rank: every rank on that rank's host and none
+// asking for tcp, else batonInvalidUsage, decided alike from the one table.
+Status CheckTransportsAgree(const std::vector<PeerInfo>& peers);
 // The places the ranks reported, for CommTopology.
 std::vector<RankPlace> PlacesOf(const std::vector<PeerInfo>& peers);
 

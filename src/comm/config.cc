@@ -23,7 +23,9 @@ Status CommConfig::FromSettings(const Settings& s, CommConfig* out) {
     c.transport.rdma.mode = rdma::RdmaConfig::Mode::kOff;
   } else if (t == "ib" || t == "IB" || t == "rdma") {
     c.transport.rdma.mode = rdma::RdmaConfig::Mode::kForce;
-  } else if (t != "shm" && t != "auto" && t != "SHM") {
+  } else if (t == "shm" || t == "SHM") {
+    c.transport.shm_only = true;
+  } else if (t != "auto") {
     BATON_WARN(kLogEnv, "ignoring BATON_TRANSPORT=%s (use shm, tcp, ib or auto)", t.c_str());
   }
   c.transport.rdma.hca = s.ib_hca;

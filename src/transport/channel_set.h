@@ -56,6 +56,7 @@ inline constexpr int kControlSocketIndex = 255;
 // Settings read from the environment at communicator creation.
 struct TransportConfig {
   bool force_tcp = false;       // BATON_TRANSPORT=tcp
+  bool shm_only = false;        // BATON_TRANSPORT=shm: a peer on another host is an error
   uint64_t buffsize = 4 << 20;  // BATON_BUFFSIZE: shm ring / TCP staging bytes
   uint32_t shm_slots = 32;      // ring slots per shm connection
   int shm_stream = -1;          // BATON_SHM_STREAM: 1 always, 0 never, -1 across packages

@@ -350,6 +350,34 @@ TEST(TimeoutTest, RankThatNeverComesIsNamedOnEveryRank) {
   }
 }
 
+// A rank with another BATON_SECRET is refused by the root; the others'
+// timeout names it and says what the root refused.
+TEST(TimeoutTest, RankWithAnotherSecretIsNamedWithTheRefusal) {
+  for (bool own_hosts : {false, true}) {
+    const int port = FreePort();
+    EXPECT_TRUE(ForkRanks(
+        3,
+        [&](int rank) {
+          setenv("BATON_TIMEOUT", "2", 1);
+          setenv("BATON_SECRET", rank == 2 ? "another-job" : "this-job", 1);
+          if (own_hosts) setenv("BATON_HOSTID", ("secret-h" + std::to_string(rank)).c_str(), 1);
+          SetInt("BATON_RANK", rank);
+          SetInt("BATON_WORLD_SIZE", 3);
+          SetRoot(port);
+          batonComm_t comm;
+          const batonResult_t rc = batonCommInitFromEnv(&comm);
+          const std::string error = batonGetLastError(nullptr);
+          const bool named = rank == 2 || (error.find("rank 2 never came") != std::string::npos &&
+                                           error.find("BATON_SECRET") != std::string::npos);
+          if (rc == batonTimeout && named) return 0;
+          fprintf(stderr, "rank %d: %s (%s)\n", rank, batonGetErrorString(rc), error.c_str());
+          return 1;
+        },
+        30))
+        << (own_hosts ? "hosts of their own" : "one host") << ": see the rank's line above";
+  }
+}
+
 TEST(TimeoutTest, RootRendezvousWaitsForeverWithZero) {
   const int port = FreePort();
   EXPECT_TRUE(ForkRanks(2, [&](int rank) { return JoinRootLate("0", port, rank); }));
@@ -388,6 +416,46 @@ TEST(InitFromEnvTest, BatonBindBindsUnboundRanks) {
     close(pipes[r][0]);
   }
   EXPECT_NE(cpu_of[0], cpu_of[1]);
+}
+
+// BATON_TRANSPORT=shm reaches one host only: a communicator across hosts,
+// or with a rank asking for tcp, fails on every rank with the reason.
+TEST(InitFromEnvErrors, ShmTransportAcrossHostsIsInvalidUsageOnEveryRank) {
+  struct Case {
+    const char* name;
+    std::function<void(int)> set;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"two hosts",
+       [](int rank) {
+         setenv("BATON_TRANSPORT", "shm", 1);
+         setenv("BATON_HOSTID", rank < 2 ? "shm-h0" : "shm-h1", 1);
+       },
+       "ranks 2-3 run on another host"},
+      {"one rank asks for tcp",
+       [](int rank) { setenv("BATON_TRANSPORT", rank == 3 ? "tcp" : "shm", 1); },
+       "shm on rank 0, tcp on rank 3"},
+  };
+  for (const Case& c : cases) {
+    const int port = FreePort();
+    EXPECT_TRUE(ForkRanks(
+        4,
+        [&](int rank) {
+          c.set(rank);
+          SetInt("BATON_RANK", rank);
+          SetInt("BATON_WORLD_SIZE", 4);
+          SetRoot(port);
+          batonComm_t comm;
+          const batonResult_t rc = batonCommInitFromEnv(&comm);
+          const std::string error = batonGetLastError(nullptr);
+          if (rc == batonInvalidUsage && error.find(c.says) != std::string::npos) return 0;
+          fprintf(stderr, "rank %d: %s (%s)\n", rank, batonGetErrorString(rc), error.c_str());
+          return 1;
+        },
+        30))
+        << c.name;
+  }
 }
 
 TEST(InitFromEnvErrors, NoRankIsInvalidUsage) {

@@ -114,8 +114,8 @@ TEST_P(ManyHostsTest, RootSeesHostsNotRanks) {
 
 INSTANTIATE_TEST_SUITE_P(Hosts, ManyHostsTest,
                          ::testing::Values(HostsCase{1, 1, "tcp"}, HostsCase{2, 2, "tcp"},
-                                           HostsCase{13, 4, "tcp"}, HostsCase{24, 7, "shm"},
-                                           HostsCase{9, 9, "tcp"}, HostsCase{17, 3, "shm"}),
+                                           HostsCase{13, 4, "tcp"}, HostsCase{24, 7, "auto"},
+                                           HostsCase{9, 9, "tcp"}, HostsCase{17, 3, "auto"}),
                          [](const ::testing::TestParamInfo<HostsCase>& info) {
                            return std::to_string(info.param.nranks) + "ranks_" +
                                   std::to_string(info.param.hosts) + "hosts_" +
