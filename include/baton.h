@@ -227,9 +227,12 @@ batonResult_t batonCommGrow(batonComm_t comm, int nRanks, const batonUniqueId* u
  * error among it, or the communicator's sticky error; the communicator stays
  * usable for queries and must still be destroyed. As ncclCommFinalize. */
 batonResult_t batonCommFinalize(batonComm_t comm);
-/* Waits for queued work, then frees the communicator. */
+/* Waits for queued work, then frees the communicator. Finalize and Destroy
+ * inside a group (batonGroupStart) that holds calls on comm are
+ * batonInvalidUsage: those calls run at batonGroupEnd. */
 batonResult_t batonCommDestroy(batonComm_t comm);
-/* Stops outstanding work at once (peers see an error), then frees. */
+/* Stops outstanding work at once (peers see an error), then frees; calls on
+ * comm queued in an open group fail at batonGroupEnd. */
 batonResult_t batonCommAbort(batonComm_t comm);
 /* The timeout of the calls made on comm after this returns, in seconds
  * without progress (0: forever; BATON_CONFIG_UNDEF_INT: comm's own, from its
@@ -277,7 +280,10 @@ batonResult_t batonCommUserRank(const batonComm_t comm, int* rank);
 
 const char* batonGetErrorString(batonResult_t result);
 /* The message of the last failure seen on comm (or in this thread, when comm
- * is NULL or invalid). Never NULL; "" when there was none. */
+ * is NULL or invalid). Never NULL; "" when there was none. The text belongs
+ * to the calling thread and stays valid until a later call of this thread
+ * asks about the same comm after its error changed, so two results (two
+ * comms, or a comm and NULL) can be printed side by side. */
 const char* batonGetLastError(batonComm_t comm);
 
 /* ---- User reduction ops -------------------------------------------------- */

@@ -16,6 +16,7 @@
 #include <strings.h>
 
 #include <array>
+#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -160,27 +161,67 @@ int DatatypeOf(const Buffer& buf, PyObject* datatype) {
   return code;
 }
 
-int OpOf(PyObject* op) {
+// A C int from a Python int, or a ValueError naming `what` (2**32 must not
+// become 0: a root or op that wraps is a silently wrong call).
+bool IntOf(PyObject* obj, int* out, const char* what) {
+  long v = PyLong_AsLong(obj);
+  if (v == -1 && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return false;
+    PyErr_Clear();
+  } else if (v >= INT_MIN && v <= INT_MAX) {
+    *out = static_cast<int>(v);
+    return true;
+  }
+  PyErr_Format(PyExc_ValueError, "%s %R is out of range", what, obj);
+  return false;
+}
+
+bool IsBool(const Buffer& buf) {
+  const char* f = buf.format();
+  if (*f == '@' || *f == '=' || *f == '<') ++f;
+  return std::strcmp(f, "?") == 0;
+}
+
+// The op for `buf`'s elements; -1 with the exception set. Bools travel as
+// bytes, so sum is "any" and prod "all" (as the torch backend and NCCL's
+// have them), not a byte count that wraps at 256 ranks.
+int OpOf(PyObject* op, const Buffer& buf) {
   static constexpr std::array<const char*, 5> kOps = {"sum", "prod", "max", "min", "avg"};
+  int code = -1;
   if (PyUnicode_Check(op)) {
     const char* name = PyUnicode_AsUTF8(op);
     if (name == nullptr) return -1;
     for (size_t i = 0; i < kOps.size(); ++i) {
-      if (strcasecmp(name, kOps[i]) == 0) return static_cast<int>(i);
+      if (strcasecmp(name, kOps[i]) == 0) code = static_cast<int>(i);
     }
-    PyErr_Format(PyExc_ValueError, "unknown op %R; one of avg, max, min, prod, sum", op);
+    if (code < 0) {
+      PyErr_Format(PyExc_ValueError, "unknown op %R; one of avg, max, min, prod, sum", op);
+      return -1;
+    }
+  } else if (!IntOf(op, &code, "op")) {  // an op from batonRedOpCreatePreMulSum
     return -1;
   }
-  long v = PyLong_AsLong(op);  // an op from batonRedOpCreatePreMulSum
-  if (v == -1 && PyErr_Occurred()) return -1;
-  return static_cast<int>(v);
+  if (!IsBool(buf)) return code;
+  if (code == batonSum) return batonMax;
+  if (code == batonProd) return batonMin;
+  if (code == batonMax || code == batonMin) return code;
+  PyErr_Format(PyExc_ValueError, "op %R is not defined on bool arrays (sum, prod, max, min are)",
+               op);
+  return -1;
 }
 
-bool IntOf(PyObject* obj, int* out) {
-  long v = PyLong_AsLong(obj);
-  if (v == -1 && PyErr_Occurred()) return false;
-  *out = static_cast<int>(v);
-  return true;
+// Baton moves bytes and does not convert: an out of another dtype than
+// send's would get send's bits (1077936128 for 3.0f in an int32 out).
+bool SameElements(const Buffer& send, const Buffer& out) {
+  if (!send.held() || !out.held()) return true;
+  if (send.itemsize() == out.itemsize() && IsBool(send) == IsBool(out) &&
+      TypeOfFormat(send.format(), send.itemsize()) == TypeOfFormat(out.format(), out.itemsize()))
+    return true;
+  PyErr_Format(PyExc_TypeError,
+               "out has elements of format '%s' (%zu bytes), send '%s' (%zu bytes): Baton does "
+               "not convert; give out send's dtype",
+               out.format(), out.itemsize(), send.format(), send.itemsize());
+  return false;
 }
 
 // The positional arguments every function starts with.
@@ -290,8 +331,9 @@ PyObject* AllReduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !out.Output(args[3], "out")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[5]);
-  int op = dt < 0 ? -1 : OpOf(args[4]);
+  int op = dt < 0 ? -1 : OpOf(args[4], send);
   if (PyErr_Occurred()) return nullptr;
   if (out.bytes() != send.bytes()) {
     return PyErr_Format(PyExc_ValueError, "out has %zu bytes, send %zu", out.bytes(), send.bytes());
@@ -309,7 +351,7 @@ PyObject* Broadcast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Buffer buf;
   int root = 0;
   if (!Start(args, nargs, 5, "broadcast", &c) || !buf.Output(args[2], "buf") ||
-      !IntOf(args[3], &root)) {
+      !IntOf(args[3], &root, "root")) {
     return nullptr;
   }
   int dt = DatatypeOf(buf, args[4]);
@@ -326,11 +368,12 @@ PyObject* Reduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Buffer send, out;
   int root = 0;
   if (!Start(args, nargs, 7, "reduce", &c) || !send.Input(args[2]) ||
-      !out.OptionalOutput(args[3], "out") || !IntOf(args[5], &root)) {
+      !out.OptionalOutput(args[3], "out") || !IntOf(args[5], &root, "root")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[6]);
-  int op = dt < 0 ? -1 : OpOf(args[4]);
+  int op = dt < 0 ? -1 : OpOf(args[4], send);
   if (PyErr_Occurred() || (out.held() && !out.Holds(send.bytes(), "out"))) return nullptr;
   return Run(c, [&] {
     return batonReduce(send.data(), out.data(), send.bytes() / kTypeSizes[dt],
@@ -347,6 +390,7 @@ PyObject* AllGather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !out.Output(args[3], "out")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[4]);
   if (dt < 0 || !out.Holds(CommSize(c.comm) * send.bytes(), "out")) return nullptr;
   return Run(c, [&] {
@@ -365,6 +409,7 @@ PyObject* AllGatherV(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !Counts(args[4], CommSize(c.comm), "allgatherv", &counts, &displs)) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[5]);
   if (dt < 0 || !out.Holds(Sum(counts) * kTypeSizes[dt], "out")) return nullptr;
   return Run(c, [&] {
@@ -381,8 +426,9 @@ PyObject* ReduceScatter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !out.Output(args[3], "out")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[5]);
-  int op = dt < 0 ? -1 : OpOf(args[4]);
+  int op = dt < 0 ? -1 : OpOf(args[4], send);
   if (PyErr_Occurred()) return nullptr;
   size_t n = 0;
   if (!Blocks(send.bytes() / kTypeSizes[dt], c.comm, c.what, &n) ||
@@ -406,8 +452,9 @@ PyObject* ReduceScatterV(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !Counts(args[4], CommSize(c.comm), "reduce_scatterv", &counts, nullptr)) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[6]);
-  int op = dt < 0 ? -1 : OpOf(args[5]);
+  int op = dt < 0 ? -1 : OpOf(args[5], send);
   if (PyErr_Occurred()) return nullptr;
   if (batonCommUserRank(c.comm, &rank) != batonSuccess) {
     return Run(c, [&] { return batonCommUserRank(c.comm, &rank); });  // raises its error
@@ -431,6 +478,7 @@ PyObject* AlltoAll(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !out.Output(args[3], "out")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[4]);
   size_t n = 0;
   if (dt < 0 || !Blocks(send.bytes() / kTypeSizes[dt], c.comm, c.what, &n) ||
@@ -454,6 +502,7 @@ PyObject* AlltoAllV(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       !Counts(args[5], CommSize(c.comm), "alltoallv recvcounts", &rc, &rd)) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[6]);
   if (dt < 0 || !send.Holds(Sum(sc) * kTypeSizes[dt], "send") ||
       !out.Holds(Sum(rc) * kTypeSizes[dt], "out")) {
@@ -471,9 +520,10 @@ PyObject* Gather(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Buffer send, out;
   int root = 0;
   if (!Start(args, nargs, 6, "gather", &c) || !send.Input(args[2]) ||
-      !out.OptionalOutput(args[3], "out") || !IntOf(args[4], &root)) {
+      !out.OptionalOutput(args[3], "out") || !IntOf(args[4], &root, "root")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(send, args[5]);
   if (dt < 0 || (out.held() && !out.Holds(CommSize(c.comm) * send.bytes(), "out"))) {
     return nullptr;
@@ -490,9 +540,10 @@ PyObject* Scatter(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Buffer send, out;
   int root = 0;
   if (!Start(args, nargs, 6, "scatter", &c) || !send.OptionalInput(args[2]) ||
-      !out.Output(args[3], "out") || !IntOf(args[4], &root)) {
+      !out.Output(args[3], "out") || !IntOf(args[4], &root, "root")) {
     return nullptr;
   }
+  if (!SameElements(send, out)) return nullptr;
   int dt = DatatypeOf(out, args[5]);
   if (dt < 0 || (send.held() && !send.Holds(CommSize(c.comm) * out.bytes(), "send"))) {
     return nullptr;
@@ -509,7 +560,8 @@ PyObject* PointToPoint(PyObject* const* args, Py_ssize_t nargs, bool is_send) {
   Buffer buf;
   int peer = 0;
   if (!Start(args, nargs, 5, is_send ? "send" : "recv", &c) ||
-      !(is_send ? buf.Input(args[2]) : buf.Output(args[2], "buf")) || !IntOf(args[3], &peer)) {
+      !(is_send ? buf.Input(args[2]) : buf.Output(args[2], "buf")) ||
+      !IntOf(args[3], &peer, "peer")) {
     return nullptr;
   }
   int dt = DatatypeOf(buf, args[4]);

@@ -212,6 +212,15 @@ BatonBackend::Reduction BatonBackend::MakeReduction(const c10d::ReduceOp& op,
                   " (bitwise ops) is not supported; Baton has sum, product, min, max, avg and "
                   "premul_sum");
   }
+  if (like.scalar_type() == at::kBool) {
+    // Bools travel as bytes: a byte sum would count (and wrap at 256 ranks),
+    // so sum is "any" and product "all", as ProcessGroupNCCL has them.
+    TORCH_CHECK(op.op_ != c10d::ReduceOp::AVG && op.op_ != c10d::ReduceOp::PREMUL_SUM,
+                "baton backend: ReduceOp.", op.op_ == c10d::ReduceOp::AVG ? "AVG" : "PREMUL_SUM",
+                " of boolean tensors is not defined");
+    if (r.op == batonSum) r.op = batonMax;
+    if (r.op == batonProd) r.op = batonMin;
+  }
   return r;
 }
 

@@ -41,7 +41,23 @@ batonResult_t InitRank(const char* fn, const Settings& settings, const CreationO
       comm);
 }
 
+// A group's calls on `comm` run at batonGroupEnd: destroying or finalizing
+// it before would run them on a freed communicator (an abort fails them).
+Status NoGroupedCalls(const char* fn, const Communicator& comm) {
+  if (!GroupHolds(&comm)) return Status::Ok();
+  return InvalidUsage(std::string(fn) +
+                      " inside a group that holds calls on this communicator: call "
+                      "batonGroupEnd first");
+}
+
 batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
+  if (!abort) {
+    const CommLookup c = LookupCommState(comm);
+    if (c.comm) {
+      const Status grouped = NoGroupedCalls(fn, *c.comm);
+      if (!grouped.ok()) return Fail(fn, grouped, c.comm.get());
+    }
+  }
   std::shared_ptr<Creation> creation;
   std::shared_ptr<Communicator> impl = UnregisterComm(comm, &creation);
   if (creation) {
@@ -249,6 +265,8 @@ batonResult_t batonCommFinalize(batonComm_t comm) {
   const char* fn = "batonCommFinalize";
   const CommLookup c = LookupCommState(comm);
   if (!c.comm) return Fail(fn, NotLiveError(c));
+  if (Status grouped = NoGroupedCalls(fn, *c.comm); !grouped.ok())
+    return Fail(fn, grouped, c.comm.get());
   // Host-stream work holds the communicator until it has run.
   c.comm->WaitPending();
   c.comm->WriteTrace();

@@ -1,6 +1,7 @@
 #include "api/handles.h"
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
 
@@ -87,7 +88,27 @@ void CommsChanged() {
 }
 
 thread_local std::string tls_last_error;
-thread_local std::string tls_last_error_copy;
+// What batonGetLastError returned in this thread, per communicator handle
+// (nullptr: the thread's own): a text changes only when its error does, so
+// the pointers of two calls stay valid side by side (printf of both).
+struct ReturnedError {
+  const void* handle;
+  std::string text;
+};
+thread_local std::deque<ReturnedError> tls_returned_errors;
+constexpr size_t kReturnedErrorHandles = 64;
+
+const char* Returned(const void* handle, const std::string& text) {
+  for (ReturnedError& r : tls_returned_errors) {
+    if (r.handle != handle) continue;
+    if (r.text != text) r.text = text;
+    return r.text.c_str();
+  }
+  // A thread that asks about more communicators than this drops the oldest.
+  if (tls_returned_errors.size() == kReturnedErrorHandles) tls_returned_errors.pop_front();
+  tls_returned_errors.push_back(ReturnedError{handle, text});
+  return tls_returned_errors.back().text.c_str();
+}
 
 }  // namespace
 
@@ -261,17 +282,11 @@ batonResult_t Fail(const char* fn, const Status& st, Communicator* comm) {
 const char* LastErrorText(batonComm_t comm) {
   if (comm != nullptr) {
     const CommLookup lookup = LookupCommState(comm);
-    if (lookup.comm) {
-      tls_last_error_copy = lookup.comm->last_error();
-      return tls_last_error_copy.c_str();
-    }
-    if (lookup.state == CommState::kCreationFailed) {
-      tls_last_error_copy = lookup.creation_status.message();
-      return tls_last_error_copy.c_str();
-    }
+    if (lookup.comm) return Returned(comm, lookup.comm->last_error());
+    if (lookup.state == CommState::kCreationFailed)
+      return Returned(comm, lookup.creation_status.message());
   }
-  tls_last_error_copy = tls_last_error;
-  return tls_last_error_copy.c_str();
+  return Returned(nullptr, tls_last_error);
 }
 
 }  // namespace baton

@@ -84,6 +84,12 @@ bool InGroup() {
   return tls_group.depth > 0;
 }
 
+bool GroupHolds(const Communicator* comm) {
+  for (const Launch& l : tls_group.queued)
+    if (l.comm.get() == comm) return true;
+  return false;
+}
+
 void GroupStart() {
   ++tls_group.depth;
 }

@@ -63,6 +63,9 @@ Status RunOrQueue(const std::shared_ptr<Communicator>& comm, batonStream_t strea
 Status Submit(Launch launch);
 
 bool InGroup();
+// Whether this thread's open group holds a call on `comm` (it would run on
+// a destroyed communicator at batonGroupEnd).
+bool GroupHolds(const Communicator* comm);
 void GroupStart();
 // Launches everything queued since the outermost GroupStart. A failure on
 // one communicator becomes that communicator's last error and does not stop

@@ -69,6 +69,29 @@ TEST(ApiTest, LastErrorIsNeverNull) {
   });
 }
 
+// Two results side by side (one printf of both): asking about one source
+// must not move or overwrite the text returned for another.
+TEST(ApiTest, LastErrorTextsStayValidSideBySide) {
+  RunRanks(1, [](RankContext& ctx) {
+    float x = 0;
+    MP_EXPECT_RESULT(
+        ctx,
+        batonAllReduce(&x, &x, 1, static_cast<batonDataType_t>(99), batonSum, ctx.comm(), nullptr),
+        batonInvalidArgument);
+    const char* of_comm = batonGetLastError(ctx.comm());
+    const std::string comm_text = of_comm;
+    MP_EXPECT_RESULT(ctx, batonCommCount(nullptr, nullptr), batonInvalidArgument);
+    const char* of_thread = batonGetLastError(nullptr);
+    const std::string thread_text = of_thread;
+    MP_EXPECT_NE(ctx, comm_text, thread_text);
+    MP_EXPECT_TRUE(ctx, comm_text.find("datatype") != std::string::npos);
+    const char* again = batonGetLastError(ctx.comm());
+    MP_EXPECT_EQ(ctx, std::string(of_comm), comm_text);
+    MP_EXPECT_EQ(ctx, std::string(of_thread), thread_text);
+    MP_EXPECT_TRUE(ctx, again == of_comm);
+  });
+}
+
 TEST(ApiTest, NullOutPointersWithoutComm) {
   RunIsolated([](RankContext& ctx) {
     MP_EXPECT_RESULT(ctx, batonGetVersion(nullptr), batonInvalidArgument);
@@ -469,6 +492,33 @@ TEST(ApiTest, UseAfterDestroyIsRejected) {
     EXPECT_REJECTED(bogus, batonCommCount(bogus, &out));
     EXPECT_REJECTED(bogus, batonAllReduce(&v, &v, 1, batonInt32, batonSum, bogus, nullptr));
 #undef EXPECT_REJECTED
+  });
+}
+
+// A group's queued calls run at batonGroupEnd: destroying or finalizing
+// their communicator before is misuse (it ran them on a freed one); an
+// abort is allowed and fails them.
+TEST(ApiTest, DestroyInsideAGroupThatHoldsItsCallsIsRejected) {
+  RunRanks(2, [](RankContext& ctx) {
+    batonComm_t c = ctx.TakeComm();
+    int32_t v = ctx.rank() + 1;
+    MP_ASSERT_OK(ctx, batonGroupStart());
+    MP_EXPECT_OK(ctx, batonAllReduce(&v, &v, 1, batonInt32, batonSum, c, nullptr));
+    MP_EXPECT_RESULT(ctx, batonCommDestroy(c), batonInvalidUsage);
+    MP_EXPECT_TRUE(
+        ctx, std::string(batonGetLastError(c)).find("batonGroupEnd first") != std::string::npos);
+    MP_EXPECT_RESULT(ctx, batonCommFinalize(c), batonInvalidUsage);
+    MP_EXPECT_OK(ctx, batonGroupEnd());
+    MP_EXPECT_EQ(ctx, v, 3);
+    // A group without calls on it does not hold it.
+    MP_ASSERT_OK(ctx, batonGroupStart());
+    MP_EXPECT_OK(ctx, batonCommFinalize(c));
+    MP_EXPECT_OK(ctx, batonGroupEnd());
+    // An abort inside the group fails the queued call at the end.
+    MP_ASSERT_OK(ctx, batonGroupStart());
+    MP_EXPECT_OK(ctx, batonAllReduce(&v, &v, 1, batonInt32, batonSum, c, nullptr));
+    MP_EXPECT_OK(ctx, batonCommAbort(c));
+    MP_EXPECT_TRUE(ctx, batonGroupEnd() != batonSuccess);
   });
 }
 

@@ -234,6 +234,30 @@ expect_error("short allreduce out", ValueError, "out has 8 bytes",
              lambda: comm.allreduce(np.zeros(4, np.float32), out=np.zeros(2, np.float32)))
 expect_error("non-contiguous out", ValueError, "writable C-contiguous",
              lambda: comm.allreduce(np.zeros(4, np.float32), out=np.zeros(8, np.float32)[::2]))
+# Python ints that do not fit a C int are refused, never wrapped (2**32 was root 0).
+expect_error("root past a C int", ValueError, "out of range",
+             lambda: comm.broadcast(np.zeros(4, np.float32), root=2**32))
+expect_error("root past a C long", ValueError, "out of range",
+             lambda: comm.reduce(np.zeros(4, np.float32), root=2**70))
+expect_error("op past a C int", ValueError, "out of range",
+             lambda: comm.allreduce(np.zeros(4, np.float32), op=2**32 + 2))
+# Baton does not convert: an out of another dtype would get send's bits.
+for name, fn in [("allreduce", lambda: comm.allreduce(np.ones(4, np.float32),
+                                                      out=np.empty(4, np.int32))),
+                 ("allreduce f64", lambda: comm.allreduce(np.ones(4, np.float32),
+                                                          out=np.empty(2, np.float64))),
+                 ("allgather", lambda: comm.allgather(np.ones(2, np.float64),
+                                                      out=np.empty(2 * size, np.int64))),
+                 ("reduce_scatter", lambda: comm.reduce_scatter(np.ones(size, np.float32),
+                                                                out=np.empty(1, np.uint32)))]:
+    expect_error(f"{name} into another dtype", TypeError, "does not convert", fn)
+# bool travels as bytes: sum is "any", prod "all" (a byte count would wrap at 256 ranks).
+flags = np.array([True, rank == 0, False, rank > 0])
+check("bool sum", comm.allreduce(flags), np.array([True, True, False, size > 1]))
+check("bool prod", comm.allreduce(flags, op="prod"), np.array([True, size == 1, False, False]))
+check("bool sum, values", comm.allreduce(flags).view(np.uint8), np.array([1, 1, 0, size > 1]))
+expect_error("bool avg", ValueError, "not defined on bool",
+             lambda: comm.allreduce(flags, op="avg"))
 # Inputs that are not contiguous arrays are copied into one first: a strided view, a list.
 strided = np.arange(8, dtype=np.float64)[::2] + rank
 check("strided send", comm.allreduce(strided, out=np.empty(4)),

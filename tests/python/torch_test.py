@@ -391,6 +391,24 @@ def any_source():
             dist.barrier(group=bgroup)
 
 
+def bools():
+    """Bool tensors travel as bytes: SUM is "any" and PRODUCT "all" (as ProcessGroupNCCL has
+    them), never a byte count (3 on 3 ranks, 0 at 256); AVG is refused."""
+    flags = torch.tensor([True, rank == 0, False, rank > 0])
+    for op, want in ((R.SUM, [True, True, False, size > 1]),
+                     (R.PRODUCT, [True, size == 1, False, False])):
+        t = flags.clone()
+        dist.all_reduce(t, op=op, group=bgroup)
+        if not torch.equal(t.view(torch.uint8), torch.tensor(want).view(torch.uint8)):
+            failures.append(f"bool all_reduce {op}: bytes {t.view(torch.uint8).tolist()}")
+        out = torch.empty(1, dtype=torch.bool)
+        dist.reduce_scatter_tensor(out, torch.full((size,), rank == 0), op=op, group=bgroup)
+        if out.view(torch.uint8).item() != int(want[1]):
+            failures.append(f"bool reduce_scatter_tensor {op}: {out.view(torch.uint8).item()}")
+    expect_error("bool avg", ["AVG of boolean"],
+                 lambda: dist.all_reduce(flags.clone(), op=R.AVG, group=bgroup))
+
+
 def errors():
     # torch checks the root itself; straight to the backend, Baton's check answers.
     backend = bgroup._get_backend(torch.device("cpu"))
@@ -407,6 +425,7 @@ def errors():
                                          group=bgroup))
     expect_error("non-contiguous", ["contiguous"],
                  lambda: dist.all_reduce(torch.ones(4, 4).t(), group=bgroup))
+    bools()
     any_source()
     # An empty recv from any source carries nothing to learn the sender from: refused.
     expect_error("empty recv from any source", ["baton recv from any source", "count is 0"],
