@@ -77,9 +77,11 @@ batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
   // Queued stream work holds its own reference; wait for it so the
   // connections close only after the last collective.
   impl->WaitPending();
+  const Status stray = abort ? Status::Ok() : impl->StrayMessages();
   // Freed on purpose: the peers do not count this rank as failed when its
   // sockets close (unless an abort of a healthy communicator said so).
   impl->Leave();
+  if (!stray.ok()) return Fail(fn, stray);
   return batonSuccess;
 }
 

@@ -177,6 +177,10 @@ class Communicator {
   // batonCommDestroy and batonCommAbort: this rank frees the communicator
   // on purpose; the peers are told, so its leaving is no failure there.
   void Leave();
+  // batonCommDestroy, before Leave, on a communicator that has not failed:
+  // batonInvalidUsage naming each peer whose next message opens a call this
+  // rank never made (comm/stray.cc).
+  Status StrayMessages();
 
   // BATON_TRACE_FILE: writes this communicator's timeline so far to its
   // rank's file (batonCommFinalize; the destructor writes it again, with

@@ -165,6 +165,46 @@ INSTANTIATE_TEST_SUITE_P(
              (std::get<3>(info.param) ? "_check" : "");
     });
 
+class SelfRootTest : public ::testing::TestWithParam<const char*> {};
+
+// Rank 1 takes itself for the root of a small broadcast whose root is 0
+// everywhere else: as root it receives nothing, so no descriptor of the call
+// is compared, and the small allreduce after it runs on the lines, which
+// read no ring. What rank 0 and rank 1 sent each other and rank 2 waits
+// unread; each rank's batonCommDestroy finds it and fails naming the call.
+TEST_P(SelfRootTest, UnreadBroadcastIsReportedByDestroy) {
+  Options options;
+  options.env = {{"BATON_TRANSPORT", GetParam()},
+                 {"BATON_TIMEOUT", std::to_string(kTimeoutSeconds)}};
+  options.deadline = std::chrono::seconds(60);
+  RunRanks(
+      3,
+      [](RankContext& ctx) {
+        std::vector<double> buf(4, ctx.rank() + 10.0);
+        const int root = ctx.rank() == 1 ? 1 : 0;
+        batonResult_t r =
+            batonBroadcast(buf.data(), buf.data(), 4, batonFloat64, root, ctx.comm(), nullptr);
+        if (r == batonSuccess)
+          r = batonAllReduce(buf.data(), buf.data(), 4, batonFloat64, batonSum, ctx.comm(),
+                             nullptr);
+        batonComm_t comm = ctx.TakeComm();
+        if (r != batonSuccess) {
+          // Caught in a call (a transport whose next read met the stray).
+          MP_EXPECT_NE(ctx, ctx.LastError().find("mismatch"), std::string::npos) << ctx.LastError();
+          MP_EXPECT_OK(ctx, batonCommAbort(comm));
+          return;
+        }
+        r = batonCommDestroy(comm);
+        const std::string message = batonGetLastError(nullptr);
+        MP_EXPECT_EQ(ctx, r, batonInvalidUsage) << message;
+        MP_EXPECT_NE(ctx, message.find("never received rank"), std::string::npos) << message;
+        MP_EXPECT_NE(ctx, message.find("broadcast #1"), std::string::npos) << message;
+      },
+      options);
+}
+
+INSTANTIATE_TEST_SUITE_P(All, SelfRootTest, ::testing::Values("shm", "tcp"));
+
 class LateRankTest : public ::testing::TestWithParam<const char*> {};
 
 constexpr int kShortTimeout = 3;  // BATON_TIMEOUT for LateRankTest
