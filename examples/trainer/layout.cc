@@ -93,6 +93,16 @@ Layout MakeLayout(const Options& o, int world, int rank) {
   l.tensor = rank % tp;
   l.replica = (rank / tp) % dp;
   l.stage = o.simulate ? 0 : rank / (tp * dp);
+  // A schedule orders the forwards and backwards of several stages; one stage has nothing to
+  // order, and pipedream's per-micro-batch updates there would quietly replace the gradient
+  // accumulation that --micro-batches means with one stage.
+  if (o.schedule_set && pp == 1) {
+    throw UsageError(std::string("--schedule ") + ScheduleName(o.schedule) +
+                     " orders the stages of a pipeline, but the layout " + Grid(dp, tp, pp) +
+                     " has one stage: there --micro-batches M accumulates the gradients of M "
+                     "micro-batches into one update (drop --schedule); for a pipeline give --pp S "
+                     "> 1 (--stages S, or --mode pipeline on S ranks)");
+  }
   if (pp > l.layers) {
     throw UsageError(std::to_string(pp) + " pipeline stages but the model has " +
                      std::to_string(l.layers) +

@@ -2,14 +2,18 @@
 //
 //   batonrun -n 4 baton-train --epochs 5
 #include <baton.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "backend.h"
 #include "data.h"
@@ -84,9 +88,38 @@ class ReportedError : public TrainError {
   using TrainError::TrainError;
 };
 
+// The ranks that each take their own samples of every step (the parts the training set is cut
+// into), and what they are called.
+std::pair<int, const char*> DataParts(const trainer::Options& o, int world,
+                                      const trainer::Layout& layout) {
+  if (trainer::ModelParallel(o.mode)) return {layout.dp, "replica(s)"};
+  if (o.mode == trainer::Mode::kPs) return {world - o.ps_shards, "worker(s)"};
+  return {world, "rank(s)"};
+}
+
+// "" when a step has samples; else why not. Every rank knows the options, the rank count and
+// the data (the same files, or the same synthetic set), so every rank finds it alike.
+std::string TooFewSamples(const trainer::Options& o, int world, const trainer::Layout& layout,
+                          size_t samples) {
+  const auto [parts, who] = DataParts(o, world, layout);
+  const size_t step = static_cast<size_t>(parts) * static_cast<size_t>(trainer::StepBatch(o));
+  if (samples >= step) return "";
+  std::string text = "too few samples: one step takes " + std::to_string(step) + " (" +
+                     std::to_string(parts) + " " + who + " x --batch " + std::to_string(o.batch);
+  if (o.accumulate > 1) text += " x --accumulate " + std::to_string(o.accumulate);
+  text += ") but the training set has " + std::to_string(samples);
+  if (o.val_fraction > 0 || o.train_subset > 0) {
+    text += std::string(" (after ") + (o.val_fraction > 0 ? "--val-fraction" : "") +
+            (o.val_fraction > 0 && o.train_subset > 0 ? " and " : "") +
+            (o.train_subset > 0 ? "--train-subset" : "") + ")";
+  }
+  return text + ": give fewer ranks, a smaller --batch or more samples";
+}
+
 // Loads the data on every rank and agrees on the outcome, so a rank that cannot read its files
 // makes every rank stop with a message instead of leaving the others in a collective.
-trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int rank) {
+trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int rank,
+                            const trainer::Layout& layout) {
   trainer::DataSplit data;
   std::string problem;
   try {
@@ -100,6 +133,10 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
   if (problem.empty()) {
     trainer::SplitValidation(&data, o.val_fraction, o.seed);
     trainer::TakeTrainSubset(&data, o.train_subset);
+    int world = 1;
+    batonCommCount(comm, &world);
+    std::string few = TooFewSamples(o, world, layout, data.train.count);
+    if (!few.empty()) throw trainer::UsageError(few);
   }
   // Said before the allreduce: once it completes, the first rank to exit makes batonrun stop the
   // others, and a message printed after it could be lost.
@@ -113,6 +150,47 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
     throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
                      " could)");
   return data;
+}
+
+// Why this rank could not write one of the files it will write, or "": checked before training,
+// so that a wrong path stops the job at once rather than after an epoch (--checkpoint) or at the
+// end (--save-params, --trace). Rank 0 writes the checkpoints and the parameters, every rank its
+// own timeline file.
+std::string OutputProblem(const trainer::Options& o, int rank) {
+  auto problem = [](const char* flag, const std::string& path, const std::string& file) {
+    const std::string why = trainer::CannotWrite(file);
+    if (why.empty()) return std::string();
+    return std::string(flag) + " " + path + ": cannot write " + file + ": " + why;
+  };
+  std::string p;
+  if (!o.trace.empty()) p = problem("--trace", o.trace, trainer::Timeline::PathFor(o.trace, rank));
+  if (rank != 0 || !p.empty()) return p;
+  if (!o.save_params.empty()) p = problem("--save-params", o.save_params, o.save_params);
+  // A checkpoint goes to FILE.tmp, then is renamed over FILE (checkpoint.cc).
+  for (const std::string& path : {o.checkpoint, o.keep_best ? o.checkpoint + ".best" : ""}) {
+    if (!p.empty() || path.empty()) continue;
+    p = problem("--checkpoint", path, path + ".tmp");
+    struct stat st {};
+    if (p.empty() && stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      p = "--checkpoint " + path + ": cannot replace " + path + ": " + std::strerror(EISDIR);
+  }
+  return p;
+}
+
+// Every rank learns the problem of the first rank that has one, and all exit 2 with it. The
+// lowest rank with a problem is found by an allreduce, then tells its text to the others.
+void FailOnAnyRank(const std::string& problem, batonComm_t comm, int rank, int world) {
+  int first = problem.empty() ? world : rank;
+  trainer::CheckBaton(batonAllReduce(&first, &first, 1, batonInt32, batonMin, comm, nullptr), comm,
+                      "output check allreduce");
+  if (first == world) return;
+  char text[512] = {};
+  if (rank == first) std::snprintf(text, sizeof text, "%s", problem.c_str());
+  trainer::CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, first, comm, nullptr),
+                      comm, "output check broadcast");
+  throw trainer::UsageError(rank == first ? problem
+                                          : std::string(text) + " (reported by rank " +
+                                                std::to_string(first) + ")");
 }
 
 // A replacement that batonrun --elastic --replace started for a lost rank: it loads the data,
@@ -287,7 +365,8 @@ int main(int argc, char** argv) {
     backend = options.device == trainer::Device::kCuda
                   ? trainer::MakeCudaBackend(LocalRank(rank))
                   : trainer::MakeCpuBackend(BlasThreads(options, world));
-    trainer::DataSplit data = LoadData(options, comm, rank);
+    trainer::DataSplit data = LoadData(options, comm, rank, layout);
+    FailOnAnyRank(OutputProblem(options, rank), comm, rank, world);
     trainer::Timeline timeline(options.trace, rank);
     if (trainer::ModelParallel(options.mode)) {
       trainer::RunContext run(comm, options, *backend, data);

@@ -25,12 +25,16 @@ std::string Micros(int64_t ns) {
 
 Timeline::Timeline(const std::string& base, int rank) : rank_(rank) {
   if (base.empty()) return;
+  path_ = PathFor(base, rank);
+  events_.reserve(4096);
+}
+
+std::string Timeline::PathFor(const std::string& base, int rank) {
   const std::string ext = ".json";
   std::string stem = base;
   if (stem.size() > ext.size() && stem.compare(stem.size() - ext.size(), ext.size(), ext) == 0)
     stem.resize(stem.size() - ext.size());
-  path_ = stem + ".rank" + std::to_string(rank) + ".trainer.json";
-  events_.reserve(4096);
+  return stem + ".rank" + std::to_string(rank) + ".trainer.json";
 }
 
 int64_t Timeline::NowNs() {

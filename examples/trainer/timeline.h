@@ -21,6 +21,8 @@ class Timeline {
   Timeline& operator=(const Timeline&) = delete;
 
   bool on() const { return !path_.empty(); }
+  // The file rank `rank` writes for --trace `base` (main.cc checks it can before training).
+  static std::string PathFor(const std::string& base, int rank);
   // The timeline's clock: CLOCK_REALTIME in nanoseconds.
   static int64_t NowNs();
 

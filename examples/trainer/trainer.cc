@@ -415,6 +415,18 @@ void TrainingRun::Run() {
           ", optimizer " + OptimizerName(opt.optimizer));
     if (rank == 0 && start_epoch > 0) {
       std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
+      // Not an error, as in Keras (fit with initial_epoch >= epochs) and Lightning (max_epochs
+      // reached): rerunning a finished job's command trains nothing and succeeds.
+      if (start_epoch >= LastEpoch() && opt.epochs <= start_epoch) {
+        std::printf(
+            "nothing left to train: the checkpoint is after epoch %d and --epochs is %d (give "
+            "--epochs above %d to train on)\n",
+            start_epoch, opt.epochs, start_epoch);
+      } else if (start_epoch >= LastEpoch()) {
+        std::printf(
+            "nothing left to train: the checkpoint is after epoch %d and --stop-after is %d\n",
+            start_epoch, opt.stop_after);
+      }
       std::fflush(stdout);
     }
   }

@@ -81,6 +81,11 @@ uint64_t HashBytes(const void* data, size_t bytes);
 // Monotonic seconds.
 double NowSeconds();
 
+// Why `path` cannot be opened for writing (the OS's reason), or "" when it can. Creates nothing
+// that stays and truncates nothing: an existing file is opened without truncation, a new one is
+// created and removed again.
+std::string CannotWrite(const std::string& path);
+
 // BATON_TIMEOUT as the library reads it: 300 s when unset or malformed, 0 = no limit (1e9 here).
 // The bound of the trainer's own waits for a peer (a server waiting for a worker, a replacement
 // waiting to join), so they end when Baton's collectives would.

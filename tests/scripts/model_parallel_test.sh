@@ -6,8 +6,9 @@
 #   for bit, and gpipe and 1f1b give each other's bits; pipedream (with and without weight
 #   stashing) gives exactly the parameters of its one-process simulation (--simulate);
 # - every mode learns the synthetic set (test accuracy >= 0.85);
-# - bad layouts, sizes that do not divide and too many micro-batches make every rank exit 2 with
-#   the reason, before any training, with no launcher to stop them;
+# - bad layouts, sizes that do not divide, too many micro-batches, --schedule with one stage and a
+#   global batch above the training set make every rank exit 2 with the reason, before any
+#   training, with no launcher to stop them;
 # - the trace holds each stage's forward, backward and send/recv per micro-batch, and the report
 #   gives the measured bubble beside (S-1)/(M+S-1).
 # Usage: tests/scripts/model_parallel_test.sh BATONRUN BATON_TRAIN
@@ -164,6 +165,14 @@ expect_usage "more micro-batches than samples in the batch" "--micro-batches 65 
   --mode pipeline --micro-batches 65
 expect_usage "--split of the wrong length" "--split gives 2 stage(s) holding 2 layer(s)" 2 \
   --mode pipeline --split 1,1
+expect_usage "--schedule with one stage (--mode tensor)" \
+  "--schedule pipedream orders the stages of a pipeline, but the layout dp 1 x tp 2 x pp 1 has one stage" 2 \
+  --mode tensor --schedule pipedream --micro-batches 4
+expect_usage "--schedule with one stage (--dp 1)" "--schedule gpipe orders the stages .* pp 1 has one stage" 1 \
+  --dp 1 --schedule gpipe
+expect_usage "global batch above the training set" \
+  "too few samples: one step takes 64 (1 replica(s) x --batch 64) but the training set has 50" 2 \
+  --mode pipeline --hidden 40 --train-subset 50
 
 # ---- The trace and the bubble ----------------------------------------------------------------------
 if run 2 --synthetic 2000 --epochs 1 --max-steps 3 --mode pipeline --schedule 1f1b --micro-batches 4 \

@@ -317,6 +317,11 @@ expect_usage "bad --warmup" "--warmup: '2x' is neither" 1 --warmup 2x
 expect_usage "--val-fraction too large" "--val-fraction: '0.95' is not a number" 1 --val-fraction 0.95
 expect_usage "--train-subset above the training set" "--train-subset 501 is more than the 400 training samples" 2 --train-subset 501 --val-fraction 0.2
 expect_usage "--val-fraction that holds out nothing" "leaves no validation sample" 2 --val-fraction 0.0001
+expect_usage "global batch above the training set" \
+  "too few samples: one step takes 600 (2 rank(s) x --batch 300) but the training set has 500" 2 --batch 300
+expect_usage "--train-subset below the workers" \
+  "too few samples: one step takes 2 (2 worker(s) x --batch 1) but the training set has 1 (after --train-subset)" 3 \
+  --mode ps --batch 1 --train-subset 1
 expect_usage "--accumulate 0" "--accumulate: '0' is not an integer" 1 --accumulate 0
 expect_usage "--accumulate with --mode tensor" "--accumulate (use --micro-batches) is not supported" 1 --accumulate 2 --mode tensor
 expect_usage "--optimizer adam on --device cuda" "--optimizer adam runs on the CPU backend only" 1 --optimizer adam --device cuda

@@ -58,6 +58,18 @@ expect_fail "unknown mode" "--mode: 'bogus' is not one of sync, ps, local" 1 2 -
 expect_fail "bad number" "--batch: '12x' is not an integer" 1 2 --batch 12x
 expect_fail "unwritable --json" "cannot open $work/nowhere/x.json" 1 2 --synthetic 500 --json "$work/nowhere/x.json"
 expect_fail "ps needs two ranks" "--mode ps needs at least 2 ranks" 1 1 --synthetic 500 --mode ps
+# Output paths are tried before training, by the rank that writes each (rank 0 the checkpoint and
+# the parameters, every rank its own trace file), and an existing file is left as it was.
+echo "kept" >"$work/keep.bin"
+expect_usage "unwritable --checkpoint, found before training" \
+  "--checkpoint $work/nowhere/ck: cannot write $work/nowhere/ck.tmp: No such file" 2 \
+  --checkpoint "$work/nowhere/ck" --save-params "$work/keep.bin"
+if [[ $(cat "$work/keep.bin") == kept ]]; then ok "the up-front check leaves --save-params' file"; else bad "--save-params file changed"; fi
+expect_usage "unwritable --save-params" "--save-params $work: cannot write $work: Is a directory" 2 \
+  --save-params "$work"
+mkdir "$work/tr.rank1.trainer.json"
+expect_usage "rank 1's --trace file unwritable" \
+  "--trace $work/tr.json: cannot write $work/tr.rank1.trainer.json: Is a directory" 2 --trace "$work/tr.json"
 expect_fail "unknown device" "--device: 'gpu' is not one of cpu, cuda" 1 1 --device gpu
 
 # ---- --device cuda -------------------------------------------------------------------------------
@@ -220,6 +232,14 @@ for mode in "" "--mode ps" "--mode local --average-every 5"; do
 done
 expect_fail "resume with another model" "the model's layer sizes differ" 1 2 --synthetic 1200 --epochs 3 \
   --ema 0.9 --hidden 64 --resume "$work/ck"
+# (ck: after epoch 2 of --mode local.) Resuming a finished run trains nothing, says so, exits 0.
+if run 3 --synthetic 1200 --hidden 256,128 --epochs 2 --ema 0.9 --resume "$work/ck" --mode local --average-every 5 &&
+  grep -q "^nothing left to train: the checkpoint is after epoch 2 and --epochs is 2" "$work/log" &&
+  ! grep -q "^epoch" "$work/log"; then
+  ok "resume with --epochs not above the checkpoint's: nothing left to train, said"
+else
+  bad "resume with nothing left to train"
+fi
 
 # ---- Every mode learns (synthetic: chance is 0.1) ------------------------------------------------
 for mode in "--mode sync" "--mode ps" "--mode ps --async" "--mode local --average-every 8"; do
