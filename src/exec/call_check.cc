@@ -86,6 +86,19 @@ Status CheckPeerState(int me, int peer, const std::string& peer_label,
   return Status::Ok();
 }
 
+void NotePeerElsewhere(const std::string& peer_label, const std::vector<CallDescriptor>& mine,
+                       const CallState& theirs, std::string* behind) {
+  for (const CallDescriptor& c : mine)
+    if (c.kind != kCallKindPointToPoint) return;          // CheckPeerState's case
+  if (theirs.call.kind == kCallKindPointToPoint) return;  // numbered per pair: not comparable
+  if (theirs.call.seq == 0) {
+    *behind += "; " + peer_label + " has not called anything on this communicator yet";
+    return;
+  }
+  *behind += "; " + peer_label + (theirs.in_call ? " is in " : " has finished ") +
+             DescribeCall(theirs.call) + ", not in the matching send or receive";
+}
+
 Status CheckPeerMovedOn(int me, int peer, const std::vector<CallDescriptor>& mine,
                         const CallState& theirs) {
   const CallDescriptor* last = nullptr;

@@ -34,6 +34,12 @@ Status CheckPeerState(int me, int peer, const std::string& peer_label,
                       const std::vector<CallDescriptor>& mine, const CallState& theirs,
                       std::string* behind);
 
+// For a run of sends and receives only (`mine`), which CheckPeerState
+// cannot number against a peer: a line for *behind when `peer`, whom the
+// run waits on, answered from a collective (or from no call yet).
+void NotePeerElsewhere(const std::string& peer_label, const std::vector<CallDescriptor>& mine,
+                       const CallState& theirs, std::string* behind);
+
 // For a peer this rank still waits for data from over shared memory, in its
 // run of the calls `mine` (numbered): a peer that answers from a collective
 // after all of them has left them, and its sends for them were in the ring

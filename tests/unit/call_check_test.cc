@@ -86,5 +86,30 @@ TEST(CallCheckTest, WeighsAPeersAnswer) {
   EXPECT_TRUE(CheckPeerState(0, 1, "rank 1", mine, theirs, &behind).ok());
 }
 
+// A receive that waits on a peer in a collective: the verdict says where
+// the peer is ("every rank answered and is in this call" named nobody).
+TEST(CallCheckTest, SaysWhereAPeerOfASendOrReceiveIs) {
+  CallDescriptor recv = Call(Collective::kAllReduce, 1, 4, batonSum);
+  recv.kind = kCallKindPointToPoint;
+  const std::vector<CallDescriptor> mine = {recv};
+  CallState theirs;
+  theirs.call = Call(Collective::kAllReduce, 1, 2, batonSum);
+  theirs.in_call = true;
+  std::string behind;
+  EXPECT_TRUE(CheckPeerState(0, 1, "rank 1", mine, theirs, &behind).ok());
+  NotePeerElsewhere("rank 1", mine, theirs, &behind);
+  EXPECT_EQ(behind,
+            "; rank 1 is in allreduce #1 (2 x float, sum), not in the matching send or receive");
+  // A peer in a send or receive itself: not comparable, nothing said.
+  behind.clear();
+  theirs.call.kind = kCallKindPointToPoint;
+  NotePeerElsewhere("rank 1", mine, theirs, &behind);
+  EXPECT_TRUE(behind.empty());
+  // A run that holds a collective is CheckPeerState's to weigh.
+  theirs.call = Call(Collective::kBroadcast, 3, 2, batonSum);
+  NotePeerElsewhere("rank 1", {Call(Collective::kAllReduce, 2, 4, batonSum)}, theirs, &behind);
+  EXPECT_TRUE(behind.empty());
+}
+
 }  // namespace
 }  // namespace baton
