@@ -3,8 +3,11 @@
 #include <baton.h>
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "api/checks.h"
@@ -200,6 +203,27 @@ batonResult_t batonCommInitAll(batonComm_t* comms, int ndev, const int* devlist)
   return batonSuccess;
 }
 
+namespace {
+
+// A unique id from the environment (batonrun's BATON_UNIQUE_ID) makes one
+// communicator: its server answers one rendezvous, so the same rank asking
+// again in this process would only time out, blaming a leader that left.
+// (A BATON_ROOT or MASTER_ADDR job may: rank 0 serves each anew.)
+Status FirstUseOfEnvironmentId(const Settings& settings, const LauncherJob& job) {
+  if (settings.unique_id.empty()) return Status::Ok();
+  static std::mutex mu;
+  static std::set<std::pair<uint64_t, int>> used;
+  std::lock_guard<std::mutex> lock(mu);
+  if (used.insert({job.id.comm_id, job.rank}).second) return Status::Ok();
+  return InvalidUsage("this process already made its communicator from BATON_UNIQUE_ID (rank " +
+                      std::to_string(job.rank) +
+                      "), whose rendezvous serves once (batonrun sets it): make more "
+                      "communicators with batonCommSplit, or with batonGetUniqueId and "
+                      "batonCommInitRank");
+}
+
+}  // namespace
+
 batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
   const char* fn = "batonCommInitFromEnv";
   if (comm == nullptr) return Fail(fn, InvalidArgument("comm is NULL"));
@@ -213,6 +237,7 @@ batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
                                  "with a grow id from an existing rank (docs/reliability.md)"));
   LauncherJob job;
   BATON_API_CHECK(fn, JobFromEnvironment(settings, &job), nullptr);
+  BATON_API_CHECK(fn, FirstUseOfEnvironmentId(settings, job), nullptr);
   // Before the rendezvous, so that the place this rank reports is where it
   // will run.
   bool bound = false;

@@ -459,6 +459,37 @@ TEST(InitFromEnvErrors, ShmTransportAcrossHostsIsInvalidUsageOnEveryRank) {
   }
 }
 
+// batonrun's BATON_UNIQUE_ID makes one communicator per rank: a second
+// batonCommInitFromEnv in the same process is refused at once (it waited
+// BATON_TIMEOUT and blamed "this host's leader"), after a destroy too.
+TEST(InitFromEnvErrors, SecondInitFromTheLaunchersIdIsRefusedAtOnce) {
+  batonUniqueId id;
+  ASSERT_EQ(batonGetUniqueId(&id), batonSuccess);
+  const std::string hex = UniqueIdToHex(id);
+  EXPECT_TRUE(ForkRanks(
+      2,
+      [&](int rank) {
+        setenv("BATON_UNIQUE_ID", hex.c_str(), 1);
+        SetInt("BATON_RANK", rank);
+        SetInt("BATON_WORLD_SIZE", 2);
+        setenv("BATON_TIMEOUT", "20", 1);
+        batonComm_t comm;
+        if (batonCommInitFromEnv(&comm) != batonSuccess || CheckAllReduce(comm) != 0) return 1;
+        const auto start = std::chrono::steady_clock::now();
+        const batonResult_t again = batonCommInitFromEnv(&comm);
+        const std::string error = batonGetLastError(nullptr);
+        const double took =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (again == batonInvalidUsage && error.find("BATON_UNIQUE_ID") != std::string::npos &&
+            error.find("batonCommSplit") != std::string::npos && took < 5)
+          return 0;
+        fprintf(stderr, "rank %d: %s after %.1f s (%s)\n", rank, batonGetErrorString(again), took,
+                error.c_str());
+        return 2;
+      },
+      60));
+}
+
 TEST(InitFromEnvErrors, NoRankIsInvalidUsage) {
   EXPECT_TRUE(ForkRanks(1, [](int) {
     for (const char* v :
