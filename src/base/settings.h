@@ -29,8 +29,8 @@ namespace baton {
     "subsystems to log: INIT,BOOTSTRAP,SHM,NET,COLL,ENV,TUNING; ^NET excludes; set without "       \
     "BATON_DEBUG it implies INFO")                                                                 \
   X(algo, "BATON_ALGO", String, "",                                                                \
-    "algorithms the model may choose, NCCL syntax over ring, rhd, tree, binomial, pairwise, hier " \
-    "(empty: all)")                                                                                \
+    "algorithms the model may choose, NCCL syntax over ring, rhd, tree, binomial, pairwise, "      \
+    "hier, direct (empty: all)")                                                                   \
   X(timeout, "BATON_TIMEOUT", Int, 300, "seconds any wait may last without progress (0: forever)") \
   X(check, "BATON_CHECK", Bool, false,                                                             \
     "before each collective, check that every rank called the same one (an extra small "           \

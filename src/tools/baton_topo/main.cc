@@ -215,6 +215,12 @@ void PrintAlgorithms(const baton::CostModel& model, const baton::SelectionTable&
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      fputs(kUsage, stdout);
+      return 0;
+    }
+  }
   Options opt;
   if (!ParseOptions(argc, argv, &opt)) {
     fputs(kUsage, stderr);
