@@ -138,17 +138,13 @@ trainer::DataSplit LoadData(const trainer::Options& o, batonComm_t comm, int ran
     std::string few = TooFewSamples(o, world, layout, data.train.count);
     if (!few.empty()) throw trainer::UsageError(few);
   }
-  // Said before the allreduce: once it completes, the first rank to exit makes batonrun stop the
-  // others, and a message printed after it could be lost.
+  // Said before the check's collectives: once they complete, the first rank to exit makes
+  // batonrun stop the others, and a message printed after it could be lost.
   if (!problem.empty())
     std::fprintf(stderr, "baton-train: rank %d: error: %s\n", rank, problem.c_str());
-  int ok = problem.empty() ? 1 : 0;
-  trainer::CheckBaton(batonAllReduce(&ok, &ok, 1, batonInt32, batonMin, comm, nullptr), comm,
-                      "data check allreduce");
+  const std::string first = trainer::FirstRankProblem(problem, comm, "data check");
   if (!problem.empty()) throw ReportedError(problem);
-  if (ok == 0)
-    throw TrainError("another rank could not load the data (rank " + std::to_string(rank) +
-                     " could)");
+  if (!first.empty()) throw TrainError("another rank could not load the data: " + first);
   return data;
 }
 
@@ -175,22 +171,6 @@ std::string OutputProblem(const trainer::Options& o, int rank) {
       p = "--checkpoint " + path + ": cannot replace " + path + ": " + std::strerror(EISDIR);
   }
   return p;
-}
-
-// Every rank learns the problem of the first rank that has one, and all exit 2 with it. The
-// lowest rank with a problem is found by an allreduce, then tells its text to the others.
-void FailOnAnyRank(const std::string& problem, batonComm_t comm, int rank, int world) {
-  int first = problem.empty() ? world : rank;
-  trainer::CheckBaton(batonAllReduce(&first, &first, 1, batonInt32, batonMin, comm, nullptr), comm,
-                      "output check allreduce");
-  if (first == world) return;
-  char text[512] = {};
-  if (rank == first) std::snprintf(text, sizeof text, "%s", problem.c_str());
-  trainer::CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, first, comm, nullptr),
-                      comm, "output check broadcast");
-  throw trainer::UsageError(rank == first ? problem
-                                          : std::string(text) + " (reported by rank " +
-                                                std::to_string(first) + ")");
 }
 
 // A replacement that batonrun --elastic --replace started for a lost rank: it loads the data,
@@ -366,7 +346,10 @@ int main(int argc, char** argv) {
                   ? trainer::MakeCudaBackend(LocalRank(rank))
                   : trainer::MakeCpuBackend(BlasThreads(options, world));
     trainer::DataSplit data = LoadData(options, comm, rank, layout);
-    FailOnAnyRank(OutputProblem(options, rank), comm, rank, world);
+    if (std::string p =
+            trainer::FirstRankProblem(OutputProblem(options, rank), comm, "output check");
+        !p.empty())
+      throw trainer::UsageError(p);
     trainer::Timeline timeline(options.trace, rank);
     if (trainer::ModelParallel(options.mode)) {
       trainer::RunContext run(comm, options, *backend, data);

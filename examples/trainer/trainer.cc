@@ -93,13 +93,8 @@ void RunContext::MembershipChanged() {
 }
 
 void RunContext::FailOnRootProblem(const std::string& problem) {
-  char text[512] = {};
-  if (rank == 0) std::snprintf(text, sizeof text, "%s", problem.c_str());
-  CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, 0, comm, nullptr), comm,
-             "start-up broadcast");
-  if (text[0] != '\0') {
-    throw TrainError(rank == 0 ? problem : std::string(text) + " (reported by rank 0)");
-  }
+  if (std::string first = FirstRankProblem(problem, comm, "start-up check"); !first.empty())
+    throw TrainError(first);
 }
 
 TrainingRun::TrainingRun(batonComm_t& comm_in, const Options& options, Backend& backend_in,
@@ -417,15 +412,16 @@ void TrainingRun::Run() {
       std::printf("resumed after epoch %d (step %ld)\n", start_epoch, global_step);
       // Not an error, as in Keras (fit with initial_epoch >= epochs) and Lightning (max_epochs
       // reached): rerunning a finished job's command trains nothing and succeeds.
-      if (start_epoch >= LastEpoch() && opt.epochs <= start_epoch) {
-        std::printf(
-            "nothing left to train: the checkpoint is after epoch %d and --epochs is %d (give "
-            "--epochs above %d to train on)\n",
-            start_epoch, opt.epochs, start_epoch);
-      } else if (start_epoch >= LastEpoch()) {
-        std::printf(
-            "nothing left to train: the checkpoint is after epoch %d and --stop-after is %d\n",
-            start_epoch, opt.stop_after);
+      if (start_epoch >= LastEpoch()) {
+        if (opt.epochs <= start_epoch)
+          std::printf(
+              "nothing left to train: the checkpoint is after epoch %d and --epochs is %d (give "
+              "--epochs above %d to train on)\n",
+              start_epoch, opt.epochs, start_epoch);
+        else
+          std::printf(
+              "nothing left to train: the checkpoint is after epoch %d and --stop-after is %d\n",
+              start_epoch, opt.stop_after);
       }
       std::fflush(stdout);
     }

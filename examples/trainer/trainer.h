@@ -103,8 +103,8 @@ class RunContext {
   void ReportTarget();
   // Progress bar on rank 0 when stderr is a terminal; --log-every lines.
   void Progress(int epoch, long step, long steps, const EpochStats& stats);
-  // Broadcasts rank 0's problem text (empty: none); every rank then throws it, so each reports the
-  // reason (batonrun may stop rank 0 before it prints).
+  // Rank 0's problem text (empty: none) reaches every rank (FirstRankProblem), which then throws
+  // it, so each reports the reason (batonrun may stop rank 0 before it prints).
   void FailOnRootProblem(const std::string& problem);
   // --elastic: rank and world have changed (elastic.h); a new rank 0 takes over the --json file.
   void MembershipChanged();

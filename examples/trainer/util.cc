@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -53,6 +54,23 @@ double NowSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+std::string FirstRankProblem(const std::string& problem, batonComm_t comm,
+                             const std::string& what) {
+  int rank = 0, world = 1;
+  CheckBaton(batonCommUserRank(comm, &rank), comm, what);
+  CheckBaton(batonCommCount(comm, &world), comm, what);
+  int first = problem.empty() ? world : rank;
+  CheckBaton(batonAllReduce(&first, &first, 1, batonInt32, batonMin, comm, nullptr), comm,
+             what + " allreduce");
+  if (first == world) return "";
+  char text[512] = {};
+  if (rank == first) std::snprintf(text, sizeof text, "%s", problem.c_str());
+  CheckBaton(batonBroadcast(text, text, sizeof text, batonChar, first, comm, nullptr), comm,
+             what + " broadcast");
+  if (rank == first) return problem;
+  return std::string(text) + " (reported by rank " + std::to_string(first) + ")";
 }
 
 std::string CannotWrite(const std::string& path) {

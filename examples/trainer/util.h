@@ -81,6 +81,11 @@ uint64_t HashBytes(const void* data, size_t bytes);
 // Monotonic seconds.
 double NowSeconds();
 
+// Every rank learns the problem of the lowest rank that has one ("" when no rank has one): an
+// allreduce finds that rank and a broadcast carries its text, which the others get followed by
+// " (reported by rank N)". `what` names the check in a failed call's message.
+std::string FirstRankProblem(const std::string& problem, batonComm_t comm, const std::string& what);
+
 // Why `path` cannot be opened for writing (the OS's reason), or "" when it can. Creates nothing
 // that stays and truncates nothing: an existing file is opened without truncation, a new one is
 // created and removed again.

@@ -88,6 +88,23 @@ batonResult_t DestroyComm(const char* fn, batonComm_t comm, bool abort) {
   return batonSuccess;
 }
 
+// A unique id from the environment (batonrun's BATON_UNIQUE_ID) makes one
+// communicator: its server answers one rendezvous, so the same rank asking
+// again in this process would only time out, blaming a leader that left.
+// (A BATON_ROOT or MASTER_ADDR job may: rank 0 serves each anew.)
+Status FirstUseOfEnvironmentId(const Settings& settings, const LauncherJob& job) {
+  if (settings.unique_id.empty()) return Status::Ok();
+  static std::mutex mu;
+  static std::set<std::pair<uint64_t, int>> used;
+  std::lock_guard<std::mutex> lock(mu);
+  if (used.insert({job.id.comm_id, job.rank}).second) return Status::Ok();
+  return InvalidUsage("this process already made its communicator from BATON_UNIQUE_ID (rank " +
+                      std::to_string(job.rank) +
+                      "), whose rendezvous serves once (batonrun sets it): make more "
+                      "communicators with batonCommSplit, or with batonGetUniqueId and "
+                      "batonCommInitRank");
+}
+
 }  // namespace
 
 extern "C" {
@@ -202,27 +219,6 @@ batonResult_t batonCommInitAll(batonComm_t* comms, int ndev, const int* devlist)
   for (int r = 0; r < ndev; ++r) comms[r] = RegisterComm(std::move(made[r]));
   return batonSuccess;
 }
-
-namespace {
-
-// A unique id from the environment (batonrun's BATON_UNIQUE_ID) makes one
-// communicator: its server answers one rendezvous, so the same rank asking
-// again in this process would only time out, blaming a leader that left.
-// (A BATON_ROOT or MASTER_ADDR job may: rank 0 serves each anew.)
-Status FirstUseOfEnvironmentId(const Settings& settings, const LauncherJob& job) {
-  if (settings.unique_id.empty()) return Status::Ok();
-  static std::mutex mu;
-  static std::set<std::pair<uint64_t, int>> used;
-  std::lock_guard<std::mutex> lock(mu);
-  if (used.insert({job.id.comm_id, job.rank}).second) return Status::Ok();
-  return InvalidUsage("this process already made its communicator from BATON_UNIQUE_ID (rank " +
-                      std::to_string(job.rank) +
-                      "), whose rendezvous serves once (batonrun sets it): make more "
-                      "communicators with batonCommSplit, or with batonGetUniqueId and "
-                      "batonCommInitRank");
-}
-
-}  // namespace
 
 batonResult_t batonCommInitFromEnv(batonComm_t* comm) {
   const char* fn = "batonCommInitFromEnv";

@@ -285,6 +285,7 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
     for (const auto& in : arriving_tables_) fds.push_back({in.fd.get(), POLLIN, 0});
     // The root never writes on this connection; it closes it at once when
     // it refuses the batch (another secret or job).
+    const size_t root_at = fds.size();
     if (root_conn_.valid()) fds.push_back({root_conn_.get(), POLLIN, 0});
     const int n = poll(fds.data(), fds.size(), wait_ms);
     if (n < 0 && errno != EINTR) return ErrnoError("poll", errno);
@@ -298,7 +299,7 @@ Status Leader::WaitForTable(const WireAddr& me, std::vector<ClientHello> unsent)
                         "; the root closed this host's connection as soon as it had the hellos: "
                         "is BATON_SECRET alike on every rank?");
     }
-    if (root_conn_.valid() && fds.back().revents != 0) {
+    if (root_conn_.valid() && fds[root_at].revents != 0) {
       // A reset when it closed with our hellos unread.
       char byte;
       const ssize_t got = recv(root_conn_.get(), &byte, 1, MSG_DONTWAIT);

@@ -68,14 +68,12 @@ PeerInfo LocalPeerInfo(int rank, const SockAddr& listen_addr, const std::string&
 }
 
 Status CheckTransportsAgree(const std::vector<PeerInfo>& peers) {
-  auto first = [&](auto wants) -> const PeerInfo* {
-    for (const PeerInfo& p : peers)
-      if (wants(p)) return &p;
-    return nullptr;
-  };
-  const PeerInfo* shm = first([](const PeerInfo& p) { return p.shm_only != 0; });
-  if (shm == nullptr) return Status::Ok();
-  if (const PeerInfo* tcp = first([](const PeerInfo& p) { return p.wants_tcp != 0; }))
+  const auto shm =
+      std::find_if(peers.begin(), peers.end(), [](const PeerInfo& p) { return p.shm_only != 0; });
+  if (shm == peers.end()) return Status::Ok();
+  const auto tcp =
+      std::find_if(peers.begin(), peers.end(), [](const PeerInfo& p) { return p.wants_tcp != 0; });
+  if (tcp != peers.end())
     return InvalidUsage("BATON_TRANSPORT differs between ranks: shm on rank " +
                         std::to_string(shm->rank) + ", tcp on rank " + std::to_string(tcp->rank) +
                         " (set it alike on every rank)");

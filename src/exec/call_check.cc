@@ -54,7 +54,7 @@ Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const Cal
 
 Status CheckPeerState(int me, int peer, const std::string& peer_label,
                       const std::vector<CallDescriptor>& mine, const CallState& theirs,
-                      std::string* behind) {
+                      std::string* behind, bool waited_on) {
   // Point-to-point calls are numbered per pair: nothing to compare.
   const CallDescriptor* first = nullptr;
   for (const CallDescriptor& c : mine)
@@ -62,10 +62,16 @@ Status CheckPeerState(int me, int peer, const std::string& peer_label,
       first = &c;
       break;
     }
-  if (first == nullptr || theirs.call.kind == kCallKindPointToPoint) return Status::Ok();
+  if ((first == nullptr && !waited_on) || theirs.call.kind == kCallKindPointToPoint)
+    return Status::Ok();
   const std::string us = "rank " + std::to_string(me), them = "rank " + std::to_string(peer);
   if (theirs.call.seq == 0) {
     *behind += "; " + peer_label + " has not called anything on this communicator yet";
+    return Status::Ok();
+  }
+  if (first == nullptr) {
+    *behind += "; " + peer_label + (theirs.in_call ? " is in " : " has finished ") +
+               DescribeCall(theirs.call) + ", not in the matching send or receive";
     return Status::Ok();
   }
   for (const CallDescriptor& m : mine) {
@@ -84,19 +90,6 @@ Status CheckPeerState(int me, int peer, const std::string& peer_label,
                ": its last call is " + DescribeCall(theirs.call) +
                (theirs.in_call ? ", still running" : ", finished");
   return Status::Ok();
-}
-
-void NotePeerElsewhere(const std::string& peer_label, const std::vector<CallDescriptor>& mine,
-                       const CallState& theirs, std::string* behind) {
-  for (const CallDescriptor& c : mine)
-    if (c.kind != kCallKindPointToPoint) return;          // CheckPeerState's case
-  if (theirs.call.kind == kCallKindPointToPoint) return;  // numbered per pair: not comparable
-  if (theirs.call.seq == 0) {
-    *behind += "; " + peer_label + " has not called anything on this communicator yet";
-    return;
-  }
-  *behind += "; " + peer_label + (theirs.in_call ? " is in " : " has finished ") +
-             DescribeCall(theirs.call) + ", not in the matching send or receive";
 }
 
 Status CheckPeerMovedOn(int me, int peer, const std::vector<CallDescriptor>& mine,

@@ -29,16 +29,13 @@ Status CallMismatchError(int me, int peer, const CallDescriptor& mine, const Cal
 // run (`mine`, numbered). A peer in another call with the same number, or
 // done with one, is a mismatch: the error. A peer that has not reached
 // these calls yet adds a line to *behind (for the timeout's verdict).
-// `peer_label` names it ("rank 3 (pid 4242 on h3)").
+// `peer_label` names it ("rank 3 (pid 4242 on h3)"). A run of sends and
+// receives only has no number to compare; for a peer it waits on
+// (`waited_on`) that answered from a collective, or from no call yet, the
+// line says where that peer is.
 Status CheckPeerState(int me, int peer, const std::string& peer_label,
                       const std::vector<CallDescriptor>& mine, const CallState& theirs,
-                      std::string* behind);
-
-// For a run of sends and receives only (`mine`), which CheckPeerState
-// cannot number against a peer: a line for *behind when `peer`, whom the
-// run waits on, answered from a collective (or from no call yet).
-void NotePeerElsewhere(const std::string& peer_label, const std::vector<CallDescriptor>& mine,
-                       const CallState& theirs, std::string* behind);
+                      std::string* behind, bool waited_on = false);
 
 // For a peer this rank still waits for data from over shared memory, in its
 // run of the calls `mine` (numbered): a peer that answers from a collective

@@ -340,11 +340,10 @@ Status Executor::Run(const Schedule& schedule, const std::vector<CallDescriptor>
       for (int p = 0; p < static_cast<int>(config_.peer_labels.size()); ++p) {
         CallState state;
         if (p == rank || !channels_->PeerState(p, asked_at, &state)) continue;
-        BATON_RETURN_IF_ERROR(CheckPeerState(rank, p, Label(p), calls, state, &behind));
         const bool waited_on = std::any_of(queues.begin(), queues.end(), [&](const Queue& q) {
           return q.peer == p && q.cursor < q.ops.size();
         });
-        if (waited_on) NotePeerElsewhere(Label(p), calls, state, &behind);
+        BATON_RETURN_IF_ERROR(CheckPeerState(rank, p, Label(p), calls, state, &behind, waited_on));
       }
       for (const Queue& q : queues) {
         if (q.is_send || q.cursor >= q.ops.size() || !ready(ops[q.ops[q.cursor]]) ||

@@ -96,18 +96,22 @@ TEST(CallCheckTest, SaysWhereAPeerOfASendOrReceiveIs) {
   theirs.call = Call(Collective::kAllReduce, 1, 2, batonSum);
   theirs.in_call = true;
   std::string behind;
+  // A peer the run does not wait on: nothing said.
   EXPECT_TRUE(CheckPeerState(0, 1, "rank 1", mine, theirs, &behind).ok());
-  NotePeerElsewhere("rank 1", mine, theirs, &behind);
+  EXPECT_TRUE(behind.empty());
+  EXPECT_TRUE(CheckPeerState(0, 1, "rank 1", mine, theirs, &behind, /*waited_on=*/true).ok());
   EXPECT_EQ(behind,
             "; rank 1 is in allreduce #1 (2 x float, sum), not in the matching send or receive");
   // A peer in a send or receive itself: not comparable, nothing said.
   behind.clear();
   theirs.call.kind = kCallKindPointToPoint;
-  NotePeerElsewhere("rank 1", mine, theirs, &behind);
+  EXPECT_TRUE(CheckPeerState(0, 1, "rank 1", mine, theirs, &behind, /*waited_on=*/true).ok());
   EXPECT_TRUE(behind.empty());
-  // A run that holds a collective is CheckPeerState's to weigh.
-  theirs.call = Call(Collective::kBroadcast, 3, 2, batonSum);
-  NotePeerElsewhere("rank 1", {Call(Collective::kAllReduce, 2, 4, batonSum)}, theirs, &behind);
+  // A run that holds a collective is weighed by its number, as before.
+  theirs.call = Call(Collective::kAllReduce, 3, 2, batonSum);
+  EXPECT_TRUE(CheckPeerState(0, 1, "rank 1", {Call(Collective::kAllReduce, 3, 2, batonSum)}, theirs,
+                             &behind, /*waited_on=*/true)
+                  .ok());
   EXPECT_TRUE(behind.empty());
 }
 
